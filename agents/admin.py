@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from agents.models import Agent
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin[Agent]):
+    # The agent-server secret is never shown.
+    list_display = ["name", "owner", "runtime", "model", "subscription", "use_platform_api_key"]
+    list_filter = ["runtime", "routing_policy"]
+    search_fields = ["name"]
+    fields = [
+        "name",
+        "owner",
+        "runtime",
+        "model",
+        "subscription",
+        "use_platform_api_key",
+        "routing_policy",
+        "endpoint",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = ["endpoint", "created_at", "updated_at"]
+
+    def has_add_permission(self, request: object) -> bool:
+        # A new agent needs a generated secret: create agents through the API.
+        return False

@@ -1,0 +1,87 @@
+"""Agents REST API. The owner is whoever created the agent; admins see all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents import services
+from agents.models import Agent, RoutingPolicy, Runtime
+from agents.selectors import agent_get_visible, agents_visible_to
+
+
+class AgentOutput(serializers.ModelSerializer[Agent]):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    subscription = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Agent
+        fields = [
+            "name",
+            "owner",
+            "runtime",
+            "model",
+            "subscription",
+            "use_platform_api_key",
+            "routing_policy",
+            "endpoint",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_subscription(self, obj: Agent) -> dict[str, Any] | None:
+        if obj.subscription is None:
+            return None
+        return {"id": obj.subscription.pk, "name": obj.subscription.name}
+
+
+class AgentUpdateInput(serializers.Serializer[Any]):
+    runtime = serializers.ChoiceField(choices=Runtime.choices, required=False)
+    model = serializers.CharField(max_length=100, allow_blank=True, required=False)
+    use_platform_api_key = serializers.BooleanField(allow_null=True, required=False)
+    routing_policy = serializers.ChoiceField(choices=RoutingPolicy.choices, required=False)
+
+
+class AgentListApi(APIView):
+    class Input(AgentUpdateInput):
+        name = serializers.SlugField(max_length=100)
+        runtime = serializers.ChoiceField(choices=Runtime.choices, default=Runtime.CLAUDE_CODE)
+
+    @extend_schema(responses=AgentOutput(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(AgentOutput(agents_visible_to(request.user), many=True).data)
+
+    @extend_schema(request=Input, responses={201: AgentOutput})
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        owner = request.user
+        assert isinstance(owner, User)  # IsAuthenticated ran first
+        agent = services.agent_create(owner=owner, **data.validated_data)
+        return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
+
+
+class AgentDetailApi(APIView):
+    @extend_schema(responses=AgentOutput)
+    def get(self, request: Request, name: str) -> Response:
+        return Response(AgentOutput(agent_get_visible(user=request.user, name=name)).data)
+
+    @extend_schema(request=AgentUpdateInput, responses=AgentOutput)
+    def patch(self, request: Request, name: str) -> Response:
+        agent = agent_get_visible(user=request.user, name=name)
+        data = AgentUpdateInput(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        agent = services.agent_update(agent=agent, changes=data.validated_data)
+        return Response(AgentOutput(agent).data)
+
+    put = patch
+
+    def delete(self, request: Request, name: str) -> Response:
+        services.agent_delete(agent=agent_get_visible(user=request.user, name=name))
+        return Response(status=status.HTTP_204_NO_CONTENT)

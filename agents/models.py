@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from trinity.crypto import EncryptedSecretField
+
+
+class Runtime(models.TextChoices):
+    CLAUDE_CODE = "claude-code", "Claude Code CLI"
+    ANTHROPIC_API = "anthropic-api", "Anthropic Messages API"
+
+
+class RoutingPolicy(models.TextChoices):
+    # Plans first, the platform key only as the last rung of a walk.
+    SUBSCRIPTION_FIRST = "subscription_first", "Subscriptions first"
+    # Never leave the assigned subscription; refusals fail the turn.
+    PINNED = "pinned", "Pinned to its subscription"
+
+
+class Agent(models.Model):
+    """An agent: one agent server (container or local process) running one runtime."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agents"
+    )
+    runtime = models.CharField(max_length=20, choices=Runtime.choices, default=Runtime.CLAUDE_CODE)
+    model = models.CharField(max_length=100, blank=True)
+    # String reference: agents must not import subscriptions (dependencies point one way).
+    subscription = models.ForeignKey(
+        "subscriptions.Subscription",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="agents",
+    )
+    use_platform_api_key = models.BooleanField(null=True, default=True)
+    routing_policy = models.CharField(
+        max_length=30, choices=RoutingPolicy.choices, default=RoutingPolicy.SUBSCRIPTION_FIRST
+    )
+    endpoint = models.CharField(max_length=200, blank=True, editable=False)
+    shared_secret = EncryptedSecretField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.pk} {self.name!r}>"
+
+    @property
+    def provider(self) -> str:
+        """Every runtime built so far speaks to Anthropic."""
+        return "anthropic"

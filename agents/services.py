@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+
+from agents.models import Agent
+from trinity.crypto import Secret
+from trinity.errors import Conflict
+
+UPDATABLE_FIELDS = ("runtime", "model", "use_platform_api_key", "routing_policy")
+
+
+@transaction.atomic
+def agent_create(
+    *,
+    owner: User,
+    name: str,
+    runtime: str,
+    model: str = "",
+    use_platform_api_key: bool | None = True,
+    routing_policy: str | None = None,
+) -> Agent:
+    """Create an agent owned by ``owner`` with a fresh agent-server secret.
+
+    Raises Conflict when the name is taken.
+    """
+    agent = Agent(
+        owner=owner,
+        name=name,
+        runtime=runtime,
+        model=model,
+        use_platform_api_key=use_platform_api_key,
+        shared_secret=Secret(secrets.token_urlsafe(32)),
+    )
+    if routing_policy:
+        agent.routing_policy = routing_policy
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:
+        raise Conflict(f"An agent named {name!r} already exists.", field="name") from None
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
+    fields = [f for f in UPDATABLE_FIELDS if f in changes]
+    for field in fields:
+        setattr(agent, field, changes[field])
+    if fields:
+        agent.save(update_fields=[*fields, "updated_at"])
+    return agent
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent) -> None:
+    agent.delete()

@@ -1,0 +1,207 @@
+"""Subscriptions REST API: thin views over services and selectors."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.selectors import agent_get_visible
+from subscriptions import services
+from subscriptions.models import Provider, Subscription
+from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
+from trinity import services as trinity_services
+from trinity.api import AdminForWrites, IsAdmin
+from trinity.selectors import system_settings_get
+
+
+class SubscriptionOutput(serializers.ModelSerializer[Subscription]):
+    agent_count = serializers.IntegerField(read_only=True)
+    agents = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Subscription
+        fields = [
+            "id",
+            "name",
+            "provider",
+            "plan_type",
+            "token_fingerprint",
+            "billing_class",
+            "overage",
+            "max_concurrency",
+            "agent_count",
+            "agents",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_agents(self, obj: Subscription) -> list[str]:
+        return [agent.name for agent in obj.agents.all()]
+
+
+class SubscriptionListApi(APIView):
+    permission_classes = [AdminForWrites]
+
+    class Input(serializers.Serializer[Any]):
+        name = serializers.CharField(max_length=100)
+        token = serializers.CharField(write_only=True, max_length=4096)
+        provider = serializers.ChoiceField(choices=Provider.choices)
+        plan_type = serializers.CharField(max_length=30)
+
+    @extend_schema(responses=SubscriptionOutput(many=True))
+    def get(self, request: Request) -> Response:
+        subscriptions = subscriptions_visible_to(request.user)
+        return Response(SubscriptionOutput(subscriptions, many=True).data)
+
+    @extend_schema(request=Input, responses={200: SubscriptionOutput, 201: SubscriptionOutput})
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        subscription, created = services.subscription_register(**data.validated_data)
+        subscription = subscription_get_visible(user=request.user, pk=subscription.pk)
+        return Response(
+            SubscriptionOutput(subscription).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class SubscriptionDetailApi(APIView):
+    permission_classes = [AdminForWrites]
+
+    @extend_schema(responses=SubscriptionOutput)
+    def get(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        return Response(SubscriptionOutput(subscription).data)
+
+    def delete(self, request: Request, pk: int) -> Response:
+        services.subscription_delete(
+            subscription=subscription_get_visible(user=request.user, pk=pk)
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AssignmentOutput(serializers.Serializer[Any]):
+    agent = serializers.CharField(source="name")
+    subscription_id = serializers.IntegerField(allow_null=True)
+
+
+class AgentAssignmentApi(APIView):
+    """Assign or unassign an agent's subscription: the agent's owner or an admin."""
+
+    permission_classes = [IsAuthenticated]
+
+    class Input(serializers.Serializer[Any]):
+        subscription_id = serializers.IntegerField(min_value=1)
+
+    @extend_schema(request=Input, responses=AssignmentOutput)
+    def put(self, request: Request, name: str) -> Response:
+        agent = agent_get_visible(user=request.user, name=name)
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        agent = services.assignment_set(agent=agent, **data.validated_data)
+        return Response(AssignmentOutput(agent).data)
+
+    @extend_schema(responses=AssignmentOutput)
+    def delete(self, request: Request, name: str) -> Response:
+        agent = agent_get_visible(user=request.user, name=name)
+        agent = services.assignment_clear(agent=agent)
+        return Response(AssignmentOutput(agent).data)
+
+
+class SwitchSettingApi(APIView):
+    """GET/PUT ``{enabled}`` for one boolean system setting; writes are admin-only."""
+
+    permission_classes = [AdminForWrites]
+    setting: ClassVar[str] = ""
+
+    class Input(serializers.Serializer[Any]):
+        enabled = serializers.BooleanField()
+
+    def render(self) -> dict[str, Any]:
+        return {"enabled": getattr(system_settings_get(), self.setting)}
+
+    def get(self, request: Request) -> Response:
+        return Response(self.render())
+
+    @extend_schema(request=Input)
+    def put(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        trinity_services.system_setting_set(name=self.setting, value=data.validated_data["enabled"])
+        return Response(self.render())
+
+
+class AutoSwitchApi(SwitchSettingApi):
+    setting = "auto_switch_subscriptions"
+
+
+class ApiKeyFallbackApi(SwitchSettingApi):
+    setting = "subscription_api_key_fallback"
+
+    def render(self) -> dict[str, Any]:
+        row = system_settings_get()
+        # "On but inert" is a real state: the switch is on and no key is configured.
+        return {
+            "enabled": row.subscription_api_key_fallback,
+            "key_configured": row.platform_api_key_configured,
+        }
+
+
+class HeadroomAutoRefreshApi(SwitchSettingApi):
+    setting = "subscription_headroom_auto_refresh"
+
+
+class HeadroomAlertThresholdApi(APIView):
+    permission_classes = [AdminForWrites]
+
+    class Input(serializers.Serializer[Any]):
+        threshold = serializers.IntegerField()
+
+    def get(self, request: Request) -> Response:
+        return Response({"threshold": system_settings_get().headroom_alert_threshold})
+
+    @extend_schema(request=Input)
+    def put(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        row = trinity_services.system_setting_set(
+            name="headroom_alert_threshold", value=data.validated_data["threshold"]
+        )
+        return Response({"threshold": row.headroom_alert_threshold})
+
+
+class PlatformApiKeyApi(APIView):
+    """Write-only: the key goes in, only whether one is configured comes out."""
+
+    permission_classes = [IsAdmin]
+
+    class Input(serializers.Serializer[Any]):
+        key = serializers.CharField(write_only=True, max_length=4096)
+
+    @staticmethod
+    def render() -> dict[str, Any]:
+        row = system_settings_get()
+        return {
+            "configured": row.platform_api_key_configured,
+            "fingerprint": row.platform_api_key_fingerprint,
+        }
+
+    def get(self, request: Request) -> Response:
+        return Response(self.render())
+
+    @extend_schema(request=Input)
+    def put(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        trinity_services.platform_api_key_set(key=data.validated_data["key"])
+        return Response(self.render())
+
+    def delete(self, request: Request) -> Response:
+        trinity_services.platform_api_key_clear()
+        return Response(self.render())

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from django.db import models
+
+from trinity.crypto import EncryptedSecretField
+
+
+class Provider(models.TextChoices):
+    ANTHROPIC = "anthropic", "Anthropic (Claude plans)"
+    OPENAI_CODEX = "openai-codex", "OpenAI (ChatGPT/Codex plans)"
+
+
+class Subscription(models.Model):
+    """A plan subscription whose quota turns spend. The token is write-only."""
+
+    name = models.CharField(max_length=100, unique=True)
+    provider = models.CharField(max_length=20, choices=Provider.choices)
+    plan_type = models.CharField(max_length=30)
+    token = EncryptedSecretField(editable=False)
+    token_fingerprint = models.CharField(max_length=4, editable=False)
+    billing_class = models.CharField(max_length=20, default="plan", editable=False)
+    overage = models.CharField(max_length=20, default="refuse", editable=False)
+    max_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<Subscription {self.pk} {self.name!r} …{self.token_fingerprint}>"
+
+
+class FailureKind(models.TextChoices):
+    RATE_LIMIT = "rate_limit", "Rate limit"
+    AUTH = "auth", "Credential refused"
+
+
+class RateLimitEvent(models.Model):
+    """A refusal recorded against the credential that was actually sent.
+
+    ``failure_kind`` is NULL on rows written before kinds existed; those count as
+    failures for candidate skipping but not as rate limits for display.
+    """
+
+    agent_name = models.CharField(max_length=100)
+    subscription = models.ForeignKey(
+        Subscription, on_delete=models.CASCADE, related_name="rate_limit_events"
+    )
+    error_message = models.TextField(blank=True)
+    # NULL is meaningful (legacy rows of unknown kind), unlike an empty string.
+    failure_kind = models.CharField(  # noqa: DJ001
+        max_length=20, choices=FailureKind.choices, null=True, blank=True
+    )
+    occurred_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-occurred_at"]
+        indexes = [
+            models.Index(fields=["subscription", "occurred_at"], name="rle_sub_occurred"),
+            models.Index(
+                fields=["agent_name", "subscription", "occurred_at"], name="rle_agent_sub_occurred"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        kind = self.failure_kind or "failure"
+        return f"{kind} on {self.subscription_id} at {self.occurred_at:%Y-%m-%d %H:%M:%S}"

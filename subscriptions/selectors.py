@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, Prefetch, QuerySet
+
+from agents.models import Agent
+from subscriptions.models import FailureKind, RateLimitEvent, Subscription
+from trinity.errors import NotFound
+
+
+def _window_start(now: datetime) -> datetime:
+    return now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+
+
+def is_subscription_rate_limited(*, subscription_id: int, now: datetime) -> bool:
+    """The display question: a rate_limit refusal within the window (default 2h).
+
+    An event exactly one window old has aged out.
+    """
+    return RateLimitEvent.objects.filter(
+        subscription_id=subscription_id,
+        failure_kind=FailureKind.RATE_LIMIT,
+        occurred_at__gt=_window_start(now),
+    ).exists()
+
+
+def has_recent_subscription_failures(*, subscription_id: int, now: datetime) -> bool:
+    """The candidate-skip question: a refusal of any kind (NULL legacy rows too) in the window."""
+    return RateLimitEvent.objects.filter(
+        subscription_id=subscription_id, occurred_at__gt=_window_start(now)
+    ).exists()
+
+
+def subscriptions_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Subscription]:
+    """Admins see every subscription; others only those their own agents use."""
+    queryset = Subscription.objects.annotate(agent_count=Count("agents", distinct=True))
+    if getattr(user, "is_staff", False):
+        return queryset.prefetch_related(
+            Prefetch("agents", queryset=Agent.objects.only("id", "name", "subscription_id"))
+        )
+    # Others see the subscriptions their agents use, and only their own agents on them.
+    return (
+        queryset.filter(agents__owner_id=user.pk)
+        .distinct()
+        .prefetch_related(
+            Prefetch(
+                "agents",
+                queryset=Agent.objects.filter(owner_id=user.pk).only(
+                    "id", "name", "subscription_id"
+                ),
+            )
+        )
+    )
+
+
+def subscription_get_visible(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> Subscription:
+    subscription = subscriptions_visible_to(user).filter(pk=pk).first()
+    if subscription is None:
+        raise NotFound(f"No subscription with id {pk}.")
+    return subscription

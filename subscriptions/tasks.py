@@ -1,0 +1,19 @@
+"""Celery adapters: load by id, call one service, own retry and time limits."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from subscriptions.services import rate_limit_events_cleanup
+from trinity import clock
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(name="subscriptions.cleanup_old_rate_limit_events", soft_time_limit=60, time_limit=90)
+def cleanup_old_rate_limit_events() -> int:
+    deleted = rate_limit_events_cleanup(now=clock.now())
+    logger.info("deleted %d rate-limit events past retention", deleted)
+    return deleted

@@ -1,0 +1,143 @@
+"""Canary: seed known secret values, exercise every endpoint and the admin, and
+prove that no response body and no log line (raw record or rendered handler
+output) carries any of them."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from subscriptions.models import FailureKind
+from subscriptions.services import record_rate_limit_event
+from tests.agents.factories import AgentFactory
+from trinity import clock
+from trinity.selectors import system_settings_get
+
+CANARY_PLAN = "sk-ant-oat01-CANARYplanTOKEN0000000000000000000000001"
+CANARY_PLAN_2 = "sk-ant-oat01-CANARYplanTOKEN0000000000000000000000002"
+CANARY_KEY = "sk-ant-api03-CANARYplatformKEY00000000000000000000003"
+CANARY_CODEX = "eyJhbGciOiJSUzI1NiJ9.eyJjYW5hcnkiOiJ5ZXMifQ.Q0FOQVJZY29kZXg0"
+
+
+@pytest.fixture
+def rendered_logs() -> Iterator[io.StringIO]:
+    """What the configured console handler really writes (after its redaction filter)."""
+    stream = io.StringIO()
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)]
+    previous = [h.setStream(stream) for h in handlers]
+    root_level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.DEBUG)
+    yield stream
+    logging.getLogger().setLevel(root_level)
+    for handler, old in zip(handlers, previous, strict=True):
+        handler.setStream(old)
+
+
+@pytest.mark.django_db
+def test_no_secret_reaches_a_response_or_a_log(
+    admin_client_api: APIClient,
+    owner_client: APIClient,
+    owner: object,
+    admin_user: object,
+    caplog: pytest.LogCaptureFixture,
+    rendered_logs: io.StringIO,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    bodies: list[str] = []
+
+    def hit(client: APIClient | Client, method: str, url: str, data: object = None) -> None:
+        kwargs = {"format": "json"} if isinstance(client, APIClient) else {}
+        response = (
+            getattr(client, method)(url, data, **kwargs)
+            if data is not None
+            else getattr(client, method)(url)
+        )
+        assert response.status_code < 500, (method, url, response.status_code)
+        bodies.append(response.content.decode(errors="replace"))
+
+    plan = {"name": "canary", "token": CANARY_PLAN, "provider": "anthropic", "plan_type": "max-5x"}
+    hit(admin_client_api, "post", "/api/subscriptions", plan)
+    hit(admin_client_api, "post", "/api/subscriptions", {**plan, "token": CANARY_PLAN_2})
+    hit(
+        admin_client_api, "post", "/api/subscriptions", {**plan, "name": "bad", "token": CANARY_KEY}
+    )
+    hit(
+        admin_client_api,
+        "post",
+        "/api/subscriptions",
+        {"name": "cx", "token": CANARY_CODEX, "provider": "openai-codex", "plan_type": "pro"},
+    )
+    hit(
+        admin_client_api,
+        "post",
+        "/api/subscriptions",
+        {"name": "cx2", "token": CANARY_CODEX, "provider": "anthropic", "plan_type": "pro"},
+    )
+    hit(admin_client_api, "put", "/api/settings/platform-api-key", {"key": CANARY_KEY})
+    hit(admin_client_api, "put", "/api/settings/platform-api-key", {"key": CANARY_PLAN})
+    agent = AgentFactory.create(name="bot", owner=owner)
+    secret = agent.shared_secret.reveal()
+
+    from subscriptions.models import Subscription
+
+    subscription = Subscription.objects.get(name="canary")
+    record_rate_limit_event(
+        agent_name="bot",
+        subscription_id=subscription.pk,
+        error_message=f"401 token {CANARY_PLAN_2} rejected",
+        failure_kind=FailureKind.AUTH,
+        now=clock.now(),
+    )
+    for url in (
+        "/api/subscriptions",
+        f"/api/subscriptions/{subscription.pk}",
+        "/api/agents",
+        "/api/agents/bot",
+        "/api/settings/platform-api-key",
+        "/api/subscriptions/settings/auto-switch",
+        "/api/subscriptions/settings/api-key-fallback",
+        "/api/subscriptions/settings/headroom-auto-refresh",
+        "/api/subscriptions/settings/headroom-alert-threshold",
+        "/api/schema/",
+    ):
+        hit(admin_client_api, "get", url)
+        hit(owner_client, "get", url)
+    hit(owner_client, "put", "/api/subscriptions/agents/bot", {"subscription_id": subscription.pk})
+    hit(owner_client, "patch", "/api/agents/bot", {"model": "claude-opus-4-1"})
+
+    admin_site = Client()
+    admin_site.force_login(admin_user)  # type: ignore[arg-type]
+    settings_row = system_settings_get()
+    from subscriptions.models import RateLimitEvent
+
+    event = RateLimitEvent.objects.get()
+    for url in (
+        "/admin/",
+        "/admin/subscriptions/subscription/",
+        f"/admin/subscriptions/subscription/{subscription.pk}/change/",
+        "/admin/subscriptions/ratelimitevent/",
+        f"/admin/subscriptions/ratelimitevent/{event.pk}/change/",
+        "/admin/agents/agent/",
+        f"/admin/agents/agent/{agent.pk}/change/",
+        "/admin/trinity/systemsettings/",
+        f"/admin/trinity/systemsettings/{settings_row.pk}/change/",
+    ):
+        hit(admin_site, "get", url)
+
+    logging.getLogger("trinity.canary").warning(
+        "a careless line: %s %s", CANARY_PLAN, CANARY_KEY
+    )  # the filter must catch even this
+    raw_records = [r.getMessage() for r in caplog.records if r.name != "trinity.canary"]
+    canaries = [CANARY_PLAN, CANARY_PLAN_2, CANARY_KEY, CANARY_CODEX, secret]
+    for canary in canaries:
+        for body in bodies:
+            assert canary not in body
+        for message in raw_records:
+            assert canary not in message
+        assert canary not in rendered_logs.getvalue()
+    assert "a careless line" in rendered_logs.getvalue()

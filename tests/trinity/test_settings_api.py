@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from trinity.selectors import system_settings_get
+
+pytestmark = pytest.mark.django_db
+
+SWITCHES = [
+    ("/api/subscriptions/settings/auto-switch", "auto_switch_subscriptions"),
+    ("/api/subscriptions/settings/api-key-fallback", "subscription_api_key_fallback"),
+    ("/api/subscriptions/settings/headroom-auto-refresh", "subscription_headroom_auto_refresh"),
+]
+THRESHOLD = "/api/subscriptions/settings/headroom-alert-threshold"
+KEY_URL = "/api/settings/platform-api-key"
+API_KEY = "sk-ant-api03-" + "P" * 40
+
+
+@pytest.mark.parametrize(("url", "field"), SWITCHES)
+def test_switches_default_on_and_admin_toggles_them(
+    admin_client_api: APIClient, url: str, field: str
+) -> None:
+    assert admin_client_api.get(url).json()["enabled"] is True
+    response = admin_client_api.put(url, {"enabled": False}, format="json")
+    assert response.status_code == 200
+    assert response.json()["enabled"] is False
+    assert getattr(system_settings_get(), field) is False
+
+
+@pytest.mark.parametrize(("url", "field"), SWITCHES)
+def test_non_admins_read_switches_but_cannot_change_them(
+    owner_client: APIClient, other_client: APIClient, url: str, field: str
+) -> None:
+    for client in (owner_client, other_client):
+        assert client.get(url).status_code == 200
+        assert client.put(url, {"enabled": False}, format="json").status_code == 403
+    assert getattr(system_settings_get(), field) is True
+
+
+@pytest.mark.parametrize("body", [{}, {"enabled": "sometimes"}, {"enabled": None}])
+def test_a_switch_rejects_bad_input(admin_client_api: APIClient, body: dict[str, object]) -> None:
+    response = admin_client_api.put(SWITCHES[0][0], body, format="json")
+    assert response.status_code == 400
+    assert "enabled" in response.json()
+    assert system_settings_get().auto_switch_subscriptions is True
+
+
+def test_api_key_fallback_reports_whether_a_key_is_configured(admin_client_api: APIClient) -> None:
+    url = SWITCHES[1][0]
+    assert admin_client_api.get(url).json() == {"enabled": True, "key_configured": False}
+    assert admin_client_api.put(KEY_URL, {"key": API_KEY}, format="json").status_code == 200
+    assert admin_client_api.get(url).json() == {"enabled": True, "key_configured": True}
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        (0, True),
+        (50, True),
+        (75, True),
+        (99, True),
+        (49, False),
+        (1, False),
+        (100, False),
+        (-5, False),
+        ("high", False),
+        (True, False),
+    ],
+)
+def test_alert_threshold_is_off_or_50_to_99(
+    admin_client_api: APIClient, value: object, ok: bool
+) -> None:
+    response = admin_client_api.put(THRESHOLD, {"threshold": value}, format="json")
+    assert response.status_code == (200 if ok else 400), response.content
+    expected = value if ok else 75
+    assert admin_client_api.get(THRESHOLD).json() == {"threshold": expected}
+
+
+def test_alert_threshold_is_admin_only_to_change(owner_client: APIClient) -> None:
+    assert owner_client.get(THRESHOLD).json() == {"threshold": 75}
+    assert owner_client.put(THRESHOLD, {"threshold": 80}, format="json").status_code == 403
+    assert system_settings_get().headroom_alert_threshold == 75
+
+
+class TestPlatformApiKey:
+    def test_admin_sets_replaces_and_removes_it_without_ever_seeing_it(
+        self, admin_client_api: APIClient
+    ) -> None:
+        response = admin_client_api.put(KEY_URL, {"key": API_KEY}, format="json")
+        assert response.json() == {"configured": True, "fingerprint": API_KEY[-4:]}
+        assert API_KEY not in response.content.decode()
+        assert system_settings_get().platform_api_key.reveal() == API_KEY
+        replacement = "sk-ant-api03-" + "R" * 40
+        admin_client_api.put(KEY_URL, {"key": replacement}, format="json")
+        assert system_settings_get().platform_api_key.reveal() == replacement
+        response = admin_client_api.delete(KEY_URL)
+        assert response.json() == {"configured": False, "fingerprint": ""}
+        assert system_settings_get().platform_api_key is None
+
+    @pytest.mark.parametrize("client_name", ["owner_client", "other_client"])
+    def test_non_admins_get_403_and_nothing_changes(
+        self, request: pytest.FixtureRequest, client_name: str
+    ) -> None:
+        client: APIClient = request.getfixturevalue(client_name)
+        assert client.put(KEY_URL, {"key": API_KEY}, format="json").status_code == 403
+        assert client.delete(KEY_URL).status_code == 403
+        assert client.get(KEY_URL).status_code == 403
+        assert system_settings_get().platform_api_key is None
+
+    @pytest.mark.parametrize("key", ["", "not-a-key", "sk-ant-oat01-" + "o" * 40])
+    def test_a_bad_key_is_refused_by_field(self, admin_client_api: APIClient, key: str) -> None:
+        response = admin_client_api.put(KEY_URL, {"key": key}, format="json")
+        assert response.status_code == 400
+        assert "key" in response.json()
+        if key:
+            assert key not in response.content.decode()
+        assert system_settings_get().platform_api_key is None

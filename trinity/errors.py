@@ -1,0 +1,33 @@
+"""Domain errors. Services raise these; one DRF exception handler maps them."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    status_code = 400
+    code = "invalid"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class NotFound(DomainError):
+    status_code = 404
+    code = "not_found"
+
+
+class Forbidden(DomainError):
+    status_code = 403
+    code = "forbidden"
+
+
+class Conflict(DomainError):
+    status_code = 409
+    code = "conflict"
+
+
+class InvalidInput(DomainError):
+    status_code = 400
+    code = "invalid"

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from django.db import transaction
+
+from trinity.crypto import Secret, fingerprint
+from trinity.errors import InvalidInput
+from trinity.models import SystemSettings, validate_alert_threshold
+from trinity.selectors import system_settings_get
+
+SWITCHES = (
+    "auto_switch_subscriptions",
+    "subscription_api_key_fallback",
+    "subscription_headroom_auto_refresh",
+)
+
+PLATFORM_API_KEY_PREFIX = "sk-ant-api"
+
+
+@transaction.atomic
+def system_setting_set(*, name: str, value: bool | int) -> SystemSettings:
+    """Set one switch or the alert threshold; raises InvalidInput on a bad value."""
+    row = system_settings_get()
+    if name in SWITCHES:
+        if not isinstance(value, bool):
+            raise InvalidInput("Must be true or false.", field="enabled")
+    elif name == "headroom_alert_threshold":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInput("Must be an integer.", field="threshold")
+        try:
+            validate_alert_threshold(value)
+        except Exception as exc:  # django ValidationError carries the message
+            raise InvalidInput(str(getattr(exc, "message", exc)), field="threshold") from None
+    else:
+        raise InvalidInput(f"Unknown setting {name!r}.")
+    SystemSettings.objects.filter(pk=row.pk).update(**{name: value})
+    row.refresh_from_db()
+    return row
+
+
+def validate_platform_api_key(key: str) -> str:
+    """Return the stripped key or raise InvalidInput (never echoing the value)."""
+    key = key.strip()
+    if key.startswith("sk-ant-oat"):
+        raise InvalidInput(
+            "This is a Claude plan OAuth token; register it as a subscription instead.",
+            field="key",
+        )
+    if (
+        not key.startswith(PLATFORM_API_KEY_PREFIX)
+        or len(key) < 20
+        or any(c.isspace() for c in key)
+    ):
+        raise InvalidInput(
+            f"An Anthropic platform API key starts with '{PLATFORM_API_KEY_PREFIX}'.", field="key"
+        )
+    return key
+
+
+@transaction.atomic
+def platform_api_key_set(*, key: str) -> SystemSettings:
+    key = validate_platform_api_key(key)
+    row = system_settings_get()
+    row.platform_api_key = Secret(key)
+    row.platform_api_key_fingerprint = fingerprint(key)
+    row.save(update_fields=["platform_api_key", "platform_api_key_fingerprint", "updated_at"])
+    return row
+
+
+@transaction.atomic
+def platform_api_key_clear() -> SystemSettings:
+    row = system_settings_get()
+    row.platform_api_key = None
+    row.platform_api_key_fingerprint = ""
+    row.save(update_fields=["platform_api_key", "platform_api_key_fingerprint", "updated_at"])
+    return row

@@ -1,0 +1,260 @@
+"""Django settings. Every value comes from the environment and fails loudly when bad.
+
+With nothing set, the platform runs on embedded defaults under var/: a SQLite file,
+a file-based cache and a filesystem Celery broker (both work across processes
+without Redis), and secrets generated on first run with mode 0600.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import django_stubs_ext
+import environ
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+
+from trinity.local_secrets import read_or_create
+
+# Lets ModelAdmin[Model] and friends be subscripted at runtime (types for mypy).
+django_stubs_ext.monkeypatch()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = env.str(name, default="")
+    if raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+def _env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
+    raw = env.str(name, default="")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if not minimum <= value <= maximum:
+        raise ImproperlyConfigured(f"{name}={value} is outside {minimum}..{maximum}")
+    return value
+
+
+VAR_DIR = Path(env.str("TRINITY_VAR_DIR", default=str(BASE_DIR / "var")))
+
+DEBUG = _env_bool("DEBUG", False)
+
+SECRET_KEY = env.str("SECRET_KEY", default="") or read_or_create(
+    VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50)
+)
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+
+def _encryption_keys() -> list[str]:
+    raw = env.str("TRINITY_ENCRYPTION_KEYS", default="")
+    keys = [k.strip() for k in raw.split(",") if k.strip()] if raw else []
+    if not keys:
+        keys = [read_or_create(VAR_DIR / "encryption.key", lambda: Fernet.generate_key().decode())]
+    for index, key in enumerate(keys):
+        try:
+            Fernet(key)
+        except (ValueError, TypeError):
+            # Never echo the value: it is a secret even when malformed.
+            raise ImproperlyConfigured(
+                f"TRINITY_ENCRYPTION_KEYS: key #{index + 1} is not a valid Fernet key "
+                "(32 url-safe base64-encoded bytes)"
+            ) from None
+    return keys
+
+
+# The first key encrypts; every key decrypts (rotation: prepend a new key, run
+# `manage.py rotate_encryption_keys`, then drop the old one).
+TRINITY_ENCRYPTION_KEYS = _encryption_keys()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "trinity",
+    "agents",
+    "subscriptions",
+    "execution",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "trinity.urls"
+WSGI_APPLICATION = "trinity.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = env.str("DATABASE_URL", default="")
+if _database_url and _database_url.split(":", 1)[0] not in environ.Env.DB_SCHEMES:
+    raise ImproperlyConfigured(
+        f"DATABASE_URL has unsupported scheme {_database_url.split(':', 1)[0]!r} "
+        "(use postgres://... or sqlite:///...)"
+    )
+try:
+    DATABASES = {
+        "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'trinity.sqlite3'}")
+    }
+except (environ.ImproperlyConfigured, ValueError, KeyError) as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes (web, worker, beat) share the file: wait for the write lock
+    # instead of failing with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(
+        "REDIS_URL must start with redis://, rediss:// or unix:// "
+        f"(got scheme {REDIS_URL.split(':', 1)[0]!r})"
+    )
+
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                # A cache outage must not hang a turn: fail fast and let callers
+                # treat the store as unreachable.
+                "SOCKET_CONNECT_TIMEOUT": 1,
+                "SOCKET_TIMEOUT": 1,
+            },
+            "KEY_PREFIX": "trinity",
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+            "KEY_PREFIX": "trinity",
+        }
+    }
+    CELERY_BROKER_URL = "filesystem://"
+    _broker_dir = VAR_DIR / "broker"
+    for _sub in ("queue", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_TIMEZONE = "UTC"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STATICFILES_DIRS: list[Path] = []
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "trinity.api.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Trinity API",
+    "DESCRIPTION": "Subscriptions, agents and turns. Tokens are write-only.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Served from the installed package: the docs UI works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a logging level")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "trinity.redaction.RedactingFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["redact"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+}
+
+# How far back a refusal counts against a subscription (the 2h skip-list) and how
+# long failure events are kept.
+RATE_LIMIT_WINDOW_SECONDS = _env_int(
+    "TRINITY_RATE_LIMIT_WINDOW_SECONDS", 2 * 3600, minimum=60, maximum=7 * 24 * 3600
+)
+RATE_LIMIT_EVENT_RETENTION_SECONDS = _env_int(
+    "TRINITY_RATE_LIMIT_EVENT_RETENTION_SECONDS", 24 * 3600, minimum=3600, maximum=90 * 24 * 3600
+)
