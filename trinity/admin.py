@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from trinity.models import SystemSettings
+from trinity.models import Notification, SystemSettings
 
 
 @admin.register(SystemSettings)
@@ -27,3 +27,11 @@ class SystemSettingsAdmin(admin.ModelAdmin[SystemSettings]):
         self, request: HttpRequest, obj: SystemSettings | None = None
     ) -> bool:
         return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin[Notification]):
+    list_display = ["created_at", "level", "kind", "title", "agent_name"]
+    list_filter = ["level", "kind"]
+    search_fields = ["title", "agent_name"]
+    readonly_fields = [f.name for f in Notification._meta.fields]

@@ -46,3 +46,32 @@ class SystemSettings(models.Model):
     @property
     def platform_api_key_configured(self) -> bool:
         return bool(self.platform_api_key)
+
+
+class Notification(models.Model):
+    """Something the operator is told: a switch, an exhausted walk, a headroom alert."""
+
+    class Level(models.TextChoices):
+        INFO = "info"
+        WARNING = "warning"
+        CRITICAL = "critical"
+
+    kind = models.CharField(max_length=50)
+    level = models.CharField(max_length=10, choices=Level.choices, default=Level.INFO)
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    agent_name = models.CharField(max_length=100, blank=True)
+    subscription_id = models.BigIntegerField(null=True, blank=True)
+    dedup_key = models.CharField(max_length=200, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["dedup_key", "created_at"], name="notification_dedup"),
+            models.Index(fields=["kind", "created_at"], name="notification_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"[{self.level}] {self.title}"

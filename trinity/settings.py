@@ -258,3 +258,20 @@ RATE_LIMIT_WINDOW_SECONDS = _env_int(
 RATE_LIMIT_EVENT_RETENTION_SECONDS = _env_int(
     "TRINITY_RATE_LIMIT_EVENT_RETENTION_SECONDS", 24 * 3600, minimum=3600, maximum=90 * 24 * 3600
 )
+
+# Upstream providers. `make run` points these at the local provider simulator; a real
+# deployment leaves the defaults (or points at a proxy).
+TRINITY_ANTHROPIC_BASE_URL = env.str(
+    "TRINITY_ANTHROPIC_BASE_URL", default="https://api.anthropic.com"
+).rstrip("/")
+TRINITY_CODEX_BASE_URL = env.str("TRINITY_CODEX_BASE_URL", default="https://chatgpt.com").rstrip(
+    "/"
+)
+for _name in ("TRINITY_ANTHROPIC_BASE_URL", "TRINITY_CODEX_BASE_URL"):
+    if not globals()[_name].startswith(("http://", "https://")):
+        raise ImproperlyConfigured(f"{_name} must be an http(s) URL")
+
+# How long a notification with the same dedup key stays silent.
+TRINITY_NOTIFICATION_DEDUP_SECONDS = _env_int(
+    "TRINITY_NOTIFICATION_DEDUP_SECONDS", 3600, minimum=1, maximum=7 * 24 * 3600
+)
