@@ -1,15 +1,23 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from unittest import mock
-
 import pytest
+from django.test import override_settings
 
 from trinity.models import Notification
 from trinity.notifications import notification_send
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 pytestmark = pytest.mark.django_db
+
+# A real Redis client pointed at a port where nothing listens: a genuine outage.
+UNREACHABLE_REDIS = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": "redis://127.0.0.1:9/0",
+        "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2},
+    }
+}
 
 
 def test_the_same_key_fires_once_within_its_ttl() -> None:
@@ -22,8 +30,7 @@ def test_the_same_key_fires_once_within_its_ttl() -> None:
 
 
 def test_with_the_cache_down_dedup_falls_back_to_the_database() -> None:
-    # The cache outage is simulated: the point is the fallback path, not Redis itself.
-    with mock.patch("trinity.notifications.cache.add", side_effect=ConnectionError("down")):
+    with override_settings(CACHES=UNREACHABLE_REDIS):
         assert notification_send(kind="k", title="t", now=NOW, dedup_key="x", dedup_ttl=60)
         assert notification_send(kind="k", title="t", now=NOW, dedup_key="x", dedup_ttl=60) is None
         later = NOW + timedelta(seconds=61)
