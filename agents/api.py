@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import services
+from agents import lifecycle, services
 from agents.models import Agent, RoutingPolicy, Runtime
 from agents.selectors import agent_get_visible, agents_visible_to
 
@@ -31,6 +31,9 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "use_platform_api_key",
             "routing_policy",
             "endpoint",
+            "process_state",
+            "process_detail",
+            "auth_mode",
             "created_at",
             "updated_at",
         ]
@@ -85,3 +88,28 @@ class AgentDetailApi(APIView):
     def delete(self, request: Request, name: str) -> Response:
         services.agent_delete(agent=agent_get_visible(user=request.user, name=name))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AgentStartApi(APIView):
+    @extend_schema(request=None, responses=AgentOutput)
+    def post(self, request: Request, name: str) -> Response:
+        agent = agent_get_visible(user=request.user, name=name)
+        try:
+            agent = lifecycle.agent_start(agent=agent)
+        except Exception:
+            agent.refresh_from_db()
+            return Response(AgentOutput(agent).data, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response(AgentOutput(agent).data)
+
+
+class AgentStopApi(APIView):
+    @extend_schema(request=None, responses=AgentOutput)
+    def post(self, request: Request, name: str) -> Response:
+        agent = lifecycle.agent_stop(agent=agent_get_visible(user=request.user, name=name))
+        return Response(AgentOutput(agent).data)
+
+
+class AgentHealthApi(APIView):
+    def get(self, request: Request, name: str) -> Response:
+        agent = agent_get_visible(user=request.user, name=name)
+        return Response(lifecycle.agent_health(agent=agent))

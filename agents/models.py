@@ -18,6 +18,20 @@ class RoutingPolicy(models.TextChoices):
     PINNED = "pinned", "Pinned to its subscription"
 
 
+class AuthMode(models.TextChoices):
+    """Which credential an agent server was booted with (its baseline)."""
+
+    SUBSCRIPTION = "subscription", "Subscription OAuth token"
+    API_KEY = "api_key", "Platform API key"
+    NONE = "none", "No credential"
+
+
+class ProcessState(models.TextChoices):
+    STOPPED = "stopped", "Stopped"
+    RUNNING = "running", "Running"
+    FAILED = "failed", "Failed to start"
+
+
 class Agent(models.Model):
     """An agent: one agent server (container or local process) running one runtime."""
 
@@ -40,6 +54,17 @@ class Agent(models.Model):
         max_length=30, choices=RoutingPolicy.choices, default=RoutingPolicy.SUBSCRIPTION_FIRST
     )
     endpoint = models.CharField(max_length=200, blank=True, editable=False)
+    # The running agent server: a pid (local) or container id (docker), the credential
+    # mode it booted with, and whether it is up. Recorded so a restarted web process
+    # finds agents that kept running.
+    process_handle = models.CharField(max_length=100, blank=True, editable=False)
+    process_state = models.CharField(
+        max_length=10, choices=ProcessState.choices, default=ProcessState.STOPPED, editable=False
+    )
+    process_detail = models.CharField(max_length=500, blank=True, editable=False)
+    auth_mode = models.CharField(
+        max_length=20, choices=AuthMode.choices, default=AuthMode.NONE, editable=False
+    )
     shared_secret = EncryptedSecretField(editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

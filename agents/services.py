@@ -6,6 +6,8 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
+from agents import lifecycle
+from agents import tasks as agent_tasks
 from agents.models import Agent
 from trinity.crypto import Secret
 from trinity.errors import Conflict
@@ -22,6 +24,7 @@ def agent_create(
     model: str = "",
     use_platform_api_key: bool | None = True,
     routing_policy: str | None = None,
+    autostart: bool = True,
 ) -> Agent:
     """Create an agent owned by ``owner`` with a fresh agent-server secret.
 
@@ -42,6 +45,10 @@ def agent_create(
             agent.save()
     except IntegrityError:
         raise Conflict(f"An agent named {name!r} already exists.", field="name") from None
+    if autostart:
+        # Agents are long-running: boot its server once the row is committed.
+        agent_id = agent.pk
+        transaction.on_commit(lambda: agent_tasks.start.delay(agent_id))
     return agent
 
 
@@ -52,9 +59,17 @@ def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
         setattr(agent, field, changes[field])
     if fields:
         agent.save(update_fields=[*fields, "updated_at"])
+    if {"runtime", "model", "use_platform_api_key"} & set(fields):
+        agent_id = agent.pk
+        if "runtime" in fields or "model" in fields:
+            # The runtime and default model are fixed at boot.
+            transaction.on_commit(lambda: agent_tasks.restart.delay(agent_id))
+        else:
+            transaction.on_commit(lambda: agent_tasks.apply_credentials.delay(agent_id))
     return agent
 
 
-@transaction.atomic
 def agent_delete(*, agent: Agent) -> None:
+    """Stop the agent's server, then delete the row."""
+    lifecycle.agent_stop(agent=agent)
     agent.delete()

@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from agents.models import Agent
+from agents import tasks as agent_tasks
+from agents.models import Agent, ProcessState
 from subscriptions import billing
 from subscriptions.models import FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import validate_plan_token
@@ -58,11 +59,23 @@ def subscription_register(
         subscription = Subscription.objects.create(name=name, **values)
         logger.info("subscription registered: %s (…%s)", name, values["token_fingerprint"])
         return subscription, True
+    rolled_over = existing.token != values["token"]
     for field, value in values.items():
         setattr(existing, field, value)
     existing.save()
     logger.info("subscription token replaced: %s (…%s)", name, values["token_fingerprint"])
+    if rolled_over:
+        # Key rollover: every running agent on this subscription gets the new token.
+        running = list(
+            existing.agents.filter(process_state=ProcessState.RUNNING).values_list("pk", flat=True)
+        )
+        for agent_id in running:
+            _apply_credentials_after_commit(agent_id)
     return existing, False
+
+
+def _apply_credentials_after_commit(agent_id: int) -> None:
+    transaction.on_commit(lambda: agent_tasks.apply_credentials.delay(agent_id))
 
 
 @transaction.atomic
@@ -85,6 +98,7 @@ def assignment_set(*, agent: Agent, subscription_id: int) -> Agent:
         )
     Agent.objects.filter(pk=agent.pk).update(subscription=subscription)
     agent.subscription = subscription
+    _apply_credentials_after_commit(agent.pk)
     return agent
 
 
@@ -92,6 +106,7 @@ def assignment_set(*, agent: Agent, subscription_id: int) -> Agent:
 def assignment_clear(*, agent: Agent) -> Agent:
     Agent.objects.filter(pk=agent.pk).update(subscription=None)
     agent.subscription = None
+    _apply_credentials_after_commit(agent.pk)
     return agent
 
 

@@ -275,3 +275,11 @@ for _name in ("TRINITY_ANTHROPIC_BASE_URL", "TRINITY_CODEX_BASE_URL"):
 TRINITY_NOTIFICATION_DEDUP_SECONDS = _env_int(
     "TRINITY_NOTIFICATION_DEDUP_SECONDS", 3600, minimum=1, maximum=7 * 24 * 3600
 )
+
+# Where agent servers run: "local" subprocesses (embedded default) or "docker".
+TRINITY_AGENT_BACKEND = env.str("TRINITY_AGENT_BACKEND", default="local")
+if TRINITY_AGENT_BACKEND not in {"local", "docker"}:
+    raise ImproperlyConfigured("TRINITY_AGENT_BACKEND must be 'local' or 'docker'")
+TRINITY_AGENT_IMAGE = env.str("TRINITY_AGENT_IMAGE", default="trinity-agent:latest")
+TRINITY_DOCKER_NETWORK = env.str("TRINITY_DOCKER_NETWORK", default="")
+TRINITY_AGENT_MEMORY_LIMIT = env.str("TRINITY_AGENT_MEMORY_LIMIT", default="2g")

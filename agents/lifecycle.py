@@ -1,0 +1,201 @@
+"""Agent lifecycle: start, stop, health, hot-reload and recreate.
+
+The credential an agent boots with (its baseline) follows its assignment: the
+subscription's OAuth token, else the platform API key where the agent may use it,
+else nothing. A change between a subscription and a subscription is a hot-reload
+(the next spawn uses the new token); a change of mode recreates the agent, because
+the boot guard and the baseline environment depend on the mode.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core.cache import cache
+
+from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
+from agents.models import Agent, AuthMode, ProcessState, Runtime
+from agents.runtimes import SpawnSpec, get_runtime
+from trinity.crypto import Secret
+from trinity.redaction import redact
+from trinity.selectors import system_settings_get
+
+logger = logging.getLogger(__name__)
+
+START_MARKER_TTL = 120
+
+
+def platform_key_allowed(agent: Agent) -> bool:
+    """An agent's own switch wins; unset follows the system-wide fallback switch."""
+    if agent.use_platform_api_key is None:
+        return system_settings_get().subscription_api_key_fallback
+    return agent.use_platform_api_key
+
+
+def baseline_credentials(agent: Agent) -> tuple[str, dict[str, Secret]]:
+    """The auth mode and credential env an agent server should boot with now."""
+    subscription = agent.subscription
+    if subscription is not None and subscription.provider == "anthropic" and subscription.token:
+        return AuthMode.SUBSCRIPTION, {"CLAUDE_CODE_OAUTH_TOKEN": subscription.token}
+    if platform_key_allowed(agent):
+        key = system_settings_get().platform_api_key
+        if key:
+            return AuthMode.API_KEY, {"ANTHROPIC_API_KEY": key}
+    return AuthMode.NONE, {}
+
+
+def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
+    mode, credentials = baseline_credentials(agent)
+    spec = SpawnSpec(
+        name=agent.name,
+        runtime=agent.runtime,
+        model=agent.model,
+        secret=agent.shared_secret,
+        env={"ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL},
+        credentials=credentials,
+    )
+    return mode, spec
+
+
+def client_for(agent: Agent) -> AgentServerClient:
+    return AgentServerClient(endpoint=agent.endpoint, secret=agent.shared_secret)
+
+
+def _reload(agent: Agent) -> Agent:
+    return Agent.objects.select_related("subscription").get(pk=agent.pk)
+
+
+def agent_start(*, agent: Agent) -> Agent:
+    """Start the agent's server unless it already runs. Returns the refreshed agent.
+
+    Single-flight across processes through a cache marker (fails open when the cache
+    is down: a rare double start is recoverable, a blocked start is not).
+    """
+    agent = _reload(agent)
+    runtime = get_runtime()
+    if agent.process_state == ProcessState.RUNNING and runtime.is_alive(
+        name=agent.name, handle=agent.process_handle
+    ):
+        return agent
+    marker = f"agent-start:{agent.pk}"
+    try:
+        claimed = cache.add(marker, 1, timeout=START_MARKER_TTL)
+    except Exception:
+        claimed = True
+    if not claimed:
+        logger.info("agent %s is being started elsewhere", agent.name)
+        return agent
+    try:
+        mode, spec = spawn_spec(agent)
+        try:
+            spawned = runtime.start(spec)
+        except Exception as exc:
+            detail = redact(str(exc))[:500]
+            Agent.objects.filter(pk=agent.pk).update(
+                process_state=ProcessState.FAILED, process_detail=detail
+            )
+            logger.error("agent %s failed to start: %s", agent.name, detail)
+            raise
+        Agent.objects.filter(pk=agent.pk).update(
+            endpoint=spawned.endpoint,
+            process_handle=spawned.handle,
+            process_state=ProcessState.RUNNING,
+            process_detail="",
+            auth_mode=mode,
+        )
+    finally:
+        try:
+            cache.delete(marker)
+        except Exception:
+            logger.warning("agent %s: could not clear the start marker", agent.name)
+    return _reload(agent)
+
+
+def agent_stop(*, agent: Agent) -> Agent:
+    agent = _reload(agent)
+    if agent.process_handle:
+        get_runtime().stop(name=agent.name, handle=agent.process_handle)
+    Agent.objects.filter(pk=agent.pk).update(
+        endpoint="", process_handle="", process_state=ProcessState.STOPPED, process_detail=""
+    )
+    return _reload(agent)
+
+
+def agent_recreate(*, agent: Agent) -> Agent:
+    """Stop and start with the credentials the agent should have now."""
+    agent_stop(agent=agent)
+    return agent_start(agent=agent)
+
+
+def agent_health(*, agent: Agent) -> dict[str, object]:
+    """Whether the process is alive and what its /health says; never raises."""
+    alive = bool(agent.process_handle) and get_runtime().is_alive(
+        name=agent.name, handle=agent.process_handle
+    )
+    health: dict[str, object] = {"state": agent.process_state, "alive": alive}
+    if alive:
+        try:
+            health["server"] = client_for(agent).health()
+        except AgentServerUnavailable as exc:
+            health["error"] = str(exc)
+    elif agent.process_state == ProcessState.RUNNING:
+        health["error"] = "the agent server is not running"
+    return health
+
+
+def hot_reload_subscription_token(*, agent: Agent) -> str:
+    """Hand the agent its subscription's current token for the next spawns.
+
+    Claude runtimes also force-unset API keys so a stale .env key cannot shadow the
+    plan. Returns "reloaded", or "restarted" when the server has no reload endpoint
+    (404), cannot be reached, or there is no token to send.
+    """
+    agent = _reload(agent)
+    token = agent.subscription.token if agent.subscription is not None else None
+    if not token:
+        agent_recreate(agent=agent)
+        return "restarted"
+    try:
+        shadow = client_for(agent).reload_token(
+            token=token, remove_api_key=agent.runtime == Runtime.CLAUDE_CODE
+        )
+    except AgentServerUnavailable as exc:
+        logger.warning("agent %s: reload-token unreachable (%s); restarting", agent.name, exc)
+        agent_recreate(agent=agent)
+        return "restarted"
+    except ReloadRefused as exc:
+        if exc.status_code != 404:
+            raise
+        logger.warning("agent %s has no reload-token endpoint; restarting", agent.name)
+        agent_recreate(agent=agent)
+        return "restarted"
+    if shadow:
+        logger.warning(
+            "agent %s: its .env still carries %s (force-unset for every spawn)",
+            agent.name,
+            ", ".join(shadow),
+        )
+    logger.info("agent %s: subscription token hot-reloaded", agent.name)
+    return "reloaded"
+
+
+def agent_apply_credentials(*, agent: Agent) -> str:
+    """Bring a running agent in line with its assignment; idempotent.
+
+    Returns "not_running", "recreated", "reloaded", "restarted" or "unchanged".
+    """
+    agent = _reload(agent)
+    runtime = get_runtime()
+    if agent.process_state != ProcessState.RUNNING or not runtime.is_alive(
+        name=agent.name, handle=agent.process_handle
+    ):
+        return "not_running"  # the next start boots with the current credentials
+    mode, _ = baseline_credentials(agent)
+    if mode != agent.auth_mode:
+        logger.info("agent %s: auth mode %s -> %s; recreating", agent.name, agent.auth_mode, mode)
+        agent_recreate(agent=agent)
+        return "recreated"
+    if mode == AuthMode.SUBSCRIPTION:
+        return hot_reload_subscription_token(agent=agent)
+    return "unchanged"

@@ -1,0 +1,20 @@
+"""Where agent servers run: local processes (embedded default) or docker containers."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from agents.runtimes.base import AgentProcessRuntime, Spawned, SpawnSpec
+
+
+def get_runtime() -> AgentProcessRuntime:
+    if settings.TRINITY_AGENT_BACKEND == "docker":
+        from agents.runtimes.docker import DockerRuntime
+
+        return DockerRuntime()
+    from agents.runtimes.local import LocalProcessRuntime
+
+    return LocalProcessRuntime()
+
+
+__all__ = ["AgentProcessRuntime", "SpawnSpec", "Spawned", "get_runtime"]

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from trinity.crypto import Secret
+
+
+@dataclass(frozen=True)
+class SpawnSpec:
+    """Everything an agent server needs at boot. ``credentials`` holds secret env values."""
+
+    name: str
+    runtime: str
+    model: str
+    secret: Secret
+    env: dict[str, str] = field(default_factory=dict)
+    credentials: dict[str, Secret] = field(default_factory=dict, repr=False)
+
+    def environment(self) -> dict[str, str]:
+        """The agent server's baseline environment, plaintext (goes to the process only)."""
+        values = {
+            **self.env,
+            "TRINITY_AGENT_SECRET": self.secret.reveal(),
+            "TRINITY_AGENT_RUNTIME": self.runtime,
+        }
+        if self.model:
+            values["TRINITY_AGENT_MODEL"] = self.model
+        values.update({name: value.reveal() for name, value in self.credentials.items()})
+        return values
+
+
+@dataclass(frozen=True)
+class Spawned:
+    endpoint: str
+    handle: str  # a pid (local) or a container id (docker)
+
+
+class AgentProcessRuntime(Protocol):
+    name: str
+
+    def start(self, spec: SpawnSpec) -> Spawned:
+        """Start an agent server and return once /health answers; raises RuntimeError."""
+        ...
+
+    def stop(self, *, name: str, handle: str) -> None:
+        """Stop it; stopping something already gone is not an error."""
+        ...
+
+    def is_alive(self, *, name: str, handle: str) -> bool: ...

@@ -1,0 +1,130 @@
+"""Agent servers as local subprocesses: the embedded default.
+
+The pid and port are recorded on the Agent row, so a restarted web process finds the
+agents that kept running. Each agent gets a home under var/agents/<name>/ holding its
+.env, token file and log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+
+from agents.runtimes.base import Spawned, SpawnSpec
+
+logger = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+# Only these reach an agent process from the platform's own environment: it must not
+# inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
+INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
+
+_children: dict[int, subprocess.Popen[bytes]] = {}  # only to reap our own children
+
+
+def agent_home(name: str) -> Path:
+    home = Path(settings.VAR_DIR) / "agents" / name
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return home
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _is_agent_server(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"agent_server" in cmdline
+
+
+class LocalProcessRuntime:
+    name = "local"
+
+    def start(self, spec: SpawnSpec) -> Spawned:
+        home = agent_home(spec.name)
+        port = _free_port()
+        env = {k: os.environ[k] for k in INHERITED if k in os.environ}
+        env.update(spec.environment())
+        env["TRINITY_AGENT_HOME"] = str(home)
+        log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                [sys.executable, "-m", "agent_server", "--host", "127.0.0.1", "--port", str(port)],
+                cwd=settings.BASE_DIR,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own group: a stop takes the CLI children too
+            )
+        finally:
+            log.close()
+        _children[process.pid] = process
+        endpoint = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"agent server {spec.name!r} exited with {process.returncode} at startup; "
+                    f"see {home / 'server.log'}"
+                )
+            try:
+                if httpx.get(f"{endpoint}/health", timeout=1.0).status_code == 200:
+                    logger.info("agent %s started: pid %s at %s", spec.name, process.pid, endpoint)
+                    return Spawned(endpoint=endpoint, handle=str(process.pid))
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop(name=spec.name, handle=str(process.pid))
+        raise RuntimeError(f"agent server {spec.name!r} did not answer /health in time")
+
+    def stop(self, *, name: str, handle: str) -> None:
+        pid = int(handle)
+        if not _is_agent_server(pid):
+            _children.pop(pid, None)
+            return
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + STOP_TIMEOUT
+        child = _children.pop(pid, None)
+        while time.monotonic() < deadline:
+            if child is not None and child.poll() is not None:
+                break
+            if child is None and not _is_agent_server(pid):
+                break
+            time.sleep(0.05)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            if child is not None:
+                child.wait(timeout=STOP_TIMEOUT)
+        logger.info("agent %s stopped (pid %s)", name, pid)
+
+    def is_alive(self, *, name: str, handle: str) -> bool:
+        try:
+            pid = int(handle)
+        except ValueError:
+            return False
+        child = _children.get(pid)
+        if child is not None and child.poll() is not None:
+            _children.pop(pid, None)
+            return False
+        return _is_agent_server(pid)

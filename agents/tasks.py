@@ -1,0 +1,33 @@
+"""Celery adapters for the agent lifecycle: take an id, call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from agents import lifecycle
+from agents.models import Agent
+
+
+@shared_task(name="agents.apply_credentials", soft_time_limit=120, time_limit=150)
+def apply_credentials(agent_id: int) -> str:
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        return "gone"
+    return lifecycle.agent_apply_credentials(agent=agent)
+
+
+@shared_task(name="agents.start", soft_time_limit=120, time_limit=150)
+def start(agent_id: int) -> str:
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        return "gone"
+    return lifecycle.agent_start(agent=agent).process_state
+
+
+@shared_task(name="agents.restart", soft_time_limit=120, time_limit=150)
+def restart(agent_id: int) -> str:
+    """Recreate a running agent (its boot configuration changed); leave a stopped one."""
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None or agent.process_state != "running":
+        return "not_running"
+    return lifecycle.agent_recreate(agent=agent).process_state
