@@ -1,0 +1,8 @@
+"""Provider simulator: the Anthropic Messages API with plan quota, plus Codex usage.
+
+Dev, test and bench only. Start it with ``python -m simulator --port 0``; drive it
+with :class:`simulator.control.SimulatorControl`; run it from Python with
+:class:`simulator.process.SimulatorProcess`.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,518 @@
+"""The provider simulator's HTTP surface.
+
+Handlers read the request body (the only await before the work, besides injected
+latency), then check and spend quota synchronously. The event loop runs one
+handler's synchronous part at a time, so two requests can never both pass a check
+that only one of them should: no lock is needed, and none may be added around an
+``await`` that would let another request interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
+
+from simulator.messages import Reply, new_request_id, sse_frame
+from simulator.ratelimit import unified_headers
+from simulator.state import (
+    CODEX_WINDOWS,
+    AuthKind,
+    Credential,
+    CredentialKind,
+    LatencyScope,
+    RequestRecord,
+    Simulator,
+    Window,
+    iso,
+    token_kind,
+)
+
+logger = logging.getLogger("simulator")
+
+CREDIT_TOO_LOW = (
+    "Your credit balance is too low to access the Anthropic API. "
+    "Please go to Plans & Billing to upgrade or purchase credits."
+)
+RATE_LIMITED = "This request would exceed your account's rate limit. Please try again later."
+OAUTH_REVOKED = "OAuth token has been revoked. Please obtain a new token."
+USAGE_SCOPE_MISSING = "OAuth token does not meet scope requirement user:profile"
+CODEX_REVOKED = "Your authentication token has been invalidated. Please try signing in again."
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def anthropic_error(
+    status: int, error_type: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"type": "error", "error": {"type": error_type, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def codex_error(status: int, code: str, message: str) -> JSONResponse:
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+def bearer_token(request: Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+class Outcome:
+    """What a handler decided, kept for the request log and the log line."""
+
+    def __init__(self, request: Request, *, stream: bool = False) -> None:
+        self.method = request.method
+        self.path = request.url.path
+        self.credential: Credential | None = None
+        self.model: str | None = None
+        self.stream = stream
+        self.request_id = new_request_id()
+
+
+# control API bodies
+
+
+class CredentialIn(BaseModel):
+    token: str = Field(min_length=8)
+    kind: CredentialKind
+    label: str | None = None
+    capacity: dict[str, int] | None = None
+    credit_usd: float | None = None
+    usage_scope: bool | None = None
+    plan_type: str | None = None
+
+
+class UsageIn(BaseModel):
+    token: str
+    window: str
+    percent: float | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0)
+
+
+class RevokeIn(BaseModel):
+    token: str
+    revoked: bool = True
+
+
+class CreditIn(BaseModel):
+    token: str
+    add_usd: float
+
+
+class ScopeIn(BaseModel):
+    token: str
+    allowed: bool
+
+
+class ClockSetIn(BaseModel):
+    at: datetime | float
+
+
+class ClockAdvanceIn(BaseModel):
+    seconds: float
+
+
+class LatencyIn(BaseModel):
+    ms: int = Field(ge=0, le=60_000)
+    scope: LatencyScope = "all"
+
+
+class ModelIn(BaseModel):
+    name: str = Field(min_length=1)
+
+
+def create_app(sim: Simulator | None = None) -> FastAPI:
+    """The simulator app over ``sim`` (a fresh world when None)."""
+    sim = sim or Simulator()
+    app = FastAPI(title="provider simulator", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.simulator = sim
+
+    def finish(outcome: Outcome, response: Response, *, quiet: bool = False) -> Response:
+        cred = outcome.credential
+        auth_kind: AuthKind = cred.kind if cred else "none"
+        label = cred.label if cred else None
+        response.headers["request-id"] = outcome.request_id
+        sim.record(
+            RequestRecord(
+                at=sim.clock.now(),
+                request_id=outcome.request_id,
+                method=outcome.method,
+                path=outcome.path,
+                auth_kind=auth_kind,
+                credential=label,
+                model=outcome.model,
+                status=response.status_code,
+                stream=outcome.stream,
+            )
+        )
+        logger.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "%s %s %s credential=%s model=%s",
+            outcome.method,
+            outcome.path,
+            response.status_code,
+            label or "-",
+            outcome.model or "-",
+        )
+        return response
+
+    async def inject_latency(*, usage: bool) -> None:
+        delay_ms = sim.latency_all_ms + (sim.latency_usage_ms if usage else 0)
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+
+    # the Messages API
+
+    def anthropic_credential(request: Request, outcome: Outcome) -> JSONResponse | None:
+        """Resolve the caller's credential into ``outcome``; an error response if refused.
+
+        Either header carries either kind: the CLI sends keys as ``x-api-key`` and
+        plan tokens as a bearer, while newer SDKs send keys as a bearer too.
+        """
+        api_key = request.headers.get("x-api-key")
+        token = api_key or bearer_token(request)
+        if token is None:
+            return anthropic_error(401, "authentication_error", "x-api-key header is required")
+        cred = sim.resolve(token, auto_kind=token_kind(token))
+        outcome.credential = cred
+        if cred is None or cred.kind == "codex":
+            message = "invalid x-api-key" if api_key else "Invalid bearer token"
+            return anthropic_error(401, "authentication_error", message)
+        if cred.kind == "api_key" and cred.revoked:
+            return anthropic_error(401, "authentication_error", "invalid x-api-key")
+        return None
+
+    def plan_headers(cred: Credential, model: str | None, *, served: bool) -> dict[str, str]:
+        if cred.kind != "oauth":
+            return {}
+        now = sim.clock.now()
+        cred.roll(now)
+        windows = cred.applicable_windows(model or "")
+        return unified_headers(windows, served=served, now=now)
+
+    def serve_messages(raw: bytes, request: Request, outcome: Outcome, *, count: bool) -> Response:
+        refusal = anthropic_credential(request, outcome)
+        cred = outcome.credential
+        if refusal is not None or cred is None:
+            return refusal or anthropic_error(401, "authentication_error", "invalid credential")
+        try:
+            body: Any = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        model = body.get("model") if isinstance(body, dict) else None
+        outcome.model = model if isinstance(model, str) else None
+        outcome.stream = bool(isinstance(body, dict) and body.get("stream") is True and not count)
+        if cred.revoked:
+            # Only OAuth credentials get here revoked: a revoked key was refused above.
+            headers = plan_headers(cred, outcome.model, served=False)
+            return anthropic_error(401, "authentication_error", OAUTH_REVOKED, headers)
+        if not isinstance(body, dict):
+            headers = plan_headers(cred, None, served=False)
+            return anthropic_error(400, "invalid_request_error", "body: invalid JSON", headers)
+        if not isinstance(model, str) or not model:
+            headers = plan_headers(cred, None, served=False)
+            return anthropic_error(400, "invalid_request_error", "model: Field required", headers)
+        if not isinstance(body.get("messages"), list):
+            headers = plan_headers(cred, model, served=False)
+            msg = "messages: Field required"
+            return anthropic_error(400, "invalid_request_error", msg, headers)
+        if not sim.is_known_model(model):
+            headers = plan_headers(cred, model, served=False)
+            return anthropic_error(404, "not_found_error", f"model: {model}", headers)
+
+        reply = Reply(body, model)
+        headers = {}
+        if cred.kind == "oauth":
+            decision = sim.check_quota(cred, model)
+            if not decision.allowed and not count:
+                headers = plan_headers(cred, model, served=False)
+                # Retrying cannot help before the reset; say so to SDK clients.
+                headers["x-should-retry"] = "false"
+                return anthropic_error(429, "rate_limit_error", RATE_LIMITED, headers)
+            if not count:
+                sim.spend(cred, model, reply.total_tokens)
+            # Counting is never refused, so it never reports "rejected" either.
+            headers = plan_headers(cred, model, served=decision.allowed or count)
+        elif not count:
+            if cred.credit_usd <= 0:
+                return anthropic_error(400, "invalid_request_error", CREDIT_TOO_LOW)
+            sim.charge(cred, reply.total_tokens)
+
+        if count:
+            return JSONResponse({"input_tokens": reply.input_tokens}, headers=headers)
+        if not outcome.stream:
+            return JSONResponse(reply.message(), headers=headers)
+
+        async def events() -> AsyncIterator[bytes]:
+            for name, data in reply.sse_events():
+                yield sse_frame(name, data)
+
+        headers["cache-control"] = "no-cache"
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        outcome = Outcome(request)
+        await inject_latency(usage=False)
+        raw = await request.body()
+        return finish(outcome, serve_messages(raw, request, outcome, count=False))
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        outcome = Outcome(request)
+        await inject_latency(usage=False)
+        raw = await request.body()
+        return finish(outcome, serve_messages(raw, request, outcome, count=True))
+
+    # usage endpoints
+
+    def window_usage(window: Window | None) -> dict[str, Any] | None:
+        if window is None:
+            return None
+        return {
+            "utilization": round(window.utilization * 100, 2),
+            "resets_at": iso(window.resets_at()),
+        }
+
+    def serve_oauth_usage(request: Request, outcome: Outcome) -> Response:
+        token = bearer_token(request)
+        if token is None:
+            return anthropic_error(401, "authentication_error", "OAuth authentication required")
+        cred = sim.resolve(token, auto_kind="oauth" if token_kind(token) == "oauth" else None)
+        outcome.credential = cred
+        if cred is None or cred.kind != "oauth":
+            return anthropic_error(401, "authentication_error", "Invalid bearer token")
+        if cred.revoked:
+            return anthropic_error(401, "authentication_error", OAUTH_REVOKED)
+        if not cred.usage_scope:
+            return anthropic_error(403, "permission_error", USAGE_SCOPE_MISSING)
+        cred.roll(sim.clock.now())
+        body: dict[str, Any] = {
+            name: window_usage(cred.windows.get(name))
+            for name in ("five_hour", "seven_day", "seven_day_sonnet", "seven_day_opus")
+        }
+        body["seven_day_oauth_apps"] = None
+        body["extra_usage"] = {
+            "is_enabled": False,
+            "monthly_limit": None,
+            "used_credits": None,
+            "utilization": None,
+        }
+        return JSONResponse(body)
+
+    @app.get("/api/oauth/usage")
+    async def oauth_usage(request: Request) -> Response:
+        outcome = Outcome(request)
+        await inject_latency(usage=True)
+        return finish(outcome, serve_oauth_usage(request, outcome))
+
+    def codex_window(window: Window, now: float) -> dict[str, Any]:
+        reset_at = window.reset_unix(now)
+        return {
+            "used_percent": round(window.utilization * 100),
+            "limit_window_seconds": window.duration,
+            "reset_after_seconds": max(0, reset_at - int(now)),
+            "reset_at": reset_at,
+        }
+
+    def serve_codex_usage(request: Request, outcome: Outcome) -> Response:
+        token = bearer_token(request)
+        if token is None:
+            return codex_error(401, "missing_authorization", "Missing bearer token.")
+        cred = sim.resolve(token, auto_kind="codex" if token_kind(token) is None else None)
+        outcome.credential = cred
+        if cred is None or cred.kind != "codex":
+            return codex_error(401, "invalid_token", "Invalid bearer token.")
+        if cred.revoked:
+            return codex_error(401, "token_invalidated", CODEX_REVOKED)
+        now = sim.clock.now()
+        cred.roll(now)
+        primary, secondary = (cred.windows[n] for n in CODEX_WINDOWS)
+        limit_reached = primary.exhausted or secondary.exhausted
+        return JSONResponse(
+            {
+                "plan_type": cred.plan_type,
+                "rate_limit": {
+                    "allowed": not limit_reached,
+                    "limit_reached": limit_reached,
+                    "primary_window": codex_window(primary, now),
+                    "secondary_window": codex_window(secondary, now),
+                },
+                "credits": {"has_credits": False, "unlimited": False, "balance": "0"},
+            }
+        )
+
+    @app.get("/backend-api/wham/usage")
+    async def codex_usage(request: Request) -> Response:
+        outcome = Outcome(request)
+        await inject_latency(usage=True)
+        return finish(outcome, serve_codex_usage(request, outcome))
+
+    # the control API
+
+    def loopback_only(request: Request) -> None:
+        host = request.client.host if request.client else None
+        if host not in LOOPBACK:
+            raise HTTPException(status_code=403, detail="control API is loopback only")
+
+    control = APIRouter(prefix="/_control", dependencies=[Depends(loopback_only)])
+
+    def known(token: str) -> Credential:
+        try:
+            return sim.lookup(token)
+        except KeyError:
+            # The token itself is never echoed back.
+            raise HTTPException(status_code=404, detail="unknown credential") from None
+
+    def clock_view() -> dict[str, Any]:
+        now = sim.clock.now()
+        return {"now": iso(now), "unix": now, "frozen": sim.clock.frozen_at is not None}
+
+    @control.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"ok": True}
+
+    @control.post("/credentials")
+    async def register(body: CredentialIn) -> dict[str, object]:
+        try:
+            cred = sim.register(
+                token=body.token,
+                kind=body.kind,
+                label=body.label,
+                capacity=body.capacity,
+                credit_usd=body.credit_usd,
+                usage_scope=body.usage_scope,
+                plan_type=body.plan_type,
+            )
+        except ValueError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+        return cred.view(sim.clock.now())
+
+    @control.get("/credentials")
+    async def credentials(label: str | None = None) -> list[dict[str, object]]:
+        now = sim.clock.now()
+        return [c.view(now) for c in sim.credentials.values() if label is None or c.label == label]
+
+    @control.post("/credentials/usage")
+    async def set_usage(body: UsageIn) -> dict[str, object]:
+        known(body.token)
+        try:
+            cred = sim.set_usage(body.token, body.window, percent=body.percent, tokens=body.tokens)
+        except ValueError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+        return cred.view(sim.clock.now())
+
+    @control.post("/credentials/revoke")
+    async def revoke(body: RevokeIn) -> dict[str, object]:
+        cred = known(body.token)
+        cred.revoked = body.revoked
+        return cred.view(sim.clock.now())
+
+    @control.post("/credentials/credit")
+    async def add_credit(body: CreditIn) -> dict[str, object]:
+        cred = known(body.token)
+        cred.credit_usd += body.add_usd
+        return cred.view(sim.clock.now())
+
+    @control.post("/credentials/usage-scope")
+    async def usage_scope(body: ScopeIn) -> dict[str, object]:
+        cred = known(body.token)
+        cred.usage_scope = body.allowed
+        return cred.view(sim.clock.now())
+
+    @control.get("/clock")
+    async def clock() -> dict[str, Any]:
+        return clock_view()
+
+    @control.post("/clock/set")
+    async def clock_set(body: ClockSetIn) -> dict[str, Any]:
+        at = body.at
+        if isinstance(at, datetime):
+            if at.tzinfo is None:
+                raise HTTPException(status_code=400, detail="clock instant must carry a timezone")
+            sim.clock.set(at.timestamp())
+        else:
+            sim.clock.set(float(at))
+        return clock_view()
+
+    @control.post("/clock/advance")
+    async def clock_advance(body: ClockAdvanceIn) -> dict[str, Any]:
+        sim.clock.advance(body.seconds)
+        return clock_view()
+
+    @control.post("/clock/real")
+    async def clock_real() -> dict[str, Any]:
+        sim.clock.use_real_time()
+        return clock_view()
+
+    @control.get("/requests")
+    async def requests() -> list[dict[str, object]]:
+        return [r.as_dict() for r in sim.requests]
+
+    @control.delete("/requests")
+    async def clear_requests() -> dict[str, Any]:
+        sim.requests.clear()
+        return {"ok": True}
+
+    @control.get("/latency")
+    async def latency() -> dict[str, Any]:
+        return {"all_ms": sim.latency_all_ms, "usage_ms": sim.latency_usage_ms}
+
+    @control.post("/latency")
+    async def set_latency(body: LatencyIn) -> dict[str, Any]:
+        if body.scope == "all":
+            sim.latency_all_ms = body.ms
+        else:
+            sim.latency_usage_ms = body.ms
+        return {"all_ms": sim.latency_all_ms, "usage_ms": sim.latency_usage_ms}
+
+    @control.get("/models")
+    async def models() -> list[str]:
+        return sorted(sim.models)
+
+    @control.post("/models")
+    async def add_model(body: ModelIn) -> list[str]:
+        sim.models.add(body.name)
+        return sorted(sim.models)
+
+    @control.post("/reset")
+    async def reset() -> dict[str, Any]:
+        sim.reset()
+        return {"ok": True}
+
+    app.include_router(control)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_control_body(request: Request, exc: RequestValidationError) -> Response:
+        # The default handler echoes the input, which may hold a token.
+        errors = [{"loc": e.get("loc"), "msg": e.get("msg")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.api_route(
+        "/{path:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
+        include_in_schema=False,
+    )
+    async def not_found(request: Request, path: str) -> Response:
+        outcome = Outcome(request)
+        token = request.headers.get("x-api-key") or bearer_token(request)
+        outcome.credential = sim.credentials.get(token) if token else None
+        response = anthropic_error(404, "not_found_error", "Not found")
+        if request.url.path.startswith("/_control/"):
+            response.headers["request-id"] = outcome.request_id
+            return response
+        return finish(outcome, response, quiet=True)
+
+    return app

@@ -1,0 +1,198 @@
+"""A typed client for the simulator's ``/_control/`` API (tests, bench, demo)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, TypedDict, cast
+
+import httpx
+
+from simulator.state import CredentialKind, LatencyScope
+
+WindowName = Literal["five_hour", "seven_day", "seven_day_sonnet", "seven_day_opus"]
+
+
+class WindowView(TypedDict):
+    used: int
+    capacity: int
+    utilization: float
+    resets_at: str | None
+
+
+class CredentialView(TypedDict):
+    label: str
+    kind: CredentialKind
+    fingerprint: str
+    revoked: bool
+    usage_scope: bool
+    credit_usd: float
+    plan_type: str
+    auto_registered: bool
+    windows: dict[str, WindowView]
+
+
+class RequestRecord(TypedDict):
+    at: str
+    request_id: str
+    method: str
+    path: str
+    auth_kind: Literal["oauth", "api_key", "codex", "none"]
+    credential: str | None
+    model: str | None
+    status: int
+    stream: bool
+
+
+class ClockView(TypedDict):
+    now: str
+    unix: float
+    frozen: bool
+
+
+class LatencyView(TypedDict):
+    all_ms: int
+    usage_ms: int
+
+
+class SimulatorControl:
+    """Drives one simulator. Every call is bounded by ``timeout`` seconds and raises
+    ``httpx.HTTPStatusError`` on a non-2xx answer."""
+
+    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url + "/_control", timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> SimulatorControl:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, json: Any = None, **params: Any) -> Any:
+        response = self._http.request(method, path, json=json, params=params or None)
+        response.raise_for_status()
+        return response.json()
+
+    # health and reset
+
+    def health(self) -> bool:
+        return bool(self._call("GET", "/health")["ok"])
+
+    def reset(self) -> None:
+        """Forget every credential and request, restore the default models, real
+        time and zero latency."""
+        self._call("POST", "/reset")
+
+    # credentials
+
+    def register(
+        self,
+        token: str,
+        *,
+        kind: CredentialKind,
+        label: str | None = None,
+        capacity: dict[str, int] | None = None,
+        credit_usd: float | None = None,
+        usage_scope: bool | None = None,
+        plan_type: str | None = None,
+    ) -> CredentialView:
+        """Create the credential, or update the given fields if ``token`` exists.
+
+        ``capacity`` maps window names to tokens per window; unnamed windows keep
+        their defaults. Codex credentials have ``five_hour`` and ``seven_day`` only.
+        """
+        body: dict[str, Any] = {"token": token, "kind": kind}
+        for name, value in (
+            ("label", label),
+            ("capacity", capacity),
+            ("credit_usd", credit_usd),
+            ("usage_scope", usage_scope),
+            ("plan_type", plan_type),
+        ):
+            if value is not None:
+                body[name] = value
+        return cast(CredentialView, self._call("POST", "/credentials", body))
+
+    def credentials(self) -> list[CredentialView]:
+        return cast(list[CredentialView], self._call("GET", "/credentials"))
+
+    def credential(self, label: str) -> CredentialView:
+        """The credential with ``label``; raises LookupError unless exactly one."""
+        found = cast(list[CredentialView], self._call("GET", "/credentials", label=label))
+        if len(found) != 1:
+            raise LookupError(f"{len(found)} credentials labelled {label!r}")
+        return found[0]
+
+    def set_usage(
+        self,
+        token: str,
+        window: WindowName,
+        *,
+        percent: float | None = None,
+        tokens: int | None = None,
+    ) -> CredentialView:
+        """Fill ``window`` to ``percent`` of its capacity, or to ``tokens`` used.
+        A window that had not started starts now."""
+        body = {"token": token, "window": window, "percent": percent, "tokens": tokens}
+        return cast(CredentialView, self._call("POST", "/credentials/usage", body))
+
+    def revoke(self, token: str, *, revoked: bool = True) -> CredentialView:
+        body = {"token": token, "revoked": revoked}
+        return cast(CredentialView, self._call("POST", "/credentials/revoke", body))
+
+    def add_credit(self, token: str, usd: float) -> CredentialView:
+        body = {"token": token, "add_usd": usd}
+        return cast(CredentialView, self._call("POST", "/credentials/credit", body))
+
+    def set_usage_scope(self, token: str, *, allowed: bool) -> CredentialView:
+        """With ``allowed=False`` the OAuth usage endpoint answers 403 for ``token``."""
+        body = {"token": token, "allowed": allowed}
+        return cast(CredentialView, self._call("POST", "/credentials/usage-scope", body))
+
+    # clock
+
+    def clock(self) -> ClockView:
+        return cast(ClockView, self._call("GET", "/clock"))
+
+    def now(self) -> datetime:
+        return datetime.fromisoformat(self.clock()["now"])
+
+    def set_clock(self, at: datetime | float) -> ClockView:
+        """Freeze the clock at ``at`` (an aware datetime or unix seconds)."""
+        value = at.isoformat() if isinstance(at, datetime) else at
+        return cast(ClockView, self._call("POST", "/clock/set", {"at": value}))
+
+    def advance_clock(self, seconds: float) -> ClockView:
+        return cast(ClockView, self._call("POST", "/clock/advance", {"seconds": seconds}))
+
+    def use_real_clock(self) -> ClockView:
+        return cast(ClockView, self._call("POST", "/clock/real"))
+
+    # request log
+
+    def requests(self) -> list[RequestRecord]:
+        return cast(list[RequestRecord], self._call("GET", "/requests"))
+
+    def clear_requests(self) -> None:
+        self._call("DELETE", "/requests")
+
+    # latency and models
+
+    def set_latency(self, ms: int, *, scope: LatencyScope = "all") -> LatencyView:
+        """Delay every API answer (``all``) or, on top of that, the usage endpoints."""
+        return cast(LatencyView, self._call("POST", "/latency", {"ms": ms, "scope": scope}))
+
+    def models(self) -> list[str]:
+        return cast(list[str], self._call("GET", "/models"))
+
+    def add_model(self, name: str) -> list[str]:
+        return cast(list[str], self._call("POST", "/models", {"name": name}))

@@ -1,0 +1,161 @@
+"""Deterministic Messages API replies: the text, the token counts and the SSE events."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+REPLY_PREFIX = "Simulated reply: "
+ECHO_CHARS = 80
+SSE_CHUNK_CHARS = 24
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_result":
+        return content_text(block.get("content", ""))
+    if kind == "tool_use":
+        return json.dumps(block.get("input", {}), sort_keys=True)
+    return ""
+
+
+def content_text(content: Any) -> str:
+    """All text in a message's ``content`` (a string or a list of blocks)."""
+    if isinstance(content, list):
+        return "\n".join(t for t in (_block_text(b) for b in content) if t)
+    return _block_text(content)
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The text a request sends: its system prompt and every message."""
+    parts = [content_text(body.get("system", ""))]
+    for message in body.get("messages") or []:
+        if isinstance(message, dict):
+            parts.append(content_text(message.get("content", "")))
+    return "\n".join(p for p in parts if p)
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The last plain text block of the last user message.
+
+    Claude Code puts ``<system-reminder>`` blocks beside the prompt; those are skipped
+    so the echo shows what the user asked.
+    """
+    for message in reversed(body.get("messages") or []):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content", "")
+        blocks = content if isinstance(content, list) else [content]
+        texts = [_block_text(b) for b in blocks]
+        plain = [t for t in texts if t.strip() and not t.lstrip().startswith("<")]
+        chosen = plain or [t for t in texts if t.strip()]
+        return chosen[-1] if chosen else ""
+    return ""
+
+
+def tokens_for(text: str) -> int:
+    """About four characters a token, never below one."""
+    return max(1, len(text) // 4)
+
+
+def reply_text(body: dict[str, Any]) -> str:
+    echo = " ".join(last_user_text(body).split())[:ECHO_CHARS]
+    return REPLY_PREFIX + echo if echo else REPLY_PREFIX.rstrip(": ") + "."
+
+
+def new_message_id() -> str:
+    return "msg_sim_" + secrets.token_hex(12)
+
+
+def new_request_id() -> str:
+    return "req_sim_" + secrets.token_hex(12)
+
+
+class Reply:
+    """One assistant turn computed from a request body."""
+
+    def __init__(self, body: dict[str, Any], model: str) -> None:
+        self.model = model
+        self.input_tokens = tokens_for(prompt_text(body))
+        text = reply_text(body)
+        self.stop_reason = "end_turn"
+        max_tokens = body.get("max_tokens")
+        if isinstance(max_tokens, int) and max_tokens >= 1 and tokens_for(text) > max_tokens:
+            text = text[: max_tokens * 4]
+            self.stop_reason = "max_tokens"
+        self.text = text
+        self.output_tokens = tokens_for(text)
+        self.id = new_message_id()
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def usage(self, *, output_tokens: int) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "service_tier": "standard",
+        }
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [{"type": "text", "text": self.text}],
+            "stop_reason": self.stop_reason,
+            "stop_sequence": None,
+            "usage": self.usage(output_tokens=self.output_tokens),
+        }
+
+    def sse_events(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(event name, data) pairs in the order the real API streams them."""
+        start = self.message() | {
+            "content": [],
+            "stop_reason": None,
+            "usage": self.usage(output_tokens=1),
+        }
+        yield "message_start", {"type": "message_start", "message": start}
+        yield (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        )
+        for i in range(0, len(self.text), SSE_CHUNK_CHARS):
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": self.text[i : i + SSE_CHUNK_CHARS]},
+                },
+            )
+        yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+        yield (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": self.output_tokens},
+            },
+        )
+        yield "message_stop", {"type": "message_stop"}
+
+
+def sse_frame(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()

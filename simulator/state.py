@@ -1,0 +1,413 @@
+"""The simulator's world: credentials, their quota windows, the clock, the request log.
+
+Everything here is synchronous and takes ``now`` from :class:`Clock`. The FastAPI app
+calls these methods from async handlers without awaiting in between, so each
+check-then-consume runs to completion on the event loop and needs no lock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+CredentialKind = Literal["oauth", "api_key", "codex"]
+AuthKind = Literal["oauth", "api_key", "codex", "none"]
+LatencyScope = Literal["all", "usage"]
+WindowStatus = Literal["allowed", "allowed_warning", "rejected"]
+
+OAUTH_PREFIX = "sk-ant-oat"
+API_KEY_PREFIX = "sk-ant-api"
+
+FIVE_HOURS = 5 * 3600
+SEVEN_DAYS = 7 * 86400
+
+WINDOW_DURATIONS: dict[str, int] = {
+    "five_hour": FIVE_HOURS,
+    "seven_day": SEVEN_DAYS,
+    "seven_day_sonnet": SEVEN_DAYS,
+    "seven_day_opus": SEVEN_DAYS,
+}
+# The suffix each window carries in the anthropic-ratelimit-unified-<suffix>-* headers.
+HEADER_SUFFIX: dict[str, str] = {
+    "five_hour": "5h",
+    "seven_day": "7d",
+    "seven_day_sonnet": "7d_sonnet",
+    "seven_day_opus": "7d_opus",
+}
+FAMILY_WINDOW: dict[str, str] = {"sonnet": "seven_day_sonnet", "opus": "seven_day_opus"}
+CODEX_WINDOWS = ("five_hour", "seven_day")
+
+# Tokens per window. Large enough for a few hundred Claude Code turns (each sends a
+# system prompt of tens of kilobytes), small enough that a demo can fill one.
+DEFAULT_CAPACITY: dict[str, int] = {
+    "five_hour": 2_000_000,
+    "seven_day": 20_000_000,
+    "seven_day_sonnet": 15_000_000,
+    "seven_day_opus": 10_000_000,
+}
+DEFAULT_CREDIT_USD = 100.0
+# One flat price for every token, in and out: the simulator models "credit runs out",
+# not the price list.
+COST_PER_TOKEN_USD = 0.00001
+WARNING_THRESHOLD = 0.8
+REQUEST_LOG_LIMIT = 50_000
+
+DEFAULT_MODELS: tuple[str, ...] = (
+    "claude-sonnet-5",
+    "claude-sonnet-5-5",
+    "claude-opus-5-5",
+    "claude-haiku-5-5",
+    "claude-sonnet-4-5",
+    "claude-sonnet-4-6",
+    "claude-sonnet-4-0",
+    "claude-sonnet-4-20250514",
+    "claude-opus-4-1",
+    "claude-opus-4-5",
+    "claude-opus-4-8",
+    "claude-opus-4-6",
+    "claude-opus-4-0",
+    "claude-haiku-4-5",
+    "claude-3-7-sonnet-latest",
+    "claude-3-5-haiku-latest",
+    "claude-3-5-haiku-20241022",
+)
+_DATED = re.compile(r"^(?P<base>.+)-\d{8}$")
+
+
+def model_family(model: str) -> str | None:
+    """The family a model name belongs to (``sonnet``, ``opus``, ``haiku``) or None."""
+    for family in ("opus", "sonnet", "haiku"):
+        if family in model:
+            return family
+    return None
+
+
+def token_kind(token: str) -> CredentialKind | None:
+    """The kind a well-formed Anthropic token has by its prefix, else None."""
+    if token.startswith(OAUTH_PREFIX):
+        return "oauth"
+    if token.startswith(API_KEY_PREFIX):
+        return "api_key"
+    return None
+
+
+def default_label(token: str) -> str:
+    """A label that identifies a token in reports without revealing it."""
+    return "…" + token[-4:]
+
+
+def iso(ts: float | None) -> str | None:
+    """Unix seconds as an ISO-8601 UTC string, or None."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat()
+
+
+class Clock:
+    """Real time plus an offset, or a frozen instant once set.
+
+    ``advance`` moves whichever is in force, so a demo running on real time can jump
+    past a reset without freezing the clock.
+    """
+
+    def __init__(self) -> None:
+        self.frozen_at: float | None = None
+        self.offset = 0.0
+
+    def now(self) -> float:
+        if self.frozen_at is not None:
+            return self.frozen_at
+        return time.time() + self.offset
+
+    def set(self, at: float) -> None:
+        self.frozen_at = at
+
+    def advance(self, seconds: float) -> None:
+        if self.frozen_at is not None:
+            self.frozen_at += seconds
+        else:
+            self.offset += seconds
+
+    def use_real_time(self) -> None:
+        self.frozen_at = None
+        self.offset = 0.0
+
+
+@dataclass
+class Window:
+    """One quota window: starts at first use, resets at start + duration."""
+
+    name: str
+    capacity: int
+    used: int = 0
+    started_at: float | None = None
+
+    @property
+    def duration(self) -> int:
+        return WINDOW_DURATIONS[self.name]
+
+    def roll(self, now: float) -> None:
+        """Forget usage whose window has ended: quota that reset no longer exists."""
+        if self.started_at is not None and now >= self.started_at + self.duration:
+            self.used = 0
+            self.started_at = None
+
+    def consume(self, tokens: int, now: float) -> None:
+        if self.started_at is None:
+            self.started_at = now
+        self.used += tokens
+
+    def set_used(self, tokens: int, now: float) -> None:
+        if self.started_at is None:
+            self.started_at = now
+        self.used = tokens
+        if tokens == 0:
+            self.started_at = None
+
+    @property
+    def utilization(self) -> float:
+        return self.used / self.capacity
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used >= self.capacity
+
+    def resets_at(self) -> float | None:
+        """When this window resets, or None while it has not started."""
+        if self.started_at is None:
+            return None
+        return self.started_at + self.duration
+
+    def reset_unix(self, now: float) -> int:
+        """Reset instant in whole seconds, rounded up so it is never early.
+
+        A window that has not started would start with the next request.
+        """
+        at = self.resets_at()
+        return math.ceil(at if at is not None else now + self.duration)
+
+    def status(self, *, served: bool) -> WindowStatus:
+        # A request that was served reports at worst a warning, even when it spent
+        # the last of the window: "rejected" means this very request was refused.
+        if self.exhausted and not served:
+            return "rejected"
+        if self.utilization >= WARNING_THRESHOLD or self.exhausted:
+            return "allowed_warning"
+        return "allowed"
+
+
+@dataclass
+class Credential:
+    token: str
+    kind: CredentialKind
+    label: str
+    windows: dict[str, Window]
+    credit_usd: float = DEFAULT_CREDIT_USD
+    revoked: bool = False
+    usage_scope: bool = True
+    plan_type: str = "pro"
+    auto_registered: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        return self.token[-4:]
+
+    def roll(self, now: float) -> None:
+        for window in self.windows.values():
+            window.roll(now)
+
+    def applicable_windows(self, model: str) -> list[Window]:
+        """The windows a request on ``model`` counts against, in header order."""
+        names = ["five_hour", "seven_day"]
+        family = model_family(model)
+        if family in FAMILY_WINDOW:
+            names.append(FAMILY_WINDOW[family])
+        return [self.windows[n] for n in names if n in self.windows]
+
+    def view(self, now: float) -> dict[str, object]:
+        """What the control API shows: everything but the token."""
+        self.roll(now)
+        return {
+            "label": self.label,
+            "kind": self.kind,
+            "fingerprint": self.fingerprint,
+            "revoked": self.revoked,
+            "usage_scope": self.usage_scope,
+            "credit_usd": round(self.credit_usd, 6),
+            "plan_type": self.plan_type,
+            "auto_registered": self.auto_registered,
+            "windows": {
+                w.name: {
+                    "used": w.used,
+                    "capacity": w.capacity,
+                    "utilization": round(w.utilization, 6),
+                    "resets_at": iso(w.resets_at()),
+                }
+                for w in self.windows.values()
+            },
+        }
+
+
+@dataclass
+class RequestRecord:
+    at: float
+    request_id: str
+    method: str
+    path: str
+    auth_kind: AuthKind
+    credential: str | None
+    model: str | None
+    status: int
+    stream: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "at": iso(self.at),
+            "request_id": self.request_id,
+            "method": self.method,
+            "path": self.path,
+            "auth_kind": self.auth_kind,
+            "credential": self.credential,
+            "model": self.model,
+            "status": self.status,
+            "stream": self.stream,
+        }
+
+
+@dataclass
+class QuotaDecision:
+    """The outcome of checking (and, when allowed, spending) an OAuth credential."""
+
+    allowed: bool
+    windows: list[Window]
+
+
+@dataclass
+class Simulator:
+    clock: Clock = field(default_factory=Clock)
+    credentials: dict[str, Credential] = field(default_factory=dict)
+    models: set[str] = field(default_factory=lambda: set(DEFAULT_MODELS))
+    requests: deque[RequestRecord] = field(default_factory=lambda: deque(maxlen=REQUEST_LOG_LIMIT))
+    latency_all_ms: int = 0
+    latency_usage_ms: int = 0
+
+    def reset(self) -> None:
+        """Back to a fresh start: no credentials, default models, real time, no latency."""
+        self.clock.use_real_time()
+        self.credentials.clear()
+        self.models = set(DEFAULT_MODELS)
+        self.requests.clear()
+        self.latency_all_ms = 0
+        self.latency_usage_ms = 0
+
+    # credentials
+
+    def register(
+        self,
+        *,
+        token: str,
+        kind: CredentialKind,
+        label: str | None = None,
+        capacity: dict[str, int] | None = None,
+        credit_usd: float | None = None,
+        usage_scope: bool | None = None,
+        plan_type: str | None = None,
+        auto_registered: bool = False,
+    ) -> Credential:
+        """Create a credential, or update the given fields of an existing one.
+
+        Raises ValueError on an unknown window name or a capacity below 1.
+        """
+        names: tuple[str, ...] = tuple(WINDOW_DURATIONS)
+        if kind == "codex":
+            names = CODEX_WINDOWS
+        elif kind == "api_key":
+            names = ()  # a key pays per token; it has no plan windows
+        for name, value in (capacity or {}).items():
+            if name not in names:
+                raise ValueError(f"unknown window for {kind}: {name}")
+            if value < 1:
+                raise ValueError(f"capacity must be at least 1: {name}")
+        cred = self.credentials.get(token)
+        if cred is None or cred.kind != kind:
+            cred = Credential(
+                token=token,
+                kind=kind,
+                label=label or default_label(token),
+                windows={n: Window(name=n, capacity=DEFAULT_CAPACITY[n]) for n in names},
+                auto_registered=auto_registered,
+            )
+            self.credentials[token] = cred
+        elif label:
+            cred.label = label
+        for name, value in (capacity or {}).items():
+            cred.windows[name].capacity = value
+        if credit_usd is not None:
+            cred.credit_usd = credit_usd
+        if usage_scope is not None:
+            cred.usage_scope = usage_scope
+        if plan_type is not None:
+            cred.plan_type = plan_type
+        return cred
+
+    def lookup(self, token: str) -> Credential:
+        """The registered credential for ``token``; raises KeyError if none."""
+        return self.credentials[token]
+
+    def resolve(self, token: str, *, auto_kind: CredentialKind | None) -> Credential | None:
+        """The credential for ``token``, auto-registering it as ``auto_kind`` if unknown."""
+        cred = self.credentials.get(token)
+        if cred is None and auto_kind is not None:
+            cred = self.register(token=token, kind=auto_kind, auto_registered=True)
+        return cred
+
+    def set_usage(
+        self, token: str, window: str, *, percent: float | None, tokens: int | None
+    ) -> Credential:
+        """Fill ``window`` to ``percent`` of capacity or to ``tokens`` used.
+
+        Starts the window now if it had not started. Raises KeyError / ValueError.
+        """
+        cred = self.lookup(token)
+        if window not in cred.windows:
+            raise ValueError(f"unknown window for {cred.kind}: {window}")
+        now = self.clock.now()
+        cred.roll(now)
+        w = cred.windows[window]
+        if tokens is None:
+            if percent is None:
+                raise ValueError("give percent or tokens")
+            tokens = math.ceil(w.capacity * percent / 100)
+        w.set_used(tokens, now)
+        return cred
+
+    # the Messages API
+
+    def is_known_model(self, model: str) -> bool:
+        if model in self.models:
+            return True
+        dated = _DATED.match(model)
+        return bool(dated and dated.group("base") in self.models)
+
+    def check_quota(self, cred: Credential, model: str) -> QuotaDecision:
+        """Whether ``cred`` may serve a request on ``model`` now; spends nothing."""
+        cred.roll(self.clock.now())
+        windows = cred.applicable_windows(model)
+        return QuotaDecision(allowed=not any(w.exhausted for w in windows), windows=windows)
+
+    def spend(self, cred: Credential, model: str, tokens: int) -> None:
+        """Count a served request's tokens against every window it applies to."""
+        now = self.clock.now()
+        for window in cred.applicable_windows(model):
+            window.consume(tokens, now)
+
+    def charge(self, cred: Credential, tokens: int) -> None:
+        cred.credit_usd -= tokens * COST_PER_TOKEN_USD
+
+    def record(self, record: RequestRecord) -> None:
+        self.requests.append(record)

@@ -1,0 +1,160 @@
+"""The Django-side client pins the same JSON contract the agent server pins.
+
+Requests the client sends are captured by a real HTTP server on loopback and
+validated with the agent server's own pydantic models; the canonical example
+answers are parsed by the client.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_server import contract
+from agents.client import (
+    AgentServerClient,
+    AgentServerUnavailable,
+    AuthOverride,
+    ReloadRefused,
+    parse_turn_response,
+)
+from trinity.crypto import Secret
+
+
+class _Capture(BaseHTTPRequestHandler):
+    seen: list[dict[str, Any]] = []
+    answer: tuple[int, dict[str, Any], dict[str, str]] = (200, {}, {})
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        length = int(self.headers["Content-Length"])
+        _Capture.seen.append(
+            {
+                "path": self.path,
+                "auth": self.headers.get("Authorization"),
+                "body": json.loads(self.rfile.read(length)),
+            }
+        )
+        status, body, headers = _Capture.answer
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def capture_server() -> Iterator[str]:
+    _Capture.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+SECRET = Secret("agent-shared-secret-0123456789")
+
+
+@pytest.mark.parametrize(
+    ("override", "session_id", "model_cls", "path"),
+    [
+        (None, None, contract.TaskRequest, "/api/task"),
+        (
+            AuthOverride("oauth_token", Secret("sk-ant-oat01-" + "o" * 30)),
+            None,
+            contract.TaskRequest,
+            "/api/task",
+        ),
+        (
+            AuthOverride("api_key", Secret("sk-ant-api03-" + "k" * 30)),
+            None,
+            contract.TaskRequest,
+            "/api/task",
+        ),
+        (None, "chat-1", contract.ChatRequest, "/api/chat"),
+    ],
+)
+def test_turn_requests_match_the_agent_server_contract(
+    capture_server: str,
+    override: AuthOverride | None,
+    session_id: str | None,
+    model_cls: type[contract.TaskRequest],
+    path: str,
+) -> None:
+    _Capture.answer = (200, contract.EXAMPLE_TASK_RESPONSE, {})
+    client = AgentServerClient(endpoint=capture_server, secret=SECRET)
+    outcome = client.run_turn(
+        execution_id="e-1",
+        message="hello",
+        timeout_seconds=30,
+        model="claude-sonnet-4-5",
+        auth_override=override,
+        session_id=session_id,
+    )
+    seen = _Capture.seen[-1]
+    assert seen["path"] == path
+    assert seen["auth"] == f"Bearer {SECRET.reveal()}"
+    parsed = model_cls.model_validate(seen["body"])
+    applied = parsed.auth_override.applied() if parsed.auth_override else None
+    if override is None:
+        assert applied is None
+    else:
+        assert applied is not None and applied.kind == override.kind
+        assert applied.secret == override.secret.reveal()
+    assert outcome.ok and outcome.response == contract.EXAMPLE_TASK_RESPONSE["response"]
+    assert outcome.input_tokens == 1200 and outcome.output_tokens == 340
+
+
+@pytest.mark.parametrize("code", sorted(contract.EXAMPLE_ERRORS))
+def test_every_example_error_parses_to_its_code(code: str) -> None:
+    body = contract.EXAMPLE_ERRORS[code]
+    response = httpx.Response(
+        contract.ERROR_STATUS[code],
+        json=body,
+        headers={contract.AUTH_OVERRIDE_HEADER: "oauth_token"},
+    )
+    outcome = parse_turn_response(response)
+    assert not outcome.ok
+    assert outcome.error_code == code
+    assert outcome.override_echo == "oauth_token"
+    assert (outcome.resets_at is not None) == (body.get("resets_at") is not None)
+    if outcome.resets_at is not None:
+        assert outcome.resets_at.tzinfo is not None
+
+
+def test_an_answer_without_json_is_a_container_fault() -> None:
+    outcome = parse_turn_response(httpx.Response(502, text="Bad gateway"))
+    assert (outcome.ok, outcome.error_code) == (False, "container_fault")
+
+
+def test_reload_token_request_matches_the_contract(capture_server: str) -> None:
+    _Capture.answer = (200, contract.EXAMPLE_RELOAD_TOKEN_RESPONSE, {})
+    client = AgentServerClient(endpoint=capture_server, secret=SECRET)
+    token = Secret("sk-ant-oat01-" + "n" * 30)
+    assert client.reload_token(token=token, remove_api_key=True) == ["ANTHROPIC_API_KEY"]
+    body = contract.ReloadTokenRequest.model_validate(_Capture.seen[-1]["body"])
+    assert body.token.get_secret_value() == token.reveal() and body.remove_api_key is True
+    _Capture.answer = (404, {"detail": "Not Found"}, {})
+    with pytest.raises(ReloadRefused) as refused:
+        client.reload_token(token=token, remove_api_key=True)
+    assert refused.value.status_code == 404
+
+
+def test_an_unreachable_server_raises_without_the_secret() -> None:
+    client = AgentServerClient(endpoint="http://127.0.0.1:9", secret=SECRET)
+    with pytest.raises(AgentServerUnavailable) as err:
+        client.run_turn(execution_id="e", message="m", timeout_seconds=1)
+    assert SECRET.reveal() not in str(err.value)
