@@ -1,0 +1,174 @@
+"""Agent lifecycle end to end: real local agent-server processes running the real
+Claude Code CLI against the provider simulator, on the real database.
+
+Each turn's credential is read from the simulator's request log, so the assertions
+are about what actually went on the wire.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from agents import lifecycle
+from agents.models import Agent, AuthMode, ProcessState
+from agents.runtimes import local
+from simulator.control import SimulatorControl
+from simulator.process import SimulatorProcess
+from subscriptions import services as subscription_services
+from tests.agents.factories import AgentFactory
+from tests.subscriptions.factories import plan_token
+from trinity import services as trinity_services
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
+    with SimulatorProcess(log_path=tmp_path_factory.mktemp("sim") / "sim.log") as sim:
+        yield sim
+
+
+@pytest.fixture
+def control(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[SimulatorControl]:
+    simulator.control.reset()
+    with override_settings(
+        TRINITY_ANTHROPIC_BASE_URL=simulator.base_url,
+        VAR_DIR=tmp_path,
+        CELERY_TASK_ALWAYS_EAGER=True,
+    ):
+        from trinity.celery import app
+
+        app.conf.task_always_eager = True
+        try:
+            yield simulator.control
+        finally:
+            app.conf.task_always_eager = False
+            for agent in Agent.objects.exclude(process_handle=""):
+                lifecycle.agent_stop(agent=agent)
+
+
+def _register(control: SimulatorControl, label: str, name: str | None = None) -> tuple[str, int]:
+    token = plan_token()
+    control.register(token, kind="oauth", label=label)
+    subscription, _ = subscription_services.subscription_register(
+        name=name or label, provider="anthropic", plan_type="max-20x", token=token
+    )
+    return token, subscription.pk
+
+
+def _turn(agent: Agent, control: SimulatorControl) -> tuple[bool, str | None]:
+    """Run one real turn; return (served, label of the credential the simulator saw)."""
+    control.clear_requests()
+    agent.refresh_from_db()
+    outcome = lifecycle.client_for(agent).run_turn(
+        execution_id=str(uuid.uuid4()), message="say hi", timeout_seconds=90
+    )
+    messages = [r for r in control.requests() if r["path"].startswith("/v1/messages")]
+    return outcome.ok, messages[-1]["credential"] if messages else None
+
+
+def test_an_assigned_agent_boots_on_its_subscription_and_hot_reloads_on_reassignment(
+    control: SimulatorControl, admin_user: object
+) -> None:
+    _, first_id = _register(control, "plan-a")
+    _, second_id = _register(control, "plan-b")
+    agent = AgentFactory.create(name="bot")
+    subscription_services.assignment_set(agent=agent, subscription_id=first_id)
+    agent = lifecycle.agent_start(agent=agent)
+    assert agent.process_state == ProcessState.RUNNING
+    assert agent.auth_mode == AuthMode.SUBSCRIPTION
+    assert _turn(agent, control) == (True, "plan-a")
+    pid_before = agent.process_handle
+
+    client = APIClient()
+    client.force_login(admin_user)  # type: ignore[arg-type]
+    response = client.put(
+        "/api/subscriptions/agents/bot", {"subscription_id": second_id}, format="json"
+    )
+    assert response.status_code == 200
+    agent.refresh_from_db()
+    assert agent.process_handle == pid_before  # hot-reloaded, not restarted
+    assert _turn(agent, control) == (True, "plan-b")
+
+    # Key rollover on plan-b fans out to the agent running on it.
+    new_token = plan_token()
+    control.register(new_token, kind="oauth", label="plan-b-rotated")
+    response = client.post(
+        "/api/subscriptions",
+        {"name": "plan-b", "token": new_token, "provider": "anthropic", "plan_type": "max-20x"},
+        format="json",
+    )
+    assert response.status_code == 200
+    agent.refresh_from_db()
+    assert agent.process_handle == pid_before
+    assert _turn(agent, control) == (True, "plan-b-rotated")
+
+
+def test_a_mode_change_recreates_the_agent_on_the_platform_key(
+    control: SimulatorControl,
+) -> None:
+    key = "sk-ant-api03-" + uuid.uuid4().hex + uuid.uuid4().hex
+    control.register(key, kind="api_key", label="platform-key", credit_usd=100)
+    trinity_services.platform_api_key_set(key=key)
+    _, plan_id = _register(control, "plan-a")
+    agent = AgentFactory.create(name="bot", use_platform_api_key=True)
+    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
+    agent = lifecycle.agent_start(agent=agent)
+    pid_before = agent.process_handle
+
+    subscription_services.assignment_clear(agent=agent)
+    agent.refresh_from_db()
+    assert agent.auth_mode == AuthMode.API_KEY
+    assert agent.process_handle != pid_before  # recreated
+    assert _turn(agent, control) == (True, "platform-key")
+
+    # And back: a subscription again recreates, and the boot guard keeps any
+    # API key out of the way of the plan token.
+    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
+    agent.refresh_from_db()
+    assert agent.auth_mode == AuthMode.SUBSCRIPTION
+    assert _turn(agent, control) == (True, "plan-a")
+
+
+def test_a_failed_reload_falls_back_to_a_restart_on_the_current_token(
+    control: SimulatorControl,
+) -> None:
+    _, plan_id = _register(control, "plan-a")
+    agent = AgentFactory.create(name="bot")
+    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
+    agent = lifecycle.agent_start(agent=agent)
+    old_pid = int(agent.process_handle)
+    os.killpg(old_pid, signal.SIGKILL)  # the server dies: reload-token cannot connect
+    local._children.pop(old_pid).wait(timeout=10)
+
+    assert lifecycle.hot_reload_subscription_token(agent=agent) == "restarted"
+    agent.refresh_from_db()
+    assert int(agent.process_handle) != old_pid
+    assert _turn(agent, control) == (True, "plan-a")
+
+
+def test_a_restarted_web_process_finds_the_running_agent_and_stop_ends_it(
+    control: SimulatorControl,
+) -> None:
+    _, plan_id = _register(control, "plan-a")
+    agent = AgentFactory.create(name="bot")
+    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
+    agent = lifecycle.agent_start(agent=agent)
+    child = local._children.pop(int(agent.process_handle))  # forget it, like a new process
+    again = lifecycle.agent_start(agent=Agent.objects.get(pk=agent.pk))
+    assert again.process_handle == agent.process_handle  # found, not respawned
+    assert lifecycle.agent_health(agent=again)["alive"] is True
+
+    local._children[child.pid] = child
+    stopped = lifecycle.agent_stop(agent=again)
+    assert stopped.process_state == ProcessState.STOPPED
+    assert child.wait(timeout=10) is not None
+    assert lifecycle.agent_health(agent=stopped)["alive"] is False
