@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.test import override_settings
 from rest_framework.test import APIClient
 
+from simulator.control import SimulatorControl
+from simulator.process import SimulatorProcess
 from tests.agents.factories import UserFactory
 
 
@@ -56,3 +60,36 @@ def admin_client_api(admin_user: User) -> APIClient:
 @pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture(scope="session")
+def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
+    """One real provider-simulator process for the whole run."""
+    with SimulatorProcess(log_path=tmp_path_factory.mktemp("sim") / "simulator.log") as sim:
+        yield sim
+
+
+@pytest.fixture
+def control(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[SimulatorControl]:
+    """The simulator, reset, as the platform's upstream; agents live under tmp_path.
+
+    Celery runs eagerly so on-commit effects (hot-reloads, starts) happen in-line.
+    Every agent server started during the test is stopped afterwards.
+    """
+    from agents import lifecycle
+    from agents.models import Agent
+    from trinity.celery import app
+
+    simulator.control.reset()
+    with override_settings(
+        TRINITY_ANTHROPIC_BASE_URL=simulator.base_url,
+        TRINITY_CODEX_BASE_URL=simulator.base_url,
+        VAR_DIR=tmp_path,
+    ):
+        app.conf.task_always_eager = True
+        try:
+            yield simulator.control
+        finally:
+            app.conf.task_always_eager = False
+            for agent in Agent.objects.exclude(process_handle=""):
+                lifecycle.agent_stop(agent=agent)

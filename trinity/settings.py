@@ -283,3 +283,8 @@ if TRINITY_AGENT_BACKEND not in {"local", "docker"}:
 TRINITY_AGENT_IMAGE = env.str("TRINITY_AGENT_IMAGE", default="trinity-agent:latest")
 TRINITY_DOCKER_NETWORK = env.str("TRINITY_DOCKER_NETWORK", default="")
 TRINITY_AGENT_MEMORY_LIMIT = env.str("TRINITY_AGENT_MEMORY_LIMIT", default="2g")
+
+# How long one turn may run inside the agent server before it answers 504.
+TRINITY_TURN_TIMEOUT_SECONDS = _env_int(
+    "TRINITY_TURN_TIMEOUT_SECONDS", 600, minimum=5, maximum=86_400
+)

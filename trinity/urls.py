@@ -9,5 +9,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("subscriptions.urls")),
+    path("api/", include("execution.urls")),
     path("api/", include("agents.urls")),
 ]

@@ -10,49 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from django.test import override_settings
 from rest_framework.test import APIClient
 
 from agents import lifecycle
 from agents.models import Agent, AuthMode, ProcessState
 from agents.runtimes import local
 from simulator.control import SimulatorControl
-from simulator.process import SimulatorProcess
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
 from tests.subscriptions.factories import plan_token
 from trinity import services as trinity_services
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
-    with SimulatorProcess(log_path=tmp_path_factory.mktemp("sim") / "sim.log") as sim:
-        yield sim
-
-
-@pytest.fixture
-def control(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[SimulatorControl]:
-    simulator.control.reset()
-    with override_settings(
-        TRINITY_ANTHROPIC_BASE_URL=simulator.base_url,
-        VAR_DIR=tmp_path,
-        CELERY_TASK_ALWAYS_EAGER=True,
-    ):
-        from trinity.celery import app
-
-        app.conf.task_always_eager = True
-        try:
-            yield simulator.control
-        finally:
-            app.conf.task_always_eager = False
-            for agent in Agent.objects.exclude(process_handle=""):
-                lifecycle.agent_stop(agent=agent)
 
 
 def _register(control: SimulatorControl, label: str, name: str | None = None) -> tuple[str, int]:

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from execution import api
+
+urlpatterns = [
+    path("agents/<slug:name>/task", api.AgentTaskApi.as_view(), name="agent-task"),
+    path("executions", api.ExecutionListApi.as_view(), name="execution-list"),
+    path("executions/<uuid:pk>", api.ExecutionDetailApi.as_view(), name="execution-detail"),
+]
