@@ -199,3 +199,22 @@ def agent_apply_credentials(*, agent: Agent) -> str:
     if mode == AuthMode.SUBSCRIPTION:
         return hot_reload_subscription_token(agent=agent)
     return "unchanged"
+
+
+def agents_supervise() -> list[str]:
+    """Restart every agent recorded as running whose server is gone; returns their names.
+
+    Agents the operator stopped, and agents that failed to start, are left alone.
+    """
+    runtime = get_runtime()
+    revived: list[str] = []
+    for agent in Agent.objects.filter(process_state=ProcessState.RUNNING):
+        if runtime.is_alive(name=agent.name, handle=agent.process_handle):
+            continue
+        logger.warning("agent %s is recorded as running but its server is gone", agent.name)
+        try:
+            agent_start(agent=agent)
+            revived.append(agent.name)
+        except Exception:
+            logger.exception("agent %s did not restart", agent.name)
+    return revived

@@ -31,3 +31,9 @@ def restart(agent_id: int) -> str:
     if agent is None or agent.process_state != "running":
         return "not_running"
     return lifecycle.agent_recreate(agent=agent).process_state
+
+
+@shared_task(name="agents.supervise", soft_time_limit=240, time_limit=300)
+def supervise() -> list[str]:
+    """Restart agents recorded as running whose server has died (a crash, a reboot)."""
+    return lifecycle.agents_supervise()

@@ -11,10 +11,13 @@ import argparse
 import logging
 import socket
 import sys
+from pathlib import Path
 
 import uvicorn
 
 from simulator.app import create_app
+from simulator.seed import load_seed
+from simulator.state import Simulator
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,6 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    parser.add_argument("--seed", type=Path, help="JSON list of credentials to load at boot")
     args = parser.parse_args(argv)
 
     logging.basicConfig(
@@ -40,8 +44,12 @@ def main(argv: list[str] | None = None) -> None:
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
 
+    sim = Simulator()
+    if args.seed is not None:
+        loaded = load_seed(sim, args.seed)
+        logging.getLogger("simulator").info("loaded %d credential(s) from %s", loaded, args.seed)
     config = uvicorn.Config(
-        create_app(),
+        create_app(sim),
         log_config=None,
         access_log=False,
         lifespan="off",

@@ -21,4 +21,10 @@ app.conf.beat_schedule = {
         "schedule": HOUR,
         "options": {"expires": HOUR},
     },
+    # Every minute: revive agents recorded as running whose server died.
+    "supervise-agents": {
+        "task": "agents.supervise",
+        "schedule": 60,
+        "options": {"expires": 60},
+    },
 }

@@ -248,6 +248,8 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # One INFO line per HTTP request (health polls, probes) drowns everything else.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }
 
 # How far back a refusal counts against a subscription (the 2h skip-list) and how

@@ -143,3 +143,27 @@ def test_a_restarted_web_process_finds_the_running_agent_and_stop_ends_it(
     assert stopped.process_state == ProcessState.STOPPED
     assert child.wait(timeout=10) is not None
     assert lifecycle.agent_health(agent=stopped)["alive"] is False
+
+
+def test_supervise_revives_a_running_agent_whose_server_died_and_leaves_stopped_ones(
+    control: SimulatorControl,
+) -> None:
+    _, plan_id = _register(control, "plan-a")
+    crashed = AgentFactory.create(name="crashed")
+    stopped = AgentFactory.create(name="stopped")
+    for agent in (crashed, stopped):
+        subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
+        lifecycle.agent_start(agent=agent)
+    lifecycle.agent_stop(agent=stopped)
+    crashed.refresh_from_db()
+    pid = int(crashed.process_handle)
+    os.killpg(pid, signal.SIGKILL)
+    local._children.pop(pid).wait(timeout=10)
+
+    assert lifecycle.agents_supervise() == ["crashed"]
+    crashed.refresh_from_db()
+    stopped.refresh_from_db()
+    assert int(crashed.process_handle) != pid
+    assert _turn(crashed, control) == (True, "plan-a")
+    assert stopped.process_state == ProcessState.STOPPED
+    assert lifecycle.agents_supervise() == []
