@@ -181,13 +181,15 @@ else:
     }
     CELERY_BROKER_URL = "filesystem://"
     _broker_dir = VAR_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        # Without it kombu creates ./control in whatever directory the process runs in.
+        "control_folder": str(_broker_dir / "control"),
     }
 
 CELERY_TASK_IGNORE_RESULT = True
