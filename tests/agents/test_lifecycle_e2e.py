@@ -35,6 +35,20 @@ def _register(control: SimulatorControl, label: str, name: str | None = None) ->
     return token, subscription.pk
 
 
+def _running_agent(name: str, subscription_id: int, **fields: object) -> Agent:
+    agent = AgentFactory.create(name=name, **fields)
+    subscription_services.assignment_set(agent=agent, subscription_id=subscription_id)
+    return lifecycle.agent_start(agent=agent)
+
+
+def _kill(agent: Agent) -> int:
+    """SIGKILL the agent's server (a crash, an OOM) and reap it; returns its pid."""
+    pid = int(agent.process_handle)
+    os.killpg(pid, signal.SIGKILL)
+    local._children.pop(pid).wait(timeout=10)
+    return pid
+
+
 def _turn(agent: Agent, control: SimulatorControl) -> tuple[bool, str | None]:
     """Run one real turn; return (served, label of the credential the simulator saw)."""
     control.clear_requests()
@@ -51,9 +65,7 @@ def test_an_assigned_agent_boots_on_its_subscription_and_hot_reloads_on_reassign
 ) -> None:
     _, first_id = _register(control, "plan-a")
     _, second_id = _register(control, "plan-b")
-    agent = AgentFactory.create(name="bot")
-    subscription_services.assignment_set(agent=agent, subscription_id=first_id)
-    agent = lifecycle.agent_start(agent=agent)
+    agent = _running_agent("bot", first_id)
     assert agent.process_state == ProcessState.RUNNING
     assert agent.auth_mode == AuthMode.SUBSCRIPTION
     assert _turn(agent, control) == (True, "plan-a")
@@ -90,9 +102,7 @@ def test_a_mode_change_recreates_the_agent_on_the_platform_key(
     control.register(key, kind="api_key", label="platform-key", credit_usd=100)
     trinity_services.platform_api_key_set(key=key)
     _, plan_id = _register(control, "plan-a")
-    agent = AgentFactory.create(name="bot", use_platform_api_key=True)
-    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
-    agent = lifecycle.agent_start(agent=agent)
+    agent = _running_agent("bot", plan_id, use_platform_api_key=True)
     pid_before = agent.process_handle
 
     subscription_services.assignment_clear(agent=agent)
@@ -113,12 +123,8 @@ def test_a_failed_reload_falls_back_to_a_restart_on_the_current_token(
     control: SimulatorControl,
 ) -> None:
     _, plan_id = _register(control, "plan-a")
-    agent = AgentFactory.create(name="bot")
-    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
-    agent = lifecycle.agent_start(agent=agent)
-    old_pid = int(agent.process_handle)
-    os.killpg(old_pid, signal.SIGKILL)  # the server dies: reload-token cannot connect
-    local._children.pop(old_pid).wait(timeout=10)
+    agent = _running_agent("bot", plan_id)
+    old_pid = _kill(agent)  # the server is gone: reload-token cannot connect
 
     assert lifecycle.hot_reload_subscription_token(agent=agent) == "restarted"
     agent.refresh_from_db()
@@ -130,9 +136,7 @@ def test_a_restarted_web_process_finds_the_running_agent_and_stop_ends_it(
     control: SimulatorControl,
 ) -> None:
     _, plan_id = _register(control, "plan-a")
-    agent = AgentFactory.create(name="bot")
-    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
-    agent = lifecycle.agent_start(agent=agent)
+    agent = _running_agent("bot", plan_id)
     child = local._children.pop(int(agent.process_handle))  # forget it, like a new process
     again = lifecycle.agent_start(agent=Agent.objects.get(pk=agent.pk))
     assert again.process_handle == agent.process_handle  # found, not respawned
@@ -149,16 +153,9 @@ def test_supervise_revives_a_running_agent_whose_server_died_and_leaves_stopped_
     control: SimulatorControl,
 ) -> None:
     _, plan_id = _register(control, "plan-a")
-    crashed = AgentFactory.create(name="crashed")
-    stopped = AgentFactory.create(name="stopped")
-    for agent in (crashed, stopped):
-        subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
-        lifecycle.agent_start(agent=agent)
-    lifecycle.agent_stop(agent=stopped)
-    crashed.refresh_from_db()
-    pid = int(crashed.process_handle)
-    os.killpg(pid, signal.SIGKILL)
-    local._children.pop(pid).wait(timeout=10)
+    crashed = _running_agent("crashed", plan_id)
+    stopped = lifecycle.agent_stop(agent=_running_agent("stopped", plan_id))
+    pid = _kill(crashed)
 
     assert lifecycle.agents_supervise() == ["crashed"]
     crashed.refresh_from_db()
