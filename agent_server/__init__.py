@@ -1,0 +1,7 @@
+"""The per-agent server: runs one turn per request with a per-spawn environment.
+
+This package imports nothing from the Django side (trinity, agents, subscriptions,
+execution). The two sides share only the JSON contract in `agent_server.contract`.
+"""
+
+from __future__ import annotations

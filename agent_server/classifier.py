@@ -1,0 +1,155 @@
+"""Classify a runtime refusal into a typed error code. Pure: no I/O, `now` is passed in.
+
+The HTTP status the provider answered (the CLI's `api_error_status`) is read first and
+the text second, because the CLI's sentences are UI copy that changes between
+versions while the status does not. A process killed by a signal never reaches this
+module: a kill says nothing about the credential, so it must never walk the ladder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agent_server.contract import ErrorCode
+
+# A minute-precision reset printed by the CLI may trail the true instant by up to a
+# minute; a reading this close behind `now` is the current window ending, not
+# tomorrow's.
+_SAME_DAY_TOLERANCE = timedelta(minutes=2)
+
+_RATE_LIMIT_TEXT = re.compile(
+    r"hit your (?:\w+ )?limit|usage limit|rate[ _-]?limit|quota exceeded", re.IGNORECASE
+)
+_AUTH_TEXT = re.compile(
+    r"credit balance is too low|failed to authenticate|not logged in|invalid api key"
+    r"|invalid x-api-key|oauth token has expired|token (?:has been )?revoked"
+    r"|authentication_error|permission_error|invalid bearer token",
+    re.IGNORECASE,
+)
+_MODEL_TEXT = re.compile(
+    r"issue with the selected model|not_found_error|model .*(?:not found|does not exist)",
+    re.IGNORECASE,
+)
+_RESET_PHRASE = re.compile(
+    r"resets\s+"
+    r"(?:(?P<month>[A-Za-z]{3,9})\.?\s+(?P<day>\d{1,2}),?\s+(?:at\s+)?)?"
+    r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<ampm>[ap]\.?m\.?)"
+    r"\s*(?:\((?P<tz>[^)]+)\))?",
+    re.IGNORECASE,
+)
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+        start=1,
+    )
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    error_code: ErrorCode
+    resets_at: datetime | None = None
+
+
+def classify_refusal(
+    *,
+    api_error_status: int | None,
+    text: str,
+    now: datetime,
+    reset_hint: datetime | None = None,
+) -> Refusal:
+    """Return the typed error for a refusal the runtime reported.
+
+    `reset_hint` is a reset instant the caller read from a structured source (the
+    `anthropic-ratelimit-unified-reset` header); it beats the CLI's sentence.
+    Unrecognised refusals are `upstream_error`, which never walks.
+    """
+    status = api_error_status
+    if status == 429:
+        return _rate_limit(text, now, reset_hint)
+    if status in (401, 402, 403):
+        return Refusal("auth")
+    if status == 404:
+        return Refusal("model_unsupported")
+    # A 400 covers both "credit balance is too low" (a credential that cannot pay)
+    # and plain bad requests, so the text decides; so it does without a status.
+    if _RATE_LIMIT_TEXT.search(text):
+        return _rate_limit(text, now, reset_hint)
+    if _AUTH_TEXT.search(text):
+        return Refusal("auth")
+    if _MODEL_TEXT.search(text):
+        return Refusal("model_unsupported")
+    return Refusal("upstream_error")
+
+
+def _rate_limit(text: str, now: datetime, reset_hint: datetime | None) -> Refusal:
+    resets_at = reset_hint if reset_hint is not None else parse_reset_phrase(text, now=now)
+    return Refusal("rate_limit", resets_at.astimezone(UTC) if resets_at else None)
+
+
+def parse_reset_phrase(text: str, *, now: datetime) -> datetime | None:
+    """Parse the CLI's "resets 4:10am (UTC)" / "resets Dec 3, 3:25am (UTC)" into UTC.
+
+    Returns None when there is no phrase, no time zone, or an unknown one: a guessed
+    reset is worse than none, because the control plane would readmit on it.
+    A time without a date is the next occurrence at or after `now` (within a small
+    tolerance); a date without a year is the occurrence nearest to `now`.
+    """
+    match = _RESET_PHRASE.search(text)
+    if match is None or not match["tz"]:
+        return None
+    try:
+        zone = ZoneInfo(match["tz"].strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    hour = int(match["hour"])
+    minute = int(match["minute"] or 0)
+    if not 1 <= hour <= 12 or minute > 59:
+        return None
+    hour = hour % 12 + (12 if match["ampm"].lower().startswith("p") else 0)
+    wall = time(hour, minute)
+    local_now = now.astimezone(zone)
+
+    if match["month"]:
+        month = _MONTHS.get(match["month"][:3].lower())
+        if month is None:
+            return None
+        candidates = []
+        for year in (local_now.year - 1, local_now.year, local_now.year + 1):
+            try:
+                candidates.append(
+                    datetime.combine(date(year, month, int(match["day"])), wall, zone)
+                )
+            except ValueError:
+                continue
+        if not candidates:
+            return None
+        best = min(candidates, key=lambda candidate: abs(candidate - now))
+        return best.astimezone(UTC)
+
+    today = datetime.combine(local_now.date(), wall, zone)
+    if today < now - _SAME_DAY_TOLERANCE:
+        today = datetime.combine(local_now.date() + timedelta(days=1), wall, zone)
+    return today.astimezone(UTC)
+
+
+def parse_unified_reset(value: str | None) -> datetime | None:
+    """Parse `anthropic-ratelimit-unified-reset` (unix seconds; ISO-8601 accepted) to UTC."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return datetime.fromtimestamp(float(value), tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return parsed.astimezone(UTC)

@@ -1,0 +1,111 @@
+"""The agent server's settings, read once from the environment. Bad values fail loudly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal, cast
+
+RuntimeName = Literal["claude-code", "anthropic-api"]
+RUNTIMES: Final = ("claude-code", "anthropic-api")
+
+PACKAGE_DIR: Final = Path(__file__).resolve().parent
+# Installed from agent_server/package.json (`npm ci` in agent_server/).
+BUNDLED_CLAUDE_BIN: Final = PACKAGE_DIR / "node_modules" / ".bin" / "claude"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class ConfigError(Exception):
+    """A missing or malformed setting; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    secret: str = field(repr=False)
+    runtime: RuntimeName
+    model: str | None
+    home: Path
+    timeout_max: float | None
+    claude_bin: str
+    boot_guard: bool
+
+    @property
+    def dotenv_path(self) -> Path:
+        return self.home / ".env"
+
+    @property
+    def state_dir(self) -> Path:
+        """Server-owned files inside the agent home (token file, spawn HOMEs)."""
+        return self.home / ".trinity"
+
+    @property
+    def token_path(self) -> Path:
+        return self.state_dir / "oauth_token"
+
+
+def resolve_claude_bin(environ: Mapping[str, str]) -> str:
+    """TRINITY_CLAUDE_BIN, else the bundled `node_modules/.bin/claude`, else `claude` on PATH.
+
+    Returns a path or the bare name `claude`; a missing binary is reported per turn
+    as a container fault, not at boot, so /health stays reachable for diagnosis.
+    """
+    explicit = environ.get("TRINITY_CLAUDE_BIN", "").strip()
+    if explicit:
+        return explicit
+    if BUNDLED_CLAUDE_BIN.exists():
+        return str(BUNDLED_CLAUDE_BIN)
+    return shutil.which("claude", path=environ.get("PATH")) or "claude"
+
+
+def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
+    """Build the config from `environ` (default: os.environ). Raises ConfigError."""
+    env = os.environ if environ is None else environ
+    secret = env.get("TRINITY_AGENT_SECRET", "")
+    if not secret.strip():
+        raise ConfigError(
+            "TRINITY_AGENT_SECRET is not set: the agent server refuses to start without "
+            "the shared secret its callers must present as `Authorization: Bearer ...`"
+        )
+    runtime = env.get("TRINITY_AGENT_RUNTIME", "claude-code").strip() or "claude-code"
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"TRINITY_AGENT_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}")
+    model = env.get("TRINITY_AGENT_MODEL", "").strip() or None
+    if runtime == "anthropic-api" and model is None:
+        raise ConfigError(
+            "TRINITY_AGENT_MODEL is required with TRINITY_AGENT_RUNTIME=anthropic-api "
+            "(the Messages API has no default model)"
+        )
+    home_raw = env.get("TRINITY_AGENT_HOME", "").strip()
+    if not home_raw:
+        raise ConfigError("TRINITY_AGENT_HOME is not set: it must name the agent's working dir")
+    home = Path(home_raw).expanduser()
+    if not home.is_dir():
+        raise ConfigError(f"TRINITY_AGENT_HOME={home_raw!r} is not an existing directory")
+    timeout_max: float | None = None
+    raw_timeout = env.get("TRINITY_AGENT_TIMEOUT_MAX", "").strip()
+    if raw_timeout:
+        try:
+            timeout_max = float(raw_timeout)
+        except ValueError:
+            raise ConfigError(
+                f"TRINITY_AGENT_TIMEOUT_MAX={raw_timeout!r} is not a number of seconds"
+            ) from None
+        if timeout_max <= 0:
+            raise ConfigError(f"TRINITY_AGENT_TIMEOUT_MAX={raw_timeout!r} must be positive")
+    raw_guard = env.get("TRINITY_AGENT_BOOT_GUARD", "1").strip().lower()
+    if raw_guard not in _TRUE | _FALSE:
+        raise ConfigError(f"TRINITY_AGENT_BOOT_GUARD={raw_guard!r} is not a boolean (1/0)")
+    return AgentConfig(
+        secret=secret,
+        runtime=cast(RuntimeName, runtime),
+        model=model,
+        home=home.resolve(),
+        timeout_max=timeout_max,
+        claude_bin=resolve_claude_bin(env),
+        boot_guard=raw_guard in _TRUE,
+    )

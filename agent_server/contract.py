@@ -1,0 +1,273 @@
+"""The JSON contract between the control plane and an agent server.
+
+Both sides pin these shapes: `tests/agent_server/test_contract.py` snapshots the JSON
+schema and the canonical example payloads below, and the Django-side client pins the
+same examples. Change a shape here only together with the snapshot and the client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, Field, SecretStr
+
+AUTH_OVERRIDE_HEADER: Final = "X-Trinity-Auth-Override"
+
+ErrorCode = Literal[
+    "rate_limit",
+    "auth",
+    "model_unsupported",
+    "container_fault",
+    "timeout",
+    "runtime_killed",
+    "upstream_error",
+    "invalid_request",
+    "unauthorized",
+]
+
+# One status per code, so a client can branch on either and never see them disagree.
+ERROR_STATUS: Final[dict[str, int]] = {
+    "rate_limit": 429,
+    "auth": 503,
+    "model_unsupported": 400,
+    "container_fault": 503,
+    "timeout": 504,
+    "runtime_killed": 500,
+    "upstream_error": 502,
+    "invalid_request": 400,
+    "unauthorized": 401,
+}
+
+OverrideKind = Literal["oauth_token", "api_key"]
+
+
+@dataclass(frozen=True)
+class AppliedOverride:
+    """The one credential a request asked to run on, for this spawn only."""
+
+    kind: OverrideKind
+    secret: str
+
+    def __repr__(self) -> str:
+        return f"AppliedOverride(kind={self.kind!r}, secret=<redacted>)"
+
+
+class AuthOverride(BaseModel):
+    """`{oauth_token}` XOR `{api_key}`; both or neither means no override."""
+
+    oauth_token: SecretStr | None = None
+    api_key: SecretStr | None = None
+
+    def applied(self) -> AppliedOverride | None:
+        """Return the override to apply, or None when it is empty or ambiguous.
+
+        Both set is ambiguous: guessing which one the caller meant could charge the
+        wrong credential, so the turn runs on the agent's own credential instead.
+        """
+        oauth = self.oauth_token.get_secret_value() if self.oauth_token else ""
+        key = self.api_key.get_secret_value() if self.api_key else ""
+        if oauth and not key:
+            return AppliedOverride(kind="oauth_token", secret=oauth)
+        if key and not oauth:
+            return AppliedOverride(kind="api_key", secret=key)
+        return None
+
+
+class TaskRequest(BaseModel):
+    execution_id: str = Field(min_length=1, max_length=200)
+    message: str = Field(min_length=1)
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    timeout_seconds: float = Field(gt=0, le=86_400)
+    auth_override: AuthOverride | None = None
+
+
+class ChatRequest(TaskRequest):
+    session_id: str = Field(min_length=1, max_length=200)
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class TaskResponse(BaseModel):
+    execution_id: str
+    response: str
+    model: str
+    usage: Usage
+    cost_usd: float | None
+
+
+class ChatResponse(TaskResponse):
+    session_id: str
+
+
+class ErrorBody(BaseModel):
+    error_code: ErrorCode
+    detail: str
+    execution_id: str | None
+    resets_at: datetime | None = None
+
+
+class ReloadTokenRequest(BaseModel):
+    token: SecretStr
+    remove_api_key: bool = False
+
+
+class ReloadTokenResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    reloaded: bool = True
+    env_shadow: list[str]
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+    runtime: str
+    model: str | None
+    busy: int
+
+
+# Canonical example payloads. Credential values here are obviously fake on purpose.
+
+EXAMPLE_TASK_REQUEST: Final[dict[str, Any]] = {
+    "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+    "message": "Summarise the open pull requests.",
+    "model": "claude-sonnet-5",
+    "timeout_seconds": 600,
+}
+
+EXAMPLE_TASK_REQUEST_OAUTH_OVERRIDE: Final[dict[str, Any]] = {
+    **EXAMPLE_TASK_REQUEST,
+    "auth_override": {"oauth_token": "sk-ant-oat01-EXAMPLE-NOT-A-TOKEN"},
+}
+
+EXAMPLE_TASK_REQUEST_API_KEY_OVERRIDE: Final[dict[str, Any]] = {
+    **EXAMPLE_TASK_REQUEST,
+    "auth_override": {"api_key": "sk-ant-api03-EXAMPLE-NOT-A-KEY"},
+}
+
+EXAMPLE_CHAT_REQUEST: Final[dict[str, Any]] = {
+    **EXAMPLE_TASK_REQUEST,
+    "session_id": "chat-42",
+}
+
+EXAMPLE_TASK_RESPONSE: Final[dict[str, Any]] = {
+    "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+    "response": "There are three open pull requests: ...",
+    "model": "claude-sonnet-5",
+    "usage": {"input_tokens": 1200, "output_tokens": 340},
+    "cost_usd": 0.0087,
+}
+
+EXAMPLE_CHAT_RESPONSE: Final[dict[str, Any]] = {
+    **EXAMPLE_TASK_RESPONSE,
+    "session_id": "chat-42",
+}
+
+EXAMPLE_ERRORS: Final[dict[str, dict[str, Any]]] = {
+    "rate_limit": {
+        "error_code": "rate_limit",
+        "detail": "You've hit your session limit · resets 4:10am (UTC)",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": "2026-05-01T04:10:00Z",
+    },
+    "auth": {
+        "error_code": "auth",
+        "detail": "Failed to authenticate. API Error: 401 OAuth token has been revoked.",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+    },
+    "model_unsupported": {
+        "error_code": "model_unsupported",
+        "detail": "There's an issue with the selected model (claude-nope-1). "
+        "It may not exist or you may not have access to it.",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+    },
+    "container_fault": {
+        "error_code": "container_fault",
+        "detail": "cannot start the Claude Code CLI at /opt/claude: No such file or directory",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+    },
+    "timeout": {
+        "error_code": "timeout",
+        "detail": "the turn exceeded timeout_seconds=600; its process group was killed",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+    },
+    "runtime_killed": {
+        "error_code": "runtime_killed",
+        "detail": "the Claude Code CLI was killed by SIGKILL",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+    },
+    "upstream_error": {
+        "error_code": "upstream_error",
+        "detail": "API Error: 529 Overloaded",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+    },
+    "invalid_request": {
+        "error_code": "invalid_request",
+        "detail": "body.timeout_seconds: Field required",
+        "execution_id": None,
+        "resets_at": None,
+    },
+    "unauthorized": {
+        "error_code": "unauthorized",
+        "detail": "missing or wrong bearer secret",
+        "execution_id": None,
+        "resets_at": None,
+    },
+}
+
+EXAMPLE_RELOAD_TOKEN_REQUEST: Final[dict[str, Any]] = {
+    "token": "sk-ant-oat01-EXAMPLE-NOT-A-TOKEN",
+    "remove_api_key": True,
+}
+
+EXAMPLE_RELOAD_TOKEN_RESPONSE: Final[dict[str, Any]] = {
+    "status": "ok",
+    "reloaded": True,
+    "env_shadow": ["ANTHROPIC_API_KEY"],
+}
+
+EXAMPLE_HEALTH_RESPONSE: Final[dict[str, Any]] = {
+    "status": "ok",
+    "runtime": "claude-code",
+    "model": "claude-sonnet-5",
+    "busy": 0,
+}
+
+# Which model validates which example; the contract test walks this table.
+EXAMPLES: Final[tuple[tuple[type[BaseModel], dict[str, Any]], ...]] = (
+    (TaskRequest, EXAMPLE_TASK_REQUEST),
+    (TaskRequest, EXAMPLE_TASK_REQUEST_OAUTH_OVERRIDE),
+    (TaskRequest, EXAMPLE_TASK_REQUEST_API_KEY_OVERRIDE),
+    (ChatRequest, EXAMPLE_CHAT_REQUEST),
+    (TaskResponse, EXAMPLE_TASK_RESPONSE),
+    (ChatResponse, EXAMPLE_CHAT_RESPONSE),
+    *((ErrorBody, body) for body in EXAMPLE_ERRORS.values()),
+    (ReloadTokenRequest, EXAMPLE_RELOAD_TOKEN_REQUEST),
+    (ReloadTokenResponse, EXAMPLE_RELOAD_TOKEN_RESPONSE),
+    (HealthResponse, EXAMPLE_HEALTH_RESPONSE),
+)
+
+CONTRACT_MODELS: Final[tuple[type[BaseModel], ...]] = (
+    TaskRequest,
+    ChatRequest,
+    TaskResponse,
+    ChatResponse,
+    ErrorBody,
+    ReloadTokenRequest,
+    ReloadTokenResponse,
+    HealthResponse,
+)
+
+
+def contract_schema() -> dict[str, Any]:
+    """The JSON schema of every contract body, keyed by model name."""
+    return {model.__name__: model.model_json_schema() for model in CONTRACT_MODELS}

@@ -1,0 +1,271 @@
+"""The Claude Code CLI runtime: one `claude -p --output-format json` process per turn.
+
+The message goes to the CLI on stdin, not as an argv word: a single argv string is
+capped at 128 KiB on Linux (E2BIG), a message starting with `-` would be read as a
+flag, and argv is visible to every user in `ps`. The CLI reads its prompt from stdin
+in print mode; `claude -p <message>` behaves the same otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agent_server.classifier import classify_refusal
+from agent_server.errors import TurnError
+from agent_server.runtimes.base import Clock, Turn, TurnOutcome, session_uuid
+
+logger = logging.getLogger(__name__)
+
+EXCERPT_CHARS = 600
+# How long to wait for a process we have just SIGKILLed to be reaped.
+_REAP_SECONDS = 5.0
+_CONTEXT_SUFFIX = re.compile(r"\[[^\]]*\]$")
+
+
+class ClaudeCodeRuntime:
+    name = "claude-code"
+
+    def __init__(self, *, binary: str, clock: Clock) -> None:
+        self.binary = binary
+        self.clock = clock
+        self._live_groups: set[int] = set()
+
+    def argv(self, turn: Turn, env: Mapping[str, str]) -> list[str]:
+        """The CLI command line for `turn` (the message itself goes on stdin).
+
+        A chat turn names its session: `--resume` when the session's transcript
+        already exists under the spawn HOME, else `--session-id` to create it (the CLI
+        refuses `--session-id` for an id in use and `--resume` for an unknown one).
+        """
+        argv = [self.binary, "-p", "--output-format", "json"]
+        if turn.model:
+            argv += ["--model", turn.model]
+        if turn.session_id is not None:
+            sid = str(session_uuid(turn.session_id))
+            flag = "--resume" if _transcript_exists(turn.home, env, sid) else "--session-id"
+            argv += [flag, sid]
+        return argv
+
+    async def run(self, turn: Turn, env: Mapping[str, str]) -> TurnOutcome:
+        argv = self.argv(turn, env)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=str(turn.cwd),
+                env=dict(env),
+                # Its own process group, so a timeout kills the CLI and every tool
+                # process it started, not just the CLI.
+                start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
+        except OSError as exc:
+            raise TurnError(
+                "container_fault",
+                f"cannot start the Claude Code CLI at {self.binary}: {exc.strerror or exc}",
+            ) from None
+        self._live_groups.add(proc.pid)
+        logger.info("turn %s: spawned claude pid=%s", turn.execution_id, proc.pid)
+        try:
+            try:
+                stdout, stderr = await asyncio.wait_for(
+                    proc.communicate(turn.message.encode("utf-8")), turn.timeout_seconds
+                )
+            except TimeoutError:
+                _kill_group(proc.pid)
+                await _reap(proc)
+                raise TurnError(
+                    "timeout",
+                    f"the turn exceeded timeout_seconds={turn.timeout_seconds:g}; "
+                    "its process group was killed",
+                ) from None
+        finally:
+            # Tool processes the CLI left behind die with the turn; on cancellation
+            # (client gone, server stopping) the CLI itself does too.
+            _kill_group(proc.pid)
+            if proc.returncode is None:
+                await _reap(proc)
+            self._live_groups.discard(proc.pid)
+        return interpret_cli_exit(
+            returncode=proc.returncode if proc.returncode is not None else -signal.SIGKILL,
+            stdout=stdout,
+            stderr=stderr,
+            requested_model=turn.model,
+            now=self.clock(),
+        )
+
+    async def aclose(self) -> None:
+        for pgid in list(self._live_groups):
+            _kill_group(pgid)
+        self._live_groups.clear()
+
+
+def _transcript_exists(home: Path, env: Mapping[str, str], sid: str) -> bool:
+    config_dir = (
+        Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else home / ".claude"
+    )
+    return any((config_dir / "projects").glob(f"*/{sid}.jsonl"))
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A preexec hook: the CLI gets SIGKILL if the agent server dies (Linux only).
+
+    The CLI leads its own session, so killing the server's process group does not
+    reach it; without this, a SIGKILLed server would leave turns running that no one
+    will ever read, still spending quota.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def preexec() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the server died before the hook was set
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), _REAP_SECONDS)
+
+
+def interpret_cli_exit(
+    *,
+    returncode: int,
+    stdout: bytes,
+    stderr: bytes,
+    requested_model: str | None,
+    now: datetime,
+) -> TurnOutcome:
+    """Turn a finished CLI process into an answer, or raise the typed `TurnError`.
+
+    Order matters: a signal death is `runtime_killed` before anything is parsed (a
+    kill says nothing about the credential); then the JSON result decides; output
+    that is not a result is a `container_fault`.
+    """
+    if returncode < 0:
+        raise TurnError(
+            "runtime_killed", f"the Claude Code CLI was killed by {_signame(-returncode)}"
+        )
+    result = _parse_result(stdout)
+    if result is None:
+        # A wrapper script reports its child's signal death as 128+N.
+        if 128 < returncode <= 128 + 64 and _is_signal(returncode - 128):
+            raise TurnError(
+                "runtime_killed",
+                f"the Claude Code CLI exited with status {returncode} "
+                f"({_signame(returncode - 128)}) and no result",
+            )
+        raise TurnError(
+            "container_fault",
+            f"the Claude Code CLI exited with status {returncode} without a JSON result: "
+            f"{_excerpt(stderr) or _excerpt(stdout) or '(no output)'}",
+        )
+    text = result.get("result")
+    text = text if isinstance(text, str) else ""
+    if result.get("is_error"):
+        status = result.get("api_error_status")
+        refusal = classify_refusal(
+            api_error_status=status if isinstance(status, int) else None,
+            text=text,
+            now=now,
+        )
+        detail = text or f"the Claude Code CLI reported an error ({result.get('subtype')})"
+        raise TurnError(refusal.error_code, detail, refusal.resets_at)
+    if returncode != 0:
+        raise TurnError(
+            "container_fault",
+            f"the Claude Code CLI exited with status {returncode} after a non-error result: "
+            f"{_excerpt(stderr) or '(no stderr)'}",
+        )
+    raw_usage = result.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    cost = result.get("total_cost_usd")
+    return TurnOutcome(
+        response=text,
+        model=_served_model(result.get("modelUsage"), requested_model),
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+    )
+
+
+def _parse_result(stdout: bytes) -> dict[str, Any] | None:
+    """The CLI's result object: the whole stdout, else its last JSON line."""
+    text = stdout.decode("utf-8", errors="replace").strip()
+    if not text:
+        return None
+    for candidate in (text, *reversed(text.splitlines())):
+        try:
+            parsed = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict) and ("is_error" in parsed or parsed.get("type") == "result"):
+            return parsed
+    return None
+
+
+def _served_model(model_usage: object, requested: str | None) -> str:
+    """The model that produced most of the output, per the CLI's `modelUsage`.
+
+    The CLI labels a model with its context window (`claude-opus-4-8[1m]`); the
+    suffix is not part of the model id that was sent, so it is dropped.
+    """
+    if isinstance(model_usage, dict) and model_usage:
+
+        def weight(item: tuple[str, Any]) -> tuple[int, int]:
+            stats = item[1] if isinstance(item[1], dict) else {}
+            return _int(stats.get("outputTokens")), _int(stats.get("inputTokens"))
+
+        name = max(model_usage.items(), key=weight)[0]
+        return _CONTEXT_SUFFIX.sub("", str(name))
+    return requested or ""
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _excerpt(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace").strip()
+    if len(text) > EXCERPT_CHARS:
+        text = "…" + text[-EXCERPT_CHARS:]
+    return text
+
+
+def _is_signal(number: int) -> bool:
+    try:
+        signal.Signals(number)
+    except ValueError:
+        return False
+    return True
+
+
+def _signame(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

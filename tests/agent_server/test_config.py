@@ -1,0 +1,83 @@
+"""Settings from the environment: loud failures and the CLI binary resolution order."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_server.config import BUNDLED_CLAUDE_BIN, ConfigError, load_config, resolve_claude_bin
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def env_for(home: Path, **changes: str) -> dict[str, str]:
+    env = {"TRINITY_AGENT_SECRET": "s3cret-value", "TRINITY_AGENT_HOME": str(home)}
+    env.update(changes)
+    return env
+
+
+def test_defaults(tmp_path: Path) -> None:
+    config = load_config(env_for(tmp_path))
+    assert config.runtime == "claude-code"
+    assert config.model is None
+    assert config.timeout_max is None
+    assert config.boot_guard is True
+    assert config.home == tmp_path.resolve()
+    assert "s3cret" not in repr(config)
+
+
+@pytest.mark.parametrize(
+    ("changes", "names"),
+    [
+        ({"TRINITY_AGENT_SECRET": ""}, "TRINITY_AGENT_SECRET"),
+        ({"TRINITY_AGENT_SECRET": "   "}, "TRINITY_AGENT_SECRET"),
+        ({"TRINITY_AGENT_RUNTIME": "codex"}, "TRINITY_AGENT_RUNTIME"),
+        ({"TRINITY_AGENT_RUNTIME": "anthropic-api"}, "TRINITY_AGENT_MODEL"),
+        ({"TRINITY_AGENT_HOME": ""}, "TRINITY_AGENT_HOME"),
+        ({"TRINITY_AGENT_HOME": "/nonexistent/agent/home"}, "TRINITY_AGENT_HOME"),
+        ({"TRINITY_AGENT_TIMEOUT_MAX": "ten"}, "TRINITY_AGENT_TIMEOUT_MAX"),
+        ({"TRINITY_AGENT_TIMEOUT_MAX": "0"}, "TRINITY_AGENT_TIMEOUT_MAX"),
+        ({"TRINITY_AGENT_BOOT_GUARD": "maybe"}, "TRINITY_AGENT_BOOT_GUARD"),
+    ],
+)
+def test_a_bad_setting_fails_loudly_naming_the_variable(
+    tmp_path: Path, changes: dict[str, str], names: str
+) -> None:
+    with pytest.raises(ConfigError, match=names):
+        load_config(env_for(tmp_path, **changes))
+
+
+def test_the_cli_binary_resolves_env_then_bundled_then_path(tmp_path: Path) -> None:
+    on_path = tmp_path / "claude"
+    on_path.write_text("#!/bin/sh\n")
+    on_path.chmod(0o755)
+    assert resolve_claude_bin({"TRINITY_CLAUDE_BIN": "/opt/claude"}) == "/opt/claude"
+    if BUNDLED_CLAUDE_BIN.exists():
+        assert resolve_claude_bin({"PATH": str(tmp_path)}) == str(BUNDLED_CLAUDE_BIN)
+    else:
+        assert resolve_claude_bin({"PATH": str(tmp_path)}) == str(on_path)
+
+
+def test_the_bundled_cli_is_installed_where_the_server_looks() -> None:
+    # `cd agent_server && npm ci` puts it here; the e2e tests run this binary.
+    assert BUNDLED_CLAUDE_BIN.exists(), "run `cd agent_server && npm ci`"
+
+
+def test_the_server_refuses_to_start_without_the_secret(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRINITY_")}
+    env.update(TRINITY_AGENT_HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_server", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert "TRINITY_AGENT_SECRET is not set" in done.stderr
+    assert "listening" not in done.stdout

@@ -1,0 +1,221 @@
+"""Env layering table, `.env` parsing and the boot guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_server.config import AgentConfig
+from agent_server.contract import AppliedOverride
+from agent_server.envlayer import FIXED_ENV, layer_env, override_layers, parse_dotenv
+from agent_server.redaction import Redactor
+from agent_server.state import AgentState
+
+OAT = "sk-ant-oat01-baseline"
+KEY = "sk-ant-api03-baseline"
+
+
+def layered(
+    *,
+    baseline: dict[str, str] | None = None,
+    dotenv: dict[str, str] | None = None,
+    overrides: dict[str, str | None] | None = None,
+    override: AppliedOverride | None = None,
+) -> dict[str, str]:
+    extra, drop = override_layers(override)
+    return layer_env(
+        baseline=baseline or {},
+        dotenv=dotenv or {},
+        runtime_overrides=overrides or {},
+        extra=extra,
+        drop=drop,
+        home="/agent/.trinity/spawns/x",
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        # baseline passes through
+        ({"baseline": {"CLAUDE_CODE_OAUTH_TOKEN": OAT}}, {"CLAUDE_CODE_OAUTH_TOKEN": OAT}),
+        # .env beats baseline: this is the shadowing hazard when the .env holds a key
+        (
+            {"baseline": {"CLAUDE_CODE_OAUTH_TOKEN": OAT}, "dotenv": {"ANTHROPIC_API_KEY": KEY}},
+            {"CLAUDE_CODE_OAUTH_TOKEN": OAT, "ANTHROPIC_API_KEY": KEY},
+        ),
+        ({"baseline": {"X": "base"}, "dotenv": {"X": "dotenv"}}, {"X": "dotenv"}),
+        # protected names in .env are skipped
+        (
+            {
+                "baseline": {"PATH": "/usr/bin"},
+                "dotenv": {"PATH": "/evil", "HOME": "/evil", "TRINITY_AGENT_RUNTIME": "x"},
+            },
+            {"PATH": "/usr/bin", "HOME": "/agent/.trinity/spawns/x", "TRINITY_AGENT_RUNTIME": None},
+        ),
+        # runtime overrides beat .env; None unsets
+        (
+            {
+                "baseline": {"CLAUDE_CODE_OAUTH_TOKEN": OAT},
+                "dotenv": {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_AUTH_TOKEN": "bearer-x"},
+                "overrides": {
+                    "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-reloaded",
+                    "ANTHROPIC_API_KEY": None,
+                    "ANTHROPIC_AUTH_TOKEN": None,
+                },
+            },
+            {
+                "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-reloaded",
+                "ANTHROPIC_API_KEY": None,
+                "ANTHROPIC_AUTH_TOKEN": None,
+            },
+        ),
+        # an oauth override sets the token and drops both API-key names
+        (
+            {
+                "baseline": {"ANTHROPIC_API_KEY": KEY, "CLAUDE_CODE_OAUTH_TOKEN": OAT},
+                "dotenv": {"ANTHROPIC_AUTH_TOKEN": "bearer-x"},
+                "override": AppliedOverride("oauth_token", "sk-ant-oat01-override"),
+            },
+            {
+                "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-override",
+                "ANTHROPIC_API_KEY": None,
+                "ANTHROPIC_AUTH_TOKEN": None,
+            },
+        ),
+        # an api_key override beats a force-unset and drops the OAuth token
+        (
+            {
+                "baseline": {"CLAUDE_CODE_OAUTH_TOKEN": OAT},
+                "overrides": {"ANTHROPIC_API_KEY": None},
+                "override": AppliedOverride("api_key", "sk-ant-api03-override"),
+            },
+            {
+                "ANTHROPIC_API_KEY": "sk-ant-api03-override",
+                "CLAUDE_CODE_OAUTH_TOKEN": None,
+                "ANTHROPIC_AUTH_TOKEN": None,
+            },
+        ),
+        # the fixed flags cannot be turned off by any layer
+        (
+            {
+                "baseline": {"DISABLE_TELEMETRY": "0"},
+                "dotenv": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "0"},
+            },
+            dict(FIXED_ENV),
+        ),
+        # the server's shared secret never reaches the child
+        ({"baseline": {"TRINITY_AGENT_SECRET": "s3cret"}}, {"TRINITY_AGENT_SECRET": None}),
+        # HOME is always the per-spawn one
+        ({"baseline": {"HOME": "/root"}}, {"HOME": "/agent/.trinity/spawns/x"}),
+    ],
+)
+def test_it_layers_the_spawn_environment(
+    case: dict[str, Any], expected: dict[str, str | None]
+) -> None:
+    env = layered(**case)
+    for name, value in expected.items():
+        if value is None:
+            assert name not in env
+        else:
+            assert env[name] == value
+
+
+def test_layering_changes_none_of_its_inputs() -> None:
+    baseline = {"ANTHROPIC_API_KEY": KEY}
+    overrides: dict[str, str | None] = {"ANTHROPIC_API_KEY": None}
+    layer_env(
+        baseline=baseline,
+        dotenv={},
+        runtime_overrides=overrides,
+        extra={},
+        drop=["X"],
+        home="/h",
+    )
+    assert baseline == {"ANTHROPIC_API_KEY": KEY}
+    assert overrides == {"ANTHROPIC_API_KEY": None}
+
+
+def test_it_parses_a_dotenv_file() -> None:
+    text = """
+# a comment
+export ANTHROPIC_API_KEY=sk-ant-api03-abc
+QUOTED="hello world"
+SINGLE='x=y'
+TRAILING=value # comment
+not an assignment
+EMPTY=
+"""
+    assert parse_dotenv(text) == {
+        "ANTHROPIC_API_KEY": "sk-ant-api03-abc",
+        "QUOTED": "hello world",
+        "SINGLE": "x=y",
+        "TRAILING": "value",
+        "EMPTY": "",
+    }
+
+
+def config_for(home: Path, *, runtime: str = "claude-code", boot_guard: bool = True) -> AgentConfig:
+    return AgentConfig(
+        secret="s3cret-value",
+        runtime=runtime,  # type: ignore[arg-type]
+        model=None,
+        home=home,
+        timeout_max=None,
+        claude_bin="claude",
+        boot_guard=boot_guard,
+    )
+
+
+@pytest.mark.parametrize(
+    ("runtime", "boot_guard", "baseline", "armed"),
+    [
+        ("claude-code", True, {"CLAUDE_CODE_OAUTH_TOKEN": OAT}, True),
+        ("claude-code", False, {"CLAUDE_CODE_OAUTH_TOKEN": OAT}, False),
+        ("claude-code", True, {"ANTHROPIC_API_KEY": KEY}, False),
+        ("claude-code", True, {}, False),
+        ("anthropic-api", True, {"CLAUDE_CODE_OAUTH_TOKEN": OAT}, False),
+    ],
+)
+def test_the_boot_guard_arms_only_for_a_baseline_subscription_on_claude_code(
+    tmp_path: Path, runtime: str, boot_guard: bool, baseline: dict[str, str], armed: bool
+) -> None:
+    (tmp_path / ".env").write_text(f"ANTHROPIC_API_KEY={KEY}-stale\n")
+    state = AgentState(
+        config_for(tmp_path, runtime=runtime, boot_guard=boot_guard),
+        baseline=baseline,
+        redactor=Redactor(),
+    )
+    env = state.spawn_env(None, tmp_path / "home")
+    assert state.boot_guard_armed is armed
+    assert ("ANTHROPIC_API_KEY" not in env) is armed
+
+
+def test_reload_token_applies_to_the_next_spawn_and_reports_the_shadow(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(f"ANTHROPIC_API_KEY={KEY}\nOTHER=1\n")
+    state = AgentState(config_for(tmp_path), baseline={}, redactor=Redactor())
+    before = state.spawn_env(None, tmp_path / "h")
+    shadow = state.reload_token("sk-ant-oat01-reloaded-token", remove_api_key=False)
+    kept_key = state.spawn_env(None, tmp_path / "h")
+    shadow_removed = state.reload_token("sk-ant-oat01-reloaded-token2", remove_api_key=True)
+    after = state.spawn_env(None, tmp_path / "h")
+
+    assert "CLAUDE_CODE_OAUTH_TOKEN" not in before
+    assert shadow == ["ANTHROPIC_API_KEY"]
+    assert kept_key["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-reloaded-token"
+    assert kept_key["ANTHROPIC_API_KEY"] == KEY
+    # names only, and still reported: the .env file itself is unchanged
+    assert shadow_removed == ["ANTHROPIC_API_KEY"]
+    assert after["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-reloaded-token2"
+    assert "ANTHROPIC_API_KEY" not in after
+    assert (tmp_path / ".trinity" / "oauth_token").read_text() == "sk-ant-oat01-reloaded-token2"
+
+
+def test_the_dotenv_is_reread_for_every_spawn(tmp_path: Path) -> None:
+    state = AgentState(config_for(tmp_path, boot_guard=False), baseline={}, redactor=Redactor())
+    (tmp_path / ".env").write_text("MODE=one\n")
+    first = state.spawn_env(None, tmp_path / "h")
+    (tmp_path / ".env").write_text("MODE=two\n")
+    second = state.spawn_env(None, tmp_path / "h")
+    assert (first["MODE"], second["MODE"]) == ("one", "two")

@@ -1,0 +1,99 @@
+"""Redaction of credential values in text and in log records."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+from agent_server.redaction import (
+    RedactingFilter,
+    Redactor,
+    install_log_redaction,
+    is_credential_name,
+    mask,
+)
+
+LONG = "sk-ant-oat01-canary-0123456789-abcd"
+
+
+def test_a_registered_value_is_replaced_with_at_most_its_last_four_chars() -> None:
+    redactor = Redactor()
+    redactor.add(LONG)
+    out = redactor.redact(f"token={LONG}; again {LONG}")
+    assert LONG not in out
+    assert out == "token=[redacted:…abcd]; again [redacted:…abcd]"
+
+
+def test_a_short_value_is_replaced_whole() -> None:
+    redactor = Redactor()
+    redactor.add("hunter2x")
+    assert redactor.redact("pw hunter2x") == "pw [redacted]"
+
+
+def test_too_short_values_are_not_registered() -> None:
+    redactor = Redactor()
+    redactor.add("1", "", None, "abc")
+    assert redactor.redact("1 abc") == "1 abc"
+
+
+def test_a_secret_containing_another_is_hidden_whole() -> None:
+    redactor = Redactor()
+    redactor.add("plain-secret-value-1", "prefix-plain-secret-value-1-suffix")
+    out = redactor.redact("x prefix-plain-secret-value-1-suffix y")
+    assert "plain-secret" not in out
+    assert "suffix" not in out
+
+
+def test_anything_shaped_like_an_anthropic_credential_is_redacted_unregistered() -> None:
+    out = Redactor().redact("the CLI said sk-ant-api03-neverseen_XYZ-9876 was bad")
+    assert "neverseen" not in out
+    assert "[redacted:…9876]" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "credential"),
+    [
+        ("ANTHROPIC_API_KEY", True),
+        ("CLAUDE_CODE_OAUTH_TOKEN", True),
+        ("ANTHROPIC_AUTH_TOKEN", True),
+        ("TRINITY_AGENT_SECRET", True),
+        ("DB_PASSWORD", True),
+        ("PATH", False),
+        ("ANTHROPIC_BASE_URL", False),
+    ],
+)
+def test_it_knows_which_env_names_carry_credentials(name: str, credential: bool) -> None:
+    assert is_credential_name(name) is credential
+
+
+def test_credentials_from_an_environment_are_registered_by_name() -> None:
+    redactor = Redactor()
+    redactor.add_credentials_from({"ANTHROPIC_API_KEY": "key-value-12345", "LANG": "C.UTF-8"})
+    assert redactor.redact("key-value-12345 C.UTF-8") == "[redacted] C.UTF-8"
+
+
+def test_the_log_filter_redacts_messages_args_and_tracebacks() -> None:
+    redactor = Redactor()
+    redactor.add(LONG)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("tests.agent_server.redaction")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    install_log_redaction(redactor, [logger])
+    install_log_redaction(redactor, [logger])  # idempotent
+    assert sum(isinstance(f, RedactingFilter) for f in handler.filters) == 1
+
+    logger.warning("inline %s", LONG)
+    logger.warning(f"formatted {LONG}")
+    try:
+        raise RuntimeError(f"boom {LONG}")
+    except RuntimeError:
+        logger.exception("failed")
+
+    text = stream.getvalue()
+    assert LONG not in text
+    assert text.count(mask(LONG)) == 3
+    assert "RuntimeError" in text
