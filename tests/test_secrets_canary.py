@@ -16,6 +16,7 @@ from subscriptions.models import FailureKind
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from trinity import clock
+from trinity.notifications import notification_send
 from trinity.selectors import system_settings_get
 
 CANARY_PLAN = "sk-ant-oat01-CANARYplanTOKEN0000000000000000000000001"
@@ -93,6 +94,9 @@ def test_no_secret_reaches_a_response_or_a_log(
         failure_kind=FailureKind.AUTH,
         now=clock.now(),
     )
+    notification_send(
+        kind="switch", title=f"switched off {CANARY_PLAN}", body=CANARY_KEY, now=clock.now()
+    )
     for url in (
         "/api/subscriptions",
         f"/api/subscriptions/{subscription.pk}",
@@ -103,6 +107,8 @@ def test_no_secret_reaches_a_response_or_a_log(
         "/api/subscriptions/settings/api-key-fallback",
         "/api/subscriptions/settings/headroom-auto-refresh",
         "/api/subscriptions/settings/headroom-alert-threshold",
+        "/api/executions",
+        "/api/agents/bot/health",
         "/api/schema/",
     ):
         hit(admin_client_api, "get", url)
@@ -126,6 +132,9 @@ def test_no_secret_reaches_a_response_or_a_log(
         f"/admin/agents/agent/{agent.pk}/change/",
         "/admin/trinity/systemsettings/",
         f"/admin/trinity/systemsettings/{settings_row.pk}/change/",
+        "/admin/trinity/notification/",
+        "/admin/execution/execution/",
+        "/admin/authtoken/tokenproxy/",
     ):
         hit(admin_site, "get", url)
 
