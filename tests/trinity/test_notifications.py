@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.test import override_settings
 
@@ -22,8 +23,12 @@ UNREACHABLE_REDIS = {
 
 def test_the_same_key_fires_once_within_its_ttl() -> None:
     first = notification_send(kind="switch", title="switched", now=NOW, dedup_key="k", dedup_ttl=60)
-    second = notification_send(kind="switch", title="switched", now=NOW, dedup_key="k", dedup_ttl=60)
-    other = notification_send(kind="switch", title="switched", now=NOW, dedup_key="k2", dedup_ttl=60)
+    second = notification_send(
+        kind="switch", title="switched", now=NOW, dedup_key="k", dedup_ttl=60
+    )
+    other = notification_send(
+        kind="switch", title="switched", now=NOW, dedup_key="k2", dedup_ttl=60
+    )
     assert first is not None and other is not None
     assert second is None
     assert Notification.objects.count() == 2
