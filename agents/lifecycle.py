@@ -97,13 +97,20 @@ def agent_start(*, agent: Agent) -> Agent:
             )
             logger.error("agent %s failed to start: %s", agent.name, detail)
             raise
-        Agent.objects.filter(pk=agent.pk).update(
+        # Compare-and-set on the handle we saw: if another process recorded its own
+        # spawn meanwhile (the marker failed open), keep theirs and stop ours.
+        recorded = Agent.objects.filter(pk=agent.pk, process_handle=agent.process_handle).update(
             endpoint=spawned.endpoint,
             process_handle=spawned.handle,
             process_state=ProcessState.RUNNING,
             process_detail="",
             auth_mode=mode,
         )
+        if recorded != 1:
+            logger.warning(
+                "agent %s was started concurrently; stopping the extra server", agent.name
+            )
+            runtime.stop(name=agent.name, handle=spawned.handle)
     finally:
         try:
             cache.delete(marker)

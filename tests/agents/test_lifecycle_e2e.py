@@ -12,11 +12,12 @@ import signal
 import uuid
 
 import pytest
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from agents import lifecycle
 from agents.models import Agent, AuthMode, ProcessState
-from agents.runtimes import local
+from agents.runtimes import Spawned, SpawnSpec, local
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
@@ -164,3 +165,38 @@ def test_supervise_revives_a_running_agent_whose_server_died_and_leaves_stopped_
     assert _turn(crashed, control) == (True, "plan-a")
     assert stopped.process_state == ProcessState.STOPPED
     assert lifecycle.agents_supervise() == []
+
+
+def test_two_starts_that_race_record_one_server_and_stop_the_other(
+    control: SimulatorControl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second start lands while the first is spawning, with the cache marker out of
+    play (as when Redis is down). The compare-and-set on the recorded handle keeps
+    exactly one server; the loser stops its own."""
+    _, plan_id = _register(control, "plan-a")
+    agent = AgentFactory.create(name="bot")
+    subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
+    spawned: list[str] = []
+
+    class InterleavingRuntime(local.LocalProcessRuntime):
+        """The real local runtime; its first start lets a rival start finish first."""
+
+        def start(self, spec: SpawnSpec) -> Spawned:
+            if not spawned:
+                spawned.append("rival")
+                spawned.append(lifecycle.agent_start(agent=agent).process_handle)
+            result = super().start(spec)
+            spawned.append(result.handle)
+            return result
+
+    monkeypatch.setattr(lifecycle, "get_runtime", InterleavingRuntime)
+    with override_settings(
+        CACHES={"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+    ):
+        lifecycle.agent_start(agent=agent)
+    _, rival_handle, rival_spawn, loser_handle = spawned
+    assert rival_handle == rival_spawn
+    agent.refresh_from_db()
+    assert agent.process_handle == rival_handle
+    assert not local.LocalProcessRuntime().is_alive(name="bot", handle=loser_handle)
+    assert _turn(agent, control) == (True, "plan-a")
