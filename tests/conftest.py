@@ -93,3 +93,22 @@ def control(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[SimulatorCo
             app.conf.task_always_eager = False
             for agent in Agent.objects.exclude(process_handle=""):
                 lifecycle.agent_stop(agent=agent)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_orphan_agent_servers() -> Iterator[None]:
+    """Agent servers run in their own session (they outlive a web restart by design);
+    make sure none this test run spawned outlives the run, even after a failure."""
+    yield
+    import os
+    import signal
+
+    from agents.runtimes import local
+
+    for pid, child in list(local._children.items()):
+        if child.poll() is None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            child.wait(timeout=10)
