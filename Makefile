@@ -8,8 +8,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := agent_server/node_modules/.installed-stamp
+PANEL_STAMP := frontend/node_modules/.installed-stamp
 
-.PHONY: setup run test lint typecheck clean
+.PHONY: setup run test clean chromium panel
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +22,24 @@ $(NODE_STAMP): agent_server/package.json agent_server/package-lock.json
 	npm ci --prefix agent_server --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(STAMP) $(NODE_STAMP)
+$(PANEL_STAMP): frontend/package.json frontend/package-lock.json
+	npm ci --prefix frontend --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Browser tests drive Debian's Chromium (never a downloaded browser).
+chromium:
+	if [ ! -x /usr/bin/chromium ]; then
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+	  else
+	    echo "browser tests need Debian's chromium: sudo apt-get install chromium"
+	  fi
+	fi
+
+panel: $(PANEL_STAMP)
+	npm run --prefix frontend build
+
+setup: $(STAMP) $(NODE_STAMP) panel
 
 # Upstream: the local provider simulator unless ANTHROPIC_BASE_URL is set or
 # TRINITY_UPSTREAM=real (then the real providers, or whatever the URL says).
@@ -42,7 +60,8 @@ run: setup
 	  exec $(VENV)/bin/honcho -f deploy/Procfile.dev start
 	fi
 
-test: setup
+test: setup chromium
+	npm test --prefix frontend
 	exports=$$($(PY) tests/backends.py)
 	eval "$$exports"
 	$(PY) manage.py makemigrations --check --dry-run
@@ -52,4 +71,4 @@ test: setup
 	$(PY) -m pytest
 
 clean:
-	rm -rf $(VENV) var agent_server/node_modules
+	rm -rf $(VENV) var agent_server/node_modules frontend/node_modules frontend/dist

@@ -209,7 +209,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-STATICFILES_DIRS: list[Path] = []
+STATICFILES_DIRS: list[Path | tuple[str, Path]] = []
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -287,6 +287,19 @@ if TRINITY_AGENT_BACKEND not in {"local", "docker"}:
 TRINITY_AGENT_IMAGE = env.str("TRINITY_AGENT_IMAGE", default="trinity-agent:latest")
 TRINITY_DOCKER_NETWORK = env.str("TRINITY_DOCKER_NETWORK", default="")
 TRINITY_AGENT_MEMORY_LIMIT = env.str("TRINITY_AGENT_MEMORY_LIMIT", default="2g")
+
+# The settings panel (frontend/). Vite builds it into frontend/dist with asset URLs under
+# /static/panel/assets/; staticfiles finds them there (the live test server serves them
+# straight from this directory) and collectstatic copies them to STATIC_ROOT for
+# WhiteNoise. trinity.panel serves dist/index.html at "/".
+PANEL_DIST_DIR = BASE_DIR / "frontend" / "dist"
+PANEL_DIST_DIR.mkdir(parents=True, exist_ok=True)
+STATICFILES_DIRS.append(("panel", PANEL_DIST_DIR))
+# Vite content-hashes every file under assets/: a new build gets new names, so browsers
+# may cache these forever.
+WHITENOISE_IMMUTABLE_FILE_TEST = r"^/static/panel/assets/"
+# API clients get JSON for a CSRF failure; browsers elsewhere keep Django's page.
+CSRF_FAILURE_VIEW = "trinity.panel.csrf_failure"
 
 # How long one turn may run inside the agent server before it answers 504.
 TRINITY_TURN_TIMEOUT_SECONDS = _env_int(

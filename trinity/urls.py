@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from trinity import panel
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -11,4 +13,10 @@ urlpatterns = [
     path("api/", include("subscriptions.urls")),
     path("api/", include("execution.urls")),
     path("api/", include("agents.urls")),
+    # The settings panel: session sign-in for the built Vue app, and the app itself.
+    path("api/auth/csrf", panel.auth_csrf, name="auth-csrf"),
+    path("api/auth/login", panel.auth_login, name="auth-login"),
+    path("api/auth/logout", panel.auth_logout, name="auth-logout"),
+    path("api/auth/me", panel.auth_me, name="auth-me"),
+    path("", panel.index, name="panel"),
 ]

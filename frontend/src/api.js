@@ -1,0 +1,116 @@
+// The one module that talks to the Django API: same-origin fetch with the session
+// cookie, the CSRF header on every state-changing request, and errors that carry a
+// message an operator can act on.
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+let onSessionLost = null;
+
+/** Called when a request comes back unauthenticated (the session expired or ended). */
+export function setSessionLostHandler(handler) {
+  onSessionLost = handler;
+}
+
+export function csrfToken() {
+  const match = document.cookie.split(";").map((c) => c.trim()).find((c) => c.startsWith("csrftoken="));
+  return match ? decodeURIComponent(match.slice("csrftoken=".length)) : "";
+}
+
+function firstMessage(value) {
+  if (typeof value === "string") return value;
+  if (Array.isArray(value) && value.length) return firstMessage(value[0]);
+  return "";
+}
+
+export class ApiError extends Error {
+  constructor(status, body, retryAfter = null) {
+    super(ApiError.describe(status, body));
+    this.name = "ApiError";
+    this.status = status;
+    this.body = body;
+    // Seconds, from a 429's Retry-After header; null when the server gave none.
+    this.retryAfter = retryAfter;
+  }
+
+  /**
+   * True when the server has no such route: Django answers an unknown URL with its
+   * HTML 404 page, while the API answers a missing object with JSON.
+   */
+  get endpointMissing() {
+    return this.status === 404 && this.body === null;
+  }
+
+  /** DRF field errors as {field: "first message"}; "detail" and "code" are not fields. */
+  get fieldErrors() {
+    const out = {};
+    if (this.body && typeof this.body === "object" && !Array.isArray(this.body)) {
+      for (const [key, value] of Object.entries(this.body)) {
+        if (key === "detail" || key === "code") continue;
+        const message = firstMessage(value);
+        if (message) out[key] = message;
+      }
+    }
+    return out;
+  }
+
+  static describe(status, body) {
+    const detail = body && typeof body === "object" ? firstMessage(body.detail) : "";
+    if (detail) return detail;
+    if (body && typeof body === "object") {
+      const fields = Object.entries(body).filter(([k]) => k !== "code");
+      if (fields.length) return firstMessage(fields[0][1]);
+    }
+    if (status === 0) return "Can't reach the server. Check that Trinity is running, then try again.";
+    if (status === 401) return "Your session has ended. Sign in again.";
+    if (status === 403) return "Only an admin can do this.";
+    if (status === 404) return "Not found. It may have been deleted; reload the page.";
+    if (status === 429) return "Too many requests. Wait a moment, then try again.";
+    if (status >= 500) return `The server failed (HTTP ${status}). Try again; if it keeps failing, check the web process's log.`;
+    return `The request failed (HTTP ${status}).`;
+  }
+}
+
+/**
+ * Send one request. Resolves to the parsed JSON body (null for an empty one);
+ * rejects with an ApiError. Status 0 means the server could not be reached.
+ */
+export async function request(method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (!SAFE_METHODS.has(method)) headers["X-CSRFToken"] = csrfToken();
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, null);
+  }
+  const type = response.headers.get("content-type") || "";
+  let data = null;
+  if (response.status !== 204 && type.includes("application/json")) {
+    data = await response.json().catch(() => null);
+  }
+  if (!response.ok) {
+    const retryAfter = Number.parseInt(response.headers.get("retry-after") ?? "", 10);
+    const error = new ApiError(response.status, data, Number.isFinite(retryAfter) ? retryAfter : null);
+    // DRF answers a missing session with 403 "Authentication credentials were not
+    // provided."; the auth API with 401.
+    const unauthenticated =
+      response.status === 401 ||
+      (response.status === 403 && /credentials were not provided/i.test(error.message));
+    if (unauthenticated && onSessionLost && !path.startsWith("/api/auth/")) onSessionLost();
+    throw error;
+  }
+  return data;
+}
+
+export const api = {
+  get: (path) => request("GET", path),
+  post: (path, body) => request("POST", path, body ?? {}),
+  put: (path, body) => request("PUT", path, body ?? {}),
+  delete: (path) => request("DELETE", path),
+};

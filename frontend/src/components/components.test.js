@@ -1,0 +1,183 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { mount } from "@vue/test-utils";
+import LoginForm from "./LoginForm.vue";
+import SubscriptionForm from "./SubscriptionForm.vue";
+import PressureCell from "./PressureCell.vue";
+import { json, mockFetch, settle } from "../test-utils.js";
+import { readUsage } from "../headroom.js";
+
+const PLAN = "sk-ant-oat01-" + "p".repeat(40);
+const API_KEY = "sk-ant-api03-" + "k".repeat(40);
+const NOW = Date.parse("2026-11-30T12:00:00Z");
+
+let wrapper;
+afterEach(() => wrapper?.unmount());
+
+describe("LoginForm", () => {
+  it("signs in and forgets the password", async () => {
+    const { calls } = mockFetch({ "POST /api/auth/login": json(200, { username: "root", is_admin: true }) });
+    wrapper = mount(LoginForm);
+    await wrapper.find("#login-username").setValue("root");
+    await wrapper.find("#login-password").setValue("pw");
+    await wrapper.find("form").trigger("submit");
+    await settle();
+    expect(calls[0].body).toEqual({ username: "root", password: "pw" });
+    expect(wrapper.emitted("signed-in")[0][0]).toEqual({ username: "root", is_admin: true });
+    expect(wrapper.find("#login-password").element.value).toBe("");
+  });
+
+  it("shows the server's refusal as an alert", async () => {
+    mockFetch({ "POST /api/auth/login": json(400, { detail: "Those credentials were not accepted." }) });
+    wrapper = mount(LoginForm);
+    await wrapper.find("#login-username").setValue("root");
+    await wrapper.find("#login-password").setValue("nope");
+    await wrapper.find("form").trigger("submit");
+    await settle();
+    expect(wrapper.find("[role=alert]").text()).toBe("Those credentials were not accepted.");
+    expect(wrapper.emitted("signed-in")).toBeUndefined();
+  });
+
+  it("asks for both fields before sending anything", async () => {
+    const { calls } = mockFetch({});
+    wrapper = mount(LoginForm);
+    await wrapper.find("form").trigger("submit");
+    expect(wrapper.find("[role=alert]").text()).toMatch(/username and a password/);
+    expect(calls).toHaveLength(0);
+  });
+});
+
+describe("SubscriptionForm", () => {
+  async function fill(w, { name = "team", provider = "anthropic", token = PLAN } = {}) {
+    await w.find("#add-name").setValue(name);
+    await w.find("#add-provider").setValue(provider);
+    await w.find("#add-token").setValue(token);
+    await w.find("form").trigger("submit");
+    await settle();
+  }
+
+  it("refuses an API key as a plan token without sending it", async () => {
+    const { calls } = mockFetch({});
+    wrapper = mount(SubscriptionForm);
+    await fill(wrapper, { token: API_KEY });
+    expect(wrapper.find("#add-token-error").text()).toMatch(/platform API key setting/);
+    expect(wrapper.find("#add-token").attributes("aria-invalid")).toBe("true");
+    expect(calls).toHaveLength(0);
+  });
+
+  it("offers each provider's plans and checks Codex tokens as JWTs", async () => {
+    const { calls } = mockFetch({});
+    wrapper = mount(SubscriptionForm);
+    await wrapper.find("#add-provider").setValue("openai-codex");
+    const plans = wrapper.findAll("#add-plan option").map((o) => o.text());
+    expect(plans).toContain("ChatGPT Plus");
+    expect(plans).not.toContain("Claude Pro");
+    await fill(wrapper, { provider: "openai-codex", token: PLAN });
+    expect(wrapper.find("#add-token-error").text()).toMatch(/API key|JWT/);
+    expect(calls).toHaveLength(0);
+  });
+
+  it("posts a valid token once and clears it from the form", async () => {
+    const saved = { id: 3, name: "team", token_fingerprint: PLAN.slice(-4) };
+    const { calls } = mockFetch({ "POST /api/subscriptions": json(201, saved) });
+    wrapper = mount(SubscriptionForm);
+    await fill(wrapper);
+    expect(calls).toHaveLength(1);
+    expect(calls[0].body).toEqual({ name: "team", provider: "anthropic", plan_type: "pro", token: PLAN });
+    expect(wrapper.emitted("saved")[0][0]).toEqual(saved);
+    expect(wrapper.find("#add-token").element.value).toBe("");
+  });
+
+  it("puts the server's field errors next to their fields", async () => {
+    mockFetch({ "POST /api/subscriptions": json(409, { provider: ["'team' has agents assigned; unassign them first."] }) });
+    wrapper = mount(SubscriptionForm);
+    await fill(wrapper);
+    expect(wrapper.find("#add-provider-error").text()).toMatch(/unassign them first/);
+    expect(wrapper.find("#add-token").element.value).toBe("");
+  });
+
+  it("rotates with the name fixed", async () => {
+    const { calls } = mockFetch({ "POST /api/subscriptions": json(200, { id: 1, name: "max", token_fingerprint: "pppp" }) });
+    wrapper = mount(SubscriptionForm, { props: { existing: { id: 1, name: "max", provider: "anthropic", plan_type: "max-20x" } } });
+    expect(wrapper.find("#rotate-1-name").attributes("readonly")).toBeDefined();
+    await wrapper.find("#rotate-1-token").setValue(PLAN);
+    await wrapper.find("form").trigger("submit");
+    await settle();
+    expect(calls[0].body).toMatchObject({ name: "max", plan_type: "max-20x", token: PLAN });
+  });
+});
+
+describe("PressureCell", () => {
+  const usage = (data) => ({ state: "ok", data, reading: readUsage(data, NOW) });
+  const fresh = {
+    state: "reading",
+    gate: "usable",
+    status: "ok",
+    fetched_at: "2026-11-30T11:59:00Z",
+    age_seconds: 60,
+    windows: {
+      five_hour: { utilization: 62.5, resets_at: "2026-11-30T13:30:00Z", status: "allowed" },
+      seven_day: { utilization: 91, resets_at: "2026-12-02T12:00:00Z", status: "allowed_warning" },
+    },
+  };
+
+  it("draws both bars with countdowns while the reading is fresh", () => {
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: fresh, rate_limited_now: false }), now: NOW } });
+    const meters = wrapper.findAll("[role=meter]");
+    expect(meters.map((m) => m.attributes("aria-valuenow"))).toEqual(["62.5", "91"]);
+    expect(wrapper.text()).toContain("62.5% used · resets in 1 h 30 min");
+    expect(wrapper.text()).toContain("91% used · resets in 2 d");
+    expect(meters[1].classes()).toContain("danger");
+    expect(wrapper.find("[data-testid=rate-limited-chip]").exists()).toBe(false);
+  });
+
+  it.each([
+    ["stale", "too old to trust"],
+    ["window_reset", "has reset since"],
+    ["no_answer", "got no answer"],
+  ])("shows no live figures from a %s reading, and says why", (gate, why) => {
+    const old = { ...fresh, gate, fetched_at: "2026-11-30T09:00:00Z" };
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: old }), now: NOW } });
+    expect(wrapper.findAll("[role=meter]")).toHaveLength(0);
+    expect(wrapper.find("[data-testid=no-live-figures]").text()).toContain(why);
+    expect(wrapper.text()).toContain("read 3 h ago");
+  });
+
+  it("says when there is no reading yet, and when the store is down", () => {
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: { state: "no_reading", gate: "absent", windows: {} } }), now: NOW } });
+    expect(wrapper.text()).toContain("No reading yet");
+    wrapper.unmount();
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: { state: "unreachable", gate: "absent", windows: {} } }), now: NOW } });
+    expect(wrapper.text()).toContain("store is unreachable");
+  });
+
+  it("shows the rate-limited chip only for a real rate limit, and a dead token as a token problem", () => {
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: fresh, rate_limited_now: true }), now: NOW } });
+    expect(wrapper.find("[data-testid=rate-limited-chip]").text()).toBe("Rate limited");
+    wrapper.unmount();
+    const dead = { ...fresh, status: "invalid_token", windows: {} };
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: dead, rate_limited_now: false }), now: NOW } });
+    expect(wrapper.find("[data-testid=rate-limited-chip]").exists()).toBe(false);
+    expect(wrapper.find("[data-testid=auth-chip]").text()).toMatch(/Token refused/);
+  });
+
+  it("counts failure events by kind, or only in total when that is all the server said", () => {
+    wrapper = mount(PressureCell, {
+      props: { usage: usage({ headroom: fresh, failures_24h: { rate_limit: 2, auth: 1, unknown: 0 } }), now: NOW },
+    });
+    expect(wrapper.find("[data-testid=failure-events]").text()).toBe(
+      "3 failure events (24h): 2 rate limit, 1 credential refused"
+    );
+    wrapper.unmount();
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: fresh, failures_24h: 1 }), now: NOW } });
+    expect(wrapper.find("[data-testid=failure-events]").text()).toBe("1 failure event (24h)");
+    wrapper.unmount();
+    wrapper = mount(PressureCell, { props: { usage: usage({ headroom: fresh, failures_24h: 0 }), now: NOW } });
+    expect(wrapper.find("[data-testid=failure-events]").text()).toBe("No failure events (24h)");
+  });
+
+  it("says plainly when the server has no usage endpoint", () => {
+    wrapper = mount(PressureCell, { props: { usage: { state: "missing" }, now: NOW } });
+    expect(wrapper.text()).toMatch(/Usage data not available/);
+    expect(wrapper.findAll("[role=meter]")).toHaveLength(0);
+  });
+});

@@ -1,0 +1,358 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { mount } from "@vue/test-utils";
+import SettingsPage from "./SettingsPage.vue";
+import SubscriptionsPage from "./SubscriptionsPage.vue";
+import AgentsPage from "./AgentsPage.vue";
+import ActivityPage from "./ActivityPage.vue";
+import SubscriptionDetail from "../components/SubscriptionDetail.vue";
+import { ADMIN, OPERATOR, json, mockFetch, NO_ROUTE, settle } from "../test-utils.js";
+
+// Chart.js needs a real canvas; the chart's own behaviour is covered in the browser.
+vi.mock("chart.js", () => {
+  class Chart {
+    static register() {}
+    destroy() {}
+  }
+  return { Chart, Filler: {}, Legend: {}, LinearScale: {}, LineController: {}, LineElement: {}, PointElement: {}, Tooltip: {} };
+});
+
+let wrapper;
+afterEach(() => wrapper?.unmount());
+
+const S = "/api/subscriptions/settings";
+function settingsRoutes({ fallback = { enabled: true, key_configured: false } } = {}) {
+  return {
+    [`GET ${S}/auto-switch`]: json(200, { enabled: true }),
+    [`GET ${S}/api-key-fallback`]: json(200, fallback),
+    [`GET ${S}/headroom-auto-refresh`]: json(200, { enabled: false }),
+    [`GET ${S}/headroom-alert-threshold`]: json(200, { threshold: 75 }),
+    "GET /api/settings/platform-api-key": json(200, { configured: false, fingerprint: "" }),
+  };
+}
+
+describe("SettingsPage", () => {
+  it("says the fallback is inert when it is on and no key is configured", async () => {
+    mockFetch(settingsRoutes());
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    expect(wrapper.find("[data-testid=fallback-inert]").text()).toBe("On but inert: no key configured");
+    expect(wrapper.text()).toContain("the switch happens on the first failure");
+  });
+
+  it("does not call a fallback inert once a key exists", async () => {
+    mockFetch(settingsRoutes({ fallback: { enabled: true, key_configured: true } }));
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    expect(wrapper.find("[data-testid=fallback-inert]").exists()).toBe(false);
+  });
+
+  it("saves a toggle through the API and shows the server's answer", async () => {
+    const { calls } = mockFetch({ ...settingsRoutes(), [`PUT ${S}/auto-switch`]: json(200, { enabled: false }) });
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    const toggle = wrapper.find("#setting-auto-switch");
+    expect(toggle.attributes("role")).toBe("switch");
+    expect(toggle.element.checked).toBe(true);
+    await toggle.setValue(false);
+    await settle();
+    expect(calls.at(-1)).toMatchObject({ method: "PUT", url: `${S}/auto-switch`, body: { enabled: false } });
+    expect(wrapper.find("#setting-auto-switch").element.checked).toBe(false);
+  });
+
+  it("puts a refused toggle back and says why", async () => {
+    mockFetch({ ...settingsRoutes(), [`PUT ${S}/auto-switch`]: json(403, { detail: "Only an admin can change this." }) });
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    await wrapper.find("#setting-auto-switch").setValue(false);
+    await settle();
+    expect(wrapper.find("#setting-auto-switch").element.checked).toBe(true);
+    expect(wrapper.text()).toContain("Not saved: Only an admin can change this.");
+  });
+
+  it.each([["49"], ["100"], ["abc"]])("refuses threshold %s before sending it", async (value) => {
+    const { calls } = mockFetch(settingsRoutes());
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    await wrapper.find("#alert-threshold").setValue(value);
+    await wrapper.find("#alert-threshold").element.form.dispatchEvent(new Event("submit"));
+    await settle();
+    expect(wrapper.find("#alert-threshold-error").text()).not.toBe("");
+    expect(calls.filter((c) => c.method === "PUT")).toHaveLength(0);
+  });
+
+  it("sets the platform key, then forgets it and shows only its fingerprint", async () => {
+    const KEY = "sk-ant-api03-" + "k".repeat(40);
+    const { calls } = mockFetch({
+      ...settingsRoutes(),
+      "PUT /api/settings/platform-api-key": json(200, { configured: true, fingerprint: "kkkk" }),
+    });
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    await wrapper.find("#platform-key").setValue(KEY);
+    await wrapper.find("#platform-key").element.form.dispatchEvent(new Event("submit"));
+    await settle();
+    expect(calls.find((c) => c.method === "PUT").body).toEqual({ key: KEY });
+    expect(wrapper.find("#platform-key").element.value).toBe("");
+    expect(wrapper.find("[data-testid=key-status]").text()).toContain("…kkkk");
+    expect(wrapper.html()).not.toContain(KEY);
+  });
+
+  it("shows a non-admin the state without any control, and never asks for the key", async () => {
+    const { calls } = mockFetch(settingsRoutes());
+    wrapper = mount(SettingsPage, { props: { user: OPERATOR } });
+    await settle();
+    expect(wrapper.findAll("input, select, button[type=submit]")).toHaveLength(0);
+    expect(wrapper.find("[data-testid=platform-key-section]").exists()).toBe(false);
+    expect(wrapper.find("[data-testid=threshold-readonly]").text()).toBe("Alerts at 75%.");
+    expect(calls.some((c) => c.url.includes("platform-api-key"))).toBe(false);
+  });
+});
+
+const SUBS = [
+  { id: 1, name: "max-main", provider: "anthropic", plan_type: "max-20x", token_fingerprint: "Ab12", overage: "refuse", agent_count: 1, agents: ["researcher"] },
+  { id: 2, name: "codex", provider: "openai-codex", plan_type: "plus", token_fingerprint: "Cd34", overage: "refuse", agent_count: 0, agents: [] },
+];
+const AGENTS = [
+  { name: "researcher", owner: "root", runtime: "claude-code", model: "", subscription: { id: 1, name: "max-main" }, use_platform_api_key: true, routing_policy: "subscription_first" },
+  { name: "idle", owner: "root", runtime: "claude-code", model: "", subscription: null, use_platform_api_key: true, routing_policy: "subscription_first" },
+];
+
+describe("SubscriptionsPage", () => {
+  it("lists subscriptions with fingerprints and says once that usage is not available", async () => {
+    mockFetch({ "GET /api/subscriptions": json(200, SUBS), "GET /api/agents": json(200, AGENTS) });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });
+    await settle();
+    const rows = wrapper.findAll("tr[data-subscription]");
+    expect(rows.map((r) => r.find("[data-testid=fingerprint]").text())).toEqual(["token …Ab12", "token …Cd34"]);
+    expect(wrapper.findAll("[data-testid=usage-unavailable]")).toHaveLength(1);
+    expect(wrapper.findAll("[role=meter]")).toHaveLength(0);
+    expect(wrapper.text()).not.toMatch(/\d+% used/);
+  });
+
+  it("shows the fleet view's live bars, and splits failures by kind only where there were some", async () => {
+    const headroom = {
+      state: "reading", tier: "measured", gate: "usable", status: "ok", fetched_at: new Date().toISOString(), age_seconds: 0,
+      windows: { five_hour: { utilization: 30, resets_at: null, status: "allowed" } },
+    };
+    const { calls } = mockFetch({
+      "GET /api/subscriptions": json(200, SUBS),
+      "GET /api/agents": json(200, AGENTS),
+      "GET /api/agents/subscription-pressure": json(200, {
+        store: "ok",
+        summary: {},
+        subscriptions: [
+          { id: 1, name: "max-main", headroom, rate_limited_now: false, rate_limited_source: "reading", failures_24h: 0 },
+          { id: 2, name: "codex", headroom: { ...headroom, gate: "stale" }, rate_limited_now: true, rate_limited_source: "events", failures_24h: 3 },
+        ],
+      }),
+      "GET /api/subscriptions/2/usage": json(200, {
+        headroom: { ...headroom, gate: "stale" }, failures_24h: { rate_limit: 2, auth: 1, unknown: 0 }, rate_limited_now: true,
+      }),
+    });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });
+    await settle();
+    const [first, second] = wrapper.findAll("tr[data-subscription]");
+    expect(first.find("[role=meter]").attributes("aria-valuenow")).toBe("30");
+    expect(first.text()).toContain("No failure events (24h)");
+    expect(first.text()).toContain("Probe OK");
+    expect(second.findAll("[role=meter]")).toHaveLength(0);
+    expect(second.find("[data-testid=rate-limited-chip]").exists()).toBe(true);
+    expect(second.text()).toContain("3 failure events (24h): 2 rate limit, 1 credential refused");
+    expect(calls.filter((c) => c.url.endsWith("/usage")).map((c) => c.url)).toEqual(["/api/subscriptions/2/usage"]);
+  });
+
+  it("asks before deleting, and deletes only on confirmation", async () => {
+    const { calls } = mockFetch({
+      "GET /api/subscriptions": json(200, SUBS),
+      "GET /api/agents": json(200, AGENTS),
+      "DELETE /api/subscriptions/1": { status: 204, body: null },
+    });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN }, attachTo: document.body });
+    await settle();
+    const deleteButton = wrapper.find("button[aria-label='Delete max-main']");
+    await deleteButton.trigger("click");
+    await settle();
+    const dialog = wrapper.find("[role=alertdialog]");
+    expect(dialog.text()).toContain("Delete max-main? Its 1 agent become unassigned.");
+    expect(document.activeElement.id).toBe("cancel-delete-1");
+    expect(calls.some((c) => c.method === "DELETE")).toBe(false);
+    await dialog.findAll("button").find((b) => b.text() === "Delete max-main").trigger("click");
+    await settle();
+    expect(calls.filter((c) => c.method === "DELETE").map((c) => c.url)).toEqual(["/api/subscriptions/1"]);
+  });
+
+  it("hides add, rotate and delete from a non-admin", async () => {
+    mockFetch({ "GET /api/subscriptions": json(200, SUBS), "GET /api/agents": json(200, AGENTS) });
+    wrapper = mount(SubscriptionsPage, { props: { user: OPERATOR } });
+    await settle();
+    const labels = wrapper.findAll("button").map((b) => b.attributes("aria-label") ?? b.text());
+    expect(labels.some((l) => /Add subscription|Rotate|Delete/.test(l))).toBe(false);
+    expect(labels.some((l) => l.startsWith("Details"))).toBe(true);
+  });
+
+  it("tells an admin with no subscriptions what to do next", async () => {
+    mockFetch({ "GET /api/subscriptions": json(200, []), "GET /api/agents": json(200, []) });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });
+    await settle();
+    expect(wrapper.text()).toContain("No subscriptions yet");
+    expect(wrapper.text()).toContain("claude setup-token");
+  });
+
+  it("offers a retry when the list can't be loaded", async () => {
+    mockFetch({ "GET /api/subscriptions": json(500, null), "GET /api/agents": json(200, []) });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });
+    await settle();
+    expect(wrapper.find("[role=alert]").text()).toContain("The server failed (HTTP 500)");
+    expect(wrapper.find("[role=alert] button").text()).toBe("Try again");
+  });
+});
+
+describe("SubscriptionDetail", () => {
+  const props = { subscription: SUBS[0], agents: AGENTS, usage: { state: "missing" }, now: Date.now() };
+
+  it("assigns and unassigns agents through the assignment API", async () => {
+    const { calls } = mockFetch({
+      "PUT /api/subscriptions/agents/idle": json(200, { agent: "idle", subscription_id: 1 }),
+      "DELETE /api/subscriptions/agents/researcher": json(200, { agent: "researcher", subscription_id: null }),
+    });
+    wrapper = mount(SubscriptionDetail, { props });
+    await settle();
+    await wrapper.find("#assign-1").setValue("idle");
+    await wrapper.find("#assign-1").element.form.dispatchEvent(new Event("submit"));
+    await settle();
+    await wrapper.find("button[aria-label='Unassign researcher from max-main']").trigger("click");
+    await settle();
+    const writes = calls.filter((c) => c.method !== "GET");
+    expect(writes).toEqual([
+      expect.objectContaining({ method: "PUT", url: "/api/subscriptions/agents/idle", body: { subscription_id: 1 } }),
+      expect.objectContaining({ method: "DELETE", url: "/api/subscriptions/agents/researcher" }),
+    ]);
+    expect(wrapper.emitted("changed")).toHaveLength(2);
+  });
+
+  it("says when the 60 s floor refused a refresh and holds the button until it passes", async () => {
+    const detail = "Usage was read 20 s ago; it can be refreshed at most once every 60 s. Try again in 40 s.";
+    mockFetch({
+      "POST /api/subscriptions/1/usage/refresh": { ...json(429, { detail }), headers: { "retry-after": "40" } },
+    });
+    wrapper = mount(SubscriptionDetail, { props });
+    await settle();
+    const button = () => wrapper.findAll("button").find((b) => b.text().startsWith("Refresh now"));
+    await button().trigger("click");
+    await settle();
+    expect(wrapper.find("[role=status]").text()).toBe(`Not probed: ${detail}`);
+    await wrapper.setProps({ now: Date.now() });
+    expect(button().attributes("disabled")).toBeDefined();
+    expect(button().text()).toMatch(/Refresh now \(in (39|40) s\)/);
+    await wrapper.setProps({ now: Date.now() + 41_000 });
+    expect(button().attributes("disabled")).toBeUndefined();
+  });
+
+  it("hands a fresh reading back to the table after a refresh", async () => {
+    const body = { headroom: { state: "reading", gate: "usable", status: "ok", windows: {} }, failures_24h: {} };
+    mockFetch({ "POST /api/subscriptions/1/usage/refresh": json(200, body) });
+    wrapper = mount(SubscriptionDetail, { props });
+    await settle();
+    await wrapper.findAll("button").find((b) => b.text() === "Refresh now").trigger("click");
+    await settle();
+    expect(wrapper.emitted("refreshed")[0][0]).toEqual(body);
+    expect(wrapper.find("[role=status]").text()).toContain("Read just now");
+  });
+
+  it("says refresh is unavailable when the server has no such endpoint", async () => {
+    mockFetch({});
+    wrapper = mount(SubscriptionDetail, { props });
+    await settle();
+    await wrapper.findAll("button").find((b) => b.text() === "Refresh now").trigger("click");
+    await settle();
+    expect(wrapper.text()).toContain("Refresh is not available");
+    expect(wrapper.text()).toContain("Usage history not available");
+  });
+});
+
+describe("AgentsPage", () => {
+  it("shows each agent's state and derives its route from its own fields", async () => {
+    const agents = [
+      { ...AGENTS[0], process_state: "running", process_detail: "" },
+      { ...AGENTS[1], process_state: "failed", process_detail: "the agent server did not start" },
+    ];
+    mockFetch({
+      "GET /api/agents": json(200, agents),
+      "GET /api/subscriptions": json(200, SUBS),
+      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
+    });
+    wrapper = mount(AgentsPage, { props: { user: ADMIN } });
+    await settle();
+    const researcher = wrapper.find("tr[data-agent=researcher]");
+    expect(researcher.text()).toContain("Running");
+    expect(researcher.text()).toContain("Subscription max-main");
+    const idle = wrapper.find("tr[data-agent=idle]");
+    expect(idle.text()).toContain("Failed to start");
+    expect(idle.text()).toContain("the agent server did not start");
+    expect(idle.text()).toContain("Platform API key");
+    expect(wrapper.text()).not.toMatch(/last switch/i);
+  });
+
+  it("explains how to create the first agent", async () => {
+    mockFetch({ "GET /api/agents": json(200, []), "GET /api/subscriptions": json(200, []), [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: false }) });
+    wrapper = mount(AgentsPage, { props: { user: OPERATOR } });
+    await settle();
+    expect(wrapper.text()).toContain("You have no agents.");
+    expect(wrapper.text()).toContain("POST /api/agents");
+  });
+});
+
+describe("ActivityPage", () => {
+  const EXECUTIONS = [
+    {
+      id: "e1", agent_name: "researcher", trigger: "api", status: "failed", error_code: "rate_limit", error_detail: "usage limit reached",
+      served_by_kind: "", served_by_subscription: null, input_tokens: 0, output_tokens: 0, created_at: "2026-11-30T10:00:00Z",
+      attempts: [{ credential_kind: "subscription", subscription_id: 1, fingerprint: "Ab12", outcome: "refused", error_code: "rate_limit", status_code: 429 }],
+    },
+    {
+      id: "e2", agent_name: "researcher", trigger: "api", status: "succeeded", error_code: "", error_detail: "",
+      served_by_kind: "api_key", served_by_subscription: null, input_tokens: 12, output_tokens: 30, created_at: "2026-11-30T09:00:00Z",
+      attempts: [{ credential_kind: "api_key", subscription_id: null, fingerprint: "kkkk", outcome: "served", error_code: null, status_code: 200 }],
+    },
+  ];
+  const base = {
+    "GET /api/agents": json(200, AGENTS),
+    "GET /api/subscriptions": json(200, SUBS),
+    "GET /api/notifications": NO_ROUTE,
+  };
+
+  it("lists executions with status, error code, credential and trail", async () => {
+    mockFetch({ ...base, "GET /api/executions": json(200, EXECUTIONS) });
+    wrapper = mount(ActivityPage);
+    await settle();
+    const failed = wrapper.find("tr[data-execution=e1]");
+    expect(failed.text()).toContain("rate_limit");
+    expect(failed.text()).toContain("Not served");
+    expect(failed.find("ol").text()).toBe("Subscription max-main (…Ab12): refused (rate_limit, HTTP 429)");
+    const served = wrapper.find("tr[data-execution=e2]");
+    expect(served.text()).toContain("Platform API key");
+    expect(served.text()).toContain("12 in / 30 out tokens");
+  });
+
+  it("filters on the server and says when nothing matches", async () => {
+    const { calls } = mockFetch({
+      ...base,
+      "GET /api/executions": json(200, EXECUTIONS),
+      "GET /api/executions?status=failed": json(200, []),
+    });
+    wrapper = mount(ActivityPage);
+    await settle();
+    await wrapper.find("#filter-status").setValue("failed");
+    await settle();
+    expect(calls.map((c) => c.url)).toContain("/api/executions?status=failed");
+    expect(wrapper.find("[data-testid=no-executions]").text()).toContain("No execution matches these filters");
+  });
+
+  it("explains what will appear while the server has no notifications API", async () => {
+    mockFetch({ ...base, "GET /api/executions": json(200, []) });
+    wrapper = mount(ActivityPage);
+    await settle();
+    expect(wrapper.find("[data-testid=activity-unavailable]").text()).toContain("not available on this server yet");
+    expect(wrapper.find("[data-testid=no-executions]").text()).toContain("No turns have run yet");
+  });
+});

@@ -1,0 +1,43 @@
+// Test helpers: a fetch stand-in that answers by "METHOD /path" and records calls.
+import { vi } from "vitest";
+
+export function json(status, body) {
+  return { status, body, type: "application/json" };
+}
+
+/** Django's HTML 404 for an unknown URL: no JSON body. */
+export const NO_ROUTE = { status: 404, body: "<h1>Not Found</h1>", type: "text/html" };
+
+export function mockFetch(routes) {
+  const calls = [];
+  const fetchMock = vi.fn(async (url, init = {}) => {
+    const method = init.method || "GET";
+    const key = `${method} ${url}`;
+    calls.push({ method, url, headers: init.headers || {}, body: init.body ? JSON.parse(init.body) : undefined });
+    let answer = routes[key] ?? routes[`${method} ${url.split("?")[0]}`];
+    if (typeof answer === "function") answer = answer(calls[calls.length - 1]);
+    if (!answer) answer = NO_ROUTE;
+    const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body ?? null);
+    return {
+      ok: answer.status >= 200 && answer.status < 300,
+      status: answer.status,
+      headers: {
+        get: (h) => {
+          const name = h.toLowerCase();
+          if (name === "content-type") return answer.type ?? "application/json";
+          return answer.headers?.[name] ?? null;
+        },
+      },
+      json: async () => JSON.parse(text),
+    };
+  });
+  vi.stubGlobal("fetch", fetchMock);
+  return { calls, fetchMock };
+}
+
+export async function settle() {
+  for (let i = 0; i < 6; i += 1) await new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+export const ADMIN = { username: "root", is_admin: true };
+export const OPERATOR = { username: "operator", is_admin: false };

@@ -1,0 +1,52 @@
+// Client-side checks on pasted credentials. They mirror subscriptions/tokens.py and
+// trinity/services.py so a wrong paste is caught before it leaves the browser; the
+// server runs the same checks and stays authoritative. Messages never echo the value.
+
+export const ANTHROPIC_PLAN_PREFIX = "sk-ant-oat01-";
+export const PLATFORM_API_KEY_PREFIX = "sk-ant-api";
+const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/** Returns null when `raw` looks like a plan token for `provider`, else what is wrong. */
+export function planTokenProblem(provider, raw) {
+  const token = (raw || "").trim();
+  if (!token) return "A token is required.";
+  if (/\s/.test(token)) return "A token has no spaces or line breaks.";
+  if (provider === "anthropic") {
+    if (token.startsWith(PLATFORM_API_KEY_PREFIX)) {
+      return (
+        "This is an Anthropic API key, which bills per token. It belongs in the platform " +
+        "API key setting (Settings → Platform API key), not in a subscription."
+      );
+    }
+    if (!token.startsWith(ANTHROPIC_PLAN_PREFIX) || token.length < ANTHROPIC_PLAN_PREFIX.length + 16) {
+      return `A Claude plan token starts with '${ANTHROPIC_PLAN_PREFIX}' (run \`claude setup-token\` to get one).`;
+    }
+    return null;
+  }
+  if (provider === "openai-codex") {
+    if (token.startsWith("sk-")) {
+      return (
+        "This is an API key, which bills per token. A ChatGPT/Codex subscription needs " +
+        "the plan's access token (a JWT from `codex login`)."
+      );
+    }
+    if (!token.startsWith("eyJ") || !JWT.test(token)) {
+      return "A ChatGPT/Codex plan token is a JWT access token (three dot-separated parts starting with 'eyJ').";
+    }
+    return null;
+  }
+  return "Choose a provider first.";
+}
+
+/** Returns null when `raw` looks like an Anthropic platform API key, else what is wrong. */
+export function platformKeyProblem(raw) {
+  const key = (raw || "").trim();
+  if (!key) return "Paste the key first.";
+  if (key.startsWith("sk-ant-oat")) {
+    return "This is a Claude plan OAuth token; register it as a subscription instead.";
+  }
+  if (!key.startsWith(PLATFORM_API_KEY_PREFIX) || key.length < 20 || /\s/.test(key)) {
+    return `An Anthropic platform API key starts with '${PLATFORM_API_KEY_PREFIX}'.`;
+  }
+  return null;
+}

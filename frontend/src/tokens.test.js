@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { planTokenProblem, platformKeyProblem } from "./tokens.js";
+
+const PLAN = "sk-ant-oat01-" + "a".repeat(40);
+const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+
+describe("planTokenProblem", () => {
+  it.each([
+    ["anthropic", PLAN, null],
+    ["anthropic", `  ${PLAN}\n`, null],
+    ["anthropic", "sk-ant-oat01-short", /starts with 'sk-ant-oat01-'/],
+    ["anthropic", "sk-ant-api03-" + "k".repeat(40), /platform API key setting/],
+    ["anthropic", "", /required/],
+    ["anthropic", "sk-ant-oat01-aaaa bbbbbbbbbbbbbbbbbbbbbbbb", /no spaces/],
+    ["openai-codex", JWT, null],
+    ["openai-codex", "sk-proj-" + "x".repeat(30), /API key, which bills per token/],
+    ["openai-codex", "not.a.jwt", /JWT access token/],
+    ["openai-codex", PLAN, /API key|JWT/],
+  ])("%s %s", (provider, token, expected) => {
+    const problem = planTokenProblem(provider, token);
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toMatch(expected);
+  });
+
+  it("never repeats the value it rejects", () => {
+    const key = "sk-ant-api03-SECRETSECRETSECRETSECRET";
+    expect(planTokenProblem("anthropic", key)).not.toContain("SECRET");
+  });
+});
+
+describe("platformKeyProblem", () => {
+  it.each([
+    ["sk-ant-api03-" + "k".repeat(40), null],
+    [PLAN, /register it as a subscription/],
+    ["sk-ant-api03", /starts with 'sk-ant-api'/],
+    ["", /Paste the key/],
+  ])("%s", (key, expected) => {
+    const problem = platformKeyProblem(key);
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toMatch(expected);
+  });
+});
