@@ -13,7 +13,12 @@ from rest_framework.views import APIView
 from agents.selectors import agent_get_visible
 from execution import services
 from execution.models import Execution, Status, Trigger
-from execution.selectors import execution_get_visible, executions_visible_to
+from execution.selectors import (
+    execution_get_visible,
+    executions_visible_to,
+    notifications_visible_to,
+)
+from trinity.models import Notification
 
 # A failed turn answers with the status its error_code means to an HTTP client.
 ERROR_HTTP_STATUS = {
@@ -105,3 +110,46 @@ class ExecutionDetailApi(APIView):
     @extend_schema(responses=ExecutionOutput)
     def get(self, request: Request, pk: str) -> Response:
         return Response(ExecutionOutput(execution_get_visible(user=request.user, pk=pk)).data)
+
+
+class NotificationOutput(serializers.ModelSerializer[Notification]):
+    class Meta:
+        model = Notification
+        fields = [
+            "id",
+            "kind",
+            "level",
+            "title",
+            "body",
+            "agent_name",
+            "subscription_id",
+            "data",
+            "created_at",
+        ]
+
+
+class NotificationListApi(APIView):
+    """What the operator has been told, newest first (filters: kind, level, agent)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("kind", str),
+            OpenApiParameter("level", str, enum=Notification.Level.values),
+            OpenApiParameter("agent", str),
+        ],
+        responses=NotificationOutput(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        queryset = notifications_visible_to(request.user)
+        params = request.query_params
+        if params.get("level") and params["level"] not in Notification.Level.values:
+            return Response(
+                {"level": [f"Choose one of: {', '.join(Notification.Level.values)}."]}, status=400
+            )
+        if params.get("kind"):
+            queryset = queryset.filter(kind=params["kind"])
+        if params.get("level"):
+            queryset = queryset.filter(level=params["level"])
+        if params.get("agent"):
+            queryset = queryset.filter(agent_name=params["agent"])
+        return Response(NotificationOutput(queryset[:LIST_LIMIT], many=True).data)

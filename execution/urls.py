@@ -8,4 +8,5 @@ urlpatterns = [
     path("agents/<slug:name>/task", api.AgentTaskApi.as_view(), name="agent-task"),
     path("executions", api.ExecutionListApi.as_view(), name="execution-list"),
     path("executions/<uuid:pk>", api.ExecutionDetailApi.as_view(), name="execution-detail"),
+    path("notifications", api.NotificationListApi.as_view(), name="notification-list"),
 ]

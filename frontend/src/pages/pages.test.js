@@ -318,7 +318,7 @@ describe("ActivityPage", () => {
   const base = {
     "GET /api/agents": json(200, AGENTS),
     "GET /api/subscriptions": json(200, SUBS),
-    "GET /api/notifications": NO_ROUTE,
+    "GET /api/notifications": json(200, []),
   };
 
   it("lists executions with status, error code, credential and trail", async () => {
@@ -348,11 +348,24 @@ describe("ActivityPage", () => {
     expect(wrapper.find("[data-testid=no-executions]").text()).toContain("No execution matches these filters");
   });
 
-  it("explains what will appear while the server has no notifications API", async () => {
+  it("says what will appear when nothing has happened yet", async () => {
     mockFetch({ ...base, "GET /api/executions": json(200, []) });
     wrapper = mount(ActivityPage);
     await settle();
-    expect(wrapper.find("[data-testid=activity-unavailable]").text()).toContain("not available on this server yet");
+    expect(wrapper.find("[data-testid=no-notifications]").text()).toContain("Nothing to report yet");
     expect(wrapper.find("[data-testid=no-executions]").text()).toContain("No turns have run yet");
+  });
+
+  it("lists notifications with their level, agent and time", async () => {
+    const NOTES = [
+      { id: 7, kind: "headroom_alert", level: "warning", title: "max-main 5h window at 91%", body: "", agent_name: "researcher", created_at: "2026-11-30T10:00:00Z" },
+    ];
+    mockFetch({ ...base, "GET /api/executions": json(200, []), "GET /api/notifications": json(200, NOTES) });
+    wrapper = mount(ActivityPage);
+    await settle();
+    const item = wrapper.find("li[data-kind=headroom_alert]");
+    expect(item.text()).toContain("warning");
+    expect(item.text()).toContain("max-main 5h window at 91%");
+    expect(item.text()).toContain("researcher");
   });
 });
