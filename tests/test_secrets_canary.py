@@ -108,6 +108,7 @@ def test_no_secret_reaches_a_response_or_a_log(
         "/api/subscriptions/settings/headroom-auto-refresh",
         "/api/subscriptions/settings/headroom-alert-threshold",
         "/api/executions",
+        "/api/notifications",
         "/api/agents/bot/health",
         "/api/schema/",
     ):
