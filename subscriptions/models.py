@@ -69,3 +69,32 @@ class RateLimitEvent(models.Model):
     def __str__(self) -> str:
         kind = self.failure_kind or "failure"
         return f"{kind} on {self.subscription_id} at {self.occurred_at:%Y-%m-%d %H:%M:%S}"
+
+
+class HeadroomSample(models.Model):
+    """One headroom reading kept for charts; the live reading is the cached snapshot.
+
+    Pruned after TRINITY_HEADROOM_HISTORY_DAYS (30 by default).
+    """
+
+    subscription = models.ForeignKey(
+        Subscription, on_delete=models.CASCADE, related_name="headroom_samples"
+    )
+    fetched_at = models.DateTimeField()
+    status = models.CharField(max_length=20)
+    source = models.CharField(max_length=20, blank=True)
+    detail = models.CharField(max_length=200, blank=True)
+    # The two figures charts draw, as columns; every window (family ones too) in JSON.
+    five_hour = models.FloatField(null=True, blank=True)
+    seven_day = models.FloatField(null=True, blank=True)
+    windows = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["fetched_at"]
+        indexes = [
+            models.Index(fields=["subscription", "fetched_at"], name="headroom_sub_fetched"),
+            models.Index(fields=["fetched_at"], name="headroom_fetched"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status} on {self.subscription_id} at {self.fetched_at:%Y-%m-%d %H:%M:%S}"

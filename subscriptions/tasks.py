@@ -6,6 +6,7 @@ import logging
 
 from celery import shared_task
 
+from subscriptions.headroom import sampler
 from subscriptions.services import rate_limit_events_cleanup
 from trinity import clock
 
@@ -16,4 +17,17 @@ logger = logging.getLogger(__name__)
 def cleanup_old_rate_limit_events() -> int:
     deleted = rate_limit_events_cleanup(now=clock.now())
     logger.info("deleted %d rate-limit events past retention", deleted)
+    return deleted
+
+
+@shared_task(name="subscriptions.headroom_sweep", soft_time_limit=240, time_limit=280)
+def sweep_headroom() -> dict[str, object]:
+    report = sampler.headroom_sweep(now=clock.now())
+    return {"skipped": report.skipped, "due": report.due, "probed": report.probed}
+
+
+@shared_task(name="subscriptions.headroom_history_prune", soft_time_limit=120, time_limit=180)
+def prune_headroom_history() -> int:
+    deleted = sampler.headroom_history_prune(now=clock.now())
+    logger.info("deleted %d headroom samples past retention", deleted)
     return deleted

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from subscriptions import api
+from subscriptions.headroom import api as headroom_api
 
 urlpatterns = [
     path("subscriptions", api.SubscriptionListApi.as_view(), name="subscription-list"),
@@ -33,4 +34,26 @@ urlpatterns = [
         name="settings-headroom-alert-threshold",
     ),
     path("settings/platform-api-key", api.PlatformApiKeyApi.as_view(), name="platform-api-key"),
+    # Headroom. "agents/subscription-pressure" must stay here: agents.urls, included
+    # after this module, has "agents/<slug:name>", which would swallow it.
+    path(
+        "subscriptions/<int:pk>/usage",
+        headroom_api.SubscriptionUsageApi.as_view(),
+        name="subscription-usage",
+    ),
+    path(
+        "subscriptions/<int:pk>/usage/refresh",
+        headroom_api.SubscriptionUsageRefreshApi.as_view(),
+        name="subscription-usage-refresh",
+    ),
+    path(
+        "subscriptions/<int:pk>/headroom/history",
+        headroom_api.SubscriptionHeadroomHistoryApi.as_view(),
+        name="subscription-headroom-history",
+    ),
+    path(
+        "agents/subscription-pressure",
+        headroom_api.SubscriptionPressureApi.as_view(),
+        name="subscription-pressure",
+    ),
 ]

@@ -28,3 +28,28 @@ app.conf.beat_schedule = {
         "options": {"expires": 60},
     },
 }
+
+
+@app.on_after_configure.connect
+def _headroom_schedule(sender: Celery, **kwargs: object) -> None:
+    # The cadence is a setting, and settings cannot be read while this module is
+    # imported (trinity.settings imports the trinity package, which imports this).
+    from django.conf import settings
+
+    every = settings.TRINITY_HEADROOM_SAMPLE_SECONDS
+    sender.conf.beat_schedule.update(
+        {
+            # Every TRINITY_HEADROOM_SAMPLE_SECONDS (default 5 min): probe the due subscriptions.
+            "headroom-sweep": {
+                "task": "subscriptions.headroom_sweep",
+                "schedule": every,
+                "options": {"expires": every},
+            },
+            # Hourly: drop headroom history past its retention (30 days by default).
+            "headroom-history-prune": {
+                "task": "subscriptions.headroom_history_prune",
+                "schedule": HOUR,
+                "options": {"expires": HOUR},
+            },
+        }
+    )

@@ -305,3 +305,43 @@ CSRF_FAILURE_VIEW = "trinity.panel.csrf_failure"
 TRINITY_TURN_TIMEOUT_SECONDS = _env_int(
     "TRINITY_TURN_TIMEOUT_SECONDS", 600, minimum=5, maximum=86_400
 )
+
+# Headroom: the sampler's cadence, how long a reading counts as evidence, and how hard
+# a sweep may push the providers.
+TRINITY_HEADROOM_SAMPLE_SECONDS = _env_int(
+    "TRINITY_HEADROOM_SAMPLE_SECONDS", 300, minimum=30, maximum=3600
+)
+# Subscriptions believed limited are re-probed sooner, to see them come back.
+TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS = _env_int(
+    "TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS", 60, minimum=30, maximum=3600
+)
+TRINITY_HEADROOM_FRESH_SECONDS = _env_int(
+    "TRINITY_HEADROOM_FRESH_SECONDS", 3600, minimum=60, maximum=24 * 3600
+)
+TRINITY_HEADROOM_CONCURRENCY = _env_int("TRINITY_HEADROOM_CONCURRENCY", 16, minimum=1, maximum=256)
+TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS = _env_int(
+    "TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS", 10, minimum=1, maximum=120
+)
+TRINITY_HEADROOM_REFRESH_FLOOR_SECONDS = _env_int(
+    "TRINITY_HEADROOM_REFRESH_FLOOR_SECONDS", 60, minimum=10, maximum=3600
+)
+TRINITY_HEADROOM_HISTORY_DAYS = _env_int(
+    "TRINITY_HEADROOM_HISTORY_DAYS", 30, minimum=1, maximum=365
+)
+# The cheapest model the provider serves: a probe spends one output token on it.
+TRINITY_HEADROOM_PROBE_MODEL = env.str("TRINITY_HEADROOM_PROBE_MODEL", default="claude-haiku-4-5")
+if not TRINITY_HEADROOM_PROBE_MODEL or any(c.isspace() for c in TRINITY_HEADROOM_PROBE_MODEL):
+    raise ImproperlyConfigured("TRINITY_HEADROOM_PROBE_MODEL must be a model name")
+if TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS > TRINITY_HEADROOM_SAMPLE_SECONDS:
+    raise ImproperlyConfigured(
+        "TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS must not exceed TRINITY_HEADROOM_SAMPLE_SECONDS"
+    )
+if TRINITY_HEADROOM_FRESH_SECONDS < TRINITY_HEADROOM_SAMPLE_SECONDS:
+    raise ImproperlyConfigured(
+        "TRINITY_HEADROOM_FRESH_SECONDS must be at least TRINITY_HEADROOM_SAMPLE_SECONDS "
+        "(otherwise every reading goes stale before the next sweep)"
+    )
+# The file cache culls at 300 entries by default, which would drop snapshots and
+# markers past 300 subscriptions; the snapshot store needs one key per subscription.
+if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
+    CACHES["default"].setdefault("OPTIONS", {})["MAX_ENTRIES"] = 100_000

@@ -1,0 +1,160 @@
+"""Headroom REST API: thin views over the headroom selectors and the refresh service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import Throttled
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from subscriptions.headroom.sampler import ProbeTooSoon, headroom_refresh
+from subscriptions.headroom.selectors import (
+    HISTORY_WINDOWS,
+    headroom_history_list,
+    headroom_usage_get,
+    subscription_pressure_list,
+)
+from subscriptions.models import HeadroomSample
+from subscriptions.selectors import subscription_get_visible
+from trinity import clock
+
+
+class WindowOutput(serializers.Serializer[Any]):
+    utilization = serializers.FloatField(allow_null=True)
+    resets_at = serializers.DateTimeField(allow_null=True)
+    status = serializers.CharField(allow_null=True)
+
+
+class HeadroomOutput(serializers.Serializer[Any]):
+    state = serializers.CharField(help_text="reading | no_reading | unreachable")
+    tier = serializers.CharField(help_text="measured | unknown | refusing")
+    gate = serializers.CharField(help_text="why a reading is or is not usable evidence")
+    status = serializers.CharField(allow_null=True)
+    fetched_at = serializers.DateTimeField(allow_null=True)
+    age_seconds = serializers.IntegerField(allow_null=True)
+    reading_source = serializers.CharField(source="source", help_text="usage | probe | ...")
+    reset_at = serializers.DateTimeField(allow_null=True)
+    representative_claim = serializers.CharField(allow_null=True)
+    overage_status = serializers.CharField(allow_null=True)
+    detail = serializers.CharField()
+    windows = serializers.DictField(child=WindowOutput())
+
+
+class LastProbeOutput(serializers.ModelSerializer[HeadroomSample]):
+    class Meta:
+        model = HeadroomSample
+        fields = ["fetched_at", "status", "source", "detail"]
+
+
+class UsageOutput(serializers.Serializer[Any]):
+    subscription_id = serializers.IntegerField(source="subscription.pk")
+    name = serializers.CharField(source="subscription.name")
+    provider = serializers.CharField(source="subscription.provider")
+    headroom = HeadroomOutput()
+    observed = serializers.JSONField(
+        allow_null=True, help_text="usage and cost per window from executions (not yet built)"
+    )
+    failures_24h = serializers.DictField(child=serializers.IntegerField())
+    rate_limited_now = serializers.BooleanField()
+    rate_limited_source = serializers.CharField(help_text="reading | events")
+    last_probe = LastProbeOutput(allow_null=True)
+
+
+class SubscriptionUsageApi(APIView):
+    """GET the headroom, refusals and rate-limit state of one visible subscription."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=UsageOutput)
+    def get(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        usage = headroom_usage_get(subscription=subscription, now=clock.now())
+        return Response(UsageOutput(usage).data)
+
+
+class SubscriptionUsageRefreshApi(APIView):
+    """POST: probe now. Anyone who can see the subscription may ask; the floor bounds it."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: UsageOutput})
+    def post(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        now = clock.now()
+        try:
+            headroom_refresh(subscription=subscription, now=now)
+        except ProbeTooSoon as exc:
+            # Throttled renders 429 with a Retry-After header, which the domain
+            # exception handler has no slot for.
+            raise Throttled(wait=exc.retry_after, detail=exc.message) from None
+        return Response(UsageOutput(headroom_usage_get(subscription=subscription, now=now)).data)
+
+
+class HistorySampleOutput(serializers.ModelSerializer[HeadroomSample]):
+    class Meta:
+        model = HeadroomSample
+        fields = ["fetched_at", "status", "five_hour", "seven_day"]
+
+
+class SubscriptionHeadroomHistoryApi(APIView):
+    """GET ?window=24h|7d|30d: the readings of that span, oldest first, for charts."""
+
+    permission_classes = [IsAuthenticated]
+
+    class Input(serializers.Serializer[Any]):
+        window = serializers.ChoiceField(choices=list(HISTORY_WINDOWS), default="24h")
+
+    @extend_schema(parameters=[Input])
+    def get(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        data = self.Input(data=request.query_params)
+        data.is_valid(raise_exception=True)
+        window = data.validated_data["window"]
+        samples = headroom_history_list(
+            subscription_id=subscription.pk, window=window, now=clock.now()
+        )
+        return Response(
+            {
+                "subscription_id": subscription.pk,
+                "window": window,
+                "samples": HistorySampleOutput(samples, many=True).data,
+            }
+        )
+
+
+class PressureRowOutput(serializers.Serializer[Any]):
+    id = serializers.IntegerField(source="subscription.pk")
+    name = serializers.CharField(source="subscription.name")
+    provider = serializers.CharField(source="subscription.provider")
+    plan_type = serializers.CharField(source="subscription.plan_type")
+    agent_count = serializers.IntegerField(source="subscription.agent_count")
+    agents = serializers.SerializerMethodField()
+    headroom = HeadroomOutput()
+    rate_limited_now = serializers.BooleanField()
+    rate_limited_source = serializers.CharField()
+    failures_24h = serializers.IntegerField()
+
+    def get_agents(self, obj: Any) -> list[str]:
+        return [agent.name for agent in obj.subscription.agents.all()]
+
+
+class FleetPressureOutput(serializers.Serializer[Any]):
+    store = serializers.CharField(help_text="ok | unreachable")
+    summary = serializers.DictField(child=serializers.IntegerField())
+    subscriptions = PressureRowOutput(source="rows", many=True)
+
+
+class SubscriptionPressureApi(APIView):
+    """GET the fleet view: every subscription the user may see, with its headroom."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=FleetPressureOutput)
+    def get(self, request: Request) -> Response:
+        fleet = subscription_pressure_list(user=request.user, now=clock.now())
+        return Response(FleetPressureOutput(fleet).data)

@@ -1,0 +1,98 @@
+"""ChatGPT/Codex plan usage: GET wham/usage.
+
+Windows are named by their duration (5 hours → ``five_hour``, a week →
+``seven_day``), never by ``primary``/``secondary``: which one is primary is the
+provider's choice and has changed before.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from subscriptions.headroom.collectors.common import (
+    drift,
+    from_unix,
+    http_failure,
+    percent,
+    transport_failure,
+)
+from subscriptions.headroom.reading import (
+    FIVE_HOUR,
+    REJECTED,
+    SEVEN_DAY,
+    Reading,
+    ReadingStatus,
+    WindowReading,
+)
+from trinity.crypto import Secret
+
+USAGE_PATH = "/backend-api/wham/usage"
+WINDOW_NAMES = {5 * 3600: FIVE_HOUR, 7 * 86400: SEVEN_DAY}
+SOURCE = "codex_usage"
+
+
+def _window_name(seconds: object) -> str | None:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return None
+    return WINDOW_NAMES.get(int(seconds), f"window_{int(seconds)}s")
+
+
+def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
+    """A reading from the wham/usage JSON, or None if it is not the known shape."""
+    rate_limit = body.get("rate_limit") if isinstance(body, dict) else None
+    if not isinstance(rate_limit, dict):
+        return None
+    windows: dict[str, WindowReading] = {}
+    for key, value in rate_limit.items():
+        if not key.endswith("_window") or not isinstance(value, dict):
+            continue
+        name = _window_name(value.get("limit_window_seconds"))
+        utilization = percent(value.get("used_percent"))
+        if name is None or utilization is None:
+            continue
+        status = REJECTED if utilization >= 100 else "allowed"
+        windows[name] = WindowReading(utilization, from_unix(value.get("reset_at")), status)
+    if not windows:
+        return None
+    limited = rate_limit.get("limit_reached") is True or rate_limit.get("allowed") is False
+    if not limited:
+        return Reading(fetched_at=now, status=ReadingStatus.OK, windows=windows, source=SOURCE)
+    full = [w for w in windows.values() if w.status == REJECTED] or list(windows.values())
+    resets = [w.resets_at for w in full if w.resets_at is not None]
+    return Reading(
+        fetched_at=now,
+        status=ReadingStatus.RATE_LIMITED,
+        windows=windows,
+        source=SOURCE,
+        reset_at=max(resets) if resets else None,
+    )
+
+
+def collect(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Reading:
+    url = settings.TRINITY_CODEX_BASE_URL + USAGE_PATH
+    # The one place the plaintext leaves memory: on the wire to the provider.
+    headers = {"authorization": f"Bearer {token.reveal()}"}
+    try:
+        response = client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        return transport_failure(exc, now=now, source=SOURCE, label=label)
+    code = response.status_code
+    if code in (401, 403):
+        return Reading(
+            fetched_at=now, status=ReadingStatus.INVALID_TOKEN, source=SOURCE, detail=f"HTTP {code}"
+        )
+    if code != 200:
+        # A 429 here throttles the usage endpoint itself; it says nothing about quota.
+        return http_failure(code, now=now, source=SOURCE, label=label)
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    reading = parse_usage_body(payload, now=now)
+    if reading is None:
+        return drift("wham/usage without rate_limit windows", now=now, source=SOURCE, label=label)
+    return reading

@@ -1,0 +1,132 @@
+"""A reading: what one usage probe saw of one subscription's quota windows.
+
+Pure data, no Django and no Redis: the rules, the collectors and the store share it.
+Every timestamp is an aware datetime; the JSON form (cache and history) carries ISO
+strings, and ``reading_from_json`` is the one place they become datetimes again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+
+class ReadingStatus(StrEnum):
+    OK = "ok"
+    RATE_LIMITED = "rate_limited"
+    INVALID_TOKEN = "invalid_token"  # noqa: S105 - a status name, not a credential
+    ERROR = "error"
+
+
+FIVE_HOUR = "five_hour"
+SEVEN_DAY = "seven_day"
+# The windows every turn counts against, whatever its model.
+CORE_WINDOWS = (FIVE_HOUR, SEVEN_DAY)
+# The allowlist: any other status, including one we have never seen, blocks.
+NON_BLOCKING_STATUSES = frozenset({"allowed", "allowed_warning"})
+REJECTED = "rejected"
+
+
+class WindowReading(NamedTuple):
+    """One quota window: utilization in percent (one decimal), its reset, its status.
+
+    A NamedTuple: the store decodes thousands of these per ranking.
+    """
+
+    utilization: float | None
+    resets_at: datetime | None
+    status: str | None
+
+    @property
+    def blocking(self) -> bool:
+        return self.status not in NON_BLOCKING_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """The outcome of one probe. ``detail`` is short and never holds a credential."""
+
+    fetched_at: datetime
+    status: ReadingStatus
+    windows: Mapping[str, WindowReading] = field(default_factory=dict)
+    source: str = ""
+    reset_at: datetime | None = None
+    representative_claim: str | None = None
+    overage_status: str | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.fetched_at.tzinfo is None:
+            raise ValueError("fetched_at must be an aware datetime")
+
+    @property
+    def answered(self) -> bool:
+        """The provider answered about this credential (an ``error`` is no answer)."""
+        return self.status is not ReadingStatus.ERROR
+
+    def utilization(self, window: str) -> float | None:
+        found = self.windows.get(window)
+        return found.utilization if found is not None else None
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _aware(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError("a stored instant has no timezone")
+    return parsed
+
+
+def window_to_json(window: WindowReading) -> dict[str, Any]:
+    return {
+        "utilization": window.utilization,
+        "resets_at": _iso(window.resets_at),
+        "status": window.status,
+    }
+
+
+def reading_to_json(reading: Reading) -> dict[str, Any]:
+    """A JSON-safe dict (ISO strings for instants)."""
+    return {
+        "fetched_at": reading.fetched_at.isoformat(),
+        "status": reading.status.value,
+        "windows": {name: window_to_json(w) for name, w in reading.windows.items()},
+        "source": reading.source,
+        "reset_at": _iso(reading.reset_at),
+        "representative_claim": reading.representative_claim,
+        "overage_status": reading.overage_status,
+        "detail": reading.detail,
+    }
+
+
+def reading_from_json(data: Mapping[str, Any]) -> Reading:
+    """Parse ``reading_to_json`` output back; raises ValueError/KeyError/TypeError if malformed."""
+    windows = {
+        str(name): WindowReading(
+            utilization=None if w["utilization"] is None else float(w["utilization"]),
+            resets_at=_aware(w["resets_at"]),
+            status=w["status"],
+        )
+        for name, w in dict(data["windows"]).items()
+    }
+    fetched_at = _aware(data["fetched_at"])
+    if fetched_at is None:
+        raise ValueError("a reading needs fetched_at")
+    return Reading(
+        fetched_at=fetched_at,
+        status=ReadingStatus(data["status"]),
+        windows=windows,
+        source=str(data.get("source", "")),
+        reset_at=_aware(data.get("reset_at")),
+        representative_claim=data.get("representative_claim"),
+        overage_status=data.get("overage_status"),
+        detail=str(data.get("detail", "")),
+    )

@@ -1,0 +1,487 @@
+"""The headroom rules: pure functions of readings and ``now``.
+
+No Django and no Redis here, so the tests read as tables. Callers pass the freshness
+limit (``max_age``) from settings; the fixed policy (the 30-minute life of a 5h figure,
+10-point bands) lives here as constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import NamedTuple, cast
+
+from subscriptions.headroom.reading import (
+    CORE_WINDOWS,
+    FIVE_HOUR,
+    NON_BLOCKING_STATUSES,
+    SEVEN_DAY,
+    Reading,
+    ReadingStatus,
+    WindowReading,
+)
+
+# A 5h window can go from empty to full within the hour; an older figure says little.
+FIVE_HOUR_COUNTS_FOR = timedelta(minutes=30)
+BAND_POINTS = 10
+TOP_BAND = 100 // BAND_POINTS
+
+
+def family_window(model: str) -> str | None:
+    """The model-family weekly window a turn on ``model`` also spends, if any."""
+    lowered = model.lower()
+    for family in ("opus", "sonnet"):
+        if family in lowered:
+            return f"seven_day_{family}"
+    return None
+
+
+def _relevant(reading: Reading, family: str | None) -> Iterator[tuple[str, WindowReading]]:
+    """The windows that decide whether a turn can run: the core two and its family's."""
+    windows = reading.windows
+    for name in CORE_WINDOWS:
+        window = windows.get(name)
+        if window is not None:
+            yield name, window
+    if family is not None:
+        window = windows.get(family)
+        if window is not None:
+            yield family, window
+
+
+# The usability gate and the classification
+
+
+class Gate(StrEnum):
+    USABLE = "usable"
+    ABSENT = "absent"
+    STALE = "stale"
+    WINDOW_RESET = "window_reset"
+    NO_ANSWER = "no_answer"
+    MALFORMED = "malformed"
+
+
+class Tier(StrEnum):
+    MEASURED = "measured"
+    UNKNOWN = "unknown"
+    REFUSING = "refusing"
+
+
+class Headroom(NamedTuple):
+    """What a reading says about one subscription at ``now``.
+
+    ``five_hour``/``seven_day`` are the reading's figures; ``fullness`` is the figure
+    that ranks (the fuller weekly window, and the 5h one while it counts), and
+    ``band`` its 10-point band. A NamedTuple: ranking builds one per candidate.
+    """
+
+    tier: Tier
+    gate: Gate
+    five_hour: float | None = None
+    seven_day: float | None = None
+    fullness: float | None = None
+    fetched_at: datetime | None = None
+    band: int | None = None
+
+    def age_seconds(self, now: datetime) -> float | None:
+        return (now - self.fetched_at).total_seconds() if self.fetched_at is not None else None
+
+
+_ABSENT = Headroom(Tier.UNKNOWN, Gate.ABSENT)
+
+
+# Hot-path aliases: enum attribute lookups cost more than the comparisons they feed,
+# and ranking 10,000 candidates runs this code 10,000 times.
+_USABLE, _STALE, _NO_ANSWER = Gate.USABLE, Gate.STALE, Gate.NO_ANSWER
+_WINDOW_RESET, _MALFORMED = Gate.WINDOW_RESET, Gate.MALFORMED
+_MEASURED, _UNKNOWN, _REFUSING = Tier.MEASURED, Tier.UNKNOWN, Tier.REFUSING
+_OK, _ERROR = ReadingStatus.OK, ReadingStatus.ERROR
+_new = tuple.__new__
+
+
+def _classify(
+    reading: Reading | None,
+    now: datetime,
+    oldest: datetime,
+    five_hour_since: datetime,
+    family: str | None,
+) -> Headroom:
+    """The gate and the tier in one pass: ranking calls this once per candidate.
+
+    ``oldest`` is the oldest fetch instant still fresh, ``five_hour_since`` the
+    oldest whose 5h figure still counts, ``family`` the turn's family window.
+    """
+    if reading is None:
+        return _ABSENT
+    fetched = reading.fetched_at
+    windows = reading.windows
+    status = reading.status
+    five = windows.get(FIVE_HOUR)
+    seven = windows.get(SEVEN_DAY)
+    extra = windows.get(family) if family is not None else None
+    five_hour = five.utilization if five is not None else None
+    seven_day = seven.utilization if seven is not None else None
+    blocked = False
+    reset_at = reading.reset_at
+    if fetched < oldest:
+        gate = _STALE
+    elif status is _ERROR:
+        gate = _NO_ANSWER
+    elif reset_at is not None and reset_at <= now:
+        gate = _WINDOW_RESET
+    else:
+        gate = _USABLE
+        for window in (five, seven, extra):
+            if window is None:
+                continue
+            resets_at = window.resets_at
+            if resets_at is not None and resets_at <= now:
+                gate = _WINDOW_RESET
+                break
+            window_status = window.status
+            if window_status is None or window.utilization is None:
+                gate = _MALFORMED
+                break
+            if window_status not in NON_BLOCKING_STATUSES:
+                blocked = True
+        if gate is _USABLE and status is _OK and seven_day is None:
+            gate = _MALFORMED
+    if gate is not _USABLE:
+        return _new(Headroom, (_UNKNOWN, gate, five_hour, seven_day, None, fetched, None))
+    if status is not _OK or blocked:
+        # A usable reading that is not serving is a fresh refusal.
+        return _new(Headroom, (_REFUSING, gate, five_hour, seven_day, None, fetched, None))
+    # The gate lets a serving reading through only with every deciding figure present.
+    fullness = cast(float, seven_day)
+    if extra is not None and cast(float, extra.utilization) > fullness:
+        fullness = cast(float, extra.utilization)  # the family window spends like the weekly
+    if five_hour is not None and five_hour > fullness and fetched >= five_hour_since:
+        fullness = five_hour
+    band = min(int(fullness // BAND_POINTS), TOP_BAND)
+    return _new(Headroom, (_MEASURED, gate, five_hour, seven_day, fullness, fetched, band))
+
+
+def classify_headroom(
+    reading: Reading | None, *, now: datetime, max_age: timedelta, family: str | None = None
+) -> Headroom:
+    """Measured (serving, with figures), refusing (a fresh refusal), or unknown.
+
+    Only a usable reading (see ``reading_gate``) is measured or refusing; anything
+    else is unknown. The 5h figure counts toward fullness while at most 30 minutes
+    old; the turn's family window counts like the weekly one.
+    """
+    return _classify(reading, now, now - max_age, now - FIVE_HOUR_COUNTS_FOR, family)
+
+
+def reading_gate(
+    reading: Reading | None, *, now: datetime, max_age: timedelta, family: str | None = None
+) -> Gate:
+    """Whether ``reading`` may be used as evidence at ``now``, and if not, why.
+
+    Fresh while at most ``max_age`` old. A reading whose window resets at or
+    before ``now`` is stale whatever its age: that quota no longer exists. Usable
+    readings answered (no ``error``), and a serving one carries a weekly figure and
+    a status and figure for every window that decides.
+    """
+    return classify_headroom(reading, now=now, max_age=max_age, family=family).gate
+
+
+def _blocked(reading: Reading, family: str | None) -> bool:
+    return any(window.blocking for _, window in _relevant(reading, family))
+
+
+# Rate limited now (display) and readmission (walk)
+
+
+def _superseded(reading: Reading, last_refusal_at: datetime | None) -> bool:
+    # A refusal recorded after the reading is newer evidence than the reading.
+    return last_refusal_at is not None and reading.fetched_at <= last_refusal_at
+
+
+def reading_says_limited(
+    reading: Reading | None,
+    *,
+    now: datetime,
+    max_age: timedelta,
+    last_refusal_at: datetime | None = None,
+) -> bool | None:
+    """True/False when a usable reading decides whether the provider limits now, else None.
+
+    A healthy reading taken at or before the latest refusal decides nothing: the
+    refusal is newer. An ``invalid_token`` reading is not about rate limits.
+    """
+    headroom = classify_headroom(reading, now=now, max_age=max_age)
+    if reading is None or headroom.gate is not Gate.USABLE:
+        return None
+    if reading.status is ReadingStatus.RATE_LIMITED:
+        return True
+    if reading.status is not ReadingStatus.OK:
+        return None
+    if headroom.tier is Tier.REFUSING:
+        return True
+    if _superseded(reading, last_refusal_at):
+        return None
+    return False
+
+
+def resolve_rate_limited_now(
+    reading: Reading | None,
+    *,
+    now: datetime,
+    max_age: timedelta,
+    events_say_limited: Callable[[], bool],
+    last_refusal_at: datetime | None = None,
+) -> bool:
+    """Three-state: a usable reading decides; only without one do the 2h events decide.
+
+    The two sources are never OR'd, and ``events_say_limited`` is called only when
+    the reading cannot decide.
+    """
+    decided = reading_says_limited(
+        reading, now=now, max_age=max_age, last_refusal_at=last_refusal_at
+    )
+    if decided is not None:
+        return decided
+    return events_say_limited()
+
+
+class Verdict(StrEnum):
+    SERVING_NOW = "serving_now"
+    WINDOW_RESET = "window_reset"
+
+
+def _binding_reset(reading: Reading, family: str | None) -> datetime | None:
+    """When a limited reading's refusal lifts: the latest reset of its blocked windows."""
+    latest = reading.reset_at if reading.status is ReadingStatus.RATE_LIMITED else None
+    windows = reading.windows
+    for name in (FIVE_HOUR, SEVEN_DAY, family):
+        window = windows.get(name) if name is not None else None
+        if window is None or window.resets_at is None or not window.blocking:
+            continue
+        if latest is None or window.resets_at > latest:
+            latest = window.resets_at
+    return latest
+
+
+def _verdict(
+    reading: Reading | None,
+    headroom: Headroom,
+    now: datetime,
+    last_failure_at: datetime | None,
+    family: str | None,
+) -> Verdict | None:
+    if reading is None:
+        return None
+    if headroom.gate is Gate.USABLE:
+        if headroom.tier is Tier.MEASURED and not _superseded(reading, last_failure_at):
+            return Verdict.SERVING_NOW
+        return None
+    binding = _binding_reset(reading, family)
+    if binding is None or binding > now:
+        return None
+    if last_failure_at is not None and binding <= last_failure_at:
+        # Refused again after that reset: the reset did not bring the quota back.
+        return None
+    return Verdict.WINDOW_RESET
+
+
+def recovery_verdict(
+    reading: Reading | None,
+    *,
+    now: datetime,
+    max_age: timedelta,
+    last_failure_at: datetime | None,
+    family: str | None = None,
+) -> Verdict | None:
+    """Why a skip-listed subscription may be tried again, or None.
+
+    ``serving_now``: a fresh reading, taken after the failure, says it serves.
+    ``window_reset``: no fresh reading, but the blocked window's reset has elapsed
+    and is later than the failure. Anything else readmits nothing.
+    """
+    headroom = classify_headroom(reading, now=now, max_age=max_age, family=family)
+    return _verdict(reading, headroom, now, last_failure_at, family)
+
+
+def earliest_known_reset(
+    readings: Iterable[Reading | None], *, now: datetime, family: str | None = None
+) -> datetime | None:
+    """The soonest instant after ``now`` at which a limited credential serves again.
+
+    Never an instant at or before ``now``; None when no reading names one.
+    """
+    found: datetime | None = None
+    for reading in readings:
+        if reading is None:
+            continue
+        binding = _binding_reset(reading, family)
+        if binding is not None and binding > now and (found is None or binding < found):
+            found = binding
+    return found
+
+
+# The sampler's cadence
+
+
+def probe_due(
+    reading: Reading | None,
+    *,
+    now: datetime,
+    interval: timedelta,
+    limited_interval: timedelta,
+    last_failure_at: datetime | None = None,
+) -> bool:
+    """Whether the sampler should probe now.
+
+    Absent → due. A reading whose window has reset → due. Believed limited (a
+    limited reading, or a refusal after the reading) → due after ``limited_interval``;
+    otherwise after ``interval``. Both less a little slack, so a reading taken during
+    the last sweep does not miss this one by a second.
+    """
+    if reading is None:
+        return True
+    if reading.reset_at is not None and reading.reset_at <= now:
+        return True
+    for window in reading.windows.values():
+        if window.resets_at is not None and window.resets_at <= now:
+            return True
+    believed_limited = (
+        reading.status is ReadingStatus.RATE_LIMITED
+        or (reading.status is ReadingStatus.OK and _blocked(reading, None))
+        or (last_failure_at is not None and last_failure_at >= reading.fetched_at)
+    )
+    every = limited_interval if believed_limited else interval
+    slack = min(every / 10, timedelta(seconds=30))
+    return now - reading.fetched_at >= every - slack
+
+
+# Alerts
+
+
+class AlertLevel(StrEnum):
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+CRITICAL_FLOOR = 90
+
+
+@dataclass(frozen=True, slots=True)
+class AlertCrossing:
+    window: str
+    level: AlertLevel
+    utilization: float
+    resets_at: datetime | None
+
+
+def alert_crossings(reading: Reading, *, threshold: int) -> list[AlertCrossing]:
+    """Windows at or over the alert threshold, each at the highest level it reached.
+
+    ``threshold`` 0 turns alerts off; the critical level is max(threshold, 90).
+    Only answered readings alert (an error carries no figures).
+    """
+    if threshold <= 0 or reading.status not in (ReadingStatus.OK, ReadingStatus.RATE_LIMITED):
+        return []
+    critical = max(threshold, CRITICAL_FLOOR)
+    crossings = []
+    for name, window in reading.windows.items():
+        if window.utilization is None or window.utilization < threshold:
+            continue
+        level = AlertLevel.CRITICAL if window.utilization >= critical else AlertLevel.WARNING
+        crossings.append(AlertCrossing(name, level, window.utilization, window.resets_at))
+    return crossings
+
+
+# Ranking
+
+
+class Candidate(NamedTuple):
+    """A subscription the filter let through, in load-balance (DB) order.
+
+    ``last_failure_at`` is set when it refused within the skip window (skip-listed).
+    """
+
+    subscription_id: int
+    name: str
+    agent_count: int
+    last_failure_at: datetime | None = None
+
+
+class Ranked(NamedTuple):
+    candidate: Candidate
+    tier: Tier
+    headroom: Headroom
+    readmitted: Verdict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """Ranked candidates first, then skip-listed ones nothing readmitted (DB order).
+
+    ``dropped`` holds fresh refusals: they are not tried at all.
+    """
+
+    ranked: tuple[Ranked, ...]
+    last_resort: tuple[Candidate, ...]
+    dropped: tuple[Candidate, ...]
+
+
+def rank_candidates(
+    candidates: Sequence[Candidate],
+    readings: Mapping[int, Reading],
+    *,
+    now: datetime,
+    max_age: timedelta,
+    family: str | None = None,
+) -> Ranking:
+    """Order ``candidates`` (given in load-balance order) by what their readings say.
+
+    Measured candidates come first, by 10-point band of their fullness, then by
+    agent count; unknown ones follow in the order given. A fresh refusal is dropped;
+    a skip-listed candidate is ranked only if readmitted, and a ``window_reset``
+    readmission ranks as unknown (its figures describe the window that reset).
+    """
+    # Measured candidates go to (band, agent count) buckets, each kept in the given
+    # order: a handful of keys to sort instead of thousands of candidates.
+    measured: dict[tuple[int, int], list[Ranked]] = {}
+    unknown: list[Ranked] = []
+    last_resort: list[Candidate] = []
+    dropped: list[Candidate] = []
+    oldest, five_hour_since = now - max_age, now - FIVE_HOUR_COUNTS_FOR
+    get = readings.get
+    window_reset = Verdict.WINDOW_RESET
+    for candidate in candidates:
+        reading = get(candidate[0])
+        headroom = _classify(reading, now, oldest, five_hour_since, family)
+        tier = headroom[0]
+        if tier is _REFUSING:
+            dropped.append(candidate)
+            continue
+        verdict = None
+        last_failure_at = candidate[3]
+        if last_failure_at is not None:
+            verdict = _verdict(reading, headroom, now, last_failure_at, family)
+            if verdict is None:
+                last_resort.append(candidate)
+                continue
+        if tier is _MEASURED and verdict is not window_reset:
+            ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict))
+            key = (headroom[6] or 0, candidate[2])  # a measured band is never None
+            bucket = measured.get(key)
+            if bucket is None:
+                measured[key] = [ranked]
+            else:
+                bucket.append(ranked)
+        else:
+            unknown.append(_new(Ranked, (candidate, _UNKNOWN, headroom, verdict)))
+    ordered: list[Ranked] = []
+    for key in sorted(measured):
+        ordered.extend(measured[key])
+    ordered.extend(unknown)
+    return Ranking(
+        ranked=tuple(ordered),
+        last_resort=tuple(last_resort),
+        dropped=tuple(dropped),
+    )

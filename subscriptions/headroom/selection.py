@@ -1,0 +1,201 @@
+"""Where an agent may go: filter in the DB, rank by cached headroom in the service.
+
+Nothing here probes: it reads the cached snapshots once (one ``get_many``). If the
+store is unreachable or the ranking raises, the DB's load-balance order comes back
+with a logged warning, so headroom can never block a turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+
+from agents.models import Agent
+from subscriptions.headroom.rules import (
+    Candidate,
+    Gate,
+    Headroom,
+    Ranked,
+    Tier,
+    family_window,
+    rank_candidates,
+)
+from subscriptions.headroom.store import snapshots_read
+from subscriptions.models import RateLimitEvent, Subscription
+
+logger = logging.getLogger(__name__)
+
+_NO_EVIDENCE = Headroom(tier=Tier.UNKNOWN, gate=Gate.ABSENT)
+
+
+def fresh_for() -> timedelta:
+    return timedelta(seconds=settings.TRINITY_HEADROOM_FRESH_SECONDS)
+
+
+def last_failure_subquery(now: datetime) -> Subquery:
+    """The latest refusal of any kind (legacy NULL rows too) inside the skip window.
+
+    The same question as ``has_recent_subscription_failures``, asked of every row at
+    once: an event exactly one window old has aged out.
+    """
+    window_start = now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+    return Subquery(
+        RateLimitEvent.objects.filter(subscription=OuterRef("pk"), occurred_at__gt=window_start)
+        .order_by("-occurred_at")
+        .values("occurred_at")[:1]
+    )
+
+
+def candidates_filtered(
+    *, provider: str, exclude_ids: Iterable[int], now: datetime
+) -> list[Candidate]:
+    """The provider's subscriptions minus ``exclude_ids``, in load-balance order.
+
+    One query: agent count and the latest recent refusal come as annotations. A
+    candidate with ``last_failure_at`` set is skip-listed.
+    """
+    queryset: QuerySet[Subscription] = Subscription.objects.filter(provider=provider)
+    excluded = list(exclude_ids)
+    if excluded:
+        queryset = queryset.exclude(pk__in=excluded)
+    rows = (
+        queryset.annotate(
+            agent_count=Count("agents", distinct=True),
+            last_failure_at=last_failure_subquery(now),
+        )
+        .order_by("agent_count", "name")
+        .values_list("pk", "name", "agent_count", "last_failure_at")
+    )
+    return [Candidate(pk, name, count, failed) for pk, name, count, failed in rows]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The ranked alternatives, the last-resort ones, and why.
+
+    ``fallback`` is empty when the ranking ran, else names why the DB order came
+    back (``store_unreachable`` or ``ranking_failed``).
+    """
+
+    ranked: tuple[Ranked, ...]
+    last_resort: tuple[Candidate, ...]
+    dropped: tuple[Candidate, ...] = ()
+    fallback: str = ""
+    now: datetime | None = None
+
+    @property
+    def first(self) -> Ranked | None:
+        return self.ranked[0] if self.ranked else None
+
+    def order(self) -> list[int]:
+        """Subscription ids in the order a walk should try them."""
+        return [r.candidate.subscription_id for r in self.ranked] + [
+            c.subscription_id for c in self.last_resort
+        ]
+
+    def reason(self, ranked: Ranked | None = None) -> dict[str, Any]:
+        """Why ``ranked`` (default: the first) is where it is, for a switch to explain itself."""
+        chosen = ranked or self.first
+        headroom = chosen.headroom if chosen else _NO_EVIDENCE
+        age = headroom.age_seconds(self.now) if self.now is not None else None
+        return {
+            "subscription_id": chosen.candidate.subscription_id if chosen else None,
+            "tier": chosen.tier.value if chosen else None,
+            "readmitted": chosen.readmitted.value if chosen and chosen.readmitted else None,
+            "five_hour": headroom.five_hour,
+            "seven_day": headroom.seven_day,
+            "band": headroom.band if chosen and chosen.tier is Tier.MEASURED else None,
+            "reading_age_seconds": int(age) if age is not None else None,
+            "candidate_count": len(self.ranked),
+            "last_resort_count": len(self.last_resort),
+            "dropped_count": len(self.dropped),
+            "fallback": self.fallback or None,
+        }
+
+
+def _db_order(candidates: Sequence[Candidate], fallback: str, now: datetime) -> Selection:
+    return Selection(
+        ranked=tuple(
+            Ranked(c, Tier.UNKNOWN, _NO_EVIDENCE) for c in candidates if c.last_failure_at is None
+        ),
+        last_resort=tuple(c for c in candidates if c.last_failure_at is not None),
+        fallback=fallback,
+        now=now,
+    )
+
+
+def candidates_rank(
+    candidates: Sequence[Candidate], *, now: datetime, family: str | None = None
+) -> Selection:
+    """Rank ``candidates`` by their cached readings; DB order if that cannot be done."""
+    snapshots = snapshots_read(c.subscription_id for c in candidates)
+    if not snapshots.reachable:
+        logger.warning(
+            "headroom store unreachable: ranking %d candidates in DB order", len(candidates)
+        )
+        return _db_order(candidates, "store_unreachable", now)
+    try:
+        ranking = rank_candidates(
+            candidates, snapshots.readings, now=now, max_age=fresh_for(), family=family
+        )
+    except Exception:  # a ranking bug must not fail a turn: fall back, loudly
+        logger.warning("headroom ranking failed: using DB order", exc_info=True)
+        return _db_order(candidates, "ranking_failed", now)
+    return Selection(ranking.ranked, ranking.last_resort, ranking.dropped, now=now)
+
+
+def rank_alternatives(*, agent: Agent, exclude_ids: Iterable[int] = (), now: datetime) -> Selection:
+    """The subscriptions ``agent`` could run on instead of its own, best first.
+
+    Excludes the agent's current subscription and ``exclude_ids`` (those a walk
+    already tried). Never probes and never raises for a store outage.
+    """
+    excluded = set(exclude_ids)
+    if agent.subscription_id is not None:
+        excluded.add(agent.subscription_id)
+    candidates = candidates_filtered(provider=agent.provider, exclude_ids=excluded, now=now)
+    return candidates_rank(candidates, now=now, family=family_window(agent.model))
+
+
+@dataclass(frozen=True)
+class AutoAssignment:
+    agent: Agent
+    assigned: bool
+    subscription_id: int | None
+    selection: Selection | None
+
+
+@transaction.atomic
+def assignment_auto(*, agent: Agent, now: datetime) -> AutoAssignment:
+    """Give an unassigned agent the best-ranked subscription of its provider.
+
+    The same ranker as a walk: the first ranked candidate, else the first
+    last-resort one (a skip-listed plan may recover; no plan at all never does).
+    Compare-and-set: an agent that got a subscription meanwhile is left alone.
+    Returns what happened; changes only the agent's subscription.
+    """
+    if agent.subscription_id is not None:
+        return AutoAssignment(agent, False, agent.subscription_id, None)
+    selection = rank_alternatives(agent=agent, now=now)
+    order = selection.order()
+    if not order:
+        return AutoAssignment(agent, False, None, selection)
+    choice = order[0]
+    claimed = Agent.objects.filter(pk=agent.pk, subscription__isnull=True).update(
+        subscription_id=choice
+    )
+    if claimed != 1:
+        agent.refresh_from_db(fields=["subscription"])
+        return AutoAssignment(agent, False, agent.subscription_id, selection)
+    agent.subscription_id = choice
+    logger.info(
+        "agent %s auto-assigned to subscription %d: %s", agent.name, choice, selection.reason()
+    )
+    return AutoAssignment(agent, True, choice, selection)

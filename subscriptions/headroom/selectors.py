@@ -1,0 +1,218 @@
+"""Reads for the headroom endpoints: one subscription's usage, its history, the fleet."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+
+from subscriptions.headroom.reading import Reading, WindowReading
+from subscriptions.headroom.rules import (
+    Gate,
+    Tier,
+    classify_headroom,
+    reading_says_limited,
+    resolve_rate_limited_now,
+)
+from subscriptions.headroom.selection import fresh_for, last_failure_subquery
+from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
+from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
+from subscriptions.selectors import is_subscription_rate_limited, subscriptions_visible_to
+
+HISTORY_WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+FAILURE_DISPLAY_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class HeadroomView:
+    """The cached reading as the panel shows it: three-state, with its age and tier."""
+
+    state: SnapshotState
+    tier: Tier
+    gate: Gate
+    status: str | None = None
+    fetched_at: datetime | None = None
+    age_seconds: int | None = None
+    source: str = ""
+    reset_at: datetime | None = None
+    representative_claim: str | None = None
+    overage_status: str | None = None
+    detail: str = ""
+    windows: dict[str, WindowReading] = field(default_factory=dict)
+
+
+def headroom_view(snapshots: Snapshots, subscription_id: int, *, now: datetime) -> HeadroomView:
+    reading = snapshots.get(subscription_id)
+    headroom = classify_headroom(reading, now=now, max_age=fresh_for())
+    state = snapshots.state(subscription_id)
+    if reading is None:
+        return HeadroomView(state=state, tier=headroom.tier, gate=headroom.gate)
+    return HeadroomView(
+        state=state,
+        tier=headroom.tier,
+        gate=headroom.gate,
+        status=reading.status.value,
+        fetched_at=reading.fetched_at,
+        age_seconds=max(0, int((now - reading.fetched_at).total_seconds())),
+        source=reading.source,
+        reset_at=reading.reset_at,
+        representative_claim=reading.representative_claim,
+        overage_status=reading.overage_status,
+        detail=reading.detail,
+        windows=dict(reading.windows),
+    )
+
+
+@dataclass(frozen=True)
+class UsageView:
+    subscription: Subscription
+    headroom: HeadroomView
+    rate_limited_now: bool
+    rate_limited_source: str
+    failures_24h: dict[str, int]
+    last_probe: HeadroomSample | None
+    # Observed usage and cost per window come from executions, which do not exist
+    # yet; the field is part of the contract and stays null until they do.
+    observed: dict[str, Any] | None = None
+
+
+def _rate_limited_now(
+    reading: Reading | None,
+    *,
+    now: datetime,
+    last_refusal_at: datetime | None,
+    events_say_limited: Any,
+) -> tuple[bool, str]:
+    decided = reading_says_limited(
+        reading, now=now, max_age=fresh_for(), last_refusal_at=last_refusal_at
+    )
+    value = resolve_rate_limited_now(
+        reading,
+        now=now,
+        max_age=fresh_for(),
+        events_say_limited=events_say_limited,
+        last_refusal_at=last_refusal_at,
+    )
+    return value, "reading" if decided is not None else "events"
+
+
+def headroom_usage_get(*, subscription: Subscription, now: datetime) -> UsageView:
+    """What one subscription has left, what refused it in 24h, and whether it is limited now."""
+    snapshots = snapshot_read(subscription.pk)
+    events = RateLimitEvent.objects.filter(subscription=subscription)
+    by_kind = (
+        events.filter(occurred_at__gt=now - FAILURE_DISPLAY_WINDOW)
+        .values("failure_kind")
+        .annotate(n=Count("pk"))
+    )
+    failures = {FailureKind.RATE_LIMIT.value: 0, FailureKind.AUTH.value: 0, "unknown": 0}
+    for row in by_kind:
+        failures[row["failure_kind"] or "unknown"] += row["n"]
+    window_start = now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+    last_refusal_at = events.filter(occurred_at__gt=window_start).aggregate(m=Max("occurred_at"))[
+        "m"
+    ]
+    limited, source = _rate_limited_now(
+        snapshots.get(subscription.pk),
+        now=now,
+        last_refusal_at=last_refusal_at,
+        events_say_limited=lambda: is_subscription_rate_limited(
+            subscription_id=subscription.pk, now=now
+        ),
+    )
+    return UsageView(
+        subscription=subscription,
+        headroom=headroom_view(snapshots, subscription.pk, now=now),
+        rate_limited_now=limited,
+        rate_limited_source=source,
+        failures_24h=failures,
+        last_probe=HeadroomSample.objects.filter(subscription=subscription)
+        .order_by("-fetched_at")
+        .first(),
+    )
+
+
+def headroom_history_list(
+    *, subscription_id: int, window: str, now: datetime
+) -> QuerySet[HeadroomSample]:
+    """History rows of the last ``window`` (24h, 7d or 30d), oldest first. KeyError otherwise."""
+    since = now - HISTORY_WINDOWS[window]
+    return HeadroomSample.objects.filter(
+        subscription_id=subscription_id, fetched_at__gt=since
+    ).order_by("fetched_at")
+
+
+@dataclass(frozen=True)
+class PressureRow:
+    subscription: Subscription
+    headroom: HeadroomView
+    rate_limited_now: bool
+    rate_limited_source: str
+    failures_24h: int
+
+
+@dataclass(frozen=True)
+class FleetPressure:
+    store: str
+    rows: list[PressureRow]
+    summary: dict[str, int]
+
+
+def subscription_pressure_list(
+    *, user: AbstractBaseUser | AnonymousUser, now: datetime
+) -> FleetPressure:
+    """Every subscription the user may see with its headroom: one query and one MGET."""
+    window_start = now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+    subscriptions = list(
+        subscriptions_visible_to(user).annotate(
+            last_refusal_at=last_failure_subquery(now),
+            limited_by_events=Exists(
+                RateLimitEvent.objects.filter(
+                    subscription=OuterRef("pk"),
+                    failure_kind=FailureKind.RATE_LIMIT,
+                    occurred_at__gt=window_start,
+                )
+            ),
+            failures_24h=Count(
+                "rate_limit_events",
+                filter=Q(rate_limit_events__occurred_at__gt=now - FAILURE_DISPLAY_WINDOW),
+                distinct=True,
+            ),
+        )
+    )
+    snapshots = snapshots_read(s.pk for s in subscriptions)
+    rows = []
+    for sub in subscriptions:
+        flag = bool(sub.limited_by_events)
+        limited, source = _rate_limited_now(
+            snapshots.get(sub.pk),
+            now=now,
+            last_refusal_at=sub.last_refusal_at,
+            events_say_limited=lambda flag=flag: flag,
+        )
+        rows.append(
+            PressureRow(
+                subscription=sub,
+                headroom=headroom_view(snapshots, sub.pk, now=now),
+                rate_limited_now=limited,
+                rate_limited_source=source,
+                failures_24h=sub.failures_24h,
+            )
+        )
+    summary = Counter(row.headroom.tier.value for row in rows)
+    return FleetPressure(
+        store="ok" if snapshots.reachable else "unreachable",
+        rows=rows,
+        summary={
+            "subscriptions": len(rows),
+            "measured": summary[Tier.MEASURED.value],
+            "unknown": summary[Tier.UNKNOWN.value],
+            "refusing": summary[Tier.REFUSING.value],
+            "rate_limited_now": sum(1 for row in rows if row.rate_limited_now),
+        },
+    )

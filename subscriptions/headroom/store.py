@@ -1,0 +1,139 @@
+"""The snapshot store: the latest reading per subscription, and the sampler's markers.
+
+It goes through Django's cache: django-redis when REDIS_URL is set, the file cache
+otherwise. One key per subscription with a 7-day TTL; reading many subscriptions is
+one ``get_many`` (one MGET on Redis). Every read is three-state (a reading, no
+reading, the store unreachable) and nothing here raises for an outage: a turn must
+never wait on Redis. Readings cross this boundary as JSON with ISO instants and come
+back as aware datetimes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from django.core.cache import cache
+from django_redis.exceptions import ConnectionInterrupted
+from redis.exceptions import RedisError
+
+from subscriptions.headroom.reading import Reading, reading_from_json, reading_to_json
+
+logger = logging.getLogger(__name__)
+
+SNAPSHOT_TTL_SECONDS = 7 * 24 * 3600
+# What an unreachable store raises: django-redis wraps most of it, the file cache
+# raises OSError.
+STORE_ERRORS: tuple[type[Exception], ...] = (ConnectionInterrupted, RedisError, OSError)
+
+
+class SnapshotState(StrEnum):
+    READING = "reading"
+    NO_READING = "no_reading"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class Snapshots:
+    """The outcome of one read of many snapshots."""
+
+    reachable: bool
+    readings: dict[int, Reading] = field(default_factory=dict)
+
+    def get(self, subscription_id: int) -> Reading | None:
+        return self.readings.get(subscription_id)
+
+    def state(self, subscription_id: int) -> SnapshotState:
+        if not self.reachable:
+            return SnapshotState.UNREACHABLE
+        if subscription_id in self.readings:
+            return SnapshotState.READING
+        return SnapshotState.NO_READING
+
+
+def snapshot_key(subscription_id: int) -> str:
+    return f"headroom:snapshot:{subscription_id}"
+
+
+def snapshots_read(subscription_ids: Iterable[int]) -> Snapshots:
+    """Read the snapshots of ``subscription_ids`` in one round trip.
+
+    A malformed stored value counts as no reading (and is logged).
+    """
+    keys = {snapshot_key(pk): pk for pk in subscription_ids}
+    if not keys:
+        return Snapshots(reachable=True)
+    try:
+        raw = cache.get_many(list(keys))
+    except STORE_ERRORS:
+        logger.warning("headroom store unreachable: %d snapshots unread", len(keys))
+        return Snapshots(reachable=False)
+    readings: dict[int, Reading] = {}
+    for key, value in raw.items():
+        try:
+            readings[keys[key]] = reading_from_json(value)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            logger.warning("headroom store: discarding a malformed snapshot (%s)", key)
+    return Snapshots(reachable=True, readings=readings)
+
+
+def snapshot_read(subscription_id: int) -> Snapshots:
+    return snapshots_read([subscription_id])
+
+
+def snapshots_write(readings: Mapping[int, Reading]) -> bool:
+    """Store each reading under its subscription's key; False if the store is unreachable."""
+    if not readings:
+        return True
+    values = {snapshot_key(pk): reading_to_json(r) for pk, r in readings.items()}
+    try:
+        cache.set_many(values, timeout=SNAPSHOT_TTL_SECONDS)
+    except STORE_ERRORS:
+        logger.warning("headroom store unreachable: %d readings not stored", len(values))
+        return False
+    return True
+
+
+def snapshots_delete(subscription_ids: Iterable[int]) -> None:
+    try:
+        cache.delete_many([snapshot_key(pk) for pk in subscription_ids])
+    except STORE_ERRORS:
+        logger.warning("headroom store unreachable: snapshots not deleted")
+
+
+# Markers: short-lived claims with a TTL (leader lock, single-flight).
+
+
+def marker_claim(name: str, *, ttl: int, value: str = "1") -> bool | None:
+    """Claim ``name`` for ``ttl`` seconds: True if claimed, False if held, None if unreachable.
+
+    Callers decide what "unreachable" means for them; the sampler treats it as "do
+    not probe" so that an outage can never double-probe.
+    """
+    try:
+        return bool(cache.add(f"headroom:marker:{name}", value, timeout=ttl))
+    except STORE_ERRORS:
+        logger.warning("headroom store unreachable: marker %s not claimed", name)
+        return None
+
+
+def marker_release(name: str, *, value: str | None = None) -> None:
+    """Drop ``name``; with ``value``, only if it still holds that value (our own claim).
+
+    Get-then-delete is not atomic; the TTL bounds what a lost race can cost.
+    """
+    key = f"headroom:marker:{name}"
+    try:
+        if value is None or cache.get(key) == value:
+            cache.delete(key)
+    except STORE_ERRORS:
+        logger.warning("headroom store unreachable: marker %s left to expire", name)
+
+
+def markers_release(names: Iterable[str]) -> None:
+    try:
+        cache.delete_many([f"headroom:marker:{name}" for name in names])
+    except STORE_ERRORS:
+        logger.warning("headroom store unreachable: markers left to expire")

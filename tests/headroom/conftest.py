@@ -1,0 +1,44 @@
+"""Headroom fixtures: one real simulator for the suite, reset and pointed at per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import time_machine
+from pytest_django.fixtures import Settings
+
+from simulator.control import SimulatorControl
+from simulator.process import SimulatorProcess
+from tests.headroom.readings import T0
+
+
+@pytest.fixture(scope="session")
+def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
+    log_path = tmp_path_factory.mktemp("headroom-simulator") / "simulator.log"
+    with SimulatorProcess(log_path=log_path, log_level="warning") as process:
+        yield process
+
+
+@pytest.fixture
+def sim(simulator_process: SimulatorProcess, settings: Settings) -> SimulatorControl:
+    """The simulator, reset, frozen at T0, and set as both providers' upstream."""
+    control = simulator_process.control
+    control.reset()
+    control.set_clock(T0)
+    settings.TRINITY_ANTHROPIC_BASE_URL = simulator_process.base_url
+    settings.TRINITY_CODEX_BASE_URL = simulator_process.base_url
+    return control
+
+
+@pytest.fixture
+def at_t0() -> Iterator[time_machine.Traveller]:
+    """This process's clock frozen at T0, the simulator's instant."""
+    with time_machine.travel(T0, tick=False) as traveller:
+        yield traveller
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Settings) -> None:
+    # Every AgentFactory makes a user with a hashed password; PBKDF2 costs ~0.2 s each.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,255 @@
+"""The provider collectors against the real simulator, over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import httpx
+import pytest
+from pytest_django.fixtures import Settings
+
+from simulator.control import SimulatorControl
+from subscriptions.headroom import collectors
+from subscriptions.headroom.collectors import anthropic, openai_codex
+from subscriptions.headroom.reading import ReadingStatus
+from tests.headroom.factories import served
+from tests.headroom.readings import T0
+from trinity.crypto import Secret
+
+OAUTH = "sk-ant-oat01-headroom-collector-0000-aaaa"
+API_KEY = "sk-ant-api03-headroom-collector-0000-kkkk"
+CODEX = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJoZWFkcm9vbSJ9.c2lnbmF0dXJlLWNvZGV4"
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with collectors.http_client(timeout=5, max_connections=2) as http:
+        yield http
+
+
+def _paths(sim: SimulatorControl) -> list[tuple[str, str, int]]:
+    return [(r["method"], r["path"], r["status"]) for r in served(sim)]
+
+
+class TestAnthropic:
+    def test_the_usage_endpoint_is_read_first_and_spends_no_quota(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.set_usage(OAUTH, "five_hour", percent=42)
+        sim.set_usage(OAUTH, "seven_day_sonnet", percent=7.5)
+
+        reading = collectors.collect(
+            provider="anthropic", token=Secret(OAUTH), client=client, now=T0
+        )
+
+        assert reading.status is ReadingStatus.OK
+        assert reading.source == "usage"
+        assert reading.fetched_at == T0
+        five_hour = reading.windows["five_hour"]
+        assert (five_hour.utilization, five_hour.resets_at, five_hour.status) == (
+            42.0,
+            T0 + timedelta(hours=5),
+            "allowed",
+        )
+        assert reading.windows["seven_day"].utilization == 0.0
+        assert reading.windows["seven_day"].resets_at is None
+        assert reading.windows["seven_day_sonnet"].utilization == 7.5
+        assert _paths(sim) == [("GET", "/api/oauth/usage", 200)]
+
+    def test_a_full_window_on_the_usage_endpoint_reads_as_rate_limited(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.set_usage(OAUTH, "seven_day", percent=100)
+
+        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+
+        assert reading.status is ReadingStatus.RATE_LIMITED
+        assert reading.windows["seven_day"].status == "rejected"
+        assert reading.reset_at == T0 + timedelta(days=7)
+
+    def test_without_the_usage_scope_it_probes_and_parses_the_unified_headers(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.set_usage_scope(OAUTH, allowed=False)
+        sim.set_usage(OAUTH, "five_hour", percent=42.34)
+        sim.set_usage(OAUTH, "seven_day", percent=85)
+
+        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+
+        assert reading.status is ReadingStatus.OK
+        assert reading.source == "probe"
+        five_hour, seven_day = reading.windows["five_hour"], reading.windows["seven_day"]
+        assert (five_hour.utilization, five_hour.status) == (42.3, "allowed")
+        assert five_hour.resets_at == T0 + timedelta(hours=5)
+        assert five_hour.resets_at.tzinfo is not None
+        assert (seven_day.utilization, seven_day.status) == (85.0, "allowed_warning")
+        assert seven_day.resets_at == T0 + timedelta(days=7)
+        assert reading.representative_claim == "seven_day"
+        assert reading.overage_status == "rejected"
+        requests = served(sim)
+        assert [(r["method"], r["path"], r["status"]) for r in requests] == [
+            ("GET", "/api/oauth/usage", 403),
+            ("POST", "/v1/messages", 200),
+        ]
+        assert requests[1]["model"] == "claude-haiku-4-5"
+        assert requests[1]["auth_kind"] == "oauth"
+
+    def test_a_429_probe_is_rate_limited_with_its_reset(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.set_usage(OAUTH, "five_hour", percent=100)
+
+        reading = anthropic.probe(token=Secret(OAUTH), client=client, now=T0)
+
+        assert reading.status is ReadingStatus.RATE_LIMITED
+        assert reading.reset_at == T0 + timedelta(hours=5)
+        assert reading.windows["five_hour"].status == "rejected"
+        assert reading.windows["five_hour"].utilization == 100.0
+        assert reading.windows["seven_day"].status == "allowed"
+
+    @pytest.mark.parametrize("endpoint", ["usage", "probe"])
+    def test_a_revoked_token_is_invalid_token(
+        self, sim: SimulatorControl, client: httpx.Client, endpoint: str
+    ) -> None:
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.revoke(OAUTH)
+        read = anthropic.collect if endpoint == "usage" else anthropic.probe
+
+        reading = read(token=Secret(OAUTH), client=client, now=T0)
+
+        assert reading.status is ReadingStatus.INVALID_TOKEN
+        assert reading.detail == "HTTP 401"
+
+    def test_any_other_refusal_of_the_probe_is_an_error(
+        self, sim: SimulatorControl, client: httpx.Client, settings: Settings
+    ) -> None:
+        settings.TRINITY_HEADROOM_PROBE_MODEL = "claude-retired-1"
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+
+        reading = anthropic.probe(token=Secret(OAUTH), client=client, now=T0)
+
+        assert (reading.status, reading.detail) == (ReadingStatus.ERROR, "HTTP 404")
+
+    def test_a_200_without_unified_headers_is_an_error_logged_as_drift(
+        self, sim: SimulatorControl, client: httpx.Client, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        # A pay-per-token key is served without plan headers: the shape a plan
+        # answer would have if the provider dropped them.
+        sim.register(API_KEY, kind="api_key", label="key-a")
+
+        reading = anthropic.probe(token=Secret(API_KEY), client=client, now=T0, label="plan-x")
+
+        assert reading.status is ReadingStatus.ERROR
+        assert reading.detail.startswith("provider drift")
+        assert "provider drift" in caplog.text and "plan-x" in caplog.text
+        assert API_KEY not in caplog.text
+
+    def test_tokens_appear_in_no_log_line_or_reading(
+        self, sim: SimulatorControl, client: httpx.Client, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level("DEBUG")
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.set_usage_scope(OAUTH, allowed=False)
+        sim.set_usage(OAUTH, "five_hour", percent=100)
+
+        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+
+        assert reading.status is ReadingStatus.RATE_LIMITED
+        assert OAUTH not in caplog.text
+        assert OAUTH not in repr(reading)
+
+
+class TestTransport:
+    def test_an_unreachable_provider_is_an_error_naming_no_request(
+        self, settings: Settings, client: httpx.Client
+    ) -> None:
+        settings.TRINITY_ANTHROPIC_BASE_URL = "http://127.0.0.1:9"
+
+        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+
+        assert (reading.status, reading.detail) == (ReadingStatus.ERROR, "unreachable")
+
+    def test_a_slow_provider_times_out_per_probe(self, sim: SimulatorControl) -> None:
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.set_latency(600, scope="usage")
+
+        with collectors.http_client(timeout=0.2, max_connections=1) as slow:
+            reading = anthropic.collect(token=Secret(OAUTH), client=slow, now=T0)
+
+        assert (reading.status, reading.detail) == (ReadingStatus.ERROR, "timeout")
+
+
+class TestCodex:
+    def test_windows_are_read_and_named_by_duration(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(CODEX, kind="codex", label="codex-a", plan_type="plus")
+        sim.set_usage(CODEX, "five_hour", percent=30)
+        sim.set_usage(CODEX, "seven_day", percent=55)
+
+        reading = collectors.collect(
+            provider="openai-codex", token=Secret(CODEX), client=client, now=T0
+        )
+
+        assert reading.status is ReadingStatus.OK
+        assert reading.windows["five_hour"].utilization == 30.0
+        assert reading.windows["five_hour"].resets_at == T0 + timedelta(hours=5)
+        assert reading.windows["seven_day"].utilization == 55.0
+        assert reading.windows["seven_day"].resets_at == T0 + timedelta(days=7)
+        assert _paths(sim) == [("GET", "/backend-api/wham/usage", 200)]
+
+    def test_a_reached_limit_is_rate_limited_until_the_full_window_resets(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(CODEX, kind="codex", label="codex-a")
+        sim.set_usage(CODEX, "five_hour", percent=100)
+
+        reading = openai_codex.collect(token=Secret(CODEX), client=client, now=T0)
+
+        assert reading.status is ReadingStatus.RATE_LIMITED
+        assert reading.windows["five_hour"].status == "rejected"
+        assert reading.reset_at == T0 + timedelta(hours=5)
+
+    def test_a_revoked_token_is_invalid_token(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(CODEX, kind="codex", label="codex-a")
+        sim.revoke(CODEX)
+
+        reading = openai_codex.collect(token=Secret(CODEX), client=client, now=T0)
+
+        assert reading.status is ReadingStatus.INVALID_TOKEN
+
+    def test_primary_and_secondary_are_not_what_names_a_window(self) -> None:
+        body = {
+            "rate_limit": {
+                "limit_reached": False,
+                # The weekly window reported as primary: the name still follows the duration.
+                "primary_window": {
+                    "used_percent": 71,
+                    "limit_window_seconds": 604800,
+                    "reset_at": int((T0 + timedelta(days=2)).timestamp()),
+                },
+                "secondary_window": {
+                    "used_percent": 12,
+                    "limit_window_seconds": 18000,
+                    "reset_at": int((T0 + timedelta(hours=1)).timestamp()),
+                },
+            }
+        }
+
+        reading = openai_codex.parse_usage_body(body, now=T0)
+
+        assert reading is not None
+        assert reading.windows["seven_day"].utilization == 71.0
+        assert reading.windows["five_hour"].utilization == 12.0
+        assert reading.windows["five_hour"].resets_at == T0 + timedelta(hours=1)
+
+    def test_an_unknown_shape_is_drift(self) -> None:
+        assert openai_codex.parse_usage_body({"plan_type": "plus"}, now=T0) is None
+        assert openai_codex.parse_usage_body([], now=T0) is None

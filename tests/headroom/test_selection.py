@@ -1,0 +1,250 @@
+"""Filter in the DB, rank by cached headroom, and never block a turn on the store."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from agents.models import Agent
+from simulator.control import SimulatorControl
+from subscriptions.headroom import selection
+from subscriptions.headroom.rules import Tier, Verdict
+from subscriptions.headroom.selection import (
+    assignment_auto,
+    candidates_filtered,
+    rank_alternatives,
+)
+from subscriptions.headroom.store import snapshots_write
+from subscriptions.models import FailureKind
+from subscriptions.selectors import has_recent_subscription_failures
+from tests.agents.factories import AgentFactory
+from tests.headroom.factories import plan_on, served
+from tests.headroom.readings import T0, limited, reading, window
+from tests.headroom.test_store import UNREACHABLE_REDIS
+from tests.subscriptions.factories import RateLimitEventFactory, SubscriptionFactory
+
+pytestmark = pytest.mark.django_db
+SECOND = timedelta(seconds=1)
+TWO_HOURS = timedelta(hours=2)
+
+
+@pytest.mark.parametrize(
+    ("age", "kind"),
+    [
+        (TWO_HOURS - SECOND, FailureKind.RATE_LIMIT),
+        (TWO_HOURS, FailureKind.RATE_LIMIT),
+        (TWO_HOURS + SECOND, FailureKind.RATE_LIMIT),
+        (TWO_HOURS - SECOND, FailureKind.AUTH),
+        (TWO_HOURS - SECOND, None),
+        (TWO_HOURS + SECOND, None),
+    ],
+)
+def test_the_filter_skip_lists_exactly_what_has_recent_subscription_failures_says(
+    age: timedelta, kind: str | None
+) -> None:
+    event = RateLimitEventFactory.create(occurred_at=T0 - age, failure_kind=kind)
+    older = RateLimitEventFactory.create(
+        subscription=event.subscription, occurred_at=T0 - age - timedelta(minutes=5)
+    )
+
+    [candidate] = candidates_filtered(provider="anthropic", exclude_ids=(), now=T0)
+
+    expected = has_recent_subscription_failures(subscription_id=event.subscription_id, now=T0)
+    assert (candidate.last_failure_at is not None) is expected
+    if expected:
+        assert candidate.last_failure_at == event.occurred_at != older.occurred_at
+
+
+def test_candidates_are_the_other_subscriptions_of_the_provider_in_load_balance_order(
+    django_assert_num_queries: Any,
+) -> None:
+    own = SubscriptionFactory.create(name="own")
+    busy = SubscriptionFactory.create(name="a-busy")
+    quiet_b = SubscriptionFactory.create(name="b-quiet")
+    quiet_a = SubscriptionFactory.create(name="a-quiet")
+    tried = SubscriptionFactory.create(name="tried")
+    SubscriptionFactory.create(name="codex", provider="openai-codex")
+    agent = AgentFactory.create(subscription=own)
+    AgentFactory.create_batch(2, subscription=busy)
+
+    with django_assert_num_queries(1):
+        candidates = candidates_filtered(
+            provider="anthropic", exclude_ids=[own.pk, tried.pk], now=T0
+        )
+
+    assert [(c.name, c.agent_count) for c in candidates] == [
+        (quiet_a.name, 0),
+        (quiet_b.name, 0),
+        (busy.name, 2),
+    ]
+    assert agent.subscription_id == own.pk
+
+
+class TestRankAlternatives:
+    def test_it_ranks_by_cached_headroom_and_explains_the_first(self) -> None:
+        own = SubscriptionFactory.create(name="own")
+        roomy, full_ish, unread = (
+            SubscriptionFactory.create(name=n) for n in ("z-roomy", "a-full-ish", "m-unread")
+        )
+        refusing = SubscriptionFactory.create(name="refusing")
+        snapshots_write(
+            {
+                roomy.pk: reading(five_hour=5.0, seven_day=12.0, age=timedelta(minutes=3)),
+                full_ish.pk: reading(five_hour=10.0, seven_day=71.0),
+                refusing.pk: limited(),
+            }
+        )
+        agent = AgentFactory.create(subscription=own, model="claude-haiku-4-5")
+
+        chosen = rank_alternatives(agent=agent, now=T0)
+
+        assert chosen.order() == [roomy.pk, full_ish.pk, unread.pk]
+        assert [c.subscription_id for c in chosen.dropped] == [refusing.pk]
+        assert chosen.reason() == {
+            "subscription_id": roomy.pk,
+            "tier": "measured",
+            "readmitted": None,
+            "five_hour": 5.0,
+            "seven_day": 12.0,
+            "band": 1,
+            "reading_age_seconds": 180,
+            "candidate_count": 3,
+            "last_resort_count": 0,
+            "dropped_count": 1,
+            "fallback": None,
+        }
+
+    def test_skip_listed_ones_come_last_unless_evidence_readmits_them(self) -> None:
+        own = SubscriptionFactory.create(name="own")
+        recovered = SubscriptionFactory.create(name="recovered")
+        silent = SubscriptionFactory.create(name="silent")
+        for sub in (recovered, silent):
+            RateLimitEventFactory.create(subscription=sub, occurred_at=T0 - timedelta(minutes=30))
+        snapshots_write({recovered.pk: limited(age=timedelta(minutes=50), resets_in=-SECOND)})
+        agent = AgentFactory.create(subscription=own)
+
+        chosen = rank_alternatives(agent=agent, now=T0)
+
+        assert chosen.order() == [recovered.pk, silent.pk]
+        assert chosen.ranked[0].readmitted is Verdict.WINDOW_RESET
+        assert chosen.ranked[0].tier is Tier.UNKNOWN
+        assert [c.subscription_id for c in chosen.last_resort] == [silent.pk]
+
+    def test_a_sonnet_agent_avoids_a_plan_whose_sonnet_window_is_full(self) -> None:
+        own = SubscriptionFactory.create(name="own")
+        sonnet_full = SubscriptionFactory.create(name="a-sonnet-full")
+        other = SubscriptionFactory.create(name="b-other")
+        snapshots_write(
+            {
+                sonnet_full.pk: reading(
+                    seven_day=10.0,
+                    extra={"seven_day_sonnet": window(100.0, status="rejected")},
+                ),
+                other.pk: reading(seven_day=60.0),
+            }
+        )
+        sonnet = AgentFactory.create(subscription=own, model="claude-sonnet-4-5")
+        haiku = AgentFactory.create(subscription=own, model="claude-haiku-4-5")
+
+        assert rank_alternatives(agent=sonnet, now=T0).order() == [other.pk]
+        assert rank_alternatives(agent=haiku, now=T0).order() == [sonnet_full.pk, other.pk]
+
+    def test_with_the_store_down_it_returns_db_order_and_warns(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        own = SubscriptionFactory.create(name="own")
+        busy = SubscriptionFactory.create(name="a-busy")
+        quiet = SubscriptionFactory.create(name="b-quiet")
+        skipped = SubscriptionFactory.create(name="c-skipped")
+        RateLimitEventFactory.create(subscription=skipped, occurred_at=T0 - timedelta(minutes=5))
+        AgentFactory.create(subscription=busy)
+        snapshots_write({busy.pk: reading(seven_day=1.0)})
+        agent = AgentFactory.create(subscription=own)
+
+        with override_settings(CACHES=UNREACHABLE_REDIS), caplog.at_level(logging.WARNING):
+            chosen = rank_alternatives(agent=agent, now=T0)
+
+        assert chosen.fallback == "store_unreachable"
+        assert chosen.order() == [quiet.pk, busy.pk, skipped.pk]
+        assert "DB order" in caplog.text
+        assert chosen.reason()["fallback"] == "store_unreachable"
+
+    def test_a_ranking_failure_returns_db_order_and_warns(
+        self, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        own = SubscriptionFactory.create(name="own")
+        b, a = SubscriptionFactory.create(name="b"), SubscriptionFactory.create(name="a")
+        snapshots_write({b.pk: reading(seven_day=1.0), a.pk: reading(seven_day=90.0)})
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise ZeroDivisionError("ranking bug")
+
+        monkeypatch.setattr(selection, "rank_candidates", broken)
+        agent = AgentFactory.create(subscription=own)
+
+        with caplog.at_level(logging.WARNING):
+            chosen = rank_alternatives(agent=agent, now=T0)
+
+        assert chosen.fallback == "ranking_failed"
+        assert chosen.order() == [a.pk, b.pk]
+        assert "ranking failed" in caplog.text
+
+    def test_ranking_never_probes(self, sim: SimulatorControl) -> None:
+        own = plan_on(sim)
+        plan_on(sim)
+        plan_on(sim)
+        agent = AgentFactory.create(subscription=own)
+
+        assert len(rank_alternatives(agent=agent, now=T0).order()) == 2
+        assert served(sim) == []
+
+
+class TestAssignmentAuto:
+    def test_a_new_agent_gets_the_best_ranked_subscription(self) -> None:
+        fuller = SubscriptionFactory.create(name="a-fuller")
+        roomier = SubscriptionFactory.create(name="b-roomier")
+        snapshots_write({fuller.pk: reading(seven_day=55.0), roomier.pk: reading(seven_day=5.0)})
+        agent = AgentFactory.create(subscription=None)
+
+        result = assignment_auto(agent=agent, now=T0)
+
+        assert (result.assigned, result.subscription_id) == (True, roomier.pk)
+        assert Agent.objects.get(pk=agent.pk).subscription_id == roomier.pk
+        assert result.selection is not None
+        assert result.selection.reason()["tier"] == "measured"
+
+    def test_a_plan_in_the_skip_list_is_better_than_none(self) -> None:
+        only = SubscriptionFactory.create()
+        RateLimitEventFactory.create(subscription=only, occurred_at=T0 - timedelta(minutes=1))
+        agent = AgentFactory.create(subscription=None)
+
+        assert assignment_auto(agent=agent, now=T0).subscription_id == only.pk
+
+    def test_without_subscriptions_nothing_changes(self) -> None:
+        agent = AgentFactory.create(subscription=None)
+        result = assignment_auto(agent=agent, now=T0)
+        assert (result.assigned, result.subscription_id) == (False, None)
+
+    def test_an_agent_assigned_meanwhile_is_left_alone(self) -> None:
+        theirs, ours = SubscriptionFactory.create(name="theirs"), SubscriptionFactory.create()
+        snapshots_write({ours.pk: reading(seven_day=1.0)})
+        agent = AgentFactory.create(subscription=None)
+        Agent.objects.filter(pk=agent.pk).update(subscription=theirs)  # another process won
+
+        result = assignment_auto(agent=agent, now=T0)
+
+        assert (result.assigned, result.subscription_id) == (False, theirs.pk)
+        assert Agent.objects.get(pk=agent.pk).subscription_id == theirs.pk
+
+    def test_a_fresh_refusal_is_never_auto_assigned(self) -> None:
+        refusing = SubscriptionFactory.create(name="a-refusing")
+        snapshots_write({refusing.pk: limited()})
+        agent = AgentFactory.create(subscription=None)
+        result = assignment_auto(agent=agent, now=T0)
+        assert (result.assigned, result.subscription_id) == (False, None)
+        assert result.selection is not None
+        assert [c.subscription_id for c in result.selection.dropped] == [refusing.pk]

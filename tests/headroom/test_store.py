@@ -1,0 +1,127 @@
+"""The snapshot store: three-state reads, one round trip for many, outages that never raise."""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import time_machine
+from django.core.cache import cache
+from django.test import override_settings
+
+from subscriptions.headroom.store import (
+    SNAPSHOT_TTL_SECONDS,
+    SnapshotState,
+    marker_claim,
+    marker_release,
+    snapshot_key,
+    snapshot_read,
+    snapshots_read,
+    snapshots_write,
+)
+from tests.headroom.readings import T0, limited, reading
+
+# A real Redis client pointed at a port where nothing listens: a genuine outage.
+UNREACHABLE_REDIS = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": "redis://127.0.0.1:9/0",
+        "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2},
+    }
+}
+ON_REDIS = bool(os.environ.get("REDIS_URL"))
+
+
+def test_a_reading_round_trips_with_aware_instants() -> None:
+    stored = limited(resets_in=timedelta(hours=2))
+    assert snapshots_write({7: stored})
+
+    snapshots = snapshot_read(7)
+
+    assert snapshots.state(7) is SnapshotState.READING
+    back = snapshots.get(7)
+    assert back == stored
+    assert back is not None and back.fetched_at.tzinfo is not None
+    assert back.windows["five_hour"].resets_at == T0 + timedelta(hours=2)
+
+
+def test_every_read_is_three_state() -> None:
+    snapshots_write({1: reading()})
+    snapshots = snapshots_read([1, 2])
+    assert (snapshots.state(1), snapshots.state(2)) == (
+        SnapshotState.READING,
+        SnapshotState.NO_READING,
+    )
+    with override_settings(CACHES=UNREACHABLE_REDIS):
+        down = snapshots_read([1, 2])
+    assert not down.reachable
+    assert down.state(1) is SnapshotState.UNREACHABLE
+    assert down.get(1) is None
+
+
+def test_an_outage_never_raises_from_the_store(caplog: pytest.LogCaptureFixture) -> None:
+    with override_settings(CACHES=UNREACHABLE_REDIS):
+        assert snapshots_write({1: reading()}) is False
+        assert marker_claim("x", ttl=10) is None
+        marker_release("x")
+    assert "unreachable" in caplog.text
+
+
+def test_a_malformed_snapshot_counts_as_no_reading(caplog: pytest.LogCaptureFixture) -> None:
+    cache.set(snapshot_key(3), {"fetched_at": "2030-01-01T12:00:00"})  # naive, no status
+    with caplog.at_level(logging.WARNING):
+        snapshots = snapshot_read(3)
+    assert snapshots.state(3) is SnapshotState.NO_READING
+    assert "malformed" in caplog.text
+
+
+def test_a_marker_is_claimed_once_until_released_by_its_holder() -> None:
+    assert marker_claim("leader", ttl=60, value="mine") is True
+    assert marker_claim("leader", ttl=60, value="theirs") is False
+    marker_release("leader", value="theirs")  # not theirs to release
+    assert marker_claim("leader", ttl=60) is False
+    marker_release("leader", value="mine")
+    assert marker_claim("leader", ttl=60) is True
+
+
+@pytest.mark.skipif(ON_REDIS, reason="moves the file cache's clock; Redis keeps its own")
+def test_a_snapshot_lives_seven_days_on_the_file_cache() -> None:
+    with time_machine.travel(T0, tick=False) as traveller:
+        snapshots_write({5: reading()})
+        traveller.shift(timedelta(seconds=SNAPSHOT_TTL_SECONDS - 1))
+        assert snapshot_read(5).state(5) is SnapshotState.READING
+        traveller.shift(timedelta(seconds=2))
+        assert snapshot_read(5).state(5) is SnapshotState.NO_READING
+
+
+@pytest.mark.redis
+@pytest.mark.skipif(not ON_REDIS, reason="needs a real Redis: set REDIS_URL")
+def test_a_snapshot_key_carries_a_seven_day_ttl_on_redis() -> None:
+    snapshots_write({5: reading()})
+    ttl = cache.ttl(snapshot_key(5))  # type: ignore[attr-defined]
+    assert SNAPSHOT_TTL_SECONDS - 5 <= ttl <= SNAPSHOT_TTL_SECONDS
+
+
+@pytest.mark.redis
+@pytest.mark.skipif(not ON_REDIS, reason="needs a real Redis: set REDIS_URL")
+def test_reading_many_snapshots_is_one_mget(monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = list(range(1, 51))
+    snapshots_write({pk: reading() for pk in ids[::2]})
+    raw = cache.client.get_client(write=False)  # type: ignore[attr-defined]
+    sent: list[tuple[Any, ...]] = []
+    real = raw.execute_command
+
+    def spy(*args: Any, **options: Any) -> Any:
+        sent.append(args)
+        return real(*args, **options)  # the real Redis still answers
+
+    monkeypatch.setattr(raw, "execute_command", spy)
+
+    snapshots = snapshots_read(ids)
+
+    assert [args[0] for args in sent] == ["MGET"]
+    assert len(sent[0]) == 1 + len(ids)
+    assert sorted(snapshots.readings) == ids[::2]
