@@ -55,6 +55,8 @@ class AgentListApi(APIView):
     class Input(AgentUpdateInput):
         name = serializers.SlugField(max_length=100)
         runtime = serializers.ChoiceField(choices=Runtime.choices, default=Runtime.CLAUDE_CODE)
+        # Give the new agent the best-ranked subscription of its provider (by headroom).
+        auto_assign = serializers.BooleanField(default=True)
 
     @extend_schema(responses=AgentOutput(many=True))
     def get(self, request: Request) -> Response:

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from agents import lifecycle
 from agents import tasks as agent_tasks
 from agents.models import Agent
+from agents.signals import agent_created
 from trinity.crypto import Secret
 from trinity.errors import Conflict
 
@@ -25,10 +26,12 @@ def agent_create(
     use_platform_api_key: bool | None = True,
     routing_policy: str | None = None,
     autostart: bool = True,
+    auto_assign: bool = True,
 ) -> Agent:
     """Create an agent owned by ``owner`` with a fresh agent-server secret.
 
-    Raises Conflict when the name is taken.
+    With ``auto_assign`` a listener (subscriptions) may give it the best-ranked plan
+    before it boots. Raises Conflict when the name is taken.
     """
     agent = Agent(
         owner=owner,
@@ -45,6 +48,7 @@ def agent_create(
             agent.save()
     except IntegrityError:
         raise Conflict(f"An agent named {name!r} already exists.", field="name") from None
+    agent_created.send(sender=Agent, agent=agent, auto_assign=auto_assign)
     if autostart:
         # Agents are long-running: boot its server once the row is committed.
         agent_id = agent.pk

@@ -6,3 +6,9 @@ from django.apps import AppConfig
 class SubscriptionsConfig(AppConfig):
     name = "subscriptions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agents.signals import agent_created
+        from subscriptions.receivers import auto_assign_new_agent
+
+        agent_created.connect(auto_assign_new_agent, dispatch_uid="subscriptions-auto-assign")

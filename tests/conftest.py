@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,6 +13,13 @@ from rest_framework.test import APIClient
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from tests.agents.factories import UserFactory
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    # Every user a test makes gets a hashed password; PBKDF2 costs ~0.2 s each, and
+    # hashing strength is not what these tests are about.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

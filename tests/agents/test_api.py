@@ -99,3 +99,34 @@ def test_update_rejects_bad_input_and_changes_nothing(
 def test_unknown_agent_is_404(admin_client_api: APIClient) -> None:
     assert admin_client_api.get(f"{URL}/nobody").status_code == 404
     assert admin_client_api.delete(f"{URL}/nobody").status_code == 404
+
+
+class TestAutoAssign:
+    """Creating an agent through the API gives it the best-ranked plan by headroom."""
+
+    def test_a_new_agent_gets_the_roomier_subscription(self, owner_client: APIClient) -> None:
+        from subscriptions.headroom.store import snapshots_write
+        from tests.headroom.readings import reading
+        from tests.subscriptions.factories import SubscriptionFactory
+        from trinity import clock
+
+        fuller = SubscriptionFactory.create(name="a-fuller")
+        roomier = SubscriptionFactory.create(name="b-roomier")
+        now = clock.now()
+        snapshots_write(
+            {
+                fuller.pk: reading(seven_day=65.0, now=now),
+                roomier.pk: reading(seven_day=8.0, now=now),
+            }
+        )
+        response = owner_client.post(URL, {"name": "bot"}, format="json")
+        assert response.status_code == 201, response.content
+        assert response.json()["subscription"] == {"id": roomier.pk, "name": "b-roomier"}
+
+    def test_auto_assign_can_be_declined(self, owner_client: APIClient) -> None:
+        from tests.subscriptions.factories import SubscriptionFactory
+
+        SubscriptionFactory.create(name="only")
+        response = owner_client.post(URL, {"name": "bot", "auto_assign": False}, format="json")
+        assert response.status_code == 201
+        assert response.json()["subscription"] is None

@@ -36,9 +36,3 @@ def at_t0() -> Iterator[time_machine.Traveller]:
     """This process's clock frozen at T0, the simulator's instant."""
     with time_machine.travel(T0, tick=False) as traveller:
         yield traveller
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings: Settings) -> None:
-    # Every AgentFactory makes a user with a hashed password; PBKDF2 costs ~0.2 s each.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -74,7 +74,7 @@ class Command(BaseCommand):
         agent = Agent.objects.filter(name=DEMO_AGENT).first()
         if agent is None:
             agent = agent_services.agent_create(
-                owner=admin, name=DEMO_AGENT, runtime="claude-code", model=""
+                owner=admin, name=DEMO_AGENT, runtime="claude-code", model="", auto_assign=False
             )
             nearly_exhausted = Subscription.objects.get(name="demo-pro")
             subscription_services.assignment_set(agent=agent, subscription_id=nearly_exhausted.pk)
