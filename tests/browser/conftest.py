@@ -46,7 +46,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(f"  {path}")
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API runs an event loop in this thread
+# for as long as it is open, and every later test that calls asyncio.run would fail.
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Any]:
     if not CHROMIUM.exists():
         message = f"{CHROMIUM} is missing: `apt-get update && apt-get install -y chromium`"
