@@ -57,7 +57,8 @@ class UsageOutput(serializers.Serializer[Any]):
     provider = serializers.CharField(source="subscription.provider")
     headroom = HeadroomOutput()
     observed = serializers.JSONField(
-        allow_null=True, help_text="usage and cost per window from executions (not yet built)"
+        help_text="turns, tokens and cost this subscription served over the last 5h and 7d, "
+        "and per agent over 7d (from executions)"
     )
     failures_24h = serializers.DictField(child=serializers.IntegerField())
     rate_limited_now = serializers.BooleanField()

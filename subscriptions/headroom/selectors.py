@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
 
 from subscriptions.headroom.reading import Reading, WindowReading
 from subscriptions.headroom.rules import (
@@ -76,9 +76,7 @@ class UsageView:
     rate_limited_source: str
     failures_24h: dict[str, int]
     last_probe: HeadroomSample | None
-    # Observed usage and cost per window come from executions, which do not exist
-    # yet; the field is part of the contract and stays null until they do.
-    observed: dict[str, Any] | None = None
+    observed: dict[str, Any]
 
 
 def _rate_limited_now(
@@ -99,6 +97,46 @@ def _rate_limited_now(
         last_refusal_at=last_refusal_at,
     )
     return value, "reading" if decided is not None else "events"
+
+
+OBSERVED_WINDOWS = {"five_hour": timedelta(hours=5), "seven_day": timedelta(days=7)}
+
+
+def observed_usage(*, subscription: Subscription, now: datetime) -> dict[str, Any]:
+    """Turns this subscription served, with tokens and cost, over the last 5h and 7d,
+    and per agent over the last 7d.
+
+    Read through the reverse relation from executions: subscriptions does not import
+    execution (dependencies point execution -> subscriptions).
+    """
+    served = subscription.served_executions.filter(status="succeeded")
+    totals = {
+        "turns": Count("pk"),
+        "input_tokens": Sum("input_tokens"),
+        "output_tokens": Sum("output_tokens"),
+        "cost_usd": Sum("cost_usd"),
+    }
+
+    def clean(row: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "turns": row["turns"],
+            "input_tokens": row["input_tokens"] or 0,
+            "output_tokens": row["output_tokens"] or 0,
+            "cost_usd": float(row["cost_usd"] or 0),
+        }
+
+    observed: dict[str, Any] = {}
+    for name, span in OBSERVED_WINDOWS.items():
+        window = served.filter(created_at__gt=now - span)
+        observed[name] = {"since": now - span, **clean(window.aggregate(**totals))}
+    per_agent = (
+        served.filter(created_at__gt=now - OBSERVED_WINDOWS["seven_day"])
+        .values("agent_name")
+        .annotate(**totals)
+        .order_by("agent_name")
+    )
+    observed["per_agent"] = {row["agent_name"]: clean(row) for row in per_agent}
+    return observed
 
 
 def headroom_usage_get(*, subscription: Subscription, now: datetime) -> UsageView:
@@ -134,6 +172,7 @@ def headroom_usage_get(*, subscription: Subscription, now: datetime) -> UsageVie
         last_probe=HeadroomSample.objects.filter(subscription=subscription)
         .order_by("-fetched_at")
         .first(),
+        observed=observed_usage(subscription=subscription, now=now),
     )
 
 

@@ -78,8 +78,46 @@ class TestUsage:
         assert body["failures_24h"] == {"rate_limit": 1, "auth": 1, "unknown": 0}
         # A healthy reading taken after the 429 decides: not limited now.
         assert (body["rate_limited_now"], body["rate_limited_source"]) == (False, "reading")
-        assert body["observed"] is None
+        assert body["observed"]["five_hour"]["turns"] == 0
+        assert body["observed"]["per_agent"] == {}
         assert plan.token is not None and plan.token.reveal() not in str(body)
+
+    def test_observed_usage_sums_the_turns_this_plan_served_per_window_and_agent(
+        self, owner_client: APIClient, plan: Subscription
+    ) -> None:
+        from decimal import Decimal
+
+        from execution.models import Execution
+
+        def served(agent: str, age: timedelta, status: str = "succeeded") -> None:
+            Execution.objects.create(
+                agent_name=agent,
+                message="m",
+                status=status,
+                served_by_kind="subscription",
+                served_by_subscription=plan,
+                input_tokens=100,
+                output_tokens=10,
+                cost_usd=Decimal("0.5"),
+                created_at=T0 - age,
+            )
+
+        served("a", timedelta(hours=1))
+        served("b", timedelta(hours=4, minutes=59))
+        served("a", timedelta(hours=5, minutes=1))  # outside the 5h span, inside 7d
+        served("a", timedelta(days=8))  # outside both
+        served("a", timedelta(hours=1), status="failed")  # a failed turn spent nothing here
+
+        observed = owner_client.get(f"/api/subscriptions/{plan.pk}/usage").json()["observed"]
+
+        assert {k: observed["five_hour"][k] for k in ("turns", "input_tokens", "cost_usd")} == {
+            "turns": 2,
+            "input_tokens": 200,
+            "cost_usd": 1.0,
+        }
+        assert observed["seven_day"]["turns"] == 3
+        assert observed["per_agent"]["a"]["turns"] == 2
+        assert observed["per_agent"]["b"]["output_tokens"] == 10
 
     def test_without_a_reading_the_two_hour_events_decide(
         self, owner_client: APIClient, plan: Subscription

@@ -230,6 +230,15 @@ describe("SubscriptionDetail", () => {
     expect(wrapper.emitted("changed")).toHaveLength(2);
   });
 
+  it("shows each agent's turns served from the usage API's observed figures", async () => {
+    mockFetch({});
+    const usage = { state: "ok", data: { observed: { per_agent: { researcher: { turns: 7 } } } } };
+    wrapper = mount(SubscriptionDetail, { props: { ...props, usage } });
+    await settle();
+    expect(wrapper.text()).toContain("researcher");
+    expect(wrapper.text()).toContain("7 turns served (7 d)");
+  });
+
   it("says when the 60 s floor refused a refresh and holds the button until it passes", async () => {
     const detail = "Usage was read 20 s ago; it can be refreshed at most once every 60 s. Try again in 40 s.";
     mockFetch({
