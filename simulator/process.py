@@ -11,147 +11,135 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, ClassVar, Self
 
 import httpx
 
 from simulator.control import SimulatorControl
 
-LISTENING = re.compile(r"^simulator listening on (?P<url>http://\S+)$")
+REPO = Path(__file__).resolve().parent.parent
 
 
-class SimulatorStartError(RuntimeError):
+class ChildStartError(RuntimeError):
     """The child exited or stayed silent before it was ready."""
 
 
-def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
-    # Drain stdout for the child's whole life so a full pipe can never block it.
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
+class SimulatorStartError(ChildStartError):
+    pass
 
 
-class SimulatorProcess:
-    """One simulator subprocess on a free loopback port.
+class ListeningProcess:
+    """A child process that prints one ``<banner> listening on http://HOST:PORT`` line
+    once its socket listens, then serves. Used for the simulator here and for agent
+    servers in their end-to-end tests.
 
-    ``start`` returns once the control API answers, or raises SimulatorStartError
-    after ``startup_timeout`` seconds; ``stop`` terminates, then kills after
-    ``stop_timeout`` seconds. Logs go to ``log_path`` if given, else to this
-    process's stderr.
+    ``start`` returns once the line arrived and ``await_ready`` passed, or raises
+    ``start_error`` after ``startup_timeout`` seconds; ``stop`` terminates, then kills
+    after ``stop_timeout`` seconds. stdout is drained for the child's whole life so a
+    full pipe never blocks it; stderr goes to ``log_path`` if given.
     """
 
+    banner: ClassVar[str]
+    start_error: ClassVar[type[ChildStartError]] = ChildStartError
+
     def __init__(
-        self,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        startup_timeout: float = 20.0,
-        stop_timeout: float = 5.0,
-        log_path: Path | None = None,
-        log_level: str = "info",
+        self, *, startup_timeout: float, stop_timeout: float, log_path: Path | None
     ) -> None:
-        self.host = host
-        self.port = port
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.log_path = log_path
-        self.log_level = log_level
+        self.stdout_lines: list[str] = []
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[bytes] | None = None
-        self._base_url: str | None = None
-        self._control: SimulatorControl | None = None
         self._pump: threading.Thread | None = None
+        self._base_url: str | None = None
+
+    # What a subclass says about its child.
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def await_ready(self, deadline: float) -> None:
+        """Return once the child serves; the default trusts the listening line."""
+
+    def exit_detail(self) -> str:
+        """Appended to the error when the child exits during startup."""
+        return ""
+
+    def release(self) -> None:
+        """Close whatever ``await_ready`` opened; called first by ``stop``."""
+
+    # The shared mechanics.
 
     @property
     def base_url(self) -> str:
         if self._base_url is None:
-            raise RuntimeError("simulator not started")
+            raise RuntimeError(f"{self.banner} not started")
         return self._base_url
-
-    @property
-    def control(self) -> SimulatorControl:
-        if self._control is None:
-            raise RuntimeError("simulator not started")
-        return self._control
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def start(self) -> SimulatorProcess:
+    def exited(self) -> bool:
+        return self._proc is not None and self._proc.poll() is not None
+
+    def start(self) -> Self:
         deadline = time.monotonic() + self.startup_timeout
         if self.log_path is not None:
             self._log = self.log_path.open("ab")
-        cmd = [
-            sys.executable,
-            "-m",
-            "simulator",
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--log-level",
-            self.log_level,
-        ]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            cmd,
+            self.command(),
             stdout=subprocess.PIPE,
             stderr=self._log,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=env,
+            env=self.environment(),
+            cwd=REPO,
         )
         assert self._proc.stdout is not None
         lines: queue.Queue[str | None] = queue.Queue()
         self._pump = threading.Thread(
-            target=_pump, args=(self._proc.stdout, lines), name="simulator-stdout", daemon=True
+            target=self._drain,
+            args=(self._proc.stdout, lines),
+            name=f"{self.banner}-stdout",
+            daemon=True,
         )
         self._pump.start()
         try:
             self._base_url = self._await_listening(lines, deadline)
-            self._control = SimulatorControl(self._base_url)
-            self._await_ready(deadline)
+            self.await_ready(deadline)
         except BaseException:
             self.stop()
             raise
         return self
 
+    def _drain(self, stream: IO[str], lines: queue.Queue[str | None]) -> None:
+        for line in stream:
+            self.stdout_lines.append(line)
+            lines.put(line)
+        lines.put(None)
+
     def _await_listening(self, lines: queue.Queue[str | None], deadline: float) -> str:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SimulatorStartError("simulator did not print its address in time")
+        pattern = re.compile(rf"^{re.escape(self.banner)} listening on (?P<url>http://\S+)$")
+        while (remaining := deadline - time.monotonic()) > 0:
             try:
                 line = lines.get(timeout=remaining)
             except queue.Empty:
-                continue
+                break
             if line is None:
-                raise SimulatorStartError("simulator exited before listening")
-            match = LISTENING.match(line.strip())
+                raise self.start_error(f"{self.banner} exited before listening{self.exit_detail()}")
+            match = pattern.match(line.strip())
             if match:
                 return match.group("url")
-
-    def _await_ready(self, deadline: float) -> None:
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise SimulatorStartError("simulator exited during startup")
-            try:
-                if self.control.health():
-                    return
-            except httpx.HTTPError as exc:
-                last = exc
-            time.sleep(0.05)  # a retry pause while the child starts, not a clock wait
-        raise SimulatorStartError(f"simulator not ready in time: {last!r}")
+        raise self.start_error(f"{self.banner} did not print its address in time")
 
     def stop(self) -> None:
         """Terminate the child, kill it if it lingers, and release its pipes."""
-        if self._control is not None:
-            self._control.close()
-            self._control = None
+        self.release()
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.poll() is None:
@@ -171,7 +159,7 @@ class SimulatorProcess:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> SimulatorProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -181,3 +169,72 @@ class SimulatorProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class SimulatorProcess(ListeningProcess):
+    """One simulator subprocess on a free loopback port; ready once its control API
+    answers. Logs go to ``log_path`` if given, else to this process's stderr."""
+
+    banner = "simulator"
+    start_error = SimulatorStartError
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        startup_timeout: float = 20.0,
+        stop_timeout: float = 5.0,
+        log_path: Path | None = None,
+        log_level: str = "info",
+    ) -> None:
+        super().__init__(
+            startup_timeout=startup_timeout, stop_timeout=stop_timeout, log_path=log_path
+        )
+        self.host = host
+        self.port = port
+        self.log_level = log_level
+        self._control: SimulatorControl | None = None
+
+    @property
+    def control(self) -> SimulatorControl:
+        if self._control is None:
+            raise RuntimeError("simulator not started")
+        return self._control
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "simulator",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--log-level",
+            self.log_level,
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        return env
+
+    def await_ready(self, deadline: float) -> None:
+        self._control = SimulatorControl(self.base_url)
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.exited():
+                raise SimulatorStartError("simulator exited during startup")
+            try:
+                if self._control.health():
+                    return
+            except httpx.HTTPError as exc:
+                last = exc
+            time.sleep(0.05)  # a retry pause while the child starts, not a clock wait
+        raise SimulatorStartError(f"simulator not ready in time: {last!r}")
+
+    def release(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import os
-import queue
-import re
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 import httpx
 
+from simulator.process import ChildStartError, ListeningProcess
+
 REPO = Path(__file__).resolve().parents[2]
-LISTENING = re.compile(r"^agent server listening on (?P<url>http://\S+)$")
 
 
-class AgentServerStartError(RuntimeError):
+class AgentServerStartError(ChildStartError):
     """The server exited or stayed silent before it was ready."""
 
 
@@ -38,8 +34,11 @@ def agent_env(*, simulator_url: str, home: Path, secret: str, **extra: str) -> d
     return env
 
 
-class AgentServer:
+class AgentServer(ListeningProcess):
     """One agent server on a free loopback port; stdout and stderr are captured."""
+
+    banner = "agent server"
+    start_error = AgentServerStartError
 
     def __init__(
         self,
@@ -49,81 +48,48 @@ class AgentServer:
         log_level: str = "info",
         startup_timeout: float = 30.0,
     ) -> None:
+        super().__init__(startup_timeout=startup_timeout, stop_timeout=15.0, log_path=log_path)
         self.env = env
-        self.log_path = log_path
         self.log_level = log_level
-        self.startup_timeout = startup_timeout
-        self.stdout_lines: list[str] = []
-        self._proc: subprocess.Popen[str] | None = None
-        self._log: IO[str] | None = None
-        self._pump: threading.Thread | None = None
-        self.base_url = ""
         self.client: httpx.Client | None = None
 
     @property
     def pid(self) -> int:
-        assert self._proc is not None
-        return self._proc.pid
+        pid = super().pid
+        assert pid is not None
+        return pid
 
-    def start(self) -> AgentServer:
-        deadline = time.monotonic() + self.startup_timeout
-        self._log = self.log_path.open("a")
-        self._proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agent_server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--log-level",
-                self.log_level,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            env=self.env,
-            cwd=REPO,
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "agent_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--log-level",
+            self.log_level,
+        ]
+
+    def environment(self) -> dict[str, str]:
+        return self.env
+
+    def await_ready(self, deadline: float) -> None:
+        self.client = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {self.env['TRINITY_AGENT_SECRET']}"},
+            timeout=httpx.Timeout(90.0, connect=5.0),
         )
-        lines: queue.Queue[str | None] = queue.Queue()
-        assert self._proc.stdout is not None
-        self._pump = threading.Thread(
-            target=self._drain, args=(self._proc.stdout, lines), daemon=True
-        )
-        self._pump.start()
-        try:
-            self.base_url = self._await_listening(lines, deadline)
-            self.client = httpx.Client(
-                base_url=self.base_url,
-                headers={"Authorization": f"Bearer {self.env['TRINITY_AGENT_SECRET']}"},
-                timeout=httpx.Timeout(90.0, connect=5.0),
-            )
-            self.client.get("/health").raise_for_status()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        self.client.get("/health").raise_for_status()
 
-    def _drain(self, stream: IO[str], lines: queue.Queue[str | None]) -> None:
-        for line in stream:
-            self.stdout_lines.append(line)
-            lines.put(line)
-        lines.put(None)
+    def exit_detail(self) -> str:
+        return f": {self.log_text()[-2000:]}"
 
-    def _await_listening(self, lines: queue.Queue[str | None], deadline: float) -> str:
-        while (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = lines.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if line is None:
-                raise AgentServerStartError(f"agent server exited: {self.log_text()[-2000:]}")
-            match = LISTENING.match(line.strip())
-            if match:
-                return match.group("url")
-        raise AgentServerStartError("agent server did not print its address in time")
+    def release(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
 
     def post(self, path: str, body: dict[str, Any], **kwargs: Any) -> httpx.Response:
         assert self.client is not None
@@ -157,36 +123,5 @@ class AgentServer:
     def log_text(self) -> str:
         if self._log is not None:
             self._log.flush()
+        assert self.log_path is not None
         return self.log_path.read_text() if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
-            if self._pump is not None:
-                self._pump.join(timeout=5)
-            if proc.stdout is not None:
-                proc.stdout.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> AgentServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
