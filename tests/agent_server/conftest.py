@@ -17,20 +17,12 @@ if TYPE_CHECKING:
 SECRET = "e2e-agent-secret-7f3a9c"
 
 
-@pytest.fixture(scope="session")
-def simulator_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
-    from simulator.process import SimulatorProcess
-
-    log_path = tmp_path_factory.mktemp("simulator") / "simulator.log"
-    with SimulatorProcess(log_path=log_path) as process:
-        yield process
-
-
 @pytest.fixture
-def sim(simulator_session: SimulatorProcess) -> SimulatorProcess:
-    """The simulator, reset: no credentials, no latency, real time, empty log."""
-    simulator_session.control.reset()
-    return simulator_session
+def sim(simulator: SimulatorProcess) -> SimulatorProcess:
+    """The suite's simulator (tests/conftest.py), reset: no credentials, no latency,
+    real time, empty log."""
+    simulator.control.reset()
+    return simulator
 
 
 StartServer = Callable[..., AgentServer]

@@ -13,21 +13,14 @@ from simulator.process import SimulatorProcess
 from tests.headroom.readings import T0
 
 
-@pytest.fixture(scope="session")
-def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
-    log_path = tmp_path_factory.mktemp("headroom-simulator") / "simulator.log"
-    with SimulatorProcess(log_path=log_path, log_level="warning") as process:
-        yield process
-
-
 @pytest.fixture
-def sim(simulator_process: SimulatorProcess, settings: Settings) -> SimulatorControl:
+def sim(simulator: SimulatorProcess, settings: Settings) -> SimulatorControl:
     """The simulator, reset, frozen at T0, and set as both providers' upstream."""
-    control = simulator_process.control
+    control = simulator.control
     control.reset()
     control.set_clock(T0)
-    settings.TRINITY_ANTHROPIC_BASE_URL = simulator_process.base_url
-    settings.TRINITY_CODEX_BASE_URL = simulator_process.base_url
+    settings.TRINITY_ANTHROPIC_BASE_URL = simulator.base_url
+    settings.TRINITY_CODEX_BASE_URL = simulator.base_url
     return control
 
 

@@ -28,17 +28,11 @@ class PostMessage(Protocol):
     ) -> httpx.Response: ...
 
 
-@pytest.fixture(scope="session")
-def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
-    log_path = tmp_path_factory.mktemp("simulator") / "simulator.log"
-    with SimulatorProcess(log_path=log_path) as process:
-        yield process
-
-
 @pytest.fixture
-def sim(simulator_process: SimulatorProcess) -> SimulatorProcess:
-    simulator_process.control.reset()
-    return simulator_process
+def sim(simulator: SimulatorProcess) -> SimulatorProcess:
+    """The suite's simulator (tests/conftest.py), reset."""
+    simulator.control.reset()
+    return simulator
 
 
 @pytest.fixture
