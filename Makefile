@@ -47,6 +47,7 @@ SIMULATOR_URL := http://127.0.0.1:8100
 
 run: setup
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py createcachetable
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py ensure_admin
 	if [ -n "$${ANTHROPIC_BASE_URL:-}" ]; then

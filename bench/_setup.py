@@ -1,7 +1,8 @@
 """Boot Django for a benchmark on throwaway backends, never on the ones in use.
 
 The database is a temporary SQLite file unless BENCH_DATABASE_URL names another; the
-cache is a temporary file cache unless BENCH_REDIS_URL names a Redis. DATABASE_URL and
+cache is the embedded default (the database cache, in that SQLite file) unless
+BENCH_REDIS_URL names a Redis. DATABASE_URL and
 REDIS_URL are ignored on purpose: a benchmark writes thousands of rows and keys.
 """
 
@@ -34,6 +35,7 @@ def boot() -> Path:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
+    call_command("createcachetable", verbosity=0)
     return workdir
 
 

@@ -142,10 +142,22 @@ try:
 except (environ.ImproperlyConfigured, ValueError, KeyError) as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several processes (web, worker, beat) share the file: wait for the write lock
-    # instead of failing with "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several processes (web, worker, beat, the sampler's threads) share the file.
+    # IMMEDIATE transactions take the write lock at BEGIN and wait up to `timeout` for
+    # it; a deferred one that upgrades from reading to writing fails at once with
+    # "database is locked", which the cache would read as "marker held elsewhere".
+    # WAL lets readers run beside the writer.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # A file, not Django's default shared in-memory database: that one locks whole
+    # tables, so threads (the sampler's probes, the live test server) collide on it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-trinity.sqlite3")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -172,11 +184,17 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
+    # The database cache, not the file cache: its add() is atomic (an insert on the
+    # key's primary key), which the leader lock and single-flight markers rely on
+    # across processes, and get_many is one query. `make run` creates its table.
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-            "LOCATION": str(VAR_DIR / "cache"),
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "trinity_cache",
             "KEY_PREFIX": "trinity",
+            # One snapshot per subscription plus markers; the default cull at 300
+            # entries would silently drop readings.
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
         }
     }
     CELERY_BROKER_URL = "filesystem://"
@@ -341,7 +359,3 @@ if TRINITY_HEADROOM_FRESH_SECONDS < TRINITY_HEADROOM_SAMPLE_SECONDS:
         "TRINITY_HEADROOM_FRESH_SECONDS must be at least TRINITY_HEADROOM_SAMPLE_SECONDS "
         "(otherwise every reading goes stale before the next sweep)"
     )
-# The file cache culls at 300 entries by default, which would drop snapshots and
-# markers past 300 subscriptions; the snapshot store needs one key per subscription.
-if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
-    CACHES["default"].setdefault("OPTIONS", {})["MAX_ENTRIES"] = 100_000

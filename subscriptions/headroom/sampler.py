@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 
 from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.reading import Reading, ReadingStatus, window_to_json
@@ -110,6 +110,10 @@ def _probe_all(
         except Exception:  # one broken collector must not end the sweep
             logger.exception("headroom probe of %s failed", subscription.name)
             reading = Reading(fetched_at=now, status=ReadingStatus.ERROR, detail="collector failed")
+        finally:
+            # The embedded cache is a database table: a probe thread may have opened a
+            # connection, which would otherwise outlive the pool.
+            connections.close_all()
         return subscription.pk, reading
 
     readings: dict[int, Reading] = {}

@@ -121,22 +121,7 @@ class Panel:
 
 
 @pytest.fixture
-def _private_file_cache(settings: Any, tmp_path: Path) -> None:
-    """Give the embedded file cache a directory of its own for this test.
-
-    The live server and the test share it (one process), but another test run, a
-    worker or `make run` using var/cache could clear or rewrite the snapshots a page is
-    about to show. Redis (REDIS_URL) is left alone: CI runs one suite at a time.
-    """
-    default = settings.CACHES["default"]
-    if default["BACKEND"].endswith("FileBasedCache"):
-        settings.CACHES = {**settings.CACHES, "default": {**default, "LOCATION": str(tmp_path)}}
-
-
-@pytest.fixture
-def panel(
-    chromium: Any, live_server: Any, transactional_db: None, _private_file_cache: None
-) -> Iterator[Panel]:
+def panel(chromium: Any, live_server: Any, transactional_db: None) -> Iterator[Panel]:
     # The settings row is created on first read. Create it now, so the page's parallel
     # first reads don't race to insert it: the in-memory SQLite test database answers
     # that race with "table is locked" where Postgres would just retry.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -10,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connections
 from django.test import override_settings
 from pytest_django.fixtures import Settings
 
@@ -30,7 +30,9 @@ from tests.headroom.test_store import UNREACHABLE_REDIS
 from trinity import services as trinity_services
 from trinity.models import Notification
 
-pytestmark = pytest.mark.django_db
+# Transactional: probes run on worker threads with their own database connections,
+# and on the embedded default the markers they claim live in the database cache.
+pytestmark = pytest.mark.django_db(transaction=True)
 SECOND = timedelta(seconds=1)
 
 
@@ -192,12 +194,6 @@ class TestSweep:
         assert _probed(sim) == {fine.name: 1}
 
 
-@pytest.mark.redis
-@pytest.mark.skipif(
-    not os.environ.get("REDIS_URL") or "postgres" not in os.environ.get("DATABASE_URL", ""),
-    reason="a real race needs Redis (the file cache's add is not atomic) and Postgres "
-    "(SQLite's shared in-memory test database locks across threads)",
-)
 @pytest.mark.django_db(transaction=True)
 def test_two_beats_sweeping_at_once_probe_each_subscription_once(
     sim: SimulatorControl,
@@ -209,7 +205,10 @@ def test_two_beats_sweeping_at_once_probe_each_subscription_once(
 
     def beat() -> None:
         start.wait()
-        reports.append(headroom_sweep(now=T0))
+        try:
+            reports.append(headroom_sweep(now=T0))
+        finally:
+            connections.close_all()
 
     threads = [threading.Thread(target=beat) for _ in range(2)]
     for thread in threads:

@@ -35,6 +35,10 @@ UNREACHABLE_REDIS = {
 ON_REDIS = bool(os.environ.get("REDIS_URL"))
 
 
+# The embedded default keeps the store in the database cache.
+pytestmark = pytest.mark.django_db
+
+
 def test_a_reading_round_trips_with_aware_instants() -> None:
     stored = limited(resets_in=timedelta(hours=2))
     assert snapshots_write({7: stored})
@@ -87,8 +91,8 @@ def test_a_marker_is_claimed_once_until_released_by_its_holder() -> None:
     assert marker_claim("leader", ttl=60) is True
 
 
-@pytest.mark.skipif(ON_REDIS, reason="moves the file cache's clock; Redis keeps its own")
-def test_a_snapshot_lives_seven_days_on_the_file_cache() -> None:
+@pytest.mark.skipif(ON_REDIS, reason="moves the embedded cache's clock; Redis keeps its own")
+def test_a_snapshot_lives_seven_days_on_the_embedded_cache() -> None:
     with time_machine.travel(T0, tick=False) as traveller:
         snapshots_write({5: reading()})
         traveller.shift(timedelta(seconds=SNAPSHOT_TTL_SECONDS - 1))

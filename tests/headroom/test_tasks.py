@@ -36,7 +36,7 @@ def test_the_sweep_runs_every_sample_interval_under_its_stable_name() -> None:
         assert task.soft_time_limit < task.time_limit
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_the_sweep_task_probes_due_subscriptions(sim: SimulatorControl) -> None:
     plan = plan_on(sim)
     with time_machine.travel(T0, tick=False):
@@ -45,7 +45,7 @@ def test_the_sweep_task_probes_due_subscriptions(sim: SimulatorControl) -> None:
     assert HeadroomSample.objects.get().subscription_id == plan.pk
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_the_prune_task_drops_history_past_retention() -> None:
     HeadroomSampleFactory.create(fetched_at=T0 - timedelta(days=31))
     HeadroomSampleFactory.create(fetched_at=T0 - timedelta(days=2))
