@@ -130,3 +130,19 @@ class TestAutoAssign:
         response = owner_client.post(URL, {"name": "bot", "auto_assign": False}, format="json")
         assert response.status_code == 201
         assert response.json()["subscription"] is None
+
+
+def test_lifecycle_endpoints_are_for_the_owner_and_admins(
+    owner_client: APIClient, other_client: APIClient, admin_client_api: APIClient, owner: object
+) -> None:
+    AgentFactory.create(name="bot", owner=owner)
+    for path in ("start", "stop"):
+        assert other_client.post(f"{URL}/bot/{path}").status_code == 404
+    assert other_client.get(f"{URL}/bot/health").status_code == 404
+    for client in (owner_client, admin_client_api):
+        health = client.get(f"{URL}/bot/health")
+        assert health.status_code == 200
+        assert health.json() == {"state": "stopped", "alive": False}
+    stopped = owner_client.post(f"{URL}/bot/stop")
+    assert stopped.status_code == 200 and stopped.json()["process_state"] == "stopped"
+    assert "shared_secret" not in stopped.content.decode()
