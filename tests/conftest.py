@@ -76,9 +76,14 @@ def anon_client() -> APIClient:
     return APIClient()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
-    """One real provider-simulator process for the whole run."""
+    """A real provider-simulator process per test package.
+
+    Per package, not per session: a CLI or probe abandoned by one package's test can
+    still reach the simulator moments later, and must not land in another package's
+    request log.
+    """
     with SimulatorProcess(log_path=tmp_path_factory.mktemp("sim") / "simulator.log") as sim:
         yield sim
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.agent_server.support import AgentServer, agent_env
+from tests.conftest import simulator  # noqa: F401 - re-exported: one simulator per package
 
 if TYPE_CHECKING:
     # Imported lazily below, so the unit tests never depend on the simulator package.

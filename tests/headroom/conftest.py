@@ -10,6 +10,7 @@ from pytest_django.fixtures import Settings
 
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
+from tests.conftest import simulator  # noqa: F401 - re-exported: one simulator per package
 from tests.headroom.readings import T0
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
+from tests.conftest import simulator  # noqa: F401 - re-exported: one simulator per package
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
