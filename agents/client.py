@@ -7,7 +7,7 @@ pinned by tests on both sides; this module does not import agent_server.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -57,7 +57,6 @@ class TurnOutcome:
     detail: str = ""
     resets_at: datetime | None = None
     override_echo: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 class AgentServerUnavailable(Exception):
@@ -89,12 +88,8 @@ class AgentServerClient:
             ) from None
 
     def health(self) -> dict[str, Any]:
-        """GET /health; raises AgentServerUnavailable unless it answers 200 JSON."""
-        try:
-            with httpx.Client(timeout=httpx.Timeout(CONTROL_TIMEOUT, connect=2.0)) as http:
-                response = http.get(f"{self.endpoint}/health")
-        except httpx.HTTPError as exc:
-            raise AgentServerUnavailable(f"{type(exc).__name__}: {self.endpoint}/health") from None
+        """GET /health; raises AgentServerUnavailable unless it answers 200."""
+        response = self._request("GET", "/health", timeout=CONTROL_TIMEOUT)
         if response.status_code != 200:
             raise AgentServerUnavailable(f"health answered {response.status_code}")
         return dict(response.json())
@@ -177,7 +172,6 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
             output_tokens=int(usage.get("output_tokens") or 0),
             cost_usd=data.get("cost_usd"),
             override_echo=echo,
-            raw=data,
         )
     resets_at = parse_datetime(data["resets_at"]) if data.get("resets_at") else None
     return TurnOutcome(
@@ -187,5 +181,4 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
         detail=redact(str(data.get("detail", ""))),
         resets_at=resets_at,
         override_echo=echo,
-        raw=data,
     )

@@ -10,11 +10,12 @@ the boot guard and the baseline environment depend on the mode.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
-from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
+from agents.client import AgentServerClient, AgentServerUnavailable, AuthOverride, ReloadRefused
 from agents.models import Agent, AuthMode, ProcessState, Runtime
 from agents.runtimes import SpawnSpec, get_runtime
 from trinity.crypto import Secret
@@ -26,36 +27,58 @@ logger = logging.getLogger(__name__)
 START_MARKER_TTL = 120
 
 
-def platform_key_allowed(agent: Agent) -> bool:
-    """An agent's own switch wins; unset follows the system-wide fallback switch."""
-    if agent.use_platform_api_key is None:
-        return system_settings_get().subscription_api_key_fallback
-    return agent.use_platform_api_key
+@dataclass(frozen=True)
+class Baseline:
+    """The credential an agent runs on when no walk intervenes: its mode, the secret,
+    and the subscription it belongs to (None for the platform key)."""
+
+    mode: str
+    secret: Secret | None = None
+    subscription_id: int | None = None
+
+    def env(self) -> dict[str, Secret]:
+        """The boot environment entry that carries the credential."""
+        if self.secret is None:
+            return {}
+        name = (
+            "CLAUDE_CODE_OAUTH_TOKEN" if self.mode == AuthMode.SUBSCRIPTION else "ANTHROPIC_API_KEY"
+        )
+        return {name: self.secret}
+
+    def auth_override(self) -> AuthOverride | None:
+        """The same credential, sent explicitly for one turn."""
+        if self.secret is None:
+            return None
+        kind = "oauth_token" if self.mode == AuthMode.SUBSCRIPTION else "api_key"
+        return AuthOverride(kind, self.secret)
 
 
-def baseline_credentials(agent: Agent) -> tuple[str, dict[str, Secret]]:
-    """The auth mode and credential env an agent server should boot with now."""
+def baseline_credentials(agent: Agent) -> Baseline:
+    """The subscription's OAuth token, else the platform API key where the agent may
+    use it (its own switch wins; unset follows the system-wide fallback), else none."""
     subscription = agent.subscription
     if subscription is not None and subscription.provider == "anthropic" and subscription.token:
-        return AuthMode.SUBSCRIPTION, {"CLAUDE_CODE_OAUTH_TOKEN": subscription.token}
-    if platform_key_allowed(agent):
-        key = system_settings_get().platform_api_key
-        if key:
-            return AuthMode.API_KEY, {"ANTHROPIC_API_KEY": key}
-    return AuthMode.NONE, {}
+        return Baseline(AuthMode.SUBSCRIPTION, subscription.token, subscription.pk)
+    system = system_settings_get()
+    allowed = agent.use_platform_api_key
+    if allowed is None:
+        allowed = system.subscription_api_key_fallback
+    if allowed and system.platform_api_key:
+        return Baseline(AuthMode.API_KEY, system.platform_api_key)
+    return Baseline(AuthMode.NONE)
 
 
 def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
-    mode, credentials = baseline_credentials(agent)
+    baseline = baseline_credentials(agent)
     spec = SpawnSpec(
         name=agent.name,
         runtime=agent.runtime,
         model=agent.model,
         secret=agent.shared_secret,
         env={"ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL},
-        credentials=credentials,
+        credentials=baseline.env(),
     )
-    return mode, spec
+    return baseline.mode, spec
 
 
 def client_for(agent: Agent) -> AgentServerClient:
@@ -198,7 +221,7 @@ def agent_apply_credentials(*, agent: Agent) -> str:
         name=agent.name, handle=agent.process_handle
     ):
         return "not_running"  # the next start boots with the current credentials
-    mode, _ = baseline_credentials(agent)
+    mode = baseline_credentials(agent).mode
     if mode != agent.auth_mode:
         logger.info("agent %s: auth mode %s -> %s; recreating", agent.name, agent.auth_mode, mode)
         agent_recreate(agent=agent)

@@ -4,6 +4,8 @@ import uuid
 
 from django.db import models
 
+from agents.models import AuthMode
+
 
 class Trigger(models.TextChoices):
     # Interactive: someone is waiting for the answer.
@@ -22,12 +24,6 @@ class Status(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class CredentialKind(models.TextChoices):
-    SUBSCRIPTION = "subscription", "Subscription"
-    API_KEY = "api_key", "Platform API key"
-    NONE = "none", "No credential"
-
-
 class Execution(models.Model):
     """One turn of one agent, with the credential that served it and every attempt."""
 
@@ -44,7 +40,8 @@ class Execution(models.Model):
     resets_at = models.DateTimeField(null=True, blank=True)
     response = models.TextField(blank=True)
     model = models.CharField(max_length=100, blank=True)
-    served_by_kind = models.CharField(max_length=20, choices=CredentialKind.choices, blank=True)
+    # Which kind of credential served the turn (the same kinds an agent boots with).
+    served_by_kind = models.CharField(max_length=20, choices=AuthMode.choices, blank=True)
     served_by_subscription = models.ForeignKey(
         "subscriptions.Subscription",
         on_delete=models.SET_NULL,

@@ -17,13 +17,13 @@ from django.conf import settings
 from django.db import transaction
 
 from agents import lifecycle
-from agents.client import AgentServerUnavailable, AuthOverride, TurnOutcome
+from agents.client import AgentServerUnavailable, TurnOutcome
+from agents.lifecycle import Baseline
 from agents.models import Agent, ProcessState
-from execution.models import CredentialKind, Execution, Status
+from execution.models import Execution, Status
 from subscriptions.models import FailureKind
 from subscriptions.services import record_rate_limit_event
 from trinity import clock
-from trinity.crypto import Secret
 from trinity.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -33,28 +33,11 @@ logger = logging.getLogger(__name__)
 REFUSAL_KINDS = {"rate_limit": FailureKind.RATE_LIMIT, "auth": FailureKind.AUTH}
 
 
-def _credential_for(agent: Agent) -> tuple[str, int | None, Secret | None]:
-    mode, credentials = lifecycle.baseline_credentials(agent)
-    if mode == CredentialKind.SUBSCRIPTION:
-        assert agent.subscription is not None
-        return mode, agent.subscription.pk, credentials["CLAUDE_CODE_OAUTH_TOKEN"]
-    if mode == CredentialKind.API_KEY:
-        return mode, None, credentials["ANTHROPIC_API_KEY"]
-    return CredentialKind.NONE, None, None
-
-
-def _attempt_entry(
-    *,
-    kind: str,
-    subscription_id: int | None,
-    secret: Secret | None,
-    outcome: TurnOutcome,
-    at: datetime,
-) -> dict[str, Any]:
+def _attempt_entry(*, baseline: Baseline, outcome: TurnOutcome, at: datetime) -> dict[str, Any]:
     return {
-        "credential_kind": kind,
-        "subscription_id": subscription_id,
-        "fingerprint": secret.fingerprint if secret else "",
+        "credential_kind": baseline.mode,
+        "subscription_id": baseline.subscription_id,
+        "fingerprint": baseline.secret.fingerprint if baseline.secret else "",
         "outcome": "served" if outcome.ok else "refused",
         "error_code": outcome.error_code,
         "status_code": outcome.status_code,
@@ -89,26 +72,19 @@ def execution_run(
             agent = lifecycle.agent_start(agent=agent)
         except Exception as exc:
             return _finish_failed(execution, "container_fault", f"the agent could not start: {exc}")
-    kind, subscription_id, secret = _credential_for(agent)
-    override = None
-    if secret is not None:
-        override = AuthOverride(
-            "oauth_token" if kind == CredentialKind.SUBSCRIPTION else "api_key", secret
-        )
+    baseline = lifecycle.baseline_credentials(agent)
     try:
         outcome = lifecycle.client_for(agent).run_turn(
             execution_id=str(execution.pk),
             message=message,
             timeout_seconds=timeout,
             model=model or agent.model or None,
-            auth_override=override,
+            auth_override=baseline.auth_override(),
         )
     except AgentServerUnavailable as exc:
         return _finish_failed(execution, "container_fault", str(exc))
     now = clock.now()
-    attempt = _attempt_entry(
-        kind=kind, subscription_id=subscription_id, secret=secret, outcome=outcome, at=now
-    )
+    attempt = _attempt_entry(baseline=baseline, outcome=outcome, at=now)
     with transaction.atomic():
         execution.attempts = [attempt]
         execution.finished_at = now
@@ -116,8 +92,8 @@ def execution_run(
         if outcome.ok:
             execution.status = Status.SUCCEEDED
             execution.response = outcome.response
-            execution.served_by_kind = kind
-            execution.served_by_subscription_id = subscription_id
+            execution.served_by_kind = baseline.mode
+            execution.served_by_subscription_id = baseline.subscription_id
             execution.input_tokens = outcome.input_tokens
             execution.output_tokens = outcome.output_tokens
             if outcome.cost_usd is not None:
@@ -128,10 +104,10 @@ def execution_run(
             execution.error_detail = redact(outcome.detail)
             execution.resets_at = outcome.resets_at
             failure_kind = REFUSAL_KINDS.get(outcome.error_code)
-            if failure_kind is not None and subscription_id is not None:
+            if failure_kind is not None and baseline.subscription_id is not None:
                 record_rate_limit_event(
                     agent_name=agent.name,
-                    subscription_id=subscription_id,
+                    subscription_id=baseline.subscription_id,
                     error_message=outcome.detail,
                     failure_kind=failure_kind,
                     now=now,

@@ -23,7 +23,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body: dict[str, Any] = (
             {exc.field: [message]} if exc.field else {"detail": message, "code": exc.code}
         )
-        return Response(body, status=exc.status_code)
+        response = Response(body, status=exc.status_code)
+        if exc.retry_after is not None:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):
             return Response(

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 
 class DomainError(Exception):
+    """``retry_after`` (seconds), when set, becomes the response's Retry-After header."""
+
     status_code = 400
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+        self.retry_after = retry_after
 
 
 class NotFound(DomainError):

@@ -6,13 +6,12 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import Throttled
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from subscriptions.headroom.sampler import ProbeTooSoon, headroom_refresh
+from subscriptions.headroom.sampler import headroom_refresh
 from subscriptions.headroom.selectors import (
     HISTORY_WINDOWS,
     headroom_history_list,
@@ -87,12 +86,7 @@ class SubscriptionUsageRefreshApi(APIView):
     def post(self, request: Request, pk: int) -> Response:
         subscription = subscription_get_visible(user=request.user, pk=pk)
         now = clock.now()
-        try:
-            headroom_refresh(subscription=subscription, now=now)
-        except ProbeTooSoon as exc:
-            # Throttled renders 429 with a Retry-After header, which the domain
-            # exception handler has no slot for.
-            raise Throttled(wait=exc.retry_after, detail=exc.message) from None
+        headroom_refresh(subscription=subscription, now=now)  # ProbeTooSoon: 429 + Retry-After
         return Response(UsageOutput(headroom_usage_get(subscription=subscription, now=now)).data)
 
 

@@ -52,8 +52,7 @@ class ProbeTooSoon(DomainError):
     code = "probe_too_soon"
 
     def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+        super().__init__(message, retry_after=retry_after)
 
 
 @dataclass
