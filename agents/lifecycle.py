@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
 
 from agents.client import AgentServerClient, AgentServerUnavailable, AuthOverride, ReloadRefused
 from agents.models import Agent, AuthMode, ProcessState, Runtime
 from agents.runtimes import SpawnSpec, get_runtime
 from trinity.crypto import Secret
+from trinity.markers import marker_claim, marker_release
 from trinity.redaction import redact
 from trinity.selectors import system_settings_get
 
@@ -102,11 +102,9 @@ def agent_start(*, agent: Agent) -> Agent:
     ):
         return agent
     marker = f"agent-start:{agent.pk}"
-    try:
-        claimed = cache.add(marker, 1, timeout=START_MARKER_TTL)
-    except Exception:
-        claimed = True
-    if not claimed:
+    # Fails open: None (cache down) proceeds, and the compare-and-set below still
+    # keeps a rare double start to one recorded server.
+    if marker_claim(marker, ttl=START_MARKER_TTL) is False:
         logger.info("agent %s is being started elsewhere", agent.name)
         return agent
     try:
@@ -135,10 +133,7 @@ def agent_start(*, agent: Agent) -> Agent:
             )
             runtime.stop(name=agent.name, handle=spawned.handle)
     finally:
-        try:
-            cache.delete(marker)
-        except Exception:
-            logger.warning("agent %s: could not clear the start marker", agent.name)
+        marker_release(marker)
     return _reload(agent)
 
 

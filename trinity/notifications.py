@@ -1,6 +1,6 @@
 """Tell the operator, once: notifications deduplicated by key within a TTL.
 
-The dedup marker is a cache ``add`` (atomic across processes on Redis). When the cache
+The dedup marker is a cache ``add`` (``trinity.markers``, atomic across processes). When the cache
 is unreachable the check falls back to the database, so an outage neither loses a
 notification nor floods the operator.
 """
@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 
+from trinity.markers import marker_claim
 from trinity.models import Notification
 from trinity.redaction import redact
 
@@ -22,13 +22,12 @@ logger = logging.getLogger(__name__)
 
 def _claim_dedup(key: str, ttl: int, now: datetime) -> bool:
     """True when this caller is the first to use ``key`` within ``ttl`` seconds."""
-    try:
-        return bool(cache.add(f"notify:{key}", 1, timeout=ttl))
-    except Exception:  # the cache is down: fail safe on the database
-        logger.warning("notification dedup: cache unreachable, checking the database")
+    claimed = marker_claim(f"notify:{key}", ttl=ttl)
+    if claimed is None:  # the cache is down: fail safe on the database
         return not Notification.objects.filter(
             dedup_key=key, created_at__gt=now - timedelta(seconds=ttl)
         ).exists()
+    return claimed
 
 
 def notification_send(

@@ -24,17 +24,10 @@ from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.reading import Reading, ReadingStatus, window_to_json
 from subscriptions.headroom.rules import probe_due
 from subscriptions.headroom.selection import last_failure_subquery
-from subscriptions.headroom.store import (
-    Snapshots,
-    marker_claim,
-    marker_release,
-    markers_release,
-    snapshot_read,
-    snapshots_read,
-    snapshots_write,
-)
+from subscriptions.headroom.store import Snapshots, snapshot_read, snapshots_read, snapshots_write
 from subscriptions.models import HeadroomSample, Subscription
 from trinity.errors import DomainError
+from trinity.markers import marker_claim, marker_release, markers_release
 from trinity.selectors import system_settings_get
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The snapshot store: the latest reading per subscription, and the sampler's markers.
 
-It goes through Django's cache: django-redis when REDIS_URL is set, the file cache
-otherwise. One key per subscription with a 7-day TTL; reading many subscriptions is
+It goes through Django's cache: django-redis when REDIS_URL is set, the database
+cache otherwise. One key per subscription with a 7-day TTL; reading many subscriptions is
 one ``get_many`` (one MGET on Redis). Every read is three-state (a reading, no
 reading, the store unreachable) and nothing here raises for an outage: a turn must
 never wait on Redis. Readings cross this boundary as JSON with ISO instants and come
@@ -16,17 +16,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from django.core.cache import cache
-from django_redis.exceptions import ConnectionInterrupted
-from redis.exceptions import RedisError
 
 from subscriptions.headroom.reading import Reading, reading_from_json, reading_to_json
+from trinity.markers import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 
 SNAPSHOT_TTL_SECONDS = 7 * 24 * 3600
-# What an unreachable store raises: django-redis wraps most of it, the file cache
-# raises OSError.
-STORE_ERRORS: tuple[type[Exception], ...] = (ConnectionInterrupted, RedisError, OSError)
 
 
 class SnapshotState(StrEnum):
@@ -101,39 +97,3 @@ def snapshots_delete(subscription_ids: Iterable[int]) -> None:
         cache.delete_many([snapshot_key(pk) for pk in subscription_ids])
     except STORE_ERRORS:
         logger.warning("headroom store unreachable: snapshots not deleted")
-
-
-# Markers: short-lived claims with a TTL (leader lock, single-flight).
-
-
-def marker_claim(name: str, *, ttl: int, value: str = "1") -> bool | None:
-    """Claim ``name`` for ``ttl`` seconds: True if claimed, False if held, None if unreachable.
-
-    Callers decide what "unreachable" means for them; the sampler treats it as "do
-    not probe" so that an outage can never double-probe.
-    """
-    try:
-        return bool(cache.add(f"headroom:marker:{name}", value, timeout=ttl))
-    except STORE_ERRORS:
-        logger.warning("headroom store unreachable: marker %s not claimed", name)
-        return None
-
-
-def marker_release(name: str, *, value: str | None = None) -> None:
-    """Drop ``name``; with ``value``, only if it still holds that value (our own claim).
-
-    Get-then-delete is not atomic; the TTL bounds what a lost race can cost.
-    """
-    key = f"headroom:marker:{name}"
-    try:
-        if value is None or cache.get(key) == value:
-            cache.delete(key)
-    except STORE_ERRORS:
-        logger.warning("headroom store unreachable: marker %s left to expire", name)
-
-
-def markers_release(names: Iterable[str]) -> None:
-    try:
-        cache.delete_many([f"headroom:marker:{name}" for name in names])
-    except STORE_ERRORS:
-        logger.warning("headroom store unreachable: markers left to expire")

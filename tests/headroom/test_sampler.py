@@ -22,12 +22,13 @@ from subscriptions.headroom.sampler import (
     headroom_refresh,
     headroom_sweep,
 )
-from subscriptions.headroom.store import marker_claim, marker_release, snapshot_read
+from subscriptions.headroom.store import snapshot_read
 from subscriptions.models import HeadroomSample
 from tests.headroom.factories import HeadroomSampleFactory, plan_on, served
 from tests.headroom.readings import T0
 from tests.headroom.test_store import UNREACHABLE_REDIS
 from trinity import services as trinity_services
+from trinity.markers import marker_claim, marker_release
 from trinity.models import Notification
 
 # Transactional: probes run on worker threads with their own database connections,

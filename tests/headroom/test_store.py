@@ -15,8 +15,6 @@ from django.test import override_settings
 from subscriptions.headroom.store import (
     SNAPSHOT_TTL_SECONDS,
     SnapshotState,
-    marker_claim,
-    marker_release,
     snapshot_key,
     snapshot_read,
     snapshots_read,
@@ -69,8 +67,6 @@ def test_every_read_is_three_state() -> None:
 def test_an_outage_never_raises_from_the_store(caplog: pytest.LogCaptureFixture) -> None:
     with override_settings(CACHES=UNREACHABLE_REDIS):
         assert snapshots_write({1: reading()}) is False
-        assert marker_claim("x", ttl=10) is None
-        marker_release("x")
     assert "unreachable" in caplog.text
 
 
@@ -80,15 +76,6 @@ def test_a_malformed_snapshot_counts_as_no_reading(caplog: pytest.LogCaptureFixt
         snapshots = snapshot_read(3)
     assert snapshots.state(3) is SnapshotState.NO_READING
     assert "malformed" in caplog.text
-
-
-def test_a_marker_is_claimed_once_until_released_by_its_holder() -> None:
-    assert marker_claim("leader", ttl=60, value="mine") is True
-    assert marker_claim("leader", ttl=60, value="theirs") is False
-    marker_release("leader", value="theirs")  # not theirs to release
-    assert marker_claim("leader", ttl=60) is False
-    marker_release("leader", value="mine")
-    assert marker_claim("leader", ttl=60) is True
 
 
 @pytest.mark.skipif(ON_REDIS, reason="moves the embedded cache's clock; Redis keeps its own")
