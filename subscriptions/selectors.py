@@ -11,7 +11,8 @@ from subscriptions.models import FailureKind, RateLimitEvent, Subscription
 from trinity.errors import NotFound
 
 
-def _window_start(now: datetime) -> datetime:
+def skip_window_start(now: datetime) -> datetime:
+    """Refusals after this instant count against a subscription (default: 2h back)."""
     return now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
 
 
@@ -23,14 +24,14 @@ def is_subscription_rate_limited(*, subscription_id: int, now: datetime) -> bool
     return RateLimitEvent.objects.filter(
         subscription_id=subscription_id,
         failure_kind=FailureKind.RATE_LIMIT,
-        occurred_at__gt=_window_start(now),
+        occurred_at__gt=skip_window_start(now),
     ).exists()
 
 
 def has_recent_subscription_failures(*, subscription_id: int, now: datetime) -> bool:
     """The candidate-skip question: a refusal of any kind (NULL legacy rows too) in the window."""
     return RateLimitEvent.objects.filter(
-        subscription_id=subscription_id, occurred_at__gt=_window_start(now)
+        subscription_id=subscription_id, occurred_at__gt=skip_window_start(now)
     ).exists()
 
 

@@ -29,6 +29,7 @@ from subscriptions.headroom.rules import (
 )
 from subscriptions.headroom.store import snapshots_read
 from subscriptions.models import RateLimitEvent, Subscription
+from subscriptions.selectors import skip_window_start
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def last_failure_subquery(now: datetime) -> Subquery:
     The same question as ``has_recent_subscription_failures``, asked of every row at
     once: an event exactly one window old has aged out.
     """
-    window_start = now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+    window_start = skip_window_start(now)
     return Subquery(
         RateLimitEvent.objects.filter(subscription=OuterRef("pk"), occurred_at__gt=window_start)
         .order_by("-occurred_at")

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
 
@@ -22,7 +21,11 @@ from subscriptions.headroom.rules import (
 from subscriptions.headroom.selection import fresh_for, last_failure_subquery
 from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
 from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
-from subscriptions.selectors import is_subscription_rate_limited, subscriptions_visible_to
+from subscriptions.selectors import (
+    is_subscription_rate_limited,
+    skip_window_start,
+    subscriptions_visible_to,
+)
 
 HISTORY_WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 FAILURE_DISPLAY_WINDOW = timedelta(hours=24)
@@ -151,7 +154,7 @@ def headroom_usage_get(*, subscription: Subscription, now: datetime) -> UsageVie
     failures = {FailureKind.RATE_LIMIT.value: 0, FailureKind.AUTH.value: 0, "unknown": 0}
     for row in by_kind:
         failures[row["failure_kind"] or "unknown"] += row["n"]
-    window_start = now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+    window_start = skip_window_start(now)
     last_refusal_at = events.filter(occurred_at__gt=window_start).aggregate(m=Max("occurred_at"))[
         "m"
     ]
@@ -206,7 +209,7 @@ def subscription_pressure_list(
     *, user: AbstractBaseUser | AnonymousUser, now: datetime
 ) -> FleetPressure:
     """Every subscription the user may see with its headroom: one query and one MGET."""
-    window_start = now - timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+    window_start = skip_window_start(now)
     subscriptions = list(
         subscriptions_visible_to(user).annotate(
             last_refusal_at=last_failure_subquery(now),
