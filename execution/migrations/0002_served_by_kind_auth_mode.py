@@ -4,15 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('execution', '0001_execution'),
+        ("execution", "0001_execution"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='execution',
-            name='served_by_kind',
-            field=models.CharField(blank=True, choices=[('subscription', 'Subscription OAuth token'), ('api_key', 'Platform API key'), ('none', 'No credential')], max_length=20),
+            model_name="execution",
+            name="served_by_kind",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("subscription", "Subscription OAuth token"),
+                    ("api_key", "Platform API key"),
+                    ("none", "No credential"),
+                ],
+                max_length=20,
+            ),
         ),
     ]
