@@ -104,7 +104,12 @@ class AgentAssignmentApi(APIView):
         agent = agent_get_visible(user=request.user, name=name)
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        agent = services.assignment_set(agent=agent, **data.validated_data)
+        # Assign only what the caller may read: a hidden subscription raises the same
+        # NotFound as a missing one, so the answer does not reveal which ids exist.
+        subscription = subscription_get_visible(
+            user=request.user, pk=data.validated_data["subscription_id"]
+        )
+        agent = services.assignment_set(agent=agent, subscription_id=subscription.pk)
         return Response(AssignmentOutput(agent).data)
 
     @extend_schema(responses=AssignmentOutput)

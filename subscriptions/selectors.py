@@ -58,6 +58,11 @@ def subscriptions_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet
 
 
 def subscription_get_visible(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> Subscription:
+    """The subscription ``pk`` if ``user`` may read it (``subscriptions_visible_to``).
+
+    Raises NotFound, with the same message whether the id is hidden from the user or
+    does not exist, so neither a read nor an assignment reveals which ids exist.
+    """
     subscription = subscriptions_visible_to(user).filter(pk=pk).first()
     if subscription is None:
         raise NotFound(f"No subscription with id {pk}.")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
@@ -181,6 +183,8 @@ class TestAssignment:
     ) -> None:
         agent = AgentFactory.create(name="bot", owner=owner)
         subscription = SubscriptionFactory.create()
+        # Visible to the owner: another of their agents runs on it.
+        AgentFactory.create(name="sibling", owner=owner, subscription=subscription)
         response = owner_client.put(
             f"{URL}/agents/bot", {"subscription_id": subscription.pk}, format="json"
         )
@@ -232,11 +236,11 @@ class TestAssignment:
         assert Agent.objects.get(name="bot").subscription_id is None
 
     def test_a_codex_subscription_cannot_serve_a_claude_agent(
-        self, owner_client: APIClient, owner: object
+        self, admin_client_api: APIClient, owner: object
     ) -> None:
         AgentFactory.create(name="bot", owner=owner)
         codex = SubscriptionFactory.create(provider="openai-codex", plan_type="pro")
-        response = owner_client.put(
+        response = admin_client_api.put(
             f"{URL}/agents/bot", {"subscription_id": codex.pk}, format="json"
         )
         assert response.status_code == 400
@@ -248,3 +252,90 @@ class TestAssignment:
             f"{URL}/agents/nobody", {"subscription_id": subscription.pk}, format="json"
         )
         assert response.status_code == 404
+
+
+class TestAssignmentVisibility:
+    """Assignment follows the visibility of reads: a subscription the caller cannot
+    read answers exactly like one that does not exist, and nothing is written."""
+
+    def test_owner_assigns_only_what_they_can_read_other_user_nothing_admin_anything(
+        self,
+        owner_client: APIClient,
+        other_client: APIClient,
+        admin_client_api: APIClient,
+        owner: User,
+    ) -> None:
+        readable = SubscriptionFactory.create(name="readable")
+        AgentFactory.create(name="sibling", owner=owner, subscription=readable)
+        hidden = SubscriptionFactory.create(name="hidden")
+        AgentFactory.create(name="theirs", subscription=hidden)
+        bot = AgentFactory.create(name="bot", owner=owner)
+
+        assert (
+            owner_client.put(
+                f"{URL}/agents/bot", {"subscription_id": hidden.pk}, format="json"
+            ).status_code
+            == 404
+        )
+        mine = owner_client.put(
+            f"{URL}/agents/bot", {"subscription_id": readable.pk}, format="json"
+        )
+        assert mine.status_code == 200, mine.content
+        # The other user can see neither the agent nor (through it) the subscription.
+        assert (
+            other_client.put(
+                f"{URL}/agents/bot", {"subscription_id": hidden.pk}, format="json"
+            ).status_code
+            == 404
+        )
+        bot.refresh_from_db()
+        assert bot.subscription_id == readable.pk
+        # An admin reads every subscription, so may assign any of them.
+        admin = admin_client_api.put(
+            f"{URL}/agents/bot", {"subscription_id": hidden.pk}, format="json"
+        )
+        assert admin.status_code == 200, admin.content
+        bot.refresh_from_db()
+        assert bot.subscription_id == hidden.pk
+
+    def test_a_hidden_id_answers_exactly_like_a_missing_one(
+        self, owner_client: APIClient, owner: User
+    ) -> None:
+        hidden = SubscriptionFactory.create()
+        AgentFactory.create(name="theirs", subscription=hidden)
+        AgentFactory.create(name="bot", owner=owner)
+        missing_id = hidden.pk + 1000
+        assert not Subscription.objects.filter(pk=missing_id).exists()
+
+        to_hidden = owner_client.put(
+            f"{URL}/agents/bot", {"subscription_id": hidden.pk}, format="json"
+        )
+        to_missing = owner_client.put(
+            f"{URL}/agents/bot", {"subscription_id": missing_id}, format="json"
+        )
+        assert (to_hidden.status_code, to_missing.status_code) == (404, 404)
+        # Same shape, same words; only the id the caller sent differs.
+        assert to_hidden.json() == {
+            key: value.replace(str(missing_id), str(hidden.pk)) if isinstance(value, str) else value
+            for key, value in to_missing.json().items()
+        }
+
+    def test_a_refused_assignment_writes_nothing_and_schedules_nothing(
+        self,
+        owner_client: APIClient,
+        owner: User,
+        django_capture_on_commit_callbacks: Any,
+    ) -> None:
+        current = SubscriptionFactory.create(name="current")
+        bot = AgentFactory.create(name="bot", owner=owner, subscription=current)
+        hidden = SubscriptionFactory.create(name="hidden")
+        AgentFactory.create(name="theirs", subscription=hidden)
+        before = Agent.objects.values().get(pk=bot.pk)
+
+        with django_capture_on_commit_callbacks() as callbacks:
+            response = owner_client.put(
+                f"{URL}/agents/bot", {"subscription_id": hidden.pk}, format="json"
+            )
+        assert response.status_code == 404
+        assert Agent.objects.values().get(pk=bot.pk) == before
+        assert callbacks == []  # no credentials hot-reload or recreate was queued
