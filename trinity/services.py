@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 
 from trinity.crypto import Secret, fingerprint
@@ -28,8 +29,10 @@ def system_setting_set(*, name: str, value: bool | int) -> SystemSettings:
             raise InvalidInput("Must be an integer.", field="threshold")
         try:
             validate_alert_threshold(value)
-        except Exception as exc:  # django ValidationError carries the message
-            raise InvalidInput(str(getattr(exc, "message", exc)), field="threshold") from None
+        except DjangoValidationError as exc:
+            # Only the validator's own verdict is bad input; any other exception is a
+            # bug and must surface as one, not as a 400 carrying the bug's text.
+            raise InvalidInput(" ".join(exc.messages), field="threshold") from None
     else:
         raise InvalidInput(f"Unknown setting {name!r}.")
     SystemSettings.objects.filter(pk=row.pk).update(**{name: value})

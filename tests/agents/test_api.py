@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+from typing import Any
+
 import pytest
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agents.models import Agent
@@ -146,3 +151,47 @@ def test_lifecycle_endpoints_are_for_the_owner_and_admins(
     stopped = owner_client.post(f"{URL}/bot/stop")
     assert stopped.status_code == 200 and stopped.json()["process_state"] == "stopped"
     assert "shared_secret" not in stopped.content.decode()
+
+
+class TestStart:
+    """POST …/start answers 503 for a start that failed the expected way (the runtime
+    could not bring the server up) and lets anything else fail loudly as a 500."""
+
+    def test_a_server_that_refuses_to_boot_answers_503_with_the_failed_state(
+        self, owner_client: APIClient, owner: object, settings: Any, tmp_path: Path
+    ) -> None:
+        settings.VAR_DIR = tmp_path
+        # A real agent server process that exits at boot: anthropic-api needs a model.
+        AgentFactory.create(name="bot", owner=owner, runtime="anthropic-api", model="")
+        response = owner_client.post(f"{URL}/bot/start")
+        assert response.status_code == 503, response.content
+        data = response.json()
+        assert data["process_state"] == "failed"
+        assert "exited with 2 at startup" in data["process_detail"]
+        assert Agent.objects.get(name="bot").process_state == "failed"
+
+    def test_a_bug_on_the_start_path_is_a_500_with_its_traceback_logged(
+        self,
+        owner: User,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        from agents import lifecycle
+
+        def broken_spawn_spec(agent: Agent) -> Any:
+            # Stands in for a programming error on the start path (the bug kind a
+            # broad except used to turn into an unexplained 503).
+            raise KeyError("a bug on the start path")
+
+        monkeypatch.setattr(lifecycle, "spawn_spec", broken_spawn_spec)
+        AgentFactory.create(name="bot", owner=owner)
+        client = APIClient(raise_request_exception=False)
+        client.force_login(owner)
+        with caplog.at_level(logging.ERROR, logger="django.request"):
+            response = client.post(f"{URL}/bot/start")
+        assert response.status_code == 500
+        logged = [r for r in caplog.records if r.name == "django.request" and r.exc_info]
+        assert logged, "the bug must reach the log with its traceback"
+        exc_info = logged[0].exc_info
+        assert exc_info is not None and exc_info[0] is KeyError
+        assert Agent.objects.get(name="bot").process_state == "stopped"

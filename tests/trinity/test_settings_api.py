@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import logging
+
 import pytest
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from trinity.selectors import system_settings_get
@@ -75,6 +78,44 @@ def test_alert_threshold_is_off_or_50_to_99(
     assert response.status_code == (200 if ok else 400), response.content
     expected = value if ok else 75
     assert admin_client_api.get(THRESHOLD).json() == {"threshold": expected}
+
+
+def test_an_out_of_range_threshold_is_bad_input_with_the_models_message() -> None:
+    from trinity.errors import InvalidInput
+    from trinity.services import system_setting_set
+
+    with pytest.raises(InvalidInput) as refused:
+        system_setting_set(name="headroom_alert_threshold", value=49)
+    assert refused.value.field == "threshold"
+    assert refused.value.message == (
+        "The alert threshold is 0 (off) or a percentage from 50 to 99."
+    )
+
+
+def test_a_bug_in_the_threshold_check_is_a_500_with_its_traceback_not_bad_input(
+    admin_user: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from trinity import services
+
+    def broken_validator(value: int) -> None:
+        # Stands in for a programming error in the validator: it must not be
+        # reported to the operator as "bad input" with the bug's text.
+        raise ZeroDivisionError("a bug in the validator")
+
+    monkeypatch.setattr(services, "validate_alert_threshold", broken_validator)
+    with pytest.raises(ZeroDivisionError):
+        services.system_setting_set(name="headroom_alert_threshold", value=80)
+
+    client = APIClient(raise_request_exception=False)
+    client.force_login(admin_user)
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        response = client.put(THRESHOLD, {"threshold": 80}, format="json")
+    assert response.status_code == 500
+    assert "a bug in the validator" not in response.content.decode()
+    logged = [r for r in caplog.records if r.name == "django.request" and r.exc_info]
+    assert logged and logged[0].exc_info is not None
+    assert logged[0].exc_info[0] is ZeroDivisionError
+    assert system_settings_get().headroom_alert_threshold == 75
 
 
 def test_alert_threshold_is_admin_only_to_change(owner_client: APIClient) -> None:
