@@ -30,6 +30,11 @@ class SpawnSpec:
         return values
 
 
+class StartConflict(RuntimeError):
+    """Another start holds the agent's server name (a start race, or a server that is
+    already there); this start created nothing and destroyed nothing."""
+
+
 @dataclass(frozen=True)
 class Spawned:
     endpoint: str
@@ -48,3 +53,13 @@ class AgentProcessRuntime(Protocol):
         ...
 
     def is_alive(self, *, name: str, handle: str) -> bool: ...
+
+    def forget_credentials(self, *, name: str) -> None:
+        """Delete the credential the agent's server persisted outside its memory (the
+        plan token file); idempotent."""
+        ...
+
+    def discard(self, *, name: str) -> None:
+        """Delete everything the agent left (token file first, then its home, log,
+        containers and volumes); call it once the server is stopped. Idempotent."""
+        ...

@@ -2,11 +2,24 @@
 
 The container's environment is fixed at create time, so anything that changes the
 baseline credential (a mode change, a reload fallback) recreates the container.
+
+The container name (``trinity-agent-<agent>``) is the exclusive claim on an agent's
+server: the engine refuses a second container with a taken name (409 Conflict), so
+of two racing starts exactly one creates a container. Every container carries the
+agent's name and the id of the start that created it as labels. A start removes
+only what it created itself, plus one kind of leftover, by an explicit rule:
+a container with this agent's label whose state is ``exited`` or ``dead``. Such a
+container serves nothing: with the ``unless-stopped`` restart policy the engine
+restarts a crashed server itself, so an exited one was stopped on purpose (a stop
+whose remove failed, an operator's ``docker stop``). Anything else that holds the
+name, live or unlabelled, is left alone and the start fails with StartConflict.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,13 +27,17 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from agents.runtimes.base import Spawned, SpawnSpec
+from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
 
 logger = logging.getLogger(__name__)
 
 CONTAINER_PORT = 8080
 STARTUP_TIMEOUT = 60.0
 LABEL = "trinity.agent"
+START_LABEL = "trinity.start"
+# Container states that serve nothing and never come back by themselves.
+STALE_STATES = frozenset({"exited", "dead"})
+CONFLICT = 409
 
 
 def _default_client() -> Any:
@@ -39,14 +56,15 @@ class DockerRuntime:
         return f"trinity-agent-{agent_name}"
 
     def start(self, spec: SpawnSpec) -> Spawned:
-        import docker.errors
+        """Create and start this agent's container; return once /health answers.
 
+        Raises StartConflict when another container holds the name (see the module
+        docstring for the one leftover that is removed instead), RuntimeError when
+        the server does not come up (its container is removed first).
+        """
         client = self._client_factory()
         name = self.container_name(spec.name)
-        try:  # a leftover container of the same name would make create fail
-            client.containers.get(name).remove(force=True)
-        except docker.errors.NotFound:
-            pass
+        start_id = secrets.token_hex(8)
         network = settings.TRINITY_DOCKER_NETWORK
         env = {**spec.environment(), "TRINITY_AGENT_HOME": "/home/agent/work"}
         run_kwargs: dict[str, Any] = {
@@ -63,7 +81,7 @@ class DockerRuntime:
             ],
             "environment": env,
             "detach": True,
-            "labels": {LABEL: spec.name},
+            "labels": {LABEL: spec.name, START_LABEL: start_id},
             "restart_policy": {"Name": "unless-stopped"},
             "mem_limit": settings.TRINITY_AGENT_MEMORY_LIMIT,
         }
@@ -71,20 +89,79 @@ class DockerRuntime:
             run_kwargs["network"] = network
         else:
             run_kwargs["ports"] = {f"{CONTAINER_PORT}/tcp": ("127.0.0.1", None)}
-        container = client.containers.run(**run_kwargs)
-        container.reload()
-        if network:
-            endpoint = f"http://{name}:{CONTAINER_PORT}"
-        else:
-            host_port = container.attrs["NetworkSettings"]["Ports"][f"{CONTAINER_PORT}/tcp"][0][
-                "HostPort"
-            ]
-            endpoint = f"http://127.0.0.1:{host_port}"
-        self._wait_healthy(endpoint, spec.name)
+        container = self._create(client, spec.name, start_id, run_kwargs)
+        try:
+            container.reload()
+            if network:
+                endpoint = f"http://{name}:{CONTAINER_PORT}"
+            else:
+                ports = container.attrs["NetworkSettings"]["Ports"]
+                endpoint = f"http://127.0.0.1:{ports[f'{CONTAINER_PORT}/tcp'][0]['HostPort']}"
+            self._wait_healthy(endpoint, spec.name)
+        except BaseException:
+            # Ours by construction (this start created it): nothing else may serve
+            # from a container that never came up.
+            with contextlib.suppress(Exception):
+                container.remove(force=True, v=True)
+            raise
         logger.info(
             "agent %s started in container %s at %s", spec.name, container.short_id, endpoint
         )
         return Spawned(endpoint=endpoint, handle=str(container.id))
+
+    def _create(
+        self, client: Any, agent_name: str, start_id: str, run_kwargs: dict[str, Any]
+    ) -> Any:
+        """``containers.run`` with the name as the claim; at most one stale leftover
+        is removed and the create retried once."""
+        import docker.errors
+
+        name = run_kwargs["name"]
+        status = "gone"
+        for attempt in range(2):
+            try:
+                return client.containers.run(**run_kwargs)
+            except docker.errors.APIError as exc:
+                if exc.status_code != CONFLICT:
+                    self._remove_own_leftover(client, name, start_id)
+                    raise
+            try:
+                holder = client.containers.get(name)
+            except docker.errors.NotFound:
+                continue  # the holder went away meanwhile: claim the name again
+            labels = holder.labels or {}
+            status = holder.status
+            if attempt == 0 and labels.get(LABEL) == agent_name and status in STALE_STATES:
+                logger.info("agent %s: removing stale %s container %s", agent_name, status, name)
+                try:
+                    # Without force: should it have come back to life meanwhile, the
+                    # engine refuses, and the retry below reports the conflict.
+                    holder.remove(v=True)
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if exc.status_code != CONFLICT:
+                        raise
+                continue
+            break
+        raise StartConflict(
+            f"container {name!r} already exists ({status}) and this start did not create "
+            f"it; it is left alone (if nothing serves from it, remove it: docker rm -f {name})"
+        )
+
+    @staticmethod
+    def _remove_own_leftover(client: Any, name: str, start_id: str) -> None:
+        """A run that created the container but failed to start it leaves it behind;
+        remove it only if this start's label proves it is ours."""
+        import docker.errors
+
+        try:
+            container = client.containers.get(name)
+        except docker.errors.NotFound:
+            return
+        if (container.labels or {}).get(START_LABEL) == start_id:
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True, v=True)
 
     def _wait_healthy(self, endpoint: str, agent_name: str) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -98,6 +175,8 @@ class DockerRuntime:
         raise RuntimeError(f"agent container for {agent_name!r} did not answer /health in time")
 
     def stop(self, *, name: str, handle: str) -> None:
+        """Stop and remove the container ``handle`` names (its id: the one recorded
+        for the agent), with its anonymous volumes, so its files go with it."""
         import docker.errors
 
         client = self._client_factory()
@@ -106,7 +185,8 @@ class DockerRuntime:
         except docker.errors.NotFound:
             return
         container.stop(timeout=10)
-        container.remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True, v=True)
 
     def is_alive(self, *, name: str, handle: str) -> bool:
         import docker.errors
@@ -116,3 +196,18 @@ class DockerRuntime:
         except docker.errors.NotFound:
             return False
         return bool(container.status == "running")
+
+    def forget_credentials(self, *, name: str) -> None:
+        """Nothing on the host: a container's token file lives in the container, which
+        is removed on stop and replaced whenever its baseline credential changes."""
+
+    def discard(self, *, name: str) -> None:
+        """Remove every container labelled as this agent's, with its volumes: the
+        agent is deleted, so whatever it left goes, running or not."""
+        client = self._client_factory()
+        import docker.errors
+
+        for container in client.containers.list(all=True, filters={"label": f"{LABEL}={name}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True, v=True)
+            logger.info("agent %s: container %s removed", name, container.short_id)

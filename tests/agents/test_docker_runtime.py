@@ -2,48 +2,103 @@
 
 No Docker engine runs on this machine, so the docker SDK client is MOCKED here, and
 so is the health wait on the container's port (nothing listens there). What is
-checked is what Trinity asks the docker SDK for: image, name, env, ports, network.
+checked is what Trinity asks the docker SDK for: image, name, env, ports, network,
+and which containers a start or a delete may remove. The stand-in keeps the one
+engine rule those depend on: a container name is unique, and creating a second
+container with a taken name fails with 409 Conflict.
 """
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
 import docker.errors
 import pytest
+import requests
 from django.test import override_settings
 
-from agents.runtimes.base import SpawnSpec
-from agents.runtimes.docker import CONTAINER_PORT, DockerRuntime
+from agents.runtimes.base import SpawnSpec, StartConflict
+from agents.runtimes.docker import CONTAINER_PORT, LABEL, START_LABEL, DockerRuntime
 from trinity.crypto import Secret
+
+_ids = itertools.count(1)
+
+
+def _api_error(status: int, message: str) -> docker.errors.APIError:
+    response = requests.Response()
+    response.status_code = status
+    cls = docker.errors.NotFound if status == 404 else docker.errors.APIError
+    return cls(message, response=response, explanation=message)
+
+
+class FakeContainer:
+    """A container as docker-py's Container presents it: id, name, status, labels."""
+
+    def __init__(self, engine: FakeContainers, *, name: str, labels: dict[str, str]) -> None:
+        self.engine = engine
+        self.id = f"{next(_ids):064x}"
+        self.short_id = self.id[:12]
+        self.name = name
+        self.labels = labels
+        self.status = "running"
+        self.attrs = {
+            "NetworkSettings": {"Ports": {f"{CONTAINER_PORT}/tcp": [{"HostPort": "49999"}]}}
+        }
+        self.stop = mock.MagicMock(side_effect=self._stop)
+        self.remove = mock.MagicMock(side_effect=self._remove)
+
+    def reload(self) -> None:
+        pass
+
+    def _stop(self, timeout: int = 10) -> None:
+        self.status = "exited"
+
+    def _remove(self, force: bool = False, v: bool = False) -> None:
+        if self.status in {"running", "restarting", "paused"} and not force:
+            raise _api_error(409, "You cannot remove a running container. Stop it first.")
+        self.engine.live.pop(self.id, None)
 
 
 class FakeContainers:
     """Records calls the way docker-py's ContainerCollection would receive them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, start_fails: bool = False) -> None:
         self.run_kwargs: dict[str, Any] = {}
-        self.by_id: dict[str, Any] = {}
+        self.live: dict[str, FakeContainer] = {}
+        self.start_fails = start_fails  # run() creates the container, then start fails
 
-    def run(self, **kwargs: Any) -> Any:
-        self.run_kwargs = kwargs
-        container = mock.MagicMock()
-        container.id = "c0ffee"
-        container.short_id = "c0ffee"
-        container.status = "running"
-        container.attrs = {
-            "NetworkSettings": {"Ports": {f"{CONTAINER_PORT}/tcp": [{"HostPort": "49999"}]}}
-        }
-        self.by_id["c0ffee"] = container
-        self.by_id[kwargs["name"]] = container
+    def add(self, *, name: str, labels: dict[str, str], status: str) -> FakeContainer:
+        container = FakeContainer(self, name=name, labels=labels)
+        container.status = status
+        self.live[container.id] = container
         return container
 
-    def get(self, key: str) -> Any:
-        if key not in self.by_id:
-            raise docker.errors.NotFound("no such container")
-        return self.by_id[key]
+    def run(self, **kwargs: Any) -> FakeContainer:
+        if any(c.name == kwargs["name"] for c in self.live.values()):
+            raise _api_error(409, f'Conflict. The container name "/{kwargs["name"]}" is in use')
+        self.run_kwargs = kwargs
+        if self.start_fails:
+            self.add(name=kwargs["name"], labels=dict(kwargs["labels"]), status="created")
+            raise _api_error(500, "driver failed programming external connectivity")
+        return self.add(name=kwargs["name"], labels=dict(kwargs["labels"]), status="running")
+
+    def get(self, key: str) -> FakeContainer:
+        for container in self.live.values():
+            if key in {container.id, container.name}:
+                return container
+        raise _api_error(404, "no such container")
+
+    def list(self, *, all: bool = False, filters: dict[str, Any] | None = None) -> list[Any]:
+        label = (filters or {}).get("label", "")
+        key, _, value = label.partition("=")
+        return [c for c in self.live.values() if c.labels.get(key) == value]
+
+
+def _runtime(containers: FakeContainers) -> DockerRuntime:
+    return DockerRuntime(client_factory=lambda: SimpleNamespace(containers=containers))
 
 
 SPEC = SpawnSpec(
@@ -59,7 +114,7 @@ SPEC = SpawnSpec(
 @override_settings(TRINITY_AGENT_IMAGE="trinity-agent:test", TRINITY_DOCKER_NETWORK="")
 def test_start_creates_a_container_from_the_agent_image_with_the_baseline_env() -> None:
     containers = FakeContainers()
-    runtime = DockerRuntime(client_factory=lambda: SimpleNamespace(containers=containers))
+    runtime = _runtime(containers)
     with mock.patch.object(DockerRuntime, "_wait_healthy") as wait:
         spawned = runtime.start(SPEC)
     wait.assert_called_once_with("http://127.0.0.1:49999", "bot")
@@ -69,17 +124,20 @@ def test_start_creates_a_container_from_the_agent_image_with_the_baseline_env() 
     assert kwargs["environment"]["CLAUDE_CODE_OAUTH_TOKEN"].startswith("sk-ant-oat01-")
     assert kwargs["environment"]["TRINITY_AGENT_SECRET"] == "shared-secret-value-123456"
     assert kwargs["ports"] == {f"{CONTAINER_PORT}/tcp": ("127.0.0.1", None)}
-    assert spawned.handle == "c0ffee"
-    assert runtime.is_alive(name="bot", handle="c0ffee")
-    runtime.stop(name="bot", handle="c0ffee")
-    containers.by_id["c0ffee"].stop.assert_called_once()
-    containers.by_id["c0ffee"].remove.assert_called_once()
+    assert kwargs["labels"][LABEL] == "bot"
+    assert kwargs["labels"][START_LABEL]  # this start's own id
+    container = containers.get(spawned.handle)
+    assert runtime.is_alive(name="bot", handle=spawned.handle)
+    runtime.stop(name="bot", handle=spawned.handle)
+    container.stop.assert_called_once()
+    container.remove.assert_called_once()
+    assert containers.live == {}
 
 
 @override_settings(TRINITY_DOCKER_NETWORK="trinity")
 def test_on_a_compose_network_the_endpoint_is_the_container_name() -> None:
     containers = FakeContainers()
-    runtime = DockerRuntime(client_factory=lambda: SimpleNamespace(containers=containers))
+    runtime = _runtime(containers)
     with mock.patch.object(DockerRuntime, "_wait_healthy"):
         spawned = runtime.start(SPEC)
     assert spawned.endpoint == f"http://trinity-agent-bot:{CONTAINER_PORT}"
@@ -87,9 +145,76 @@ def test_on_a_compose_network_the_endpoint_is_the_container_name() -> None:
     assert "ports" not in containers.run_kwargs
 
 
+@pytest.mark.parametrize("status", ["running", "created", "restarting", "paused"])
+def test_a_start_that_loses_the_name_leaves_the_winners_container_alone(status: str) -> None:
+    """The winner of a start race (or a server already serving) holds the name; the
+    loser's create answers 409 and the loser fails, destroying nothing."""
+    containers = FakeContainers()
+    winner = containers.add(
+        name="trinity-agent-bot", labels={LABEL: "bot", START_LABEL: "winner"}, status=status
+    )
+    with mock.patch.object(DockerRuntime, "_wait_healthy"), pytest.raises(StartConflict):
+        _runtime(containers).start(SPEC)
+    winner.remove.assert_not_called()
+    winner.stop.assert_not_called()
+    assert list(containers.live.values()) == [winner]
+
+
+@pytest.mark.parametrize("status", ["exited", "dead"])
+def test_a_dead_container_of_the_same_agent_is_stale_and_replaced(status: str) -> None:
+    containers = FakeContainers()
+    stale = containers.add(
+        name="trinity-agent-bot", labels={LABEL: "bot", START_LABEL: "old"}, status=status
+    )
+    with mock.patch.object(DockerRuntime, "_wait_healthy"):
+        spawned = _runtime(containers).start(SPEC)
+    stale.remove.assert_called_once()
+    assert list(containers.live) == [spawned.handle]
+
+
+@pytest.mark.parametrize(
+    "labels", [{}, {LABEL: "other-agent"}], ids=["not-trinity", "another-agent"]
+)
+def test_a_dead_container_that_is_not_this_agents_is_never_removed(labels: dict[str, str]) -> None:
+    containers = FakeContainers()
+    foreign = containers.add(name="trinity-agent-bot", labels=labels, status="exited")
+    with mock.patch.object(DockerRuntime, "_wait_healthy"), pytest.raises(StartConflict):
+        _runtime(containers).start(SPEC)
+    foreign.remove.assert_not_called()
+
+
+def test_a_start_that_fails_its_health_wait_removes_only_its_own_container() -> None:
+    containers = FakeContainers()
+    bystander = containers.add(
+        name="trinity-agent-other", labels={LABEL: "other"}, status="running"
+    )
+    with (
+        mock.patch.object(DockerRuntime, "_wait_healthy", side_effect=RuntimeError("no /health")),
+        pytest.raises(RuntimeError, match="no /health"),
+    ):
+        _runtime(containers).start(SPEC)
+    assert list(containers.live.values()) == [bystander]
+
+
+def test_a_container_created_but_not_started_by_this_start_is_removed() -> None:
+    containers = FakeContainers(start_fails=True)
+    with mock.patch.object(DockerRuntime, "_wait_healthy"), pytest.raises(docker.errors.APIError):
+        _runtime(containers).start(SPEC)
+    assert containers.live == {}
+
+
+def test_discard_removes_every_container_of_the_agent_with_its_volumes() -> None:
+    containers = FakeContainers()
+    mine = containers.add(name="trinity-agent-bot", labels={LABEL: "bot"}, status="running")
+    other = containers.add(name="trinity-agent-other", labels={LABEL: "other"}, status="running")
+    _runtime(containers).discard(name="bot")
+    mine.remove.assert_called_once_with(force=True, v=True)
+    assert list(containers.live.values()) == [other]
+
+
 def test_a_missing_container_is_not_alive_and_stopping_it_is_harmless() -> None:
     containers = FakeContainers()
-    runtime = DockerRuntime(client_factory=lambda: SimpleNamespace(containers=containers))
+    runtime = _runtime(containers)
     assert not runtime.is_alive(name="bot", handle="gone")
     runtime.stop(name="bot", handle="gone")
 
