@@ -3,6 +3,11 @@
 The pid and port are recorded on the Agent row, so a restarted web process finds the
 agents that kept running. Each agent gets a home under var/agents/<name>/ holding its
 .env, token file and log.
+
+Whoever starts a server is its parent, and only a parent can reap: a server started
+by the worker and stopped by the web process would otherwise stay a zombie under the
+worker. So every start hands its Popen to a reaper thread that waits on it; the
+parent collects the exit status the moment the server exits, whoever killed it.
 """
 
 from __future__ import annotations
@@ -10,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,13 +37,41 @@ STOP_TIMEOUT = 10.0
 # inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
 INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
 
-_children: dict[int, subprocess.Popen[bytes]] = {}  # only to reap our own children
+# The servers this process started (it is their parent), by pid. Entries of exited
+# servers are pruned on the next start.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _home_path(name: str) -> Path:
+    return Path(settings.VAR_DIR) / "agents" / name
 
 
 def agent_home(name: str) -> Path:
-    home = Path(settings.VAR_DIR) / "agents" / name
+    home = _home_path(name)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     return home
+
+
+def _token_files(home: Path) -> list[Path]:
+    """The agent server's token file and any temp file a torn write left beside it
+    (agent_server/tokenfile.py names them ``.oauth_token.<hex>.tmp``)."""
+    state = home / ".trinity"
+    return [state / "oauth_token", *state.glob(".oauth_token.*.tmp")]
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Wait for the server to exit, so its exit status never lingers as a zombie."""
+    process.wait()
+
+
+def _watch(process: subprocess.Popen[bytes]) -> None:
+    for pid, child in list(_children.items()):
+        if child.returncode is not None:
+            _children.pop(pid, None)
+    _children[process.pid] = process
+    threading.Thread(
+        target=_reap, args=(process,), name=f"reap-agent-server-{process.pid}", daemon=True
+    ).start()
 
 
 def _free_port() -> int:
@@ -75,7 +110,7 @@ class LocalProcessRuntime:
             )
         finally:
             log.close()
-        _children[process.pid] = process
+        _watch(process)
         endpoint = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
@@ -128,3 +163,26 @@ class LocalProcessRuntime:
             _children.pop(pid, None)
             return False
         return _is_agent_server(pid)
+
+    def forget_credentials(self, *, name: str) -> None:
+        """Delete the agent's token file (and any temp file beside it); the server keeps
+        running on the credential in its memory until it is recreated."""
+        for path in _token_files(_home_path(name)):
+            path.unlink(missing_ok=True)
+
+    def discard(self, *, name: str) -> None:
+        """Delete everything the agent left on disk: the token file first (so a failure
+        later cannot leave the secret behind), then its whole home with .env and log.
+
+        Call it after the server stopped. Missing files are not an error.
+        """
+        home = _home_path(name)
+        agents_dir = Path(settings.VAR_DIR) / "agents"
+        # Agent names are slugs; refuse anything that would not delete a child of
+        # var/agents/ (rmtree itself never follows a symlink inside the tree).
+        if home.parent != agents_dir or home.is_symlink():
+            raise ValueError(f"refusing to delete {home}: not an agent home")
+        self.forget_credentials(name=name)
+        if home.exists():
+            shutil.rmtree(home)
+        logger.info("agent %s: home removed", name)

@@ -1,0 +1,128 @@
+"""The local runtime with real agent-server processes: who reaps a stopped server,
+and the command that stops everything the embedded default started.
+
+The "worker" is a real separate Python process that starts an agent server through
+LocalProcessRuntime (so it is the server's parent, as a Celery worker is); the test
+process plays the web process that stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from agents import lifecycle
+from agents.models import Agent, ProcessState
+from agents.runtimes.local import LocalProcessRuntime
+from simulator.control import SimulatorControl
+from tests.agents.factories import AgentFactory
+
+STARTER = r"""
+import sys
+
+import django
+
+django.setup()
+
+from agents.runtimes.base import SpawnSpec
+from agents.runtimes.local import LocalProcessRuntime
+from trinity.crypto import Secret
+
+spawned = LocalProcessRuntime().start(
+    SpawnSpec(
+        name="reaped",
+        runtime="claude-code",
+        model="",
+        secret=Secret("starter-secret-" + "x" * 20),
+        env={"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
+    )
+)
+print(spawned.handle, flush=True)
+sys.stdin.read()  # stay up, as a worker does, until the test closes stdin
+"""
+
+REAP_DEADLINE = 10.0  # seconds the starter has to reap its stopped child
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, ppid) from /proc/<pid>/stat, or None when the pid is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may hold spaces: split after the last ')'.
+    fields = raw.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[1])
+
+
+def _zombie_children(parent: int) -> list[int]:
+    zombies = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None and stat == ("Z", parent):
+                zombies.append(int(entry.name))
+    return zombies
+
+
+@pytest.mark.e2e
+def test_a_server_stopped_by_another_process_is_reaped_by_the_process_that_started_it(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "trinity.settings",
+        "TRINITY_VAR_DIR": str(tmp_path),
+    }
+    starter = subprocess.Popen(  # noqa: S603 - fixed argv
+        [sys.executable, "-c", STARTER],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert starter.stdout is not None
+        handle = starter.stdout.readline().strip()
+        assert handle.isdigit(), f"the starter printed {handle!r}"
+        server = int(handle)
+        assert _stat(server) is not None
+        assert _stat(server)[1] == starter.pid  # type: ignore[index]
+
+        LocalProcessRuntime().stop(name="reaped", handle=handle)  # the "web" process
+
+        deadline = time.monotonic() + REAP_DEADLINE
+        while _zombie_children(starter.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _zombie_children(starter.pid) == []
+        assert _stat(server) is None
+    finally:
+        if starter.stdin is not None:
+            starter.stdin.close()
+        starter.wait(timeout=30)
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_agents_stop_all_stops_every_recorded_agent_server(control: SimulatorControl) -> None:
+    agents = [lifecycle.agent_start(agent=AgentFactory.create(name=n)) for n in ("one", "two")]
+    pids = [int(agent.process_handle) for agent in agents]
+    runtime = LocalProcessRuntime()
+    assert all(runtime.is_alive(name=a.name, handle=a.process_handle) for a in agents)
+
+    call_command("agents_stop_all")
+
+    for agent, pid in zip(agents, pids, strict=True):
+        agent.refresh_from_db()
+        assert agent.process_state == ProcessState.STOPPED
+        assert agent.process_handle == ""
+        assert not runtime.is_alive(name=agent.name, handle=str(pid))
+    assert not Agent.objects.exclude(process_handle="").exists()
