@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from agents import lifecycle
 from agents import tasks as agent_tasks
 from agents.models import Agent
+from agents.runtimes import get_runtime
 from agents.signals import agent_created
 from trinity.crypto import Secret
 from trinity.errors import Conflict
@@ -74,6 +75,15 @@ def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
 
 
 def agent_delete(*, agent: Agent) -> None:
-    """Stop the agent's server, then delete the row."""
+    """Delete the agent and everything it left, the plan token file first.
+
+    Order: the token file (so no later failure can leave the secret on disk), the
+    server (stopped through the lifecycle), whatever else the runtime kept (local:
+    the home folder with .env and log; docker: its containers and volumes), then the
+    row. A failure raises with the row still there, so the delete can be retried.
+    """
+    runtime = get_runtime()
+    runtime.forget_credentials(name=agent.name)
     lifecycle.agent_stop(agent=agent)
+    runtime.discard(name=agent.name)
     agent.delete()
