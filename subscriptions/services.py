@@ -79,9 +79,31 @@ def _apply_credentials_after_commit(agent_id: int) -> None:
 
 
 @transaction.atomic
+@transaction.atomic
 def subscription_delete(*, subscription: Subscription) -> None:
-    """Delete it; assigned agents become unassigned (SET_NULL), its events go with it."""
+    """Delete it; assigned agents become unassigned (SET_NULL), its events go with it.
+
+    The agents that ran on it lose its token once the delete commits: their token
+    files are deleted first, then `apply_credentials` moves each onto its new
+    baseline (a mode change, so it is recreated and its boot environment no longer
+    carries the deleted plan's token).
+    """
+    from agents.runtimes import get_runtime  # needed by this delete only
+
+    # The row lock makes a concurrent assignment onto this plan wait for the delete
+    # (its foreign-key check needs the row), so the list below is complete.
+    Subscription.objects.select_for_update().filter(pk=subscription.pk).first()
+    agents = list(Agent.objects.filter(subscription_id=subscription.pk).values_list("pk", "name"))
     subscription.delete()
+
+    def forget_tokens() -> None:
+        runtime = get_runtime()
+        for _, name in agents:
+            runtime.forget_credentials(name=name)
+
+    transaction.on_commit(forget_tokens)
+    for agent_id, _ in agents:
+        _apply_credentials_after_commit(agent_id)
 
 
 @transaction.atomic
