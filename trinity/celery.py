@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trinity.settings")
 
@@ -13,6 +14,24 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 HOUR = 3600
+
+
+@setup_logging.connect
+def _log_through_django(**kwargs: object) -> None:
+    """Worker, beat and pool children log through Django's ``LOGGING`` (redacting).
+
+    Without a receiver Celery configures logging itself: it replaces the root
+    handlers (``worker_hijack_root_logger``) and gives ``celery.task`` a handler of
+    its own that does not propagate, so every line would bypass the redacting
+    filter. With one, Celery installs no handler at all. Its ``--loglevel`` is
+    ignored: ``LOG_LEVEL`` sets the level for every process alike.
+    """
+    import logging.config
+
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+
 
 app.conf.beat_schedule = {
     # Hourly: failure events only matter for 2h (skip-list) and 24h (display).

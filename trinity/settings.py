@@ -268,8 +268,21 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # One INFO line per HTTP request (health polls, probes) drowns everything else.
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    # Every process logs through the one redacting handler on root. Loggers that
+    # arrive with handlers of their own lose them and propagate instead: Django's
+    # "django" (a DEBUG-only console and mail_admins, which mails tracebacks) and
+    # "django.server" (runserver's request lines), and gunicorn's error and access
+    # logs in its workers (an access line carries the path and query as sent).
+    # Celery installs none (trinity/celery.py answers its setup_logging signal).
+    "loggers": {
+        **{
+            name: {"handlers": [], "propagate": True}
+            for name in ("django", "django.server", "gunicorn.error", "gunicorn.access")
+        },
+        # One INFO line per HTTP request (health polls, probes) drowns everything else.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }
 
 # How far back a refusal counts against a subscription (the 2h skip-list) and how
