@@ -6,14 +6,14 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from docker.errors import DockerException
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import lifecycle, services
-from agents.models import Agent, RoutingPolicy, Runtime
+from agents.models import Agent, ProcessState, RoutingPolicy, Runtime
 from agents.selectors import agent_get_visible, agents_visible_to
 
 # How a runtime's start fails when the server cannot come up: RuntimeError is the
@@ -94,13 +94,24 @@ class AgentDetailApi(APIView):
 
     put = patch
 
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, name: str) -> Response:
         services.agent_delete(agent=agent_get_visible(user=request.user, name=name))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class AgentStartApi(APIView):
-    @extend_schema(request=None, responses=AgentOutput)
+    @extend_schema(
+        request=None,
+        responses={
+            200: AgentOutput,
+            503: OpenApiResponse(
+                AgentOutput,
+                description="The server could not be started: process_state is failed and "
+                "process_detail says why.",
+            ),
+        },
+    )
     def post(self, request: Request, name: str) -> Response:
         agent = agent_get_visible(user=request.user, name=name)
         try:
@@ -120,7 +131,15 @@ class AgentStopApi(APIView):
         return Response(AgentOutput(agent).data)
 
 
+class AgentHealthOutput(serializers.Serializer[Any]):
+    state = serializers.ChoiceField(choices=ProcessState.choices, help_text="the recorded state")
+    alive = serializers.BooleanField(help_text="whether the server process is alive")
+    server = serializers.DictField(required=False, help_text="the agent server's own /health")
+    error = serializers.CharField(required=False, help_text="why the server did not answer")
+
+
 class AgentHealthApi(APIView):
+    @extend_schema(responses=AgentHealthOutput)
     def get(self, request: Request, name: str) -> Response:
         agent = agent_get_visible(user=request.user, name=name)
         return Response(lifecycle.agent_health(agent=agent))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -79,6 +79,7 @@ class SubscriptionDetailApi(APIView):
         subscription = subscription_get_visible(user=request.user, pk=pk)
         return Response(SubscriptionOutput(subscription).data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, pk: int) -> Response:
         services.subscription_delete(
             subscription=subscription_get_visible(user=request.user, pk=pk)
@@ -119,6 +120,25 @@ class AgentAssignmentApi(APIView):
         return Response(AssignmentOutput(agent).data)
 
 
+class SwitchOutput(serializers.Serializer[Any]):
+    enabled = serializers.BooleanField()
+
+
+class ApiKeyFallbackOutput(SwitchOutput):
+    key_configured = serializers.BooleanField(
+        help_text="whether a platform API key is configured: on without one is inert"
+    )
+
+
+class ThresholdOutput(serializers.Serializer[Any]):
+    threshold = serializers.IntegerField(help_text="0 (off) or a percentage from 50 to 99")
+
+
+class PlatformApiKeyOutput(serializers.Serializer[Any]):
+    configured = serializers.BooleanField()
+    fingerprint = serializers.CharField(help_text="the key's last 4 characters, or empty")
+
+
 class SwitchSettingApi(APIView):
     """GET/PUT ``{enabled}`` for one boolean system setting; writes are admin-only."""
 
@@ -131,10 +151,11 @@ class SwitchSettingApi(APIView):
     def render(self) -> dict[str, Any]:
         return {"enabled": getattr(system_settings_get(), self.setting)}
 
+    @extend_schema(responses=SwitchOutput)
     def get(self, request: Request) -> Response:
         return Response(self.render())
 
-    @extend_schema(request=Input)
+    @extend_schema(request=Input, responses=SwitchOutput)
     def put(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
@@ -146,6 +167,10 @@ class AutoSwitchApi(SwitchSettingApi):
     setting = "auto_switch_subscriptions"
 
 
+@extend_schema_view(
+    get=extend_schema(responses=ApiKeyFallbackOutput),
+    put=extend_schema(request=SwitchSettingApi.Input, responses=ApiKeyFallbackOutput),
+)
 class ApiKeyFallbackApi(SwitchSettingApi):
     setting = "subscription_api_key_fallback"
 
@@ -168,10 +193,11 @@ class HeadroomAlertThresholdApi(APIView):
     class Input(serializers.Serializer[Any]):
         threshold = serializers.IntegerField()
 
+    @extend_schema(responses=ThresholdOutput)
     def get(self, request: Request) -> Response:
         return Response({"threshold": system_settings_get().headroom_alert_threshold})
 
-    @extend_schema(request=Input)
+    @extend_schema(request=Input, responses=ThresholdOutput)
     def put(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
@@ -197,16 +223,19 @@ class PlatformApiKeyApi(APIView):
             "fingerprint": row.platform_api_key_fingerprint,
         }
 
+    @extend_schema(responses=PlatformApiKeyOutput)
     def get(self, request: Request) -> Response:
         return Response(self.render())
 
-    @extend_schema(request=Input)
+    @extend_schema(request=Input, responses=PlatformApiKeyOutput)
     def put(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         trinity_services.platform_api_key_set(key=data.validated_data["key"])
         return Response(self.render())
 
+    # 200 with the (now unconfigured) state rather than a bodiless 204.
+    @extend_schema(responses={200: PlatformApiKeyOutput})
     def delete(self, request: Request) -> Response:
         trinity_services.platform_api_key_clear()
         return Response(self.render())

@@ -1,23 +1,44 @@
-"""Cross-cutting API pieces: the one exception handler and the admin permission."""
+"""Cross-cutting API pieces: the one exception handler, the JSON answer to a request
+Django refuses before any view runs, the admin permission and the API-token endpoint."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import status
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.cache import add_never_cache_headers
+from django.views.defaults import bad_request as django_bad_request
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from trinity import services
 from trinity.errors import DomainError
 from trinity.redaction import redact
 
 
+def _too_large_body() -> dict[str, str]:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return {"detail": f"The request body is larger than {limit} bytes.", "code": "too_large"}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Map domain errors to JSON; field errors keep DRF's ``{field: [messages]}`` shape."""
+    """Map domain errors to JSON; field errors keep DRF's ``{field: [messages]}`` shape.
+
+    An oversized body (``DATA_UPLOAD_MAX_MEMORY_SIZE``, raised when a view reads
+    ``request.data``) is a 413; any other request Django calls suspicious a 400.
+    """
+    if isinstance(exc, RequestDataTooBig):
+        return Response(_too_large_body(), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, SuspiciousOperation):
+        return Response({"detail": "Bad request.", "code": "invalid"}, status=400)
     if isinstance(exc, DomainError):
         message = redact(exc.message)
         body: dict[str, Any] = (
@@ -62,3 +83,44 @@ class AdminForWrites(BasePermission):
         if request.method in ("GET", "HEAD", "OPTIONS"):
             return True
         return bool(user.is_staff)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler400``: JSON under ``/api/`` for what Django refuses outside DRF (a plain
+    view or a middleware reading an oversized body); Django's own page elsewhere.
+
+    With DEBUG on, Django shows its technical page instead and never calls this.
+    """
+    if not request.path.startswith("/api/"):
+        return django_bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):
+        return JsonResponse(_too_large_body(), status=413)
+    return JsonResponse({"detail": "Bad request.", "code": "invalid"}, status=400)
+
+
+class ApiTokenOutput(serializers.Serializer[Any]):
+    username = serializers.CharField()
+    token = serializers.CharField(help_text="send it as `Authorization: Token <token>`")
+
+
+class ApiTokenApi(APIView):
+    """POST ``{username, rotate?}``: that user's API token, created when missing.
+
+    Admins only. The token is in this one response and nowhere else: never logged,
+    never cached (``Cache-Control: no-store``). ``rotate`` replaces it.
+    """
+
+    permission_classes = [IsAdmin]
+
+    class Input(serializers.Serializer[Any]):
+        username = serializers.CharField(max_length=150)
+        rotate = serializers.BooleanField(default=False)
+
+    @extend_schema(request=Input, responses={200: ApiTokenOutput})
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        token = services.api_token_issue(**data.validated_data)
+        response = Response({"username": token.user.get_username(), "token": token.key})
+        add_never_cache_headers(response)  # no proxy or browser cache keeps the token
+        return response

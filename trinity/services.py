@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
+from rest_framework.authtoken.models import Token
 
 from trinity.crypto import Secret, fingerprint
-from trinity.errors import InvalidInput
+from trinity.errors import InvalidInput, NotFound
 from trinity.models import SystemSettings, validate_alert_threshold
 from trinity.selectors import system_settings_get
 
@@ -76,3 +78,23 @@ def platform_api_key_clear() -> SystemSettings:
     row.platform_api_key_fingerprint = ""
     row.save(update_fields=["platform_api_key", "platform_api_key_fingerprint", "updated_at"])
     return row
+
+
+@transaction.atomic
+def api_token_issue(*, username: str, rotate: bool = False) -> Token:
+    """The DRF API token of ``username``, created when missing; ``rotate`` replaces it
+    (the old one stops working at once).
+
+    Raises NotFound for an unknown user and InvalidInput for an inactive one (token
+    authentication refuses inactive users). The key is the credential itself: callers
+    show it once and never log it.
+    """
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise NotFound(f"No user {username!r}.")
+    if not user.is_active:
+        raise InvalidInput(f"User {username!r} is inactive.", field="username")
+    if rotate:
+        Token.objects.filter(user=user).delete()
+    token, _ = Token.objects.get_or_create(user=user)
+    return token

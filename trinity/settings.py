@@ -230,12 +230,15 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS: list[Path | tuple[str, Path]] = []
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers an unauthenticated call with the first class's
+    # WWW-Authenticate, so it is a 401 ("Token") rather than a 403 (session auth has
+    # none). The panel's session still authenticates, with CSRF enforced on writes.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "trinity.schema.AutoSchema",
     "EXCEPTION_HANDLER": "trinity.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
@@ -249,6 +252,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One name per choice set used by several fields (an agent's boot credential and
+    # an execution's "served by"; an agent's recorded state and its health).
+    "ENUM_NAME_OVERRIDES": {
+        "AuthModeEnum": "agents.models.AuthMode",
+        "ProcessStateEnum": "agents.models.ProcessState",
+    },
 }
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()

@@ -4,7 +4,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from trinity import panel
+from trinity import api, panel
+
+# A request Django refuses before DRF sees it (e.g. an oversized body read by a plain
+# view) answers JSON under /api/ (trinity/api.py::bad_request).
+handler400 = "trinity.api.bad_request"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -18,5 +22,7 @@ urlpatterns = [
     path("api/auth/login", panel.auth_login, name="auth-login"),
     path("api/auth/logout", panel.auth_logout, name="auth-logout"),
     path("api/auth/me", panel.auth_me, name="auth-me"),
+    # API tokens for scripts and operators (admins only); `manage.py api_token` too.
+    path("api/auth/tokens", api.ApiTokenApi.as_view(), name="auth-tokens"),
     path("", panel.index, name="panel"),
 ]

@@ -96,6 +96,12 @@ class HistorySampleOutput(serializers.ModelSerializer[HeadroomSample]):
         fields = ["fetched_at", "status", "five_hour", "seven_day"]
 
 
+class HeadroomHistoryOutput(serializers.Serializer[Any]):
+    subscription_id = serializers.IntegerField()
+    window = serializers.ChoiceField(choices=list(HISTORY_WINDOWS))
+    samples = HistorySampleOutput(many=True, help_text="oldest first")
+
+
 class SubscriptionHeadroomHistoryApi(APIView):
     """GET ?window=24h|7d|30d: the readings of that span, oldest first, for charts."""
 
@@ -104,7 +110,7 @@ class SubscriptionHeadroomHistoryApi(APIView):
     class Input(serializers.Serializer[Any]):
         window = serializers.ChoiceField(choices=list(HISTORY_WINDOWS), default="24h")
 
-    @extend_schema(parameters=[Input])
+    @extend_schema(parameters=[Input], responses=HeadroomHistoryOutput)
     def get(self, request: Request, pk: int) -> Response:
         subscription = subscription_get_visible(user=request.user, pk=pk)
         data = self.Input(data=request.query_params)

@@ -136,7 +136,8 @@ def test_logout_ends_the_session(browser_client: Client, operator: User) -> None
     response = browser_client.post("/api/auth/logout", headers={"X-CSRFToken": token})
     assert response.status_code == 204
     assert browser_client.get("/api/auth/me").status_code == 401
-    assert browser_client.get("/api/subscriptions").status_code == 403
+    # Signed out: a 401 that names the scheme an API client can use instead.
+    assert browser_client.get("/api/subscriptions").status_code == 401
 
 
 def test_logout_is_csrf_protected(browser_client: Client, operator: User) -> None:

@@ -1,0 +1,76 @@
+"""The project's OpenAPI schema class (``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]``).
+
+Two things drf-spectacular cannot know about this codebase, decided here once rather
+than in every view:
+
+- Views parse input with a nested ``Input`` serializer (STYLE.md). drf-spectacular
+  names a component after the serializer's class name, so every view's ``Input``
+  collapsed into one component. A serializer nested in a view is named after that
+  view instead: ``AgentTaskApi.Input`` becomes ``AgentTaskInput``.
+- Every error goes through the one exception handler (``trinity.api``), so every
+  operation answers the same error shapes; they are added to each operation's
+  responses unless the view declares that code itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+
+
+class ErrorOutput(serializers.Serializer[Any]):
+    """``{detail}`` from DRF (401, 403, 413), ``{detail, code}`` from a domain error."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField(
+        required=False, help_text="not_found | forbidden | conflict | invalid | too_large"
+    )
+
+
+# A 400 is ``{field: [messages]}``; an error about the request as a whole is
+# ``{detail, code}`` (trinity.api.exception_handler).
+FIELD_ERRORS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "{field: [messages]}, or {detail, code} for the request as a whole",
+    "additionalProperties": {
+        "oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]
+    },
+}
+
+
+class AutoSchema(SpectacularAutoSchema):
+    def get_serializer_name(self, serializer: serializers.Serializer[Any], direction: Any) -> str:
+        """A serializer nested in a view is named after the view (``AgentTaskInput``)."""
+        owner, _, name = type(serializer).__qualname__.rpartition(".")
+        if owner and "<" not in owner:  # not a class defined inside a function
+            return owner.removesuffix("Api") + name
+        return super().get_serializer_name(serializer, direction)
+
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
+        for code, body in self._error_responses().items():
+            if code not in responses:
+                responses[code] = self._get_response_for_code(body, code, direction=direction)
+        return responses
+
+    def _error_responses(self) -> dict[str, Any]:
+        errors: dict[str, Any] = {}
+        has_body = (
+            self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
+        )
+        if has_body or self.get_override_parameters():
+            errors["400"] = FIELD_ERRORS_SCHEMA
+        public = all(isinstance(p, AllowAny) for p in self.view.get_permissions())
+        if not public:
+            # Unauthenticated; signed in but not allowed (admin only), or a session
+            # request without its CSRF token.
+            errors["401"] = ErrorOutput
+            errors["403"] = ErrorOutput
+        if "{" in self.path:
+            errors["404"] = ErrorOutput
+        if has_body:
+            errors["413"] = ErrorOutput
+        return errors
