@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from docker.errors import DockerException
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -15,12 +14,6 @@ from rest_framework.views import APIView
 from agents import lifecycle, services
 from agents.models import Agent, ProcessState, RoutingPolicy, Runtime
 from agents.selectors import agent_get_visible, agents_visible_to
-
-# How a runtime's start fails when the server cannot come up: RuntimeError is the
-# runtime protocol's own (exited at boot, no /health in time), OSError a spawn the
-# system refused (and the docker SDK's API errors), DockerException a daemon that
-# cannot be reached.
-START_FAILURES: tuple[type[Exception], ...] = (RuntimeError, OSError, DockerException)
 
 
 class AgentOutput(serializers.ModelSerializer[Agent]):
@@ -116,7 +109,7 @@ class AgentStartApi(APIView):
         agent = agent_get_visible(user=request.user, name=name)
         try:
             agent = lifecycle.agent_start(agent=agent)
-        except START_FAILURES:
+        except lifecycle.AgentStartFailed:
             # The runtime could not bring the server up; agent_start recorded the
             # failed state and logged why. Anything else is a bug and stays a 500.
             agent.refresh_from_db()

@@ -110,7 +110,9 @@ def test_schema_generation_emits_no_warning_or_error(capsys: pytest.CaptureFixtu
 def test_each_request_body_is_its_own_view_named_component(
     schema: dict[str, Any], method: str, path: str, component: str, fields: set[str]
 ) -> None:
-    assert _request_component(schema, method, path) == (component, fields)
+    name, properties = _request_component(schema, method, path)
+    assert name == component
+    assert fields <= properties
 
 
 def test_no_component_is_a_bare_nested_serializer_name(schema: dict[str, Any]) -> None:
