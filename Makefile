@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := agent_server/node_modules/.installed-stamp
 PANEL_STAMP := frontend/node_modules/.installed-stamp
 
-.PHONY: setup run test clean chromium panel
+.PHONY: setup run stop test clean chromium panel
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,25 +41,40 @@ panel: $(PANEL_STAMP)
 
 setup: $(STAMP) $(NODE_STAMP) panel
 
+# Ports (`PORT=9000 make run` or `make run PORT=9000`): web on PORT, the provider
+# simulator on SIMULATOR_PORT. trinity/settings.py validates both when the first
+# manage.py command of `run` loads it, so a bad value stops before anything listens.
+PORT := $(or $(PORT),8000)
+SIMULATOR_PORT := $(or $(SIMULATOR_PORT),8100)
 # Upstream: the local provider simulator unless ANTHROPIC_BASE_URL is set or
 # TRINITY_UPSTREAM=real (then the real providers, or whatever the URL says).
-SIMULATOR_URL := http://127.0.0.1:8100
+SIMULATOR_URL = http://127.0.0.1:$(SIMULATOR_PORT)
+HONCHO_START := $(VENV)/bin/honcho -f deploy/Procfile.dev start -p $(PORT)
 
+# Agent servers outlive web and worker by design (a restarted web finds them); the
+# demo's must not outlive `make run`: once honcho stops (Ctrl-C), `run` stops them.
 run: setup
+	export PORT='$(PORT)' SIMULATOR_PORT='$(SIMULATOR_PORT)'
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py createcachetable
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py ensure_admin
+	trap '$(PY) manage.py agents_stop_all' EXIT
 	if [ -n "$${ANTHROPIC_BASE_URL:-}" ]; then
 	  export TRINITY_ANTHROPIC_BASE_URL="$$ANTHROPIC_BASE_URL"
-	  exec $(VENV)/bin/honcho -f deploy/Procfile.dev start web worker beat
+	  $(HONCHO_START) web worker beat
 	elif [ "$${TRINITY_UPSTREAM:-simulator}" = real ]; then
-	  exec $(VENV)/bin/honcho -f deploy/Procfile.dev start web worker beat
+	  $(HONCHO_START) web worker beat
 	else
 	  export TRINITY_ANTHROPIC_BASE_URL=$(SIMULATOR_URL) TRINITY_CODEX_BASE_URL=$(SIMULATOR_URL)
 	  $(PY) manage.py seed_demo
-	  exec $(VENV)/bin/honcho -f deploy/Procfile.dev start
+	  $(HONCHO_START)
 	fi
+
+# Stop every agent server recorded in the database (e.g. after `make run` was killed
+# without the chance to stop them itself).
+stop: $(STAMP)
+	$(PY) manage.py agents_stop_all
 
 test: setup chromium
 	npm test --prefix frontend

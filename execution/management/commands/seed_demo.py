@@ -46,7 +46,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--seed-file", default=str(settings.VAR_DIR / "simulator-seed.json"))
-        parser.add_argument("--url", default="http://127.0.0.1:8000")
+        parser.add_argument("--url", default=f"http://127.0.0.1:{settings.PORT}")
 
     def handle(self, *args: Any, **options: Any) -> None:
         admin = User.objects.filter(is_staff=True).order_by("pk").first()
@@ -82,8 +82,9 @@ class Command(BaseCommand):
         token_file = settings.VAR_DIR / "admin_api_token"
         _write_private(token_file, api_token.key + "\n")
         self.stdout.write(
-            "demo: subscriptions demo-max (12% of 5h used) and demo-pro (97%) on the simulator; "
-            f"agent {DEMO_AGENT!r} on demo-pro. Run a turn with:\n"
+            "demo: subscriptions demo-max (12% of 5h used) and demo-pro (97%) on the simulator "
+            f"at {settings.TRINITY_ANTHROPIC_BASE_URL}; agent {DEMO_AGENT!r} on demo-pro. "
+            "Run a turn with:\n"
             f"  curl -s -X POST {options['url']}/api/agents/{DEMO_AGENT}/task "
             f'-H "Authorization: Token $(cat {token_file})" '
             "-H 'Content-Type: application/json' -d '{\"message\": \"say hi\"}'"

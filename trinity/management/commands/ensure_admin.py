@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--username", default="admin")
-        parser.add_argument("--url", default="http://127.0.0.1:8000")
+        parser.add_argument("--url", default=f"http://127.0.0.1:{settings.PORT}")
 
     def handle(self, *args: Any, **options: Any) -> None:
         username: str = options["username"]
