@@ -303,6 +303,12 @@ RATE_LIMIT_EVENT_RETENTION_SECONDS = _env_int(
     "TRINITY_RATE_LIMIT_EVENT_RETENTION_SECONDS", 24 * 3600, minimum=3600, maximum=90 * 24 * 3600
 )
 
+# Where `make run` listens: web on PORT, the provider simulator on SIMULATOR_PORT.
+# Read here so a bad value stops `make run` (its first command loads settings) before
+# anything listens, and the URLs the commands print follow the same values.
+PORT = _env_int("PORT", 8000, minimum=1, maximum=65535)
+SIMULATOR_PORT = _env_int("SIMULATOR_PORT", 8100, minimum=1, maximum=65535)
+
 # Upstream providers. `make run` points these at the local provider simulator; a real
 # deployment leaves the defaults (or points at a proxy).
 TRINITY_ANTHROPIC_BASE_URL = env.str(
