@@ -7,6 +7,8 @@ pinned by tests on both sides; this module does not import agent_server.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import httpx
 from django.utils.dateparse import parse_datetime
 
+from agents.rung import Rung
 from trinity.crypto import Secret
 from trinity.redaction import redact
 
@@ -25,21 +28,29 @@ CONTROL_TIMEOUT = 15.0
 # A turn's HTTP call waits for the runtime's own timeout plus this margin, so the
 # agent server answers 504 itself instead of the client cutting the line first.
 TURN_TIMEOUT_MARGIN = 30.0
+# Agent servers live on loopback or the compose network; a web process serving many
+# concurrent turns keeps at most this many connections open.
+POOL_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+
+_pool: tuple[int, httpx.Client] | None = None
+_pool_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class AuthOverride:
-    """The credential one turn runs on: an OAuth plan token XOR an API key."""
+def _http() -> httpx.Client:
+    """This process's one pooled client: no client, TLS context or connection per turn.
 
-    kind: str  # "oauth_token" | "api_key"
-    secret: Secret
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("oauth_token", "api_key"):
-            raise ValueError(f"unknown override kind {self.kind!r}")
-
-    def as_json(self) -> dict[str, str]:
-        return {self.kind: self.secret.reveal()}
+    Keyed by pid: a forked child (a Celery or gunicorn worker) must not share its
+    parent's sockets, so it builds its own on first use.
+    """
+    global _pool
+    pool = _pool
+    pid = os.getpid()
+    if pool is not None and pool[0] == pid:
+        return pool[1]
+    with _pool_lock:
+        if _pool is None or _pool[0] != pid:
+            _pool = (pid, httpx.Client(limits=POOL_LIMITS, trust_env=False))
+        return _pool[1]
 
 
 @dataclass(frozen=True)
@@ -77,10 +88,13 @@ class AgentServerClient:
         self, method: str, path: str, *, json: dict[str, Any] | None = None, timeout: float
     ) -> httpx.Response:
         try:
-            with httpx.Client(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT)) as http:
-                return http.request(
-                    method, f"{self.endpoint}{path}", json=json, headers=self._headers()
-                )
+            return _http().request(
+                method,
+                f"{self.endpoint}{path}",
+                json=json,
+                headers=self._headers(),
+                timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            )
         except httpx.HTTPError as exc:
             # httpx messages carry the URL only; redact anyway, a proxy may echo more.
             raise AgentServerUnavailable(
@@ -101,10 +115,14 @@ class AgentServerClient:
         message: str,
         timeout_seconds: float,
         model: str | None = None,
-        auth_override: AuthOverride | None = None,
+        rung: Rung | None = None,
         session_id: str | None = None,
     ) -> TurnOutcome:
-        """POST /api/task (or /api/chat with a session id) and parse the typed answer."""
+        """POST /api/task (or /api/chat with a session id) and parse the typed answer.
+
+        ``rung`` travels as the turn's ``auth_override``: the agent server applies it
+        to this one spawn and echoes its kind.
+        """
         body: dict[str, Any] = {
             "execution_id": execution_id,
             "message": message,
@@ -112,8 +130,8 @@ class AgentServerClient:
         }
         if model:
             body["model"] = model
-        if auth_override is not None:
-            body["auth_override"] = auth_override.as_json()
+        if rung is not None:
+            body["auth_override"] = rung.wire()
         path = "/api/task"
         if session_id:
             body["session_id"] = session_id
@@ -146,39 +164,83 @@ class ReloadRefused(Exception):
         self.status_code = status_code
 
 
+class OffContract(ValueError):
+    """An agent-server answer whose fields do not have the contract's shapes."""
+
+
+def _count(value: Any, name: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise OffContract(f"{name} is not a non-negative integer")
+    return value
+
+
+def _cost(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise OffContract("cost_usd is not a non-negative number")
+    return float(value)
+
+
+def _instant(value: Any) -> datetime | None:
+    if not value:
+        return None
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None or parsed.tzinfo is None:
+        raise OffContract("resets_at is not an aware ISO-8601 instant")
+    return parsed
+
+
 def parse_turn_response(response: httpx.Response) -> TurnOutcome:
-    """Map an agent-server answer to a TurnOutcome; anything off-contract is a fault."""
+    """Map an agent-server answer to a TurnOutcome; anything off-contract is a fault.
+
+    Never raises: a body that is not JSON, or whose fields have the wrong shapes, is a
+    ``container_fault`` outcome (which never walks, so an off-contract answer cannot
+    move a turn onto a second, billed credential).
+    """
     echo = response.headers.get(AUTH_OVERRIDE_HEADER)
+    status = response.status_code
     try:
         data = response.json()
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        return TurnOutcome(
-            status_code=response.status_code,
-            ok=False,
-            error_code="container_fault",
-            detail=f"agent server answered {response.status_code} without a JSON body",
-            override_echo=echo,
-        )
-    if response.status_code == 200:
-        usage = data.get("usage") or {}
-        return TurnOutcome(
-            status_code=200,
-            ok=True,
-            response=str(data.get("response", "")),
-            model=str(data.get("model", "")),
-            input_tokens=int(usage.get("input_tokens") or 0),
-            output_tokens=int(usage.get("output_tokens") or 0),
-            cost_usd=data.get("cost_usd"),
-            override_echo=echo,
-        )
-    resets_at = parse_datetime(data["resets_at"]) if data.get("resets_at") else None
+        return _fault(status, f"agent server answered {status} without a JSON body", echo)
+    try:
+        if status == 200:
+            usage = data.get("usage") or {}
+            if not isinstance(usage, dict):
+                raise OffContract("usage is not an object")
+            return TurnOutcome(
+                status_code=200,
+                ok=True,
+                response=str(data.get("response", "")),
+                model=str(data.get("model", "")),
+                input_tokens=_count(usage.get("input_tokens"), "usage.input_tokens"),
+                output_tokens=_count(usage.get("output_tokens"), "usage.output_tokens"),
+                cost_usd=_cost(data.get("cost_usd")),
+                override_echo=echo,
+            )
+        resets_at = _instant(data.get("resets_at"))
+    except OffContract as exc:
+        return _fault(status, f"agent server answered {status} off contract: {exc}", echo)
     return TurnOutcome(
-        status_code=response.status_code,
+        status_code=status,
         ok=False,
         error_code=str(data.get("error_code") or "container_fault"),
         detail=redact(str(data.get("detail", ""))),
         resets_at=resets_at,
+        override_echo=echo,
+    )
+
+
+def _fault(status: int, detail: str, echo: str | None) -> TurnOutcome:
+    return TurnOutcome(
+        status_code=status,
+        ok=False,
+        error_code="container_fault",
+        detail=detail,
         override_echo=echo,
     )

@@ -10,75 +10,75 @@ the boot guard and the baseline environment depend on the mode.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
 
 from django.conf import settings
 
-from agents.client import AgentServerClient, AgentServerUnavailable, AuthOverride, ReloadRefused
+from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
 from agents.models import Agent, AuthMode, ProcessState, Runtime
+from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
-from trinity.crypto import Secret
 from trinity.markers import marker_claim, marker_release
+from trinity.models import SystemSettings
 from trinity.redaction import redact
 from trinity.selectors import system_settings_get
 
 logger = logging.getLogger(__name__)
 
 START_MARKER_TTL = 120
+# How long a turn waits for a start another process is running (a local agent server
+# answers /health within ~30 s; docker may pull an image), and how often it looks.
+START_WAIT_SECONDS = 60.0
+START_POLL_SECONDS = 0.2
 
 
-@dataclass(frozen=True)
-class Baseline:
-    """The credential an agent runs on when no walk intervenes: its mode, the secret,
-    and the subscription it belongs to (None for the platform key)."""
-
-    mode: str
-    secret: Secret | None = None
-    subscription_id: int | None = None
-
-    def env(self) -> dict[str, Secret]:
-        """The boot environment entry that carries the credential."""
-        if self.secret is None:
-            return {}
-        name = (
-            "CLAUDE_CODE_OAUTH_TOKEN" if self.mode == AuthMode.SUBSCRIPTION else "ANTHROPIC_API_KEY"
-        )
-        return {name: self.secret}
-
-    def auth_override(self) -> AuthOverride | None:
-        """The same credential, sent explicitly for one turn."""
-        if self.secret is None:
-            return None
-        kind = "oauth_token" if self.mode == AuthMode.SUBSCRIPTION else "api_key"
-        return AuthOverride(kind, self.secret)
+CLAUDE_RUNTIMES = frozenset({Runtime.CLAUDE_CODE, Runtime.ANTHROPIC_API})
 
 
-def baseline_credentials(agent: Agent) -> Baseline:
-    """The subscription's OAuth token, else the platform API key where the agent may
-    use it (its own switch wins; unset follows the system-wide fallback), else none."""
-    subscription = agent.subscription
-    if subscription is not None and subscription.provider == "anthropic" and subscription.token:
-        return Baseline(AuthMode.SUBSCRIPTION, subscription.token, subscription.pk)
-    system = system_settings_get()
+class AgentStartFailed(Exception):
+    """The agent's server could not be started; the message is redacted."""
+
+
+def platform_key_allowed(agent: Agent, system: SystemSettings) -> bool:
+    """Whether ``agent`` may run on the platform key: its own switch wins (False is a
+    hard "never bill the key"); unset follows the system-wide fallback."""
     allowed = agent.use_platform_api_key
     if allowed is None:
         allowed = system.subscription_api_key_fallback
-    if allowed and system.platform_api_key:
-        return Baseline(AuthMode.API_KEY, system.platform_api_key)
-    return Baseline(AuthMode.NONE)
+    return bool(allowed) and agent.runtime in CLAUDE_RUNTIMES
+
+
+def baseline_rung(agent: Agent) -> Rung | None:
+    """The rung an agent runs on when no walk intervenes (what it boots with).
+
+    The assigned subscription's OAuth token, else the platform API key where the
+    agent may use it, else None.
+    """
+    subscription = agent.subscription
+    if subscription is not None and subscription.provider == "anthropic" and subscription.token:
+        return Rung(RungKind.SUBSCRIPTION, subscription.token, subscription.pk, subscription.name)
+    system = system_settings_get()
+    if platform_key_allowed(agent, system) and system.platform_api_key:
+        return Rung(RungKind.API_KEY, system.platform_api_key)
+    return None
+
+
+def auth_mode(rung: Rung | None) -> str:
+    """The mode an agent boots in for ``rung``."""
+    return rung.kind.value if rung is not None else AuthMode.NONE
 
 
 def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
-    baseline = baseline_credentials(agent)
+    rung = baseline_rung(agent)
     spec = SpawnSpec(
         name=agent.name,
         runtime=agent.runtime,
         model=agent.model,
         secret=agent.shared_secret,
         env={"ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL},
-        credentials=baseline.env(),
+        credentials=rung.env() if rung is not None else {},
     )
-    return baseline.mode, spec
+    return auth_mode(rung), spec
 
 
 def client_for(agent: Agent) -> AgentServerClient:
@@ -105,19 +105,22 @@ def agent_start(*, agent: Agent) -> Agent:
     # Fails open: None (cache down) proceeds, and the compare-and-set below still
     # keeps a rare double start to one recorded server.
     if marker_claim(marker, ttl=START_MARKER_TTL) is False:
-        logger.info("agent %s is being started elsewhere", agent.name)
-        return agent
+        logger.info("agent %s is being started elsewhere; waiting for it", agent.name)
+        return _await_start(agent)
     try:
         mode, spec = spawn_spec(agent)
         try:
             spawned = runtime.start(spec)
         except Exception as exc:
+            # Whatever the runtime raised (a process that exited, a docker API error,
+            # or a bug, whose traceback is logged), the agent did not start: say so on
+            # its row and to the caller in one type.
             detail = redact(str(exc))[:500]
             Agent.objects.filter(pk=agent.pk).update(
                 process_state=ProcessState.FAILED, process_detail=detail
             )
-            logger.error("agent %s failed to start: %s", agent.name, detail)
-            raise
+            logger.exception("agent %s failed to start: %s", agent.name, detail)
+            raise AgentStartFailed(detail) from exc
         # Compare-and-set on the handle we saw: if another process recorded its own
         # spawn meanwhile (the marker failed open), keep theirs and stop ours.
         recorded = Agent.objects.filter(pk=agent.pk, process_handle=agent.process_handle).update(
@@ -134,6 +137,23 @@ def agent_start(*, agent: Agent) -> Agent:
             runtime.stop(name=agent.name, handle=spawned.handle)
     finally:
         marker_release(marker)
+    return _reload(agent)
+
+
+def _await_start(agent: Agent) -> Agent:
+    """Wait (bounded) for the start another process is running to record its server.
+
+    Returns the agent as it then reads: running with an endpoint, or whatever state the
+    other start left (a turn then fails ``container_fault`` with that state's detail).
+    """
+    deadline = time.monotonic() + START_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        current = _reload(agent)
+        if current.process_state == ProcessState.FAILED or (
+            current.process_state == ProcessState.RUNNING and current.endpoint
+        ):
+            return current
+        time.sleep(START_POLL_SECONDS)
     return _reload(agent)
 
 
@@ -216,8 +236,17 @@ def agent_apply_credentials(*, agent: Agent) -> str:
         name=agent.name, handle=agent.process_handle
     ):
         return "not_running"  # the next start boots with the current credentials
-    mode = baseline_credentials(agent).mode
+    mode = auth_mode(baseline_rung(agent))
     if mode != agent.auth_mode:
+        # Claim the change by compare-and-set on the mode and server we saw: of two
+        # tasks racing for one agent only one recreates (a second recreate would kill
+        # the turns that started on the first one's server).
+        claimed = Agent.objects.filter(
+            pk=agent.pk, auth_mode=agent.auth_mode, process_handle=agent.process_handle
+        ).update(auth_mode=mode)
+        if claimed != 1:
+            logger.info("agent %s: its credentials are being applied elsewhere", agent.name)
+            return "unchanged"
         logger.info("agent %s: auth mode %s -> %s; recreating", agent.name, agent.auth_mode, mode)
         agent_recreate(agent=agent)
         return "recreated"

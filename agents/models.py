@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from agents.rung import RungKind
 from trinity.crypto import EncryptedSecretField
 
 
@@ -19,10 +20,10 @@ class RoutingPolicy(models.TextChoices):
 
 
 class AuthMode(models.TextChoices):
-    """Which credential an agent server was booted with (its baseline)."""
+    """Which credential an agent server was booted with: its own rung's kind, or none."""
 
-    SUBSCRIPTION = "subscription", "Subscription OAuth token"
-    API_KEY = "api_key", "Platform API key"
+    SUBSCRIPTION = RungKind.SUBSCRIPTION.value, "Subscription OAuth token"
+    API_KEY = RungKind.API_KEY.value, "Platform API key"
     NONE = "none", "No credential"
 
 
@@ -66,6 +67,12 @@ class Agent(models.Model):
         max_length=20, choices=AuthMode.choices, default=AuthMode.NONE, editable=False
     )
     shared_secret = EncryptedSecretField(editable=False)
+    # Set while the agent's turns are served by the platform key (the first key-served
+    # turn sets it, the next plan-served turn clears it): "Back on subscription" reports
+    # what the key cost meanwhile.
+    on_api_key_since = models.DateTimeField(null=True, blank=True, editable=False)
+    # The last committed switch: {from, to, why, at}; empty until one happens.
+    last_switch = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

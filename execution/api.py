@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -12,28 +14,35 @@ from rest_framework.views import APIView
 
 from agents.selectors import agent_get_visible
 from execution import services
-from execution.models import Execution, Status, Trigger
+from execution.models import AUTONOMOUS_TRIGGERS, Execution, Status, Trigger
 from execution.selectors import (
     execution_get_visible,
     executions_visible_to,
     notifications_visible_to,
 )
+from execution.services import notifications_mark_read
+from subscriptions.walk import Stop
+from trinity import clock
 from trinity.models import Notification
 
 # A failed turn answers with the status its error_code means to an HTTP client.
 ERROR_HTTP_STATUS = {
-    "rate_limit": 429,
+    "billing": 429,
     "auth": 503,
     "model_unsupported": 400,
     "timeout": 504,
     "container_fault": 503,
     "runtime_killed": 500,
+    "upstream_error": 502,
+    "worker_lost": 503,
 }
 LIST_LIMIT = 200
 
 
 class ExecutionOutput(serializers.ModelSerializer[Execution]):
     served_by_subscription = serializers.SerializerMethodField()
+    earliest_reset = serializers.DateTimeField(source="resets_at", read_only=True, allow_null=True)
+    retryable = serializers.SerializerMethodField()
 
     class Meta:
         model = Execution
@@ -44,16 +53,22 @@ class ExecutionOutput(serializers.ModelSerializer[Execution]):
             "status",
             "error_code",
             "error_detail",
+            "retryable",
+            "walk_stop",
             "resets_at",
+            "earliest_reset",
             "response",
             "model",
+            "session_id",
             "served_by_kind",
             "served_by_subscription",
+            "subscription_switch",
             "attempts",
             "input_tokens",
             "output_tokens",
             "cost_usd",
             "created_at",
+            "deadline",
             "finished_at",
         ]
 
@@ -61,27 +76,103 @@ class ExecutionOutput(serializers.ModelSerializer[Execution]):
         sub = obj.served_by_subscription
         return None if sub is None else {"id": sub.pk, "name": sub.name}
 
+    def get_retryable(self, obj: Execution) -> bool:
+        """A fresh send gets a fresh budget: worth it only when the budget ran out."""
+        return obj.walk_stop == Stop.BUDGET
+
+
+def turn_response(execution: Execution) -> Response:
+    """The Execution, with the HTTP status its outcome means."""
+    if execution.status in (Status.SUCCEEDED, Status.QUEUED, Status.RUNNING):
+        status = 200
+    elif execution.walk_stop == Stop.BUDGET:
+        status = 503
+    else:
+        status = ERROR_HTTP_STATUS.get(execution.error_code, 502)
+    return Response(ExecutionOutput(execution).data, status=status)
+
+
+def _timeout_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        min_value=5, max_value=settings.TRINITY_TURN_TIMEOUT_MAX_SECONDS, required=False
+    )
+
 
 class AgentTaskApi(APIView):
-    """Run one turn on an agent (its owner or an admin) and wait for the answer."""
+    """Run one turn on an agent (its owner or an admin).
+
+    Sync by default: the answer comes back in this response, after the walk if the
+    agent's credential refused. With ``async: true`` it answers 202
+    ``{execution_id}`` at once and a worker runs the turn; async turns may carry an
+    autonomous trigger (``schedule``, ``agent``, ``mcp``).
+    """
 
     class Input(serializers.Serializer[Any]):
         message = serializers.CharField(max_length=200_000)
         model = serializers.CharField(max_length=100, required=False)
-        timeout_seconds = serializers.IntegerField(min_value=5, max_value=86_400, required=False)
+        timeout_seconds = _timeout_field()
+        async_ = serializers.BooleanField(default=False, source="run_async", label="async")
+        trigger = serializers.ChoiceField(
+            choices=[Trigger.API, *AUTONOMOUS_TRIGGERS], default=Trigger.API
+        )
 
-    @extend_schema(request=Input, responses=ExecutionOutput)
+        def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+            fields = super().get_fields()
+            fields["async"] = fields.pop("async_")  # a keyword in Python, a field on the wire
+            return fields
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if attrs["trigger"] != Trigger.API and not attrs["run_async"]:
+                raise serializers.ValidationError(
+                    {"trigger": ["An autonomous trigger needs async: true."]}
+                )
+            return attrs
+
+    class Accepted(serializers.Serializer[Any]):
+        execution_id = serializers.UUIDField()
+        status = serializers.CharField()
+
+    @extend_schema(
+        request=Input, responses={200: ExecutionOutput, 202: Accepted, 429: ExecutionOutput}
+    )
     def post(self, request: Request, name: str) -> Response:
         agent = agent_get_visible(user=request.user, name=name)
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        execution = services.execution_run(agent=agent, trigger=Trigger.API, **data.validated_data)
-        status = (
-            200
-            if execution.status == Status.SUCCEEDED
-            else ERROR_HTTP_STATUS.get(execution.error_code, 502)
+        values = dict(data.validated_data)
+        if values.pop("run_async"):
+            execution = services.execution_enqueue(agent=agent, **values)
+            return Response(
+                {"execution_id": str(execution.pk), "status": execution.status}, status=202
+            )
+        return turn_response(services.execution_run(agent=agent, **values))
+
+
+class AgentChatApi(APIView):
+    """Continue (or start) a Claude Code chat session on an agent; sync.
+
+    The answer carries the ``session_id`` to send with the next message; the session
+    resumes on whichever credential serves that turn.
+    """
+
+    class Input(serializers.Serializer[Any]):
+        message = serializers.CharField(max_length=200_000)
+        session_id = serializers.RegexField(r"^[A-Za-z0-9._:-]{1,200}$", required=False)
+        model = serializers.CharField(max_length=100, required=False)
+        timeout_seconds = _timeout_field()
+
+    @extend_schema(request=Input, responses={200: ExecutionOutput, 429: ExecutionOutput})
+    def post(self, request: Request, name: str) -> Response:
+        agent = agent_get_visible(user=request.user, name=name)
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = dict(data.validated_data)
+        session_id = values.pop("session_id", None) or str(uuid.uuid4())
+        return turn_response(
+            services.execution_run(
+                agent=agent, trigger=Trigger.CHAT, session_id=session_id, **values
+            )
         )
-        return Response(ExecutionOutput(execution).data, status=status)
 
 
 class ExecutionListApi(APIView):
@@ -125,17 +216,19 @@ class NotificationOutput(serializers.ModelSerializer[Notification]):
             "subscription_id",
             "data",
             "created_at",
+            "read_at",
         ]
 
 
 class NotificationListApi(APIView):
-    """What the operator has been told, newest first (filters: kind, level, agent)."""
+    """What the operator has been told, newest first (filters: kind, level, agent, unread)."""
 
     @extend_schema(
         parameters=[
             OpenApiParameter("kind", str),
             OpenApiParameter("level", str, enum=Notification.Level.values),
             OpenApiParameter("agent", str),
+            OpenApiParameter("unread", bool),
         ],
         responses=NotificationOutput(many=True),
     )
@@ -146,10 +239,46 @@ class NotificationListApi(APIView):
             return Response(
                 {"level": [f"Choose one of: {', '.join(Notification.Level.values)}."]}, status=400
             )
+        unread = params.get("unread", "").lower()
+        if unread not in ("", "true", "false", "1", "0"):
+            return Response({"unread": ["Use true or false."]}, status=400)
         if params.get("kind"):
             queryset = queryset.filter(kind=params["kind"])
         if params.get("level"):
             queryset = queryset.filter(level=params["level"])
         if params.get("agent"):
             queryset = queryset.filter(agent_name=params["agent"])
+        if unread in ("true", "1"):
+            queryset = queryset.filter(read_at__isnull=True)
+        elif unread in ("false", "0"):
+            queryset = queryset.filter(read_at__isnull=False)
         return Response(NotificationOutput(queryset[:LIST_LIMIT], many=True).data)
+
+
+class NotificationMarkReadApi(APIView):
+    """Mark notifications read: the given ids, or every unread one the caller can see."""
+
+    class Input(serializers.Serializer[Any]):
+        ids = serializers.ListField(
+            child=serializers.IntegerField(min_value=1), required=False, max_length=1000
+        )
+        all = serializers.BooleanField(default=False)
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if not attrs.get("ids") and not attrs["all"]:
+                raise serializers.ValidationError({"ids": ["Give ids, or all: true."]})
+            return attrs
+
+    class Output(serializers.Serializer[Any]):
+        marked = serializers.IntegerField()
+
+    @extend_schema(request=Input, responses=Output)
+    def post(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        marked = notifications_mark_read(
+            user=request.user,
+            ids=None if data.validated_data["all"] else data.validated_data["ids"],
+            now=clock.now(),
+        )
+        return Response({"marked": marked})

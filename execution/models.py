@@ -18,7 +18,12 @@ class Trigger(models.TextChoices):
     MCP = "mcp", "MCP"
 
 
+INTERACTIVE_TRIGGERS = frozenset({Trigger.PUBLIC, Trigger.CHAT, Trigger.API})
+AUTONOMOUS_TRIGGERS = (Trigger.SCHEDULE, Trigger.AGENT, Trigger.MCP)
+
+
 class Status(models.TextChoices):
+    QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
@@ -34,9 +39,13 @@ class Execution(models.Model):
     agent_name = models.CharField(max_length=100)
     trigger = models.CharField(max_length=20, choices=Trigger.choices, default=Trigger.API)
     message = models.TextField()
+    # A chat turn continues this Claude Code session (empty for a task).
+    session_id = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     error_code = models.CharField(max_length=40, blank=True)
     error_detail = models.TextField(blank=True)
+    # Why a refused turn's walk stopped (``exhausted``, ``budget``, ``auto_switch_off``…).
+    walk_stop = models.CharField(max_length=40, blank=True)
     resets_at = models.DateTimeField(null=True, blank=True)
     response = models.TextField(blank=True)
     model = models.CharField(max_length=100, blank=True)
@@ -55,7 +64,16 @@ class Execution(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # {from, to, why, attempts} when the turn was served by another subscription than
+    # the one it started on (or by the platform key); null otherwise.
+    subscription_switch = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # The instant the turn may not outlive in ``running``: a beat task fails rows left
+    # behind (``worker_lost``) so no turn hangs there forever.
+    deadline = models.DateTimeField(null=True, blank=True)
+    # Set when the first attempt went to an agent server: a turn whose outcome is then
+    # unknown (its worker died) is failed, never re-run blind (that could bill twice).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -65,7 +83,13 @@ class Execution(models.Model):
             models.Index(
                 fields=["served_by_subscription", "created_at"], name="execution_sub_created"
             ),
+            models.Index(fields=["status", "deadline"], name="execution_status_deadline"),
         ]
 
     def __str__(self) -> str:
         return f"{self.agent_name} {self.status} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def autonomous(self) -> bool:
+        """Nobody is waiting for the answer (a schedule, another agent, an MCP call)."""
+        return self.trigger not in INTERACTIVE_TRIGGERS

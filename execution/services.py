@@ -1,49 +1,98 @@
-"""Run a turn: create the Execution, dispatch it to the agent server, record what happened.
+"""Run a turn: create the Execution, dispatch it (walking the pool on a refusal), finish it.
 
-This is the single-attempt dispatch: the turn runs on the agent's own credential
-(its subscription, else the platform key where allowed), sent explicitly as the
-turn's ``auth_override`` so the credential a refusal is recorded against is exactly
-the one that went on the wire, whatever the assignment reads by the time it returns.
+One dispatch loop serves task and chat, sync and async. Its I/O is here; its
+decisions are the pure rules': ``subscriptions/classifier.py`` says what a refusal
+means, ``subscriptions/walk.py`` which rung comes next. Every rung is a trial: the
+same execution id re-issued with ``auth_override``; nothing in the database or the
+agent changes until a trial serves, and then the subscription that served is
+committed once (``assignment_commit``, a compare-and-set across processes).
+
+The served path costs one write before dispatch (the row), one cached read (the
+pre-dispatch evidence), one pooled request and one write after; ranking and the
+walk run only after a refusal.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
+from django.db.models import Count, Sum
 
 from agents import lifecycle
-from agents.client import AgentServerUnavailable, TurnOutcome
-from agents.lifecycle import Baseline
-from agents.models import Agent, ProcessState
+from agents.client import TURN_TIMEOUT_MARGIN, AgentServerUnavailable, TurnOutcome
+from agents.models import Agent, ProcessState, RoutingPolicy
+from agents.rung import Rung, RungKind
 from execution.models import Execution, Status
-from subscriptions.models import FailureKind
-from subscriptions.services import record_rate_limit_event
+from execution.selectors import notifications_visible_to
+from subscriptions import pool
+from subscriptions.classifier import Refusal, classify_refusal
+from subscriptions.headroom.rules import Selection, earliest_known_reset
+from subscriptions.headroom.selection import rank_alternatives
+from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.services import assignment_commit, record_rate_limit_event
+from subscriptions.walk import Pick, Stop, Walk, Why, pre_dispatch_pick, walk_next, walk_start
 from trinity import clock
+from trinity.models import Notification, SystemSettings
+from trinity.notifications import notification_send
 from trinity.redaction import redact
+from trinity.selectors import system_settings_get
 
 logger = logging.getLogger(__name__)
 
-# Only refusals of the credential itself count against it; a model rejection, a
-# killed process or a container fault says nothing about the subscription.
-REFUSAL_KINDS = {"rate_limit": FailureKind.RATE_LIMIT, "auth": FailureKind.AUTH}
+# A row is reaped (``worker_lost``) only once even the last HTTP wait of its turn is
+# over: the turn's budget, the client's margin, and slack for finishing the row.
+DEADLINE_SLACK = timedelta(seconds=TURN_TIMEOUT_MARGIN + 30)
+ERROR_DETAIL_MAX = 2000
+KEY_NOTICE_TTL = 24 * 3600
+EXHAUSTED_NOTICE_TTL = 3600
+# Stops that mean every credential the walk could try refused.
+EXHAUSTED_STOPS = frozenset({Stop.EXHAUSTED, Stop.ALREADY_TRIED, Stop.RUNG_CAP})
 
 
-def _attempt_entry(*, baseline: Baseline, outcome: TurnOutcome, at: datetime) -> dict[str, Any]:
-    return {
-        "credential_kind": baseline.mode,
-        "subscription_id": baseline.subscription_id,
-        "fingerprint": baseline.secret.fingerprint if baseline.secret else "",
-        "outcome": "served" if outcome.ok else "refused",
-        "error_code": outcome.error_code,
-        "status_code": outcome.status_code,
-        "override_echo": outcome.override_echo,
-        "at": at.isoformat(),
-    }
+def turn_timeout(requested: float | None) -> float:
+    """The turn's budget: what the caller asked for, else the default, never past the max."""
+    return min(
+        float(requested or settings.TRINITY_TURN_TIMEOUT_SECONDS),
+        float(settings.TRINITY_TURN_TIMEOUT_MAX_SECONDS),
+    )
+
+
+def execution_create(
+    *,
+    agent: Agent,
+    message: str,
+    trigger: str,
+    model: str | None = None,
+    timeout_seconds: float | None = None,
+    session_id: str = "",
+    queued: bool = False,
+) -> Execution:
+    """Create the turn's row: ``running`` (about to dispatch) or ``queued`` (async).
+
+    The deadline covers the whole turn, walk included; the reaper fails a row left
+    ``running`` past it.
+    """
+    now = clock.now()
+    timeout = turn_timeout(timeout_seconds)
+    return Execution.objects.create(
+        agent=agent,
+        agent_name=agent.name,
+        trigger=trigger,
+        message=message,
+        model=model or "",
+        session_id=session_id,
+        status=Status.QUEUED if queued else Status.RUNNING,
+        created_at=now,
+        deadline=now + timedelta(seconds=timeout) + DEADLINE_SLACK,
+        dispatched_at=None if queued else now,
+    )
 
 
 def execution_run(
@@ -53,76 +102,576 @@ def execution_run(
     trigger: str,
     model: str | None = None,
     timeout_seconds: float | None = None,
+    session_id: str = "",
 ) -> Execution:
     """Run one turn synchronously and return the finished Execution.
 
     Never raises for a turn that failed: the Execution carries status and error_code.
     """
-    timeout = timeout_seconds or settings.TRINITY_TURN_TIMEOUT_SECONDS
-    execution = Execution.objects.create(
+    execution = execution_create(
         agent=agent,
-        agent_name=agent.name,
-        trigger=trigger,
         message=message,
-        status=Status.RUNNING,
-        created_at=clock.now(),
+        trigger=trigger,
+        model=model,
+        timeout_seconds=timeout_seconds,
+        session_id=session_id,
     )
-    if agent.process_state != ProcessState.RUNNING or not agent.endpoint:
-        try:
-            agent = lifecycle.agent_start(agent=agent)
-        except Exception as exc:
-            return _finish_failed(execution, "container_fault", f"the agent could not start: {exc}")
-    baseline = lifecycle.baseline_credentials(agent)
+    return execution_dispatch(execution=execution, agent=agent)
+
+
+def execution_claim(*, execution_id: str, now: datetime) -> Execution | None:
+    """Claim a queued turn for dispatch (async): None when it is not queued any more.
+
+    A redelivered task for a turn that already started or finished claims nothing, so
+    no turn is ever dispatched twice.
+    """
+    claimed = Execution.objects.filter(pk=execution_id, status=Status.QUEUED).update(
+        status=Status.RUNNING, dispatched_at=now
+    )
+    if claimed != 1:
+        return None
+    return Execution.objects.select_related("agent__subscription").get(pk=execution_id)
+
+
+def execution_dispatch(*, execution: Execution, agent: Agent) -> Execution:
+    """The dispatch loop. Every path finishes the row; never raises for a failed turn.
+
+    A bug anywhere in the loop fails the turn ``container_fault`` with its traceback
+    in the (redacted) log, instead of leaving the row ``running``.
+    """
     try:
-        outcome = lifecycle.client_for(agent).run_turn(
-            execution_id=str(execution.pk),
-            message=message,
-            timeout_seconds=timeout,
-            model=model or agent.model or None,
-            auth_override=baseline.auth_override(),
+        return _Turn(execution, agent).run()
+    except Exception:
+        logger.exception("turn %s on %s: internal error", execution.pk, agent.name)
+        return _finish_failed(
+            execution,
+            error_code="container_fault",
+            detail="internal error in the platform while running the turn (see its log)",
         )
-    except AgentServerUnavailable as exc:
-        return _finish_failed(execution, "container_fault", str(exc))
-    now = clock.now()
-    attempt = _attempt_entry(baseline=baseline, outcome=outcome, at=now)
-    with transaction.atomic():
-        execution.attempts = [attempt]
-        execution.finished_at = now
-        execution.model = outcome.model or (model or agent.model)
-        if outcome.ok:
+
+
+@dataclass
+class _Turn:
+    execution: Execution
+    agent: Agent
+    origin: int | None = None
+    walk: Walk | None = None
+    system: SystemSettings | None = None
+    rungs: dict[int, Rung] = field(default_factory=dict)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    legacy: bool = False
+    legacy_restarts: int = 0
+    last_selection: Selection | None = None
+
+    @property
+    def budget_end(self) -> datetime:
+        assert self.execution.deadline is not None
+        return self.execution.deadline - DEADLINE_SLACK
+
+    def settings(self) -> SystemSettings:
+        if self.system is None:
+            self.system = system_settings_get()
+        return self.system
+
+    def walks(self) -> bool:
+        return (
+            self.settings().auto_switch_subscriptions
+            and self.agent.routing_policy != RoutingPolicy.PINNED
+        )
+
+    # The loop
+
+    def run(self) -> Execution:
+        agent = self.agent
+        if agent.process_state != ProcessState.RUNNING or not agent.endpoint:
+            try:
+                agent = self.agent = lifecycle.agent_start(agent=agent)
+            except lifecycle.AgentStartFailed as exc:
+                return self._fail("container_fault", f"the agent could not start: {exc}")
+            if not agent.endpoint:
+                detail = agent.process_detail or "its server did not come up in time"
+                return self._fail("container_fault", f"the agent could not start: {detail}")
+        self.origin = agent.subscription_id
+        rung = lifecycle.baseline_rung(agent)
+        why = Why.ASSIGNED
+        routed = self._pre_dispatch()
+        if routed is not None:
+            rung, why = routed
+        while True:
+            outcome = self._attempt(rung)
+            if outcome is None:
+                return self.execution
+            ran_on = rung if rung is None or rung.echoed_by(outcome.override_echo) else None
+            if rung is not None and ran_on is None:
+                self._enter_legacy()
+                ran_on = lifecycle.baseline_rung(self._reload_agent())
+            self._note_attempt(ran_on, why, outcome)
+            if outcome.ok:
+                return self._served(ran_on, why, outcome)
+            refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+            # Recorded as it happens, against what was sent, before auto-switch is read:
+            # concurrent turns see it, and an operator with auto-switch off still does.
+            self._record_refusal(ran_on, refusal, outcome)
+            step = self._next(ran_on, why, refusal, outcome)
+            if not isinstance(step, Pick):
+                return self._refused(refusal, outcome, step)
+            next_rung = self._materialize(step)
+            if next_rung is None:
+                return self._refused(refusal, outcome, Stop.EXHAUSTED)
+            if self.legacy and not self._apply_legacy(next_rung):
+                return self._refused(refusal, outcome, Stop.EXHAUSTED)
+            rung, why = next_rung, step.why
+
+    def _attempt(self, rung: Rung | None) -> TurnOutcome | None:
+        """Send one attempt with the turn's remaining budget; None when the turn ended."""
+        remaining = (self.budget_end - clock.now()).total_seconds()
+        if remaining < 1:
+            self._fail("timeout", "the turn's time budget ran out before it could be sent")
+            return None
+        try:
+            return lifecycle.client_for(self.agent).run_turn(
+                execution_id=str(self.execution.pk),
+                message=self.execution.message,
+                timeout_seconds=remaining,
+                model=self.execution.model or self.agent.model or None,
+                rung=None if self.legacy else rung,
+                session_id=self.execution.session_id or None,
+            )
+        except AgentServerUnavailable as exc:
+            self._fail("container_fault", str(exc))
+            return None
+
+    # Before the first attempt
+
+    def _pre_dispatch(self) -> tuple[Rung, Why] | None:
+        """Route the first attempt elsewhere when the assignment is known not to serve.
+
+        Reads one cached snapshot (with its refusal mark), never probes, never raises,
+        records nothing; spends the turn's single pre-dispatch remediation.
+        """
+        if self.origin is None:
+            return None
+        now = clock.now()
+        try:
+            if not pool.assigned_refusing(turn_evidence_read(self.origin), now=now):
+                return None
+            if not self.walks():
+                return None
+            walk = self._walk(now)
+            pick = pre_dispatch_pick(
+                walk,
+                selection=self._selection(now),
+                key_available=self._key_available(now),
+                now=now,
+            )
+            rung = self._materialize(pick) if pick is not None else None
+        except Exception:  # an optimisation must never fail a turn that could run
+            logger.warning("turn %s: pre-dispatch check failed", self.execution.pk, exc_info=True)
+            return None
+        if pick is None or rung is None:
+            return None
+        logger.info(
+            "turn %s: %s is known not to serve; first attempt on %s",
+            self.execution.pk,
+            self.agent.subscription.name if self.agent.subscription else self.origin,
+            rung.name,
+        )
+        return rung, Why.API_KEY if rung.kind is RungKind.API_KEY else Why.PRE_DISPATCH
+
+    # After a refusal
+
+    def _walk(self, now: datetime) -> Walk:
+        if self.walk is None:
+            self.walk = walk_start(
+                origin=self.origin,
+                autonomous=self.execution.autonomous,
+                subscription_count=pool.subscription_count(self.agent.provider),
+                deadline=self.budget_end,
+            )
+        return self.walk
+
+    def _selection(self, now: datetime) -> Selection:
+        walk = self._walk(now)
+        selection = rank_alternatives(agent=self.agent, exclude_ids=walk.tried, now=now)
+        missing = [i for i in selection.order() if i not in self.rungs]
+        self.rungs.update(pool.subscription_rungs(missing))
+        self.last_selection = selection
+        return selection
+
+    def _key_available(self, now: datetime) -> bool:
+        if self.legacy:
+            return False  # a restart-based key rung is what strands agents on the key
+        return pool.key_rung_available(agent=self.agent, system=self.settings(), now=now)
+
+    def _next(
+        self, ran_on: Rung | None, why: Why, refusal: Refusal, outcome: TurnOutcome
+    ) -> Pick | Stop:
+        if not refusal.walks:
+            return Stop.NOT_A_CREDENTIAL_REFUSAL
+        if self.origin is None:
+            return Stop.NO_SUBSCRIPTION
+        if not self.settings().auto_switch_subscriptions:
+            return Stop.AUTO_SWITCH_OFF
+        if self.agent.routing_policy == RoutingPolicy.PINNED:
+            return Stop.PINNED
+        now = clock.now()
+        walk = self._walk(now)
+        walk.record(
+            kind=ran_on.kind if ran_on else RungKind.SUBSCRIPTION,
+            subscription_id=ran_on.subscription_id if ran_on else self.origin,
+            name=ran_on.name if ran_on else "",
+            why=why,
+            served=False,
+            reason=refusal.reason,
+            resets_at=outcome.resets_at,
+        )
+        if self.legacy and self.legacy_restarts >= 1:
+            return Stop.EXHAUSTED
+        current_id, current_name = (
+            Agent.objects.filter(pk=self.agent.pk)
+            .values_list("subscription_id", "subscription__name")
+            .get()
+        )
+        if current_id not in (None, self.origin) and current_id not in self.rungs:
+            self.rungs.update(pool.subscription_rungs([current_id]))
+        return walk_next(
+            walk,
+            refusal=refusal,
+            selection=self._selection(now),
+            key_available=self._key_available(now),
+            now=now,
+            current_assignment=current_id,
+            current_name=current_name or "",
+        )
+
+    def _materialize(self, pick: Pick) -> Rung | None:
+        """The rung for ``pick``, with its secret; None when it has none any more."""
+        if pick.kind is RungKind.API_KEY:
+            return pool.key_rung(self.settings())
+        assert pick.subscription_id is not None
+        return self.rungs.get(pick.subscription_id)
+
+    def _record_refusal(self, ran_on: Rung | None, refusal: Refusal, outcome: TurnOutcome) -> None:
+        if refusal.failure_kind is None or ran_on is None:
+            return
+        record_rate_limit_event(
+            agent_name=self.agent.name,
+            credential_kind=ran_on.kind.value,
+            subscription_id=ran_on.subscription_id,
+            error_message=outcome.detail,
+            failure_kind=refusal.failure_kind,
+            resets_at=outcome.resets_at,
+            now=clock.now(),
+        )
+
+    # Legacy agent servers (no override echo)
+
+    def _enter_legacy(self) -> None:
+        if not self.legacy:
+            logger.warning(
+                "agent %s does not echo the auth override: applying rungs by assignment",
+                self.agent.name,
+            )
+        self.legacy = True
+
+    def _reload_agent(self) -> Agent:
+        self.agent = Agent.objects.select_related("subscription").get(pk=self.agent.pk)
+        return self.agent
+
+    def _apply_legacy(self, rung: Rung) -> bool:
+        """Apply ``rung`` the old way: commit it as the assignment, then hot-reload.
+
+        At most one rung may need a restart (a recreate kills the agent's other turns).
+        """
+        current = self.agent.subscription_id
+        if (
+            rung.kind is not RungKind.SUBSCRIPTION
+            or rung.subscription_id is None
+            or current is None
+        ):
+            return False
+        assignment_commit(
+            agent=self.agent,
+            expected_subscription_id=current,
+            subscription_id=rung.subscription_id,
+            subscription_name=rung.name,
+            why={"why": "legacy", "refused": "its subscription refused the turn"},
+            now=clock.now(),
+        )
+        if lifecycle.hot_reload_subscription_token(agent=self._reload_agent()) != "reloaded":
+            self.legacy_restarts += 1
+        self._reload_agent()
+        return True
+
+    # Finishing
+
+    def _note_attempt(self, ran_on: Rung | None, why: Why, outcome: TurnOutcome) -> None:
+        self.attempts.append(
+            {
+                "credential_kind": ran_on.kind.value if ran_on else "none",
+                "subscription_id": ran_on.subscription_id if ran_on else None,
+                "name": ran_on.name if ran_on else "",
+                "fingerprint": ran_on.secret.fingerprint if ran_on else "",
+                "why": why.value,
+                "outcome": "served" if outcome.ok else "refused",
+                "error_code": outcome.error_code,
+                "status_code": outcome.status_code,
+                "override_echo": outcome.override_echo,
+                "legacy": self.legacy,
+                "resets_at": outcome.resets_at.isoformat() if outcome.resets_at else None,
+                "at": clock.now().isoformat(),
+            }
+        )
+
+    def _served(self, ran_on: Rung | None, why: Why, outcome: TurnOutcome) -> Execution:
+        now = clock.now()
+        execution = self.execution
+        switched = ran_on is not None and ran_on.key != (RungKind.SUBSCRIPTION, self.origin)
+        with transaction.atomic():
             execution.status = Status.SUCCEEDED
             execution.response = outcome.response
-            execution.served_by_kind = baseline.mode
-            execution.served_by_subscription_id = baseline.subscription_id
+            execution.model = outcome.model or execution.model or self.agent.model
+            execution.served_by_kind = ran_on.kind.value if ran_on else ""
+            execution.served_by_subscription_id = ran_on.subscription_id if ran_on else None
             execution.input_tokens = outcome.input_tokens
             execution.output_tokens = outcome.output_tokens
             if outcome.cost_usd is not None:
                 execution.cost_usd = Decimal(str(outcome.cost_usd))
-        else:
-            execution.status = Status.FAILED
-            execution.error_code = outcome.error_code
-            execution.error_detail = redact(outcome.detail)
-            execution.resets_at = outcome.resets_at
-            failure_kind = REFUSAL_KINDS.get(outcome.error_code)
-            if failure_kind is not None and baseline.subscription_id is not None:
-                record_rate_limit_event(
+            execution.attempts = self.attempts
+            execution.finished_at = now
+            if switched and ran_on is not None:
+                execution.subscription_switch = self._switch(ran_on, why, now)
+            execution.save()
+            if ran_on is not None:
+                self._notices(ran_on, why, now)
+        logger.info("turn %s on %s: served by %s", execution.pk, self.agent.name, ran_on)
+        return execution
+
+    def _switch(self, ran_on: Rung, why: Why, now: datetime) -> dict[str, Any]:
+        reason = self._why(ran_on, why)
+        switch = {
+            "from": self.origin,
+            "to": ran_on.subscription_id,
+            "to_name": ran_on.name,
+            "kind": ran_on.kind.value,
+            "why": reason,
+            "attempts": len(self.attempts),
+            "committed": False,
+        }
+        if (
+            ran_on.kind is RungKind.SUBSCRIPTION
+            and ran_on.subscription_id is not None
+            and self.origin is not None
+            and not self.legacy
+        ):
+            switch["committed"] = assignment_commit(
+                agent=self.agent,
+                expected_subscription_id=self.origin,
+                subscription_id=ran_on.subscription_id,
+                subscription_name=ran_on.name,
+                why=reason,
+                now=now,
+            )
+        return switch
+
+    def _why(self, ran_on: Rung, why: Why) -> dict[str, Any]:
+        """The served rung's reason: how it was chosen and what refused before it."""
+        refused = [a for a in self.attempts if a["outcome"] == "refused"]
+        reason: dict[str, Any] = {
+            "why": why.value,
+            "refused": (
+                "; ".join(f"{a['name'] or 'platform API key'} refused" for a in refused)
+                or "its subscription was known not to serve"
+            ),
+        }
+        if self.walk is not None and ran_on.subscription_id is not None:
+            # The ranking's own explanation for the chosen subscription, when it ranked.
+            selection = self.last_selection
+            if selection is not None:
+                for ranked in selection.ranked:
+                    if ranked.candidate.subscription_id == ran_on.subscription_id:
+                        reason.update(selection.reason(ranked))
+                        break
+        return reason
+
+    def _notices(self, ran_on: Rung, why: Why, now: datetime) -> None:
+        agent = self.agent
+        if ran_on.kind is RungKind.API_KEY:
+            if why is Why.API_KEY and agent.on_api_key_since is None:
+                if Agent.objects.filter(pk=agent.pk, on_api_key_since__isnull=True).update(
+                    on_api_key_since=now
+                ):
+                    agent.on_api_key_since = now
+                notification_send(
+                    kind="api_key_route",
+                    level="warning",
+                    title="Now billing the platform API key",
+                    body=f"Agent {agent.name!r}: every subscription refused; the turn ran on "
+                    "the platform API key, billed per token.",
                     agent_name=agent.name,
-                    subscription_id=baseline.subscription_id,
-                    error_message=outcome.detail,
-                    failure_kind=failure_kind,
+                    dedup_key=f"api-key-route:{agent.pk}",
+                    dedup_ttl=KEY_NOTICE_TTL,
+                    data={"agent": agent.name},
                     now=now,
                 )
-        execution.save()
-    logger.info(
-        "turn %s on %s: %s %s", execution.pk, agent.name, execution.status, execution.error_code
-    )
-    return execution
+            return
+        since = agent.on_api_key_since
+        if since is None:
+            return
+        cleared = Agent.objects.filter(pk=agent.pk, on_api_key_since=since).update(
+            on_api_key_since=None
+        )
+        if cleared != 1:
+            return  # a concurrent turn already said it
+        spent = Execution.objects.filter(
+            agent=agent,
+            served_by_kind=RungKind.API_KEY,
+            status=Status.SUCCEEDED,
+            created_at__gte=since,
+        ).aggregate(turns=Count("pk"), usd=Sum("cost_usd"))
+        usd = float(spent["usd"] or 0)
+        notification_send(
+            kind="subscription_return",
+            title=f"Back on subscription {ran_on.name!r}",
+            body=f"Agent {agent.name!r} is served by a plan again; meanwhile "
+            f"{spent['turns']} turn(s) ran on the platform API key for ${usd:.4f}.",
+            agent_name=agent.name,
+            subscription_id=ran_on.subscription_id,
+            data={"turns_on_key": spent["turns"], "key_usd": usd, "since": since.isoformat()},
+            now=now,
+        )
+
+    def _refused(self, refusal: Refusal, outcome: TurnOutcome, stop: Stop) -> Execution:
+        now = clock.now()
+        execution = self.execution
+        walk = self.walk
+        error_code = _final_code(refusal)
+        detail = outcome.detail
+        resets_at = outcome.resets_at if outcome.resets_at and outcome.resets_at > now else None
+        if walk is not None and walk.trail and stop in EXHAUSTED_STOPS:
+            # Quota or credit anywhere on the trail is billing; only dead credentials
+            # everywhere is auth (no reset will bring those back).
+            quota = any(t.reason in ("rate limit", "billing") for t in walk.trail)
+            error_code = "billing" if quota else "auth"
+            detail = f"{walk.trail_text()}; every candidate refused."
+            tried = [t.subscription_id for t in walk.trail if t.subscription_id is not None]
+            resets_at = earliest_known_reset(
+                snapshots_read(tried).readings.values(),
+                now=now,
+                refusal_resets=[t.resets_at for t in walk.trail],
+            )
+            notification_send(
+                kind="pool_exhausted",
+                level="critical",
+                title="No credential could serve a turn",
+                body=f"Agent {self.agent.name!r}: {detail}"
+                + (f" The earliest known reset is {resets_at.isoformat()}." if resets_at else ""),
+                agent_name=self.agent.name,
+                dedup_key=f"pool-exhausted:{self.agent.pk}",
+                dedup_ttl=EXHAUSTED_NOTICE_TTL,
+                data={"trail": self.attempts_public(), "earliest_reset": _iso(resets_at)},
+                now=now,
+            )
+        elif walk is not None and walk.trail and stop is Stop.BUDGET:
+            detail = f"{walk.trail_text()}; the turn's time budget ran out before another try."
+        execution.walk_stop = stop.value if refusal.walks else ""
+        execution.resets_at = resets_at
+        return self._fail(error_code, detail)
+
+    def attempts_public(self) -> list[dict[str, Any]]:
+        return [
+            {k: a[k] for k in ("credential_kind", "name", "why", "outcome", "error_code")}
+            for a in self.attempts
+        ]
+
+    def _fail(self, error_code: str, detail: str) -> Execution:
+        self.execution.attempts = self.attempts
+        return _finish_failed(self.execution, error_code=error_code, detail=detail)
 
 
-def _finish_failed(execution: Execution, error_code: str, detail: str) -> Execution:
+def _final_code(refusal: Refusal) -> str:
+    """A quota or credit refusal that ends the turn is ``billing``; the rest keep theirs."""
+    if refusal.failure_kind == "rate_limit" or refusal.reason == "billing":
+        return "billing"
+    return refusal.error_code
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _finish_failed(execution: Execution, *, error_code: str, detail: str) -> Execution:
     execution.status = Status.FAILED
     execution.error_code = error_code
-    execution.error_detail = redact(detail)[:2000]
+    execution.error_detail = redact(detail)[:ERROR_DETAIL_MAX]
     execution.finished_at = clock.now()
     execution.save()
+    logger.info("turn %s on %s: failed %s", execution.pk, execution.agent_name, error_code)
     return execution
+
+
+def execution_enqueue(
+    *,
+    agent: Agent,
+    message: str,
+    trigger: str,
+    model: str | None = None,
+    timeout_seconds: float | None = None,
+) -> Execution:
+    """Create a queued turn and hand it to a worker once the row is committed."""
+    from execution import tasks  # the task module imports this one
+
+    with transaction.atomic():
+        execution = execution_create(
+            agent=agent,
+            message=message,
+            trigger=trigger,
+            model=model,
+            timeout_seconds=timeout_seconds,
+            queued=True,
+        )
+        execution_id = str(execution.pk)
+        transaction.on_commit(lambda: tasks.run_turn.delay(execution_id))
+    return execution
+
+
+def execution_run_queued(*, execution_id: str) -> str:
+    """Run a queued turn (the worker's side); idempotent by execution id.
+
+    Returns what happened: ``ran``, or ``not_queued`` for a redelivered task whose
+    turn already started or finished (it is never dispatched twice).
+    """
+    execution = execution_claim(execution_id=execution_id, now=clock.now())
+    if execution is None:
+        return "not_queued"
+    if execution.agent is None:
+        _finish_failed(execution, error_code="container_fault", detail="the agent was deleted")
+        return "ran"
+    execution_dispatch(execution=execution, agent=execution.agent)
+    return "ran"
+
+
+def notifications_mark_read(
+    *, user: AbstractBaseUser | AnonymousUser, ids: list[int] | None, now: datetime
+) -> int:
+    """Mark the caller's visible unread notifications read (``ids``, or all); returns how many."""
+    queryset = notifications_visible_to(user).filter(read_at__isnull=True)
+    if ids is not None:
+        queryset = queryset.filter(pk__in=ids)
+    return Notification.objects.filter(pk__in=queryset.values("pk")).update(read_at=now)
+
+
+def executions_reap(*, now: datetime) -> int:
+    """Fail turns left ``running`` or ``queued`` past their deadline (``worker_lost``).
+
+    A turn whose outcome is unknown is failed, never re-run blind: it may have been
+    served and billed. Returns how many rows were failed.
+    """
+    return Execution.objects.filter(
+        status__in=[Status.RUNNING, Status.QUEUED], deadline__lt=now
+    ).update(
+        status=Status.FAILED,
+        error_code="worker_lost",
+        error_detail="the process running this turn was lost before it finished",
+        finished_at=now,
+    )

@@ -39,22 +39,40 @@ class FailureKind(models.TextChoices):
     AUTH = "auth", "Credential refused"
 
 
+class CredentialKind(models.TextChoices):
+    """Which kind of credential a refused attempt was sent with (a rung's kind)."""
+
+    SUBSCRIPTION = "subscription", "Subscription"
+    API_KEY = "api_key", "Platform API key"
+
+
 class RateLimitEvent(models.Model):
     """A refusal recorded against the credential that was actually sent.
 
+    A subscription's refusal names it; a platform-key refusal has no subscription.
+    ``resets_at`` is the instant the refusal said the quota returns, when it said one.
     ``failure_kind`` is NULL on rows written before kinds existed; those count as
     failures for candidate skipping but not as rate limits for display.
     """
 
     agent_name = models.CharField(max_length=100)
+    credential_kind = models.CharField(
+        max_length=20, choices=CredentialKind.choices, default=CredentialKind.SUBSCRIPTION
+    )
     subscription = models.ForeignKey(
-        Subscription, on_delete=models.CASCADE, related_name="rate_limit_events"
+        Subscription,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="rate_limit_events",
     )
     error_message = models.TextField(blank=True)
     # NULL is meaningful (legacy rows of unknown kind), unlike an empty string.
     failure_kind = models.CharField(  # noqa: DJ001
         max_length=20, choices=FailureKind.choices, null=True, blank=True
     )
+    limiting_window = models.CharField(max_length=40, blank=True)
+    resets_at = models.DateTimeField(null=True, blank=True)
     occurred_at = models.DateTimeField()
 
     class Meta:
@@ -64,11 +82,22 @@ class RateLimitEvent(models.Model):
             models.Index(
                 fields=["agent_name", "subscription", "occurred_at"], name="rle_agent_sub_occurred"
             ),
+            models.Index(fields=["credential_kind", "occurred_at"], name="rle_kind_occurred"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(credential_kind="subscription", subscription__isnull=False)
+                    | models.Q(credential_kind="api_key", subscription__isnull=True)
+                ),
+                name="rle_credential_names_its_subscription",
+            )
         ]
 
     def __str__(self) -> str:
         kind = self.failure_kind or "failure"
-        return f"{kind} on {self.subscription_id} at {self.occurred_at:%Y-%m-%d %H:%M:%S}"
+        whose = self.subscription_id if self.subscription_id is not None else "platform key"
+        return f"{kind} on {whose} at {self.occurred_at:%Y-%m-%d %H:%M:%S}"
 
 
 class HeadroomSample(models.Model):

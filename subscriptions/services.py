@@ -2,17 +2,21 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from subscriptions import billing
-from subscriptions.models import FailureKind, RateLimitEvent, Subscription
+from subscriptions.headroom.store import RefusalMark, refusal_marker_write
+from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import validate_plan_token
 from trinity.crypto import Secret, fingerprint
 from trinity.errors import Conflict, InvalidInput, NotFound
+from trinity.notifications import notification_send
 from trinity.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -106,9 +110,30 @@ def subscription_delete(*, subscription: Subscription) -> None:
         _apply_credentials_after_commit(agent_id)
 
 
+def _assignment_write(*, agent: Agent, expected: int | None, subscription_id: int | None) -> None:
+    """Compare-and-set the assignment; raises Conflict when it moved meanwhile.
+
+    The expectation is what the caller read: a switch committed by a turn (or another
+    operator) between that read and this write is not overwritten blind.
+    """
+    same = Q(subscription__isnull=True) if expected is None else Q(subscription_id=expected)
+    written = Agent.objects.filter(same, pk=agent.pk).update(subscription_id=subscription_id)
+    if written != 1:
+        raise Conflict(
+            f"Agent {agent.name!r} was reassigned meanwhile; reload and try again.",
+            field="subscription_id",
+        )
+    agent.subscription_id = subscription_id
+    _apply_credentials_after_commit(agent.pk)
+
+
 @transaction.atomic
 def assignment_set(*, agent: Agent, subscription_id: int) -> Agent:
-    """Assign ``agent`` to a subscription. Raises NotFound / InvalidInput."""
+    """Assign ``agent`` to a subscription, expecting the assignment ``agent`` carries.
+
+    Raises NotFound / InvalidInput, and Conflict when the assignment changed since
+    ``agent`` was read.
+    """
     subscription = Subscription.objects.filter(pk=subscription_id).first()
     if subscription is None:
         raise NotFound(f"No subscription with id {subscription_id}.")
@@ -118,40 +143,132 @@ def assignment_set(*, agent: Agent, subscription_id: int) -> Agent:
             f"subscription; {subscription.name!r} is {subscription.provider}.",
             field="subscription_id",
         )
-    Agent.objects.filter(pk=agent.pk).update(subscription=subscription)
+    if agent.subscription_id == subscription.pk:
+        return agent
+    _assignment_write(agent=agent, expected=agent.subscription_id, subscription_id=subscription.pk)
     agent.subscription = subscription
-    _apply_credentials_after_commit(agent.pk)
     return agent
 
 
 @transaction.atomic
 def assignment_clear(*, agent: Agent) -> Agent:
-    Agent.objects.filter(pk=agent.pk).update(subscription=None)
+    """Unassign ``agent``, expecting the assignment it carries; Conflict if it moved."""
+    if agent.subscription_id is None:
+        return agent
+    _assignment_write(agent=agent, expected=agent.subscription_id, subscription_id=None)
     agent.subscription = None
-    _apply_credentials_after_commit(agent.pk)
     return agent
+
+
+@transaction.atomic
+def assignment_commit(
+    *,
+    agent: Agent,
+    expected_subscription_id: int,
+    subscription_id: int,
+    subscription_name: str,
+    why: dict[str, Any],
+    now: datetime,
+) -> bool:
+    """Commit the subscription a walked turn was served by: once, across processes.
+
+    A compare-and-set expecting the subscription the turn started on: of concurrent
+    turns that each found a server, exactly one wins. The winner's switch is recorded
+    on the agent, its server is hot-reloaded after the commit, and ONE notification
+    says where it went and why. Returns whether this call won.
+    """
+    switch = {
+        "from": expected_subscription_id,
+        "to": subscription_id,
+        "to_name": subscription_name,
+        "why": why,
+        "at": now.isoformat(),
+    }
+    won = (
+        Agent.objects.filter(pk=agent.pk, subscription_id=expected_subscription_id).update(
+            subscription_id=subscription_id, last_switch=switch
+        )
+        == 1
+    )
+    if not won:
+        return False
+    agent.subscription_id = subscription_id
+    agent.last_switch = switch
+    _apply_credentials_after_commit(agent.pk)
+    notification_send(
+        kind="subscription_switched",
+        title=f"Subscription auto-switched to {subscription_name!r}",
+        body=f"Agent {agent.name!r}: {switch_explanation(why)}",
+        agent_name=agent.name,
+        subscription_id=subscription_id,
+        data=switch,
+        now=now,
+    )
+    logger.info(
+        "agent %s: switched subscription %s -> %s",
+        agent.name,
+        expected_subscription_id,
+        subscription_id,
+    )
+    return True
+
+
+def switch_explanation(why: dict[str, Any]) -> str:
+    """One sentence on why a switch went where it did, from the walk's reason."""
+    refused = why.get("refused") or "its subscription refused the turn"
+    tier = why.get("tier")
+    if tier == "measured":
+        where = (
+            f"it had the most headroom of {why.get('candidate_count')} alternative(s) "
+            f"({why.get('seven_day')}% of its weekly and {why.get('five_hour')}% of its "
+            "5-hour limit used)"
+        )
+    elif why.get("readmitted"):
+        where = f"it was readmitted ({why['readmitted'].replace('_', ' ')})"
+    elif why.get("why") == "last_resort":
+        where = "it was the last resort (it had refused within the last 2 hours)"
+    else:
+        where = "no fresh headroom reading was available for it; it was chosen by load order"
+    return f"{refused}; the turn was served here because {where}."
 
 
 def record_rate_limit_event(
     *,
     agent_name: str,
-    subscription_id: int,
+    credential_kind: str = CredentialKind.SUBSCRIPTION,
+    subscription_id: int | None,
     error_message: str,
     failure_kind: str | None,
     now: datetime,
+    resets_at: datetime | None = None,
+    limiting_window: str = "",
 ) -> RateLimitEvent:
-    """Record a refusal against the credential that was sent. The message is redacted."""
+    """Record a refusal against the credential that was sent. The message is redacted.
+
+    A subscription's refusal also leaves a marker beside its headroom snapshot, so the
+    next turn's pre-dispatch check reads both in one cache round trip.
+    """
     if failure_kind is not None and failure_kind not in FailureKind.values:
         raise ValueError(f"unknown failure_kind {failure_kind!r}")
-    if now.tzinfo is None:
-        raise ValueError("occurred_at must be an aware datetime")
-    return RateLimitEvent.objects.create(
+    if now.tzinfo is None or (resets_at is not None and resets_at.tzinfo is None):
+        raise ValueError("occurred_at and resets_at must be aware datetimes")
+    event = RateLimitEvent.objects.create(
         agent_name=agent_name,
-        subscription_id=subscription_id,
+        credential_kind=credential_kind,
+        subscription_id=subscription_id if credential_kind == CredentialKind.SUBSCRIPTION else None,
         error_message=redact(error_message)[:ERROR_MESSAGE_MAX],
         failure_kind=failure_kind,
+        limiting_window=limiting_window,
+        resets_at=resets_at,
         occurred_at=now,
     )
+    if event.subscription_id is not None:
+        refusal_marker_write(
+            event.subscription_id,
+            RefusalMark(at=now, failure_kind=failure_kind, resets_at=resets_at),
+            ttl=settings.RATE_LIMIT_WINDOW_SECONDS,
+        )
+    return event
 
 
 def rate_limit_events_cleanup(*, now: datetime) -> int:

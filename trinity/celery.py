@@ -46,6 +46,12 @@ app.conf.beat_schedule = {
         "schedule": 60,
         "options": {"expires": 60},
     },
+    # Every minute: fail turns left running or queued past their deadline (worker_lost).
+    "reap-lost-turns": {
+        "task": "execution.reap_lost_turns",
+        "schedule": 60,
+        "options": {"expires": 60},
+    },
 }
 
 

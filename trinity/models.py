@@ -65,6 +65,8 @@ class Notification(models.Model):
     dedup_key = models.CharField(max_length=200, blank=True)
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField()
+    # When an operator marked it read (the panel's unread badge counts the rest).
+    read_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

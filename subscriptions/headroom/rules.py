@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from subscriptions.headroom.reading import (
     CORE_WINDOWS,
@@ -90,6 +90,7 @@ class Headroom(NamedTuple):
 
 
 _ABSENT = Headroom(Tier.UNKNOWN, Gate.ABSENT)
+NO_EVIDENCE = _ABSENT
 
 
 # Hot-path aliases: enum attribute lookups cost more than the comparisons they feed,
@@ -233,17 +234,32 @@ def resolve_rate_limited_now(
     max_age: timedelta,
     events_say_limited: Callable[[], bool],
     last_refusal_at: datetime | None = None,
+    refusal_resets_at: datetime | None = None,
 ) -> bool:
     """Three-state: a usable reading decides; only without one do the 2h events decide.
 
     The two sources are never OR'd, and ``events_say_limited`` is called only when
-    the reading cannot decide.
+    the reading cannot decide. Without a usable reading, an elapsed reset that the
+    refusal predates (the reading's blocked window, or the refusal's own reset)
+    means the quota is back: the same evidence that readmits a candidate in
+    ``recovery_verdict``, so display, pre-dispatch and ranking agree on one reading.
     """
     decided = reading_says_limited(
         reading, now=now, max_age=max_age, last_refusal_at=last_refusal_at
     )
     if decided is not None:
         return decided
+    if (
+        recovery_verdict(
+            reading,
+            now=now,
+            max_age=max_age,
+            last_failure_at=last_refusal_at,
+            refusal_resets_at=refusal_resets_at,
+        )
+        is Verdict.WINDOW_RESET
+    ):
+        return False
     return events_say_limited()
 
 
@@ -271,20 +287,23 @@ def _verdict(
     now: datetime,
     last_failure_at: datetime | None,
     family: str | None,
+    refusal_resets_at: datetime | None = None,
 ) -> Verdict | None:
-    if reading is None:
-        return None
-    if headroom.gate is Gate.USABLE:
-        if headroom.tier is Tier.MEASURED and not _superseded(reading, last_failure_at):
+    if reading is not None and headroom.gate is Gate.USABLE:
+        if headroom.tier is Tier.REFUSING:
+            # A fresh refusal is the strongest evidence; no instant overrules it.
+            return None
+        if not _superseded(reading, last_failure_at):
             return Verdict.SERVING_NOW
-        return None
-    binding = _binding_reset(reading, family)
-    if binding is None or binding > now:
-        return None
-    if last_failure_at is not None and binding <= last_failure_at:
-        # Refused again after that reset: the reset did not bring the quota back.
-        return None
-    return Verdict.WINDOW_RESET
+    binding = _binding_reset(reading, family) if reading is not None else None
+    for reset in (binding, refusal_resets_at):
+        if reset is None or reset > now:
+            continue
+        if last_failure_at is not None and reset <= last_failure_at:
+            # Refused again after that reset: the reset did not bring the quota back.
+            continue
+        return Verdict.WINDOW_RESET
+    return None
 
 
 def recovery_verdict(
@@ -294,31 +313,37 @@ def recovery_verdict(
     max_age: timedelta,
     last_failure_at: datetime | None,
     family: str | None = None,
+    refusal_resets_at: datetime | None = None,
 ) -> Verdict | None:
     """Why a skip-listed subscription may be tried again, or None.
 
     ``serving_now``: a fresh reading, taken after the failure, says it serves.
-    ``window_reset``: no fresh reading, but the blocked window's reset has elapsed
-    and is later than the failure. Anything else readmits nothing.
+    ``window_reset``: no fresh serving reading, but a reset has elapsed that is later
+    than the failure: the reading's blocked window's, or the one the refusal itself
+    carried (``refusal_resets_at``). A fresh refusing reading readmits nothing, and
+    neither does anything else.
     """
     headroom = classify_headroom(reading, now=now, max_age=max_age, family=family)
-    return _verdict(reading, headroom, now, last_failure_at, family)
+    return _verdict(reading, headroom, now, last_failure_at, family, refusal_resets_at)
 
 
 def earliest_known_reset(
-    readings: Iterable[Reading | None], *, now: datetime, family: str | None = None
+    readings: Iterable[Reading | None],
+    *,
+    now: datetime,
+    family: str | None = None,
+    refusal_resets: Iterable[datetime | None] = (),
 ) -> datetime | None:
     """The soonest instant after ``now`` at which a limited credential serves again.
 
-    Never an instant at or before ``now``; None when no reading names one.
+    Read from the readings' blocked windows and from the resets refusals carried.
+    Never an instant at or before ``now``; None when nothing names one.
     """
     found: datetime | None = None
-    for reading in readings:
-        if reading is None:
-            continue
-        binding = _binding_reset(reading, family)
-        if binding is not None and binding > now and (found is None or binding < found):
-            found = binding
+    instants = [_binding_reset(r, family) for r in readings if r is not None]
+    for instant in (*instants, *refusal_resets):
+        if instant is not None and instant > now and (found is None or instant < found):
+            found = instant
     return found
 
 
@@ -407,6 +432,8 @@ class Candidate(NamedTuple):
     name: str
     agent_count: int
     last_failure_at: datetime | None = None
+    # The reset instant the latest refusal carried, when it carried one.
+    last_failure_resets_at: datetime | None = None
 
 
 class Ranked(NamedTuple):
@@ -462,7 +489,7 @@ def rank_candidates(
         verdict = None
         last_failure_at = candidate[3]
         if last_failure_at is not None:
-            verdict = _verdict(reading, headroom, now, last_failure_at, family)
+            verdict = _verdict(reading, headroom, now, last_failure_at, family, candidate[4])
             if verdict is None:
                 last_resort.append(candidate)
                 continue
@@ -485,3 +512,47 @@ def rank_candidates(
         last_resort=tuple(last_resort),
         dropped=tuple(dropped),
     )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The ranked alternatives, the last-resort ones, and why.
+
+    ``fallback`` is empty when the ranking ran, else names why the DB order came
+    back (``store_unreachable`` or ``ranking_failed``).
+    """
+
+    ranked: tuple[Ranked, ...]
+    last_resort: tuple[Candidate, ...]
+    dropped: tuple[Candidate, ...] = ()
+    fallback: str = ""
+    now: datetime | None = None
+
+    @property
+    def first(self) -> Ranked | None:
+        return self.ranked[0] if self.ranked else None
+
+    def order(self) -> list[int]:
+        """Subscription ids in the order a walk should try them."""
+        return [r.candidate.subscription_id for r in self.ranked] + [
+            c.subscription_id for c in self.last_resort
+        ]
+
+    def reason(self, ranked: Ranked | None = None) -> dict[str, Any]:
+        """Why ``ranked`` (default: the first) is where it is, for a switch to explain itself."""
+        chosen = ranked or self.first
+        headroom = chosen.headroom if chosen else NO_EVIDENCE
+        age = headroom.age_seconds(self.now) if self.now is not None else None
+        return {
+            "subscription_id": chosen.candidate.subscription_id if chosen else None,
+            "tier": chosen.tier.value if chosen else None,
+            "readmitted": chosen.readmitted.value if chosen and chosen.readmitted else None,
+            "five_hour": headroom.five_hour,
+            "seven_day": headroom.seven_day,
+            "band": headroom.band if chosen and chosen.tier is Tier.MEASURED else None,
+            "reading_age_seconds": int(age) if age is not None else None,
+            "candidate_count": len(self.ranked),
+            "last_resort_count": len(self.last_resort),
+            "dropped_count": len(self.dropped),
+            "fallback": self.fallback or None,
+        }

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -19,10 +18,10 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from agents.models import Agent
 from subscriptions.headroom.rules import (
+    NO_EVIDENCE,
     Candidate,
-    Gate,
-    Headroom,
     Ranked,
+    Selection,
     Tier,
     family_window,
     rank_candidates,
@@ -33,11 +32,18 @@ from subscriptions.selectors import skip_window_start
 
 logger = logging.getLogger(__name__)
 
-_NO_EVIDENCE = Headroom(tier=Tier.UNKNOWN, gate=Gate.ABSENT)
-
 
 def fresh_for() -> timedelta:
     return timedelta(seconds=settings.TRINITY_HEADROOM_FRESH_SECONDS)
+
+
+def _latest_failure(now: datetime, column: str) -> Subquery:
+    window_start = skip_window_start(now)
+    return Subquery(
+        RateLimitEvent.objects.filter(subscription=OuterRef("pk"), occurred_at__gt=window_start)
+        .order_by("-occurred_at")
+        .values(column)[:1]
+    )
 
 
 def last_failure_subquery(now: datetime) -> Subquery:
@@ -46,12 +52,7 @@ def last_failure_subquery(now: datetime) -> Subquery:
     The same question as ``has_recent_subscription_failures``, asked of every row at
     once: an event exactly one window old has aged out.
     """
-    window_start = skip_window_start(now)
-    return Subquery(
-        RateLimitEvent.objects.filter(subscription=OuterRef("pk"), occurred_at__gt=window_start)
-        .order_by("-occurred_at")
-        .values("occurred_at")[:1]
-    )
+    return _latest_failure(now, "occurred_at")
 
 
 def candidates_filtered(
@@ -70,61 +71,18 @@ def candidates_filtered(
         queryset.annotate(
             agent_count=Count("agents", distinct=True),
             last_failure_at=last_failure_subquery(now),
+            last_failure_resets_at=_latest_failure(now, "resets_at"),
         )
         .order_by("agent_count", "name")
-        .values_list("pk", "name", "agent_count", "last_failure_at")
+        .values_list("pk", "name", "agent_count", "last_failure_at", "last_failure_resets_at")
     )
-    return [Candidate(pk, name, count, failed) for pk, name, count, failed in rows]
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The ranked alternatives, the last-resort ones, and why.
-
-    ``fallback`` is empty when the ranking ran, else names why the DB order came
-    back (``store_unreachable`` or ``ranking_failed``).
-    """
-
-    ranked: tuple[Ranked, ...]
-    last_resort: tuple[Candidate, ...]
-    dropped: tuple[Candidate, ...] = ()
-    fallback: str = ""
-    now: datetime | None = None
-
-    @property
-    def first(self) -> Ranked | None:
-        return self.ranked[0] if self.ranked else None
-
-    def order(self) -> list[int]:
-        """Subscription ids in the order a walk should try them."""
-        return [r.candidate.subscription_id for r in self.ranked] + [
-            c.subscription_id for c in self.last_resort
-        ]
-
-    def reason(self, ranked: Ranked | None = None) -> dict[str, Any]:
-        """Why ``ranked`` (default: the first) is where it is, for a switch to explain itself."""
-        chosen = ranked or self.first
-        headroom = chosen.headroom if chosen else _NO_EVIDENCE
-        age = headroom.age_seconds(self.now) if self.now is not None else None
-        return {
-            "subscription_id": chosen.candidate.subscription_id if chosen else None,
-            "tier": chosen.tier.value if chosen else None,
-            "readmitted": chosen.readmitted.value if chosen and chosen.readmitted else None,
-            "five_hour": headroom.five_hour,
-            "seven_day": headroom.seven_day,
-            "band": headroom.band if chosen and chosen.tier is Tier.MEASURED else None,
-            "reading_age_seconds": int(age) if age is not None else None,
-            "candidate_count": len(self.ranked),
-            "last_resort_count": len(self.last_resort),
-            "dropped_count": len(self.dropped),
-            "fallback": self.fallback or None,
-        }
+    return [Candidate(*row) for row in rows]
 
 
 def _db_order(candidates: Sequence[Candidate], fallback: str, now: datetime) -> Selection:
     return Selection(
         ranked=tuple(
-            Ranked(c, Tier.UNKNOWN, _NO_EVIDENCE) for c in candidates if c.last_failure_at is None
+            Ranked(c, Tier.UNKNOWN, NO_EVIDENCE) for c in candidates if c.last_failure_at is None
         ),
         last_resort=tuple(c for c in candidates if c.last_failure_at is not None),
         fallback=fallback,

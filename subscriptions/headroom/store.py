@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 from django.core.cache import cache
@@ -97,3 +98,72 @@ def snapshots_delete(subscription_ids: Iterable[int]) -> None:
         cache.delete_many([snapshot_key(pk) for pk in subscription_ids])
     except STORE_ERRORS:
         logger.warning("headroom store unreachable: snapshots not deleted")
+
+
+# The latest refusal of each subscription, beside its snapshot: the pre-dispatch check
+# reads both in one round trip instead of asking the database about events.
+
+
+@dataclass(frozen=True)
+class RefusalMark:
+    """The latest refusal recorded against one subscription (its event is the truth)."""
+
+    at: datetime
+    failure_kind: str | None
+    resets_at: datetime | None = None
+
+
+def refusal_key(subscription_id: int) -> str:
+    return f"refusal:latest:{subscription_id}"
+
+
+def refusal_marker_write(subscription_id: int, mark: RefusalMark, *, ttl: int) -> None:
+    """Remember ``mark`` for ``ttl`` seconds; an outage only costs the shortcut."""
+    value = {
+        "at": mark.at.isoformat(),
+        "failure_kind": mark.failure_kind,
+        "resets_at": mark.resets_at.isoformat() if mark.resets_at else None,
+    }
+    try:
+        cache.set(refusal_key(subscription_id), value, timeout=ttl)
+    except STORE_ERRORS:
+        logger.warning("cache unreachable: refusal marker of %d not written", subscription_id)
+
+
+@dataclass(frozen=True)
+class TurnEvidence:
+    """What the cache knows of one subscription before a turn: one round trip."""
+
+    reachable: bool
+    reading: Reading | None = None
+    refusal: RefusalMark | None = None
+
+
+def turn_evidence_read(subscription_id: int) -> TurnEvidence:
+    """The snapshot and the latest refusal mark of ``subscription_id``; never raises."""
+    snapshot, refusal = snapshot_key(subscription_id), refusal_key(subscription_id)
+    try:
+        raw = cache.get_many([snapshot, refusal])
+    except STORE_ERRORS:
+        return TurnEvidence(reachable=False)
+    reading = mark = None
+    try:
+        if snapshot in raw:
+            reading = reading_from_json(raw[snapshot])
+        if refusal in raw:
+            value = raw[refusal]
+            mark = RefusalMark(
+                at=_instant(value["at"]),
+                failure_kind=value.get("failure_kind"),
+                resets_at=_instant(value["resets_at"]) if value.get("resets_at") else None,
+            )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        logger.warning("headroom store: discarding malformed evidence of %d", subscription_id)
+    return TurnEvidence(reachable=True, reading=reading, refusal=mark)
+
+
+def _instant(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError("a stored instant has no timezone")
+    return parsed

@@ -20,10 +20,10 @@ from agent_server import contract
 from agents.client import (
     AgentServerClient,
     AgentServerUnavailable,
-    AuthOverride,
     ReloadRefused,
     parse_turn_response,
 )
+from agents.rung import Rung, RungKind
 from trinity.crypto import Secret
 
 
@@ -73,13 +73,13 @@ SECRET = Secret("agent-shared-secret-0123456789")
     [
         (None, None, contract.TaskRequest, "/api/task"),
         (
-            AuthOverride("oauth_token", Secret("sk-ant-oat01-" + "o" * 30)),
+            Rung(RungKind.SUBSCRIPTION, Secret("sk-ant-oat01-" + "o" * 30), 1, "plan-a"),
             None,
             contract.TaskRequest,
             "/api/task",
         ),
         (
-            AuthOverride("api_key", Secret("sk-ant-api03-" + "k" * 30)),
+            Rung(RungKind.API_KEY, Secret("sk-ant-api03-" + "k" * 30)),
             None,
             contract.TaskRequest,
             "/api/task",
@@ -89,7 +89,7 @@ SECRET = Secret("agent-shared-secret-0123456789")
 )
 def test_turn_requests_match_the_agent_server_contract(
     capture_server: str,
-    override: AuthOverride | None,
+    override: Rung | None,
     session_id: str | None,
     model_cls: type[contract.TaskRequest],
     path: str,
@@ -101,7 +101,7 @@ def test_turn_requests_match_the_agent_server_contract(
         message="hello",
         timeout_seconds=30,
         model="claude-sonnet-4-5",
-        auth_override=override,
+        rung=override,
         session_id=session_id,
     )
     seen = _Capture.seen[-1]
@@ -112,7 +112,7 @@ def test_turn_requests_match_the_agent_server_contract(
     if override is None:
         assert applied is None
     else:
-        assert applied is not None and applied.kind == override.kind
+        assert applied is not None and applied.kind == override.wire_kind
         assert applied.secret == override.secret.reveal()
     assert outcome.ok and outcome.response == contract.EXAMPLE_TASK_RESPONSE["response"]
     assert outcome.input_tokens == 1200 and outcome.output_tokens == 340
@@ -138,6 +138,25 @@ def test_every_example_error_parses_to_its_code(code: str) -> None:
 def test_an_answer_without_json_is_a_container_fault() -> None:
     outcome = parse_turn_response(httpx.Response(502, text="Bad gateway"))
     assert (outcome.ok, outcome.error_code) == (False, "container_fault")
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (200, {**contract.EXAMPLE_TASK_RESPONSE, "usage": {"input_tokens": "many"}}),
+        (200, {**contract.EXAMPLE_TASK_RESPONSE, "usage": {"output_tokens": -1}}),
+        (200, {**contract.EXAMPLE_TASK_RESPONSE, "usage": [1, 2]}),
+        (200, {**contract.EXAMPLE_TASK_RESPONSE, "cost_usd": "free"}),
+        (429, {**contract.EXAMPLE_ERRORS["rate_limit"], "resets_at": "soon"}),
+        (429, {**contract.EXAMPLE_ERRORS["rate_limit"], "resets_at": "2026-05-01T04:10:00"}),
+    ],
+)
+def test_an_off_contract_answer_is_a_container_fault_not_an_exception(
+    status: int, body: dict[str, Any]
+) -> None:
+    outcome = parse_turn_response(httpx.Response(status, json=body))
+    assert (outcome.ok, outcome.error_code) == (False, "container_fault")
+    assert "off contract" in outcome.detail
 
 
 def test_reload_token_request_matches_the_contract(capture_server: str) -> None:

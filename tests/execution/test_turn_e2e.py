@@ -63,8 +63,9 @@ def test_a_usage_limit_is_recorded_against_the_subscription_that_was_sent(
     response = owner_client.post("/api/agents/bot/task", {"message": "say hi"}, format="json")
     assert response.status_code == 429
     body = response.json()
-    assert (body["status"], body["error_code"]) == ("failed", "rate_limit")
-    assert body["resets_at"] is not None
+    assert (body["status"], body["error_code"]) == ("failed", "billing")
+    assert body["earliest_reset"] is not None
+    assert body["error_detail"] == "Tried: plan-a (rate limit); every candidate refused."
     event = RateLimitEvent.objects.get()
     assert event.failure_kind == FailureKind.RATE_LIMIT
     assert event.subscription_id == agent.subscription_id

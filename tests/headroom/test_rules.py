@@ -247,11 +247,19 @@ def test_a_model_names_its_family_window(model: str, window_name: str | None) ->
             True,
         ),
         (
-            "a limited reading whose reset is now decides nothing",
+            "a limited reading whose reset is now: the quota is back, whatever the events",
             limited(resets_in=timedelta(0)),
             None,
+            True,
             False,
             False,
+        ),
+        (
+            "a limited reading whose reset passed, refused again after it: the events decide",
+            limited(resets_in=-10 * MINUTE),
+            T0 - 5 * MINUTE,
+            True,
+            True,
             True,
         ),
         (

@@ -1,0 +1,67 @@
+"""A rung: one credential a turn attempt runs on.
+
+One value serves four jobs: the ``auth_override`` on the wire, the attempt in the
+execution's trail, the echo check of ``X-Trinity-Auth-Override``, and "served by".
+An agent's own credential (what it boots with) is a rung too.
+
+Pure: no Django and no I/O, so the walk core can build and compare rungs. The secret
+is a ``trinity.crypto.Secret`` (typed only; never printed: ``repr=False``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trinity.crypto import Secret
+
+
+class RungKind(StrEnum):
+    SUBSCRIPTION = "subscription"
+    API_KEY = "api_key"
+
+
+# The environment variable each kind boots an agent with, and the override field and
+# echo value each kind travels as.
+_ENV_NAME = {
+    RungKind.SUBSCRIPTION: "CLAUDE_CODE_OAUTH_TOKEN",
+    RungKind.API_KEY: "ANTHROPIC_API_KEY",
+}
+_WIRE_KIND = {RungKind.SUBSCRIPTION: "oauth_token", RungKind.API_KEY: "api_key"}
+
+PLATFORM_KEY_LABEL = "platform API key"
+
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """``kind`` and the ``secret`` it carries; ``subscription_id`` and ``name`` say whose
+    it is (None and the platform key's label for the key rung)."""
+
+    kind: RungKind
+    secret: Secret = field(repr=False, compare=False)
+    subscription_id: int | None = None
+    name: str = PLATFORM_KEY_LABEL
+
+    @property
+    def wire_kind(self) -> str:
+        """The ``auth_override`` field this rung travels in, and the echo that names it."""
+        return _WIRE_KIND[self.kind]
+
+    def wire(self) -> dict[str, str]:
+        """The ``auth_override`` body: ``{oauth_token: …}`` XOR ``{api_key: …}``."""
+        return {self.wire_kind: self.secret.reveal()}
+
+    def env(self) -> dict[str, Secret]:
+        """The boot environment entry that carries this credential."""
+        return {_ENV_NAME[self.kind]: self.secret}
+
+    def echoed_by(self, echo: str | None) -> bool:
+        """Whether the agent server's echo says it applied this rung to the spawn."""
+        return echo == self.wire_kind
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """Identity without the secret: two rungs with one key are the same credential."""
+        return (self.kind.value, self.subscription_id)

@@ -1,0 +1,34 @@
+"""Celery adapters for turns: take an id, call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from execution import services
+from trinity import clock
+
+# A worker runs the whole turn, walk included: its hard limit is the longest turn
+# plus the client's margin and slack, so only a stuck worker is ever killed by it.
+_TURN_LIMIT = settings.TRINITY_TURN_TIMEOUT_MAX_SECONDS + int(
+    services.DEADLINE_SLACK.total_seconds()
+)
+
+
+@shared_task(
+    name="execution.run_turn",
+    acks_late=True,
+    # A worker lost mid-turn gets its task redelivered; the claim makes the redelivery
+    # a no-op for a turn that had started (the reaper fails it worker_lost).
+    reject_on_worker_lost=True,
+    soft_time_limit=_TURN_LIMIT,
+    time_limit=_TURN_LIMIT + 30,
+)
+def run_turn(execution_id: str) -> str:
+    return services.execution_run_queued(execution_id=execution_id)
+
+
+@shared_task(name="execution.reap_lost_turns", soft_time_limit=50, time_limit=60)
+def reap_lost_turns() -> int:
+    """Fail turns left running or queued past their deadline (worker_lost)."""
+    return services.executions_reap(now=clock.now())
