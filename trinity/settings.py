@@ -347,9 +347,14 @@ WHITENOISE_IMMUTABLE_FILE_TEST = r"^/static/panel/assets/"
 # API clients get JSON for a CSRF failure; browsers elsewhere keep Django's page.
 CSRF_FAILURE_VIEW = "trinity.panel.csrf_failure"
 
-# How long one turn may run inside the agent server before it answers 504.
+# The longest a turn may be given (its whole walk included). A sync turn holds a web
+# thread for that long, so deploy/gunicorn.conf.py derives the worker timeout from it.
+TRINITY_TURN_TIMEOUT_MAX_SECONDS = _env_int(
+    "TRINITY_TURN_TIMEOUT_MAX_SECONDS", 780, minimum=30, maximum=6 * 3600
+)
+# How long one turn may run when the caller does not say (its walk included).
 TRINITY_TURN_TIMEOUT_SECONDS = _env_int(
-    "TRINITY_TURN_TIMEOUT_SECONDS", 600, minimum=5, maximum=86_400
+    "TRINITY_TURN_TIMEOUT_SECONDS", 600, minimum=5, maximum=TRINITY_TURN_TIMEOUT_MAX_SECONDS
 )
 
 # Headroom: the sampler's cadence, how long a reading counts as evidence, and how hard
