@@ -34,6 +34,8 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "process_state",
             "process_detail",
             "auth_mode",
+            "last_switch",
+            "on_api_key_since",
             "created_at",
             "updated_at",
         ]
