@@ -15,6 +15,9 @@ from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from tests.agents.factories import UserFactory
 
+# With CI=true an unexpected skip fails the run; the allowed ones are listed there.
+pytest_plugins = ["tests.skip_policy"]
+
 
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings: Any) -> None:
