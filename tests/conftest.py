@@ -15,7 +15,7 @@ from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from tests.agents.factories import UserFactory
 
-# With CI=true an unexpected skip fails the run; the allowed ones are listed there.
+# With CI=true an unexpected skip fails the run; tests/skip_policy.py lists the allowed.
 pytest_plugins = ["tests.skip_policy"]
 
 
