@@ -34,6 +34,7 @@ def test_predicates_answer_at_the_two_hour_boundary(
 ) -> None:
     event = RateLimitEventFactory.create(occurred_at=NOW - age, failure_kind=kind)
     sub_id = event.subscription_id
+    assert sub_id is not None
     assert is_subscription_rate_limited(subscription_id=sub_id, now=NOW) is rate_limited
     assert has_recent_subscription_failures(subscription_id=sub_id, now=NOW) is recent_failure
 
@@ -111,3 +112,38 @@ def test_cleanup_deletes_only_rows_older_than_24h() -> None:
     remaining = set(RateLimitEvent.objects.values_list("pk", flat=True))
     assert remaining == {edge.pk, young.pk}
     assert old.pk not in remaining
+
+
+def test_a_platform_key_refusal_is_recorded_with_its_kind_and_reset() -> None:
+    resets = NOW + timedelta(minutes=40)
+    event = record_rate_limit_event(
+        agent_name="a",
+        credential_kind="api_key",
+        subscription_id=None,
+        error_message="Credit balance is too low",
+        failure_kind=FailureKind.AUTH,
+        resets_at=resets,
+        now=NOW,
+    )
+    event.refresh_from_db()
+    assert (event.credential_kind, event.subscription_id, event.resets_at) == (
+        "api_key",
+        None,
+        resets,
+    )
+
+
+def test_a_subscription_refusal_must_name_its_subscription() -> None:
+    from django.db import IntegrityError, transaction
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RateLimitEvent.objects.create(
+            agent_name="a", credential_kind="subscription", subscription=None, occurred_at=NOW
+        )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RateLimitEvent.objects.create(
+            agent_name="a",
+            credential_kind="api_key",
+            subscription=SubscriptionFactory.create(),
+            occurred_at=NOW,
+        )
