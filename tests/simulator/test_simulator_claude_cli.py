@@ -8,40 +8,39 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_server.classifier import classify_refusal
+from agent_server.config import PACKAGE_DIR, resolve_claude_bin
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from simulator.state import model_family
 
 pytestmark = pytest.mark.e2e
 
-CLI_CANDIDATES = (
-    Path("/work/main/agent_server/node_modules/.bin/claude"),
-    Path("/tmp/scratch/cc/node_modules/.bin/claude"),
-)
 CLI_TIMEOUT = 60.0
 OAUTH = "sk-ant-oat01-cli-plan-0000-aaaa"
 API_KEY = "sk-ant-api03-cli-key-0000-kkkk"
+# The CLI the agent server would spawn: TRINITY_CLAUDE_BIN, else the pinned
+# agent_server/node_modules/.bin/claude (`make setup` runs `npm ci` there), else PATH.
+CLAUDE = resolve_claude_bin(os.environ)
 
 
-def claude_bin() -> Path | None:
-    configured = os.environ.get("TRINITY_CLAUDE_BIN")
-    if configured:
-        return Path(configured)
-    return next((p for p in CLI_CANDIDATES if p.exists()), None)
-
-
-CLAUDE = claude_bin()
-if CLAUDE is None:
-    pytest.skip(
-        "no Claude Code CLI: set TRINITY_CLAUDE_BIN or install @anthropic-ai/claude-code "
-        "under agent_server/",
-        allow_module_level=True,
-    )
+@pytest.fixture(scope="module")
+def claude() -> str:
+    """The resolved CLI. Missing, these tests fail: they are the only proof that the
+    pinned CLI still reports what the classifier reads, so they must not skip."""
+    found = shutil.which(CLAUDE)
+    if found is None:
+        pytest.fail(
+            f"no Claude Code CLI at {CLAUDE!r}: run `make setup` (npm ci --prefix agent_server) "
+            "or set TRINITY_CLAUDE_BIN"
+        )
+    return found
 
 
 @dataclass
@@ -52,7 +51,7 @@ class CliRun:
 
 
 @pytest.fixture
-def run_cli(sim: SimulatorProcess, tmp_path: Path) -> Any:
+def run_cli(sim: SimulatorProcess, tmp_path: Path, claude: str) -> Any:
     def run(
         *, oauth_token: str | None = None, api_key: str | None = None, args: tuple[str, ...] = ()
     ) -> CliRun:
@@ -78,7 +77,7 @@ def run_cli(sim: SimulatorProcess, tmp_path: Path) -> Any:
             env["ANTHROPIC_API_KEY"] = api_key
         started = time.monotonic()
         done = subprocess.run(
-            [str(CLAUDE), "-p", "say hi", "--output-format", "json", *args],
+            [claude, "-p", "say hi", "--output-format", "json", *args],
             env=env,
             cwd=home,
             capture_output=True,
@@ -91,6 +90,25 @@ def run_cli(sim: SimulatorProcess, tmp_path: Path) -> Any:
         return CliRun(done.returncode, json.loads(done.stdout.strip().splitlines()[-1]), seconds)
 
     return run
+
+
+def pinned_version() -> str:
+    package = json.loads((PACKAGE_DIR / "package.json").read_text())
+    return str(package["dependencies"]["@anthropic-ai/claude-code"])
+
+
+def test_the_cli_under_test_is_the_pinned_release(claude: str, tmp_path: Path) -> None:
+    # What this file asserts is how the pinned CLI behaves; another version's
+    # behaviour proves nothing about the one agents run.
+    done = subprocess.run(
+        [claude, "--version"],
+        env={"HOME": str(tmp_path), "PATH": os.defpath, "DISABLE_AUTOUPDATER": "1"},
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=True,
+    )
+    assert done.stdout.split()[0] == pinned_version()
 
 
 def message_requests(control: SimulatorControl) -> list[dict[str, Any]]:
@@ -129,6 +147,47 @@ def test_the_cli_reports_a_usage_limit_after_one_request(
     assert "resets" in run.result["result"]
     assert [r["status"] for r in message_requests(control)] == [429]
     assert run.seconds < 30
+
+
+def test_the_cli_sends_its_default_model_for_each_credential(
+    control: SimulatorControl, run_cli: Any
+) -> None:
+    # The default moves between releases (2.1.197: claude-sonnet-5 / claude-opus-4-8);
+    # the simulator must know it, or every turn without a model is a 404.
+    control.register(OAUTH, kind="oauth", label="plan-a")
+    control.register(API_KEY, kind="api_key", label="platform-key")
+
+    assert run_cli(oauth_token=OAUTH).exit_code == 0
+    assert run_cli(api_key=API_KEY).exit_code == 0
+
+    assert [(r["auth_kind"], r["model"]) for r in message_requests(control)] == [
+        ("oauth", "claude-sonnet-5-5"),
+        ("api_key", "claude-opus-5-5"),
+    ]
+
+
+@pytest.mark.parametrize("window", ["five_hour", "seven_day"])
+def test_the_usage_limit_sentence_alone_says_limit_and_reset(
+    control: SimulatorControl, run_cli: Any, window: str
+) -> None:
+    # The classifier falls back to the sentence when a refusal carries no status; the
+    # sentence is UI copy, so it is checked against the pinned CLI's own words.
+    control.register(OAUTH, kind="oauth", label="plan-a")
+    view = control.set_usage(OAUTH, window, percent=100)  # type: ignore[arg-type]
+    resets_at = view["windows"][window]["resets_at"]
+    assert resets_at is not None
+
+    run = run_cli(oauth_token=OAUTH)
+    refusal = classify_refusal(
+        api_error_status=None, text=run.result["result"], now=datetime.now(UTC)
+    )
+
+    assert refusal.error_code == "rate_limit", run.result["result"]
+    assert refusal.resets_at is not None, run.result["result"]
+    # The reset header carries whole seconds rounded up and the CLI prints the minute,
+    # so the sentence's reset lies within a second after, or a minute before, the truth.
+    trail = datetime.fromisoformat(resets_at) - refusal.resets_at
+    assert -timedelta(seconds=1) < trail < timedelta(minutes=1)
 
 
 def test_the_cli_reports_401_for_a_revoked_token(control: SimulatorControl, run_cli: Any) -> None:
