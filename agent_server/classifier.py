@@ -20,8 +20,10 @@ from agent_server.contract import ErrorCode
 # tomorrow's.
 _SAME_DAY_TOLERANCE = timedelta(minutes=2)
 
+# The window's name between "your" and "limit" is UI copy: "session" (2.1.197),
+# "5-hour" (2.1.332), "weekly", a model family. Any one hyphenated word is accepted.
 _RATE_LIMIT_TEXT = re.compile(
-    r"hit your (?:\w+ )?limit|usage limit|rate[ _-]?limit|quota exceeded", re.IGNORECASE
+    r"hit your (?:[\w-]+ )?limit|usage limit|rate[ _-]?limit|quota exceeded", re.IGNORECASE
 )
 _AUTH_TEXT = re.compile(
     r"credit balance is too low|failed to authenticate|not logged in|invalid api key"

@@ -6,7 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent_server.classifier import classify_refusal, parse_reset_phrase, parse_unified_reset
+from agent_server.classifier import (
+    Refusal,
+    classify_refusal,
+    parse_reset_phrase,
+    parse_unified_reset,
+)
 
 NOW = datetime(2026, 11, 30, 3, 25, tzinfo=UTC)
 
@@ -14,7 +19,7 @@ NOW = datetime(2026, 11, 30, 3, 25, tzinfo=UTC)
 @pytest.mark.parametrize(
     ("status", "text", "code"),
     [
-        # docs notes table (CLI 2.1.328) and observed with CLI 2.1.197
+        # the CLI notes' table and what CLI 2.1.197 printed
         (429, "You've hit your limit · resets 4:10am (UTC)", "rate_limit"),
         (429, "You've hit your session limit · resets 6:25am (UTC)", "rate_limit"),
         (429, "You've hit your weekly limit · resets Dec 3, 3:25am (UTC)", "rate_limit"),
@@ -29,6 +34,11 @@ NOW = datetime(2026, 11, 30, 3, 25, tzinfo=UTC)
             "you may not have access to it. Run --model to pick a different model.",
             "model_unsupported",
         ),
+        # observed with CLI 2.1.332: the 5 h window is now "your 5-hour limit"
+        (429, "You've hit your 5-hour limit · resets 12:21pm (UTC)", "rate_limit"),
+        (None, "You've hit your 5-hour limit · resets 12:21pm (UTC)", "rate_limit"),
+        (None, "You've hit your weekly limit · resets Dec 8, 7:21am (UTC)", "rate_limit"),
+        (None, "You've hit your Opus limit · resets Dec 8, 7:21am (UTC)", "rate_limit"),
         # status first: the sentence is UI copy, the status is not
         (429, "something the CLI never said before", "rate_limit"),
         (401, "You've hit your limit", "auth"),
@@ -61,6 +71,13 @@ def test_it_reports_resets_at_only_for_a_rate_limit() -> None:
     assert limited.resets_at == datetime(2026, 11, 30, 4, 10, tzinfo=UTC)
     auth = classify_refusal(api_error_status=401, text="resets 4:10am (UTC)", now=NOW)
     assert auth.resets_at is None
+
+
+def test_a_5_hour_limit_without_a_status_still_carries_its_reset() -> None:
+    limited = classify_refusal(
+        api_error_status=None, text="You've hit your 5-hour limit · resets 4:10am (UTC)", now=NOW
+    )
+    assert limited == Refusal("rate_limit", datetime(2026, 11, 30, 4, 10, tzinfo=UTC))
 
 
 def test_a_structured_reset_hint_beats_the_sentence() -> None:

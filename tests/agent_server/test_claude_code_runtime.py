@@ -1,6 +1,6 @@
 """The CLI runtime: reading the CLI's result, its command line, and bounding its process.
 
-The result rows are the JSON the real CLI (2.1.197) printed against a local upstream;
+The result rows are the JSON the real CLI (2.1.332) printed against a local upstream;
 the process tests use tiny scripts in place of the CLI, because what they pin is the
 server's handling of a process (timeouts, signals, a missing binary), which the real
 CLI cannot be made to exhibit on demand. test_e2e.py pins the same paths with the
@@ -40,17 +40,25 @@ def cli_result(**fields: Any) -> bytes:
         "session_id": "e1b06087-ecc8-4a6c-9c66-9daa85c8cb32",
         "total_cost_usd": 0.000111,
         "usage": {"input_tokens": 12, "output_tokens": 5, "cache_read_input_tokens": 0},
-        "modelUsage": {"claude-sonnet-5": {"inputTokens": 12, "outputTokens": 5}},
+        "modelUsage": {
+            "claude-sonnet-5-5": {
+                "inputTokens": 12,
+                "outputTokens": 5,
+                "canonicalModel": "claude-sonnet-5-5",
+            }
+        },
         "terminal_reason": "completed",
     }
     base.update(fields)
     return json.dumps(base).encode()
 
 
-def refusal(status: int | None, text: str) -> bytes:
+def refusal(status: int | None, text: str, api_error: str | None = None) -> bytes:
     return cli_result(
         is_error=True,
         api_error_status=status,
+        api_error=api_error,
+        terminal_reason="api_error",
         result=text,
         total_cost_usd=0,
         usage={"input_tokens": 0, "output_tokens": 0},
@@ -64,7 +72,7 @@ def test_a_successful_result_becomes_the_answer() -> None:
         returncode=0, stdout=cli_result(), stderr=b"", requested_model=None, now=NOW
     )
     assert outcome.response == "hi there"
-    assert outcome.model == "claude-sonnet-5"
+    assert outcome.model == "claude-sonnet-5-5"
     assert (outcome.input_tokens, outcome.output_tokens) == (12, 5)
     assert outcome.cost_usd == pytest.approx(0.000111)
 
@@ -84,6 +92,21 @@ def test_the_served_model_drops_the_context_window_label() -> None:
 @pytest.mark.parametrize(
     ("returncode", "stdout", "stderr", "code"),
     [
+        (
+            1,
+            refusal(
+                429, "You've hit your 5-hour limit · resets 12:21pm (UTC)", "usage_limit_reached"
+            ),
+            b"",
+            "rate_limit",
+        ),
+        # the sentence alone still says it (2.1.197 said "session limit")
+        (
+            1,
+            refusal(None, "You've hit your 5-hour limit · resets 12:21pm (UTC)"),
+            b"",
+            "rate_limit",
+        ),
         (1, refusal(429, "You've hit your session limit · resets 6:25am (UTC)"), b"", "rate_limit"),
         (
             1,
@@ -130,7 +153,7 @@ def test_a_usage_limit_carries_its_reset() -> None:
     with pytest.raises(TurnError) as caught:
         interpret_cli_exit(
             returncode=1,
-            stdout=refusal(429, "You've hit your session limit · resets 6:25am (UTC)"),
+            stdout=refusal(429, "You've hit your 5-hour limit · resets 6:25am (UTC)"),
             stderr=b"",
             requested_model=None,
             now=NOW,

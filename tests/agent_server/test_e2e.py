@@ -75,7 +75,7 @@ def test_a_turn_runs_on_the_baseline_subscription(
     body = TaskResponse.model_validate(response.json())
     assert body.response.startswith("Simulated reply")
     assert body.usage.input_tokens > 0 and body.usage.output_tokens > 0
-    assert body.model == "claude-sonnet-5"  # the CLI's default on a subscription
+    assert body.model == "claude-sonnet-5-5"  # the CLI's default on a subscription (2.1.332)
     assert body.cost_usd is not None and body.cost_usd > 0
     assert AUTH_OVERRIDE_HEADER not in response.headers
     assert set(seen(sim)) == {("oauth", "sub-a")}
