@@ -37,7 +37,8 @@ def fresh_for() -> timedelta:
     return timedelta(seconds=settings.TRINITY_HEADROOM_FRESH_SECONDS)
 
 
-def _latest_failure(now: datetime, column: str) -> Subquery:
+def latest_failure_subquery(now: datetime, column: str) -> Subquery:
+    """``column`` of the latest refusal inside the skip window (any kind)."""
     window_start = skip_window_start(now)
     return Subquery(
         RateLimitEvent.objects.filter(subscription=OuterRef("pk"), occurred_at__gt=window_start)
@@ -52,7 +53,7 @@ def last_failure_subquery(now: datetime) -> Subquery:
     The same question as ``has_recent_subscription_failures``, asked of every row at
     once: an event exactly one window old has aged out.
     """
-    return _latest_failure(now, "occurred_at")
+    return latest_failure_subquery(now, "occurred_at")
 
 
 def candidates_filtered(
@@ -71,7 +72,7 @@ def candidates_filtered(
         queryset.annotate(
             agent_count=Count("agents", distinct=True),
             last_failure_at=last_failure_subquery(now),
-            last_failure_resets_at=_latest_failure(now, "resets_at"),
+            last_failure_resets_at=latest_failure_subquery(now, "resets_at"),
         )
         .order_by("agent_count", "name")
         .values_list("pk", "name", "agent_count", "last_failure_at", "last_failure_resets_at")

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
 from subscriptions.headroom.reading import Reading, WindowReading
 from subscriptions.headroom.rules import (
@@ -18,7 +18,11 @@ from subscriptions.headroom.rules import (
     reading_says_limited,
     resolve_rate_limited_now,
 )
-from subscriptions.headroom.selection import fresh_for, last_failure_subquery
+from subscriptions.headroom.selection import (
+    fresh_for,
+    last_failure_subquery,
+    latest_failure_subquery,
+)
 from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
 from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
 from subscriptions.selectors import (
@@ -87,6 +91,7 @@ def _rate_limited_now(
     *,
     now: datetime,
     last_refusal_at: datetime | None,
+    refusal_resets_at: datetime | None,
     events_say_limited: Any,
 ) -> tuple[bool, str]:
     decided = reading_says_limited(
@@ -98,6 +103,7 @@ def _rate_limited_now(
         max_age=fresh_for(),
         events_say_limited=events_say_limited,
         last_refusal_at=last_refusal_at,
+        refusal_resets_at=refusal_resets_at,
     )
     return value, "reading" if decided is not None else "events"
 
@@ -155,13 +161,18 @@ def headroom_usage_get(*, subscription: Subscription, now: datetime) -> UsageVie
     for row in by_kind:
         failures[row["failure_kind"] or "unknown"] += row["n"]
     window_start = skip_window_start(now)
-    last_refusal_at = events.filter(occurred_at__gt=window_start).aggregate(m=Max("occurred_at"))[
-        "m"
-    ]
+    last_refusal = (
+        events.filter(occurred_at__gt=window_start)
+        .order_by("-occurred_at")
+        .values_list("occurred_at", "resets_at")
+        .first()
+    )
+    last_refusal_at, refusal_resets_at = last_refusal or (None, None)
     limited, source = _rate_limited_now(
         snapshots.get(subscription.pk),
         now=now,
         last_refusal_at=last_refusal_at,
+        refusal_resets_at=refusal_resets_at,
         events_say_limited=lambda: is_subscription_rate_limited(
             subscription_id=subscription.pk, now=now
         ),
@@ -213,6 +224,7 @@ def subscription_pressure_list(
     subscriptions = list(
         subscriptions_visible_to(user).annotate(
             last_refusal_at=last_failure_subquery(now),
+            last_refusal_resets_at=latest_failure_subquery(now, "resets_at"),
             limited_by_events=Exists(
                 RateLimitEvent.objects.filter(
                     subscription=OuterRef("pk"),
@@ -235,6 +247,7 @@ def subscription_pressure_list(
             snapshots.get(sub.pk),
             now=now,
             last_refusal_at=sub.last_refusal_at,
+            refusal_resets_at=sub.last_refusal_resets_at,
             events_say_limited=lambda flag=flag: flag,
         )
         rows.append(
