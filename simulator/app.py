@@ -44,6 +44,7 @@ CREDIT_TOO_LOW = (
 )
 RATE_LIMITED = "This request would exceed your account's rate limit. Please try again later."
 OAUTH_REVOKED = "OAuth token has been revoked. Please obtain a new token."
+USAGE_RATE_LIMITED = "Rate limited. Please try again later."
 USAGE_SCOPE_MISSING = "OAuth token does not meet scope requirement user:profile"
 CODEX_REVOKED = "Your authentication token has been invalidated. Please try signing in again."
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -92,6 +93,12 @@ class CredentialIn(BaseModel):
     credit_usd: float | None = None
     usage_scope: bool | None = None
     plan_type: str | None = None
+    usage_delay_ms: int | None = Field(default=None, ge=0, le=600_000)
+
+
+class UsageThrottleIn(BaseModel):
+    token: str
+    seconds: float = Field(ge=0)
 
 
 class UsageIn(BaseModel):
@@ -286,6 +293,13 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             "resets_at": iso(window.resets_at()),
         }
 
+    async def credential_delay(request: Request) -> None:
+        """A registered credential's own usage delay (a provider hanging for it)."""
+        token = bearer_token(request)
+        cred = sim.credentials.get(token) if token else None
+        if cred is not None and cred.usage_delay_ms:
+            await asyncio.sleep(cred.usage_delay_ms / 1000)
+
     def serve_oauth_usage(request: Request, outcome: Outcome) -> Response:
         token = bearer_token(request)
         if token is None:
@@ -296,6 +310,11 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             return anthropic_error(401, "authentication_error", "Invalid bearer token")
         if cred.revoked:
             return anthropic_error(401, "authentication_error", OAUTH_REVOKED)
+        retry_after = cred.usage_retry_after(sim.clock.now())
+        if retry_after is not None:
+            return anthropic_error(
+                429, "rate_limit_error", USAGE_RATE_LIMITED, {"retry-after": str(retry_after)}
+            )
         if not cred.usage_scope:
             return anthropic_error(403, "permission_error", USAGE_SCOPE_MISSING)
         cred.roll(sim.clock.now())
@@ -316,6 +335,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     async def oauth_usage(request: Request) -> Response:
         outcome = Outcome(request)
         await inject_latency(usage=True)
+        await credential_delay(request)
         return finish(outcome, serve_oauth_usage(request, outcome))
 
     def codex_window(window: Window, now: float) -> dict[str, Any]:
@@ -338,6 +358,11 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         if cred.revoked:
             return codex_error(401, "token_invalidated", CODEX_REVOKED)
         now = sim.clock.now()
+        retry_after = cred.usage_retry_after(now)
+        if retry_after is not None:
+            throttled = codex_error(429, "rate_limit_exceeded", USAGE_RATE_LIMITED)
+            throttled.headers["retry-after"] = str(retry_after)
+            return throttled
         cred.roll(now)
         primary, secondary = (cred.windows[n] for n in CODEX_WINDOWS)
         limit_reached = primary.exhausted or secondary.exhausted
@@ -358,6 +383,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     async def codex_usage(request: Request) -> Response:
         outcome = Outcome(request)
         await inject_latency(usage=True)
+        await credential_delay(request)
         return finish(outcome, serve_codex_usage(request, outcome))
 
     # the control API
@@ -395,6 +421,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
                 credit_usd=body.credit_usd,
                 usage_scope=body.usage_scope,
                 plan_type=body.plan_type,
+                usage_delay_ms=body.usage_delay_ms,
             )
         except ValueError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
@@ -431,6 +458,13 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         cred = known(body.token)
         cred.usage_scope = body.allowed
         return cred.view(sim.clock.now())
+
+    @control.post("/credentials/usage-throttle")
+    async def usage_throttle(body: UsageThrottleIn) -> dict[str, object]:
+        cred = known(body.token)
+        now = sim.clock.now()
+        cred.usage_throttled_until = now + body.seconds if body.seconds else None
+        return cred.view(now)
 
     @control.get("/clock")
     async def clock() -> dict[str, Any]:

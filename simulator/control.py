@@ -29,6 +29,8 @@ class CredentialView(TypedDict):
     credit_usd: float
     plan_type: str
     auto_registered: bool
+    usage_delay_ms: int
+    usage_throttled_until: str | None
     windows: dict[str, WindowView]
 
 
@@ -104,11 +106,14 @@ class SimulatorControl:
         credit_usd: float | None = None,
         usage_scope: bool | None = None,
         plan_type: str | None = None,
+        usage_delay_ms: int | None = None,
     ) -> CredentialView:
         """Create the credential, or update the given fields if ``token`` exists.
 
         ``capacity`` maps window names to tokens per window; unnamed windows keep
         their defaults. Codex credentials have ``five_hour`` and ``seven_day`` only.
+        ``usage_delay_ms`` delays every usage-endpoint answer for this credential
+        (on top of the global latency): a provider that hangs for one account.
         """
         body: dict[str, Any] = {"token": token, "kind": kind}
         for name, value in (
@@ -117,6 +122,7 @@ class SimulatorControl:
             ("credit_usd", credit_usd),
             ("usage_scope", usage_scope),
             ("plan_type", plan_type),
+            ("usage_delay_ms", usage_delay_ms),
         ):
             if value is not None:
                 body[name] = value
@@ -148,6 +154,12 @@ class SimulatorControl:
     def revoke(self, token: str, *, revoked: bool = True) -> CredentialView:
         body = {"token": token, "revoked": revoked}
         return cast(CredentialView, self._call("POST", "/credentials/revoke", body))
+
+    def throttle_usage(self, token: str, *, seconds: float) -> CredentialView:
+        """Make the usage endpoints answer 429 with a Retry-After for ``token`` for
+        ``seconds`` of simulator time (0 lifts it)."""
+        body = {"token": token, "seconds": seconds}
+        return cast(CredentialView, self._call("POST", "/credentials/usage-throttle", body))
 
     def add_credit(self, token: str, usd: float) -> CredentialView:
         body = {"token": token, "add_usd": usd}

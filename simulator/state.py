@@ -212,6 +212,18 @@ class Credential:
     usage_scope: bool = True
     plan_type: str = "pro"
     auto_registered: bool = False
+    # The usage endpoints only: how long each answer for this credential takes (a
+    # provider that hangs), and until when they answer 429 with a Retry-After (the
+    # endpoint rate-limits per account).
+    usage_delay_ms: int = 0
+    usage_throttled_until: float | None = None
+
+    def usage_retry_after(self, now: float) -> int | None:
+        """Whole seconds until the usage endpoints answer again, or None if they do."""
+        until = self.usage_throttled_until
+        if until is None or now >= until:
+            return None
+        return max(1, math.ceil(until - now))
 
     @property
     def fingerprint(self) -> str:
@@ -241,6 +253,8 @@ class Credential:
             "credit_usd": round(self.credit_usd, 6),
             "plan_type": self.plan_type,
             "auto_registered": self.auto_registered,
+            "usage_delay_ms": self.usage_delay_ms,
+            "usage_throttled_until": iso(self.usage_throttled_until),
             "windows": {
                 w.name: {
                     "used": w.used,
@@ -318,6 +332,7 @@ class Simulator:
         usage_scope: bool | None = None,
         plan_type: str | None = None,
         auto_registered: bool = False,
+        usage_delay_ms: int | None = None,
     ) -> Credential:
         """Create a credential, or update the given fields of an existing one.
 
@@ -353,6 +368,8 @@ class Simulator:
             cred.usage_scope = usage_scope
         if plan_type is not None:
             cred.plan_type = plan_type
+        if usage_delay_ms is not None:
+            cred.usage_delay_ms = usage_delay_ms
         return cred
 
     def lookup(self, token: str) -> Credential:

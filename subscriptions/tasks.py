@@ -20,9 +20,19 @@ def cleanup_old_rate_limit_events() -> int:
     return deleted
 
 
-@shared_task(name="subscriptions.headroom_sweep", soft_time_limit=240, time_limit=280)
+# Limits from the sampler's one bound: a sweep never starts a probe it could not
+# finish and store before its own end, so the soft limit, past that end, fires only
+# for a hung store, and every reading taken before it is already stored.
+_SWEEP_BOUNDS = sampler.configured_bounds()
+
+
+@shared_task(
+    name="subscriptions.headroom_sweep",
+    soft_time_limit=_SWEEP_BOUNDS.soft_time_limit,
+    time_limit=_SWEEP_BOUNDS.time_limit,
+)
 def sweep_headroom() -> dict[str, object]:
-    report = sampler.headroom_sweep(now=clock.now())
+    report = sampler.headroom_sweep(clock=clock.now)
     return {"skipped": report.skipped, "due": report.due, "probed": report.probed}
 
 

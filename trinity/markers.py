@@ -45,7 +45,9 @@ def marker_claim(name: str, *, ttl: int, value: str = "1") -> bool | None:
 def marker_release(name: str, *, value: str | None = None) -> None:
     """Drop ``name``; with ``value``, only if it still holds that value (our own claim).
 
-    Get-then-delete is not atomic; the TTL bounds what a lost race can cost.
+    Get-then-delete is not atomic: a claim that lapses between the two and is taken
+    by someone else would be dropped. Callers size the TTL so their own claim cannot
+    lapse while they hold it, which leaves that race no window.
     """
     try:
         if value is None or cache.get(_key(name)) == value:
@@ -59,3 +61,26 @@ def markers_release(names: Iterable[str]) -> None:
         cache.delete_many([_key(name) for name in names])
     except STORE_ERRORS:
         logger.warning("cache unreachable: markers left to expire")
+
+
+def marker_set(name: str, *, value: str, ttl: int) -> bool:
+    """Set ``name`` to ``value`` for ``ttl`` seconds whether or not it is held; False
+    if the cache is unreachable."""
+    try:
+        cache.set(_key(name), value, timeout=ttl)
+    except STORE_ERRORS:
+        logger.warning("cache unreachable: marker %s not set", name)
+        return False
+    return True
+
+
+def markers_read(names: Iterable[str]) -> dict[str, str] | None:
+    """The value of each held marker among ``names`` (one round trip), or None if the
+    cache is unreachable."""
+    keys = {_key(name): name for name in names}
+    try:
+        found = cache.get_many(list(keys))
+    except STORE_ERRORS:
+        logger.warning("cache unreachable: markers not read")
+        return None
+    return {keys[key]: str(value) for key, value in found.items()}

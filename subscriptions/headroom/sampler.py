@@ -2,8 +2,11 @@
 
 A beat sweep probes the subscriptions whose reading is due (``rules.probe_due``),
 leader-locked so two beats never double-probe, single-flight per subscription, with
-bounded concurrency and a timeout per probe. ``headroom_refresh`` probes one
-subscription on demand, at most once per floor interval.
+bounded concurrency and a timeout per probe. Each reading is stored the moment its
+probe finishes, stamped with that probe's own instant, so a slow provider delays
+only its own subscription. ``headroom_refresh`` probes one subscription on demand,
+at most once per floor interval. Every TTL and time limit comes from
+``sweep_bounds``.
 """
 
 from __future__ import annotations
@@ -12,30 +15,89 @@ import logging
 import math
 import secrets
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import httpx
 from django.conf import settings
 from django.db import connections, transaction
 
 from subscriptions.headroom import alerts, collectors
+from subscriptions.headroom.collectors.common import Collected
 from subscriptions.headroom.reading import Reading, ReadingStatus, window_to_json
 from subscriptions.headroom.rules import probe_due
 from subscriptions.headroom.selection import last_failure_subquery
 from subscriptions.headroom.store import Snapshots, snapshot_read, snapshots_read, snapshots_write
 from subscriptions.models import HeadroomSample, Subscription
 from trinity.errors import DomainError
-from trinity.markers import marker_claim, marker_release, markers_release
+from trinity.markers import marker_claim, marker_release, marker_set, markers_read
 from trinity.selectors import system_settings_get
 
 logger = logging.getLogger(__name__)
 
+Clock = Callable[[], datetime]
+
 LEADER_MARKER = "sweep-leader"
-# How long past the probe timeout a single-flight claim outlives a crashed prober.
-INFLIGHT_GRACE_SECONDS = 5
 _CHUNK = 500
+
+# The one bound everything else derives from: how long one probe can hold its claim.
+# A probe is at most two requests (the usage endpoint, then the 1-token probe when
+# the endpoint will not answer); httpx bounds a request's connect and its read each
+# by the probe timeout; storing the reading and releasing the claim gets a few
+# seconds of its own.
+REQUESTS_PER_PROBE = 2
+TIMED_PHASES_PER_REQUEST = 2
+STORE_SECONDS = 5
+# How far a marker outlives the work it guards: a live holder never sees it lapse.
+GRACE_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class SweepBounds:
+    """The sampler's TTLs and time limits, in seconds, all from ``probe``.
+
+    ``probe``: the longest one probe holds its claim. ``claim_ttl``: its
+    single-flight marker. ``sweep``: the longest a sweep runs; no probe starts after
+    ``starts_until`` (``sweep - probe``), so every probe it starts can finish and be
+    stored inside it. ``leader_ttl``: the leader marker, which outlives a live sweep.
+    ``soft_time_limit`` / ``time_limit``: the Celery task's, past ``sweep``.
+    """
+
+    probe: int
+    claim_ttl: int
+    sweep: int
+    starts_until: int
+    leader_ttl: int
+    soft_time_limit: int
+    time_limit: int
+
+
+def sweep_bounds(*, timeout: int, interval: int) -> SweepBounds:
+    """Derive every bound from the probe timeout and the sample interval."""
+    probe = REQUESTS_PER_PROBE * TIMED_PHASES_PER_REQUEST * timeout + STORE_SECONDS
+    # A sweep fits in one sample period, so the next beat finds the leader free; only
+    # a period too short for two probes in a row stretches it. Plans not started in
+    # time stay due and go first to the next sweep's probers.
+    sweep = max(interval, 2 * probe)
+    return SweepBounds(
+        probe=probe,
+        claim_ttl=probe + GRACE_SECONDS,
+        sweep=sweep,
+        starts_until=sweep - probe,
+        leader_ttl=sweep + GRACE_SECONDS,
+        soft_time_limit=sweep + GRACE_SECONDS,
+        time_limit=sweep + 2 * GRACE_SECONDS,
+    )
+
+
+def configured_bounds() -> SweepBounds:
+    """``sweep_bounds`` for the configured probe timeout and sample interval."""
+    return sweep_bounds(
+        timeout=settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS,
+        interval=settings.TRINITY_HEADROOM_SAMPLE_SECONDS,
+    )
 
 
 class ProbeTooSoon(DomainError):
@@ -50,13 +112,21 @@ class ProbeTooSoon(DomainError):
 
 @dataclass
 class SweepReport:
-    """What one sweep did. ``skipped`` names why it did nothing, if it did nothing."""
+    """What one sweep did. ``skipped`` names why it did nothing, if it did nothing.
+
+    Of the ``due`` subscriptions: ``probed``; ``busy`` (another prober holds it);
+    ``recent`` (another prober probed it moments ago); ``deferred`` (its usage
+    endpoint asked to wait); ``late`` (no time left in this sweep to probe it).
+    """
 
     skipped: str = ""
     subscriptions: int = 0
     due: int = 0
     probed: int = 0
     busy: int = 0
+    recent: int = 0
+    deferred: int = 0
+    late: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
 
 
@@ -64,62 +134,121 @@ def _inflight_marker(subscription_id: int) -> str:
     return f"probe:{subscription_id}"
 
 
+def _backoff_marker(subscription_id: int) -> str:
+    return f"usage-retry-at:{subscription_id}"
+
+
 def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
     for start in range(0, len(ids), _CHUNK):
         yield ids[start : start + _CHUNK]
 
 
-def _probe_all(
-    subscriptions: Sequence[Subscription], *, now: datetime, concurrency: int, timeout: float
-) -> tuple[dict[int, Reading], int]:
-    """Probe each subscription whose single-flight marker we claim; returns (readings, busy).
+def _retry_at(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
 
-    A marker held elsewhere, or a store we cannot reach, means "do not probe": two
-    probers can then never spend one credential's quota twice. Markers stay claimed
-    until the caller has stored the readings and released them.
+
+def _probed_recently(subscription_id: int, *, now: datetime) -> bool:
+    """Whether history shows a probe so recent that no plan would be due again yet.
+
+    The check a prober makes once it holds the claim: another leader may have
+    probed this plan after we read our snapshots (its error reading does not replace
+    a stored answer, so only history knows). "Recent" is what ``probe_due`` allows
+    the most urgent plan, a limited one: ``TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS``
+    less its slack.
     """
-    workers = max(1, min(concurrency, len(subscriptions)))
-    # A claim must outlive the slowest possible sweep (every probe timing out), so it
-    # cannot lapse before the readings are stored; the sample interval caps what a
-    # crashed sweep can hold.
-    rounds = math.ceil(len(subscriptions) / workers)
-    ttl = min(
-        rounds * math.ceil(timeout) + INFLIGHT_GRACE_SECONDS,
-        max(settings.TRINITY_HEADROOM_SAMPLE_SECONDS, math.ceil(timeout) + INFLIGHT_GRACE_SECONDS),
+    last = last_probe_at(subscription_id)
+    if last is None:
+        return False
+    limited = timedelta(seconds=settings.TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS)
+    probed = Reading(fetched_at=last, status=ReadingStatus.RATE_LIMITED)
+    return not probe_due(probed, now=now, interval=limited, limited_interval=limited)
+
+
+def _remember_retry_at(subscription_id: int, collected: Collected, *, now: datetime) -> None:
+    """Keep the usage endpoint's Retry-After; its TTL only cleans up, the instant decides."""
+    if collected.retry_at is None:
+        return
+    wait = math.ceil((collected.retry_at - now).total_seconds())
+    marker_set(
+        _backoff_marker(subscription_id),
+        value=collected.retry_at.isoformat(),
+        ttl=max(1, wait) + GRACE_SECONDS,
     )
 
-    def probe_one(subscription: Subscription) -> tuple[int, Reading | None]:
-        if not marker_claim(_inflight_marker(subscription.pk), ttl=ttl):
-            return subscription.pk, None
-        try:
-            reading = collectors.collect(
-                provider=subscription.provider,
-                token=subscription.token,
-                client=client,
-                now=now,
-                label=subscription.name,
-            )
-        except Exception:  # one broken collector must not end the sweep
-            logger.exception("headroom probe of %s failed", subscription.name)
-            reading = Reading(fetched_at=now, status=ReadingStatus.ERROR, detail="collector failed")
-        finally:
-            # The embedded cache is a database table: a probe thread may have opened a
-            # connection, which would otherwise outlive the pool.
-            connections.close_all()
-        return subscription.pk, reading
 
-    readings: dict[int, Reading] = {}
-    busy = 0
-    with (
-        collectors.http_client(timeout=timeout, max_connections=workers) as client,
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headroom-probe") as pool,
-    ):
-        for pk, reading in pool.map(probe_one, subscriptions):
-            if reading is None:
-                busy += 1
-            else:
-                readings[pk] = reading
-    return readings, busy
+def _read_one(subscription: Subscription, *, client: object, now: datetime) -> Collected:
+    try:
+        return collectors.read(
+            provider=subscription.provider,
+            token=subscription.token,
+            client=client,  # type: ignore[arg-type]
+            now=now,
+            label=subscription.name,
+        )
+    except Exception:  # one broken collector must not end the sweep
+        logger.exception("headroom probe of %s failed", subscription.name)
+        return Collected(
+            Reading(fetched_at=now, status=ReadingStatus.ERROR, detail="collector failed")
+        )
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """What every probe of one sweep shares."""
+
+    clock: Clock
+    bounds: SweepBounds
+    claim: str  # this sweep's value in the markers it claims
+    last_start: datetime
+    previous: Snapshots
+    retry_at: Mapping[int, datetime]
+    threshold: int
+
+
+def _probe_one(
+    subscription: Subscription, *, sweep: _Sweep, client: httpx.Client
+) -> tuple[str, str]:
+    """Probe, store and release one subscription; returns (outcome, status)."""
+    pk = subscription.pk
+    try:
+        now = sweep.clock()
+        if now >= sweep.last_start:
+            return "late", ""
+        retry_at = sweep.retry_at.get(pk)
+        if retry_at is not None and now < retry_at:
+            return "deferred", ""
+        # A marker held elsewhere, or a store we cannot reach, means "do not probe":
+        # two probers can then never spend one credential's quota twice.
+        name = _inflight_marker(pk)
+        if not marker_claim(name, ttl=sweep.bounds.claim_ttl, value=sweep.claim):
+            return "busy", ""
+        try:
+            if _probed_recently(pk, now=now):
+                return "recent", ""
+            collected = _read_one(subscription, client=client, now=now)
+            _remember_retry_at(pk, collected, now=now)
+            headroom_readings_record(
+                readings={pk: collected.reading},
+                previous=sweep.previous,
+                names={pk: subscription.name},
+                now=collected.reading.fetched_at,
+                threshold=sweep.threshold,
+            )
+            return "probed", collected.reading.status.value
+        finally:
+            # Only our own claim: if it lapsed and someone else holds the marker now,
+            # theirs stays.
+            marker_release(name, value=sweep.claim)
+    finally:
+        # The embedded cache is a database table and history rows are written here:
+        # the thread's connection would otherwise outlive the pool.
+        connections.close_all()
 
 
 @transaction.atomic
@@ -129,12 +258,14 @@ def headroom_readings_record(
     previous: Snapshots,
     names: Mapping[int, str],
     now: datetime,
+    threshold: int | None = None,
 ) -> None:
     """Store the readings as snapshots, add history rows, and alert after the commit.
 
     An ``error`` reading never replaces an answered one in the store: the answer
     stays evidence until it goes stale, and a limited reading keeps the reset a
     readmission needs. Every reading, errors too, becomes a history row.
+    ``threshold`` is the alert threshold (read from the settings when None).
     """
     keep = {
         pk: reading
@@ -158,42 +289,45 @@ def headroom_readings_record(
         ],
         batch_size=_CHUNK,
     )
-    threshold = system_settings_get().headroom_alert_threshold
+    if threshold is None:
+        threshold = system_settings_get().headroom_alert_threshold
     if threshold:
+        limit = threshold
         transaction.on_commit(
             lambda: alerts.headroom_alerts_send(
-                readings=readings, names=names, threshold=threshold, now=now
+                readings=readings, names=names, threshold=limit, now=now
             )
         )
 
 
-def headroom_sweep(*, now: datetime) -> SweepReport:
+def headroom_sweep(*, clock: Clock) -> SweepReport:
     """Probe every subscription whose reading is due. Never raises for a store outage.
 
     Does nothing when auto-refresh is off, when another sweep holds the leader
     marker, or when the store is unreachable (readings could not be stored, and
-    the markers that prevent double probes could not be claimed).
+    the markers that prevent double probes could not be claimed). ``clock`` stamps
+    each reading and decides when no more probes start.
     """
     if not system_settings_get().subscription_headroom_auto_refresh:
         return SweepReport(skipped="auto_refresh_off")
-    token = secrets.token_hex(8)
-    # The lock outlives a crashed sweep by at most one period; a sweep that overruns
-    # it is still safe, because each probe is single-flight.
-    claimed = marker_claim(LEADER_MARKER, ttl=settings.TRINITY_HEADROOM_SAMPLE_SECONDS, value=token)
+    bounds = configured_bounds()
+    claim = secrets.token_hex(8)
+    claimed = marker_claim(LEADER_MARKER, ttl=bounds.leader_ttl, value=claim)
     if claimed is None:
         return SweepReport(skipped="store_unreachable")
     if not claimed:
         return SweepReport(skipped="leader_held")
     try:
-        return _sweep(now=now)
+        return _sweep(clock=clock, bounds=bounds, claim=claim)
     finally:
-        marker_release(LEADER_MARKER, value=token)
+        marker_release(LEADER_MARKER, value=claim)
 
 
-def _sweep(*, now: datetime) -> SweepReport:
+def _sweep(*, clock: Clock, bounds: SweepBounds, claim: str) -> SweepReport:
+    started = clock()
     rows = list(
         Subscription.objects.order_by("pk")
-        .annotate(last_failure_at=last_failure_subquery(now))
+        .annotate(last_failure_at=last_failure_subquery(started))
         .values_list("pk", "last_failure_at")
     )
     report = SweepReport(subscriptions=len(rows))
@@ -208,7 +342,7 @@ def _sweep(*, now: datetime) -> SweepReport:
         for pk, last_failure_at in rows
         if probe_due(
             snapshots.get(pk),
-            now=now,
+            now=started,
             interval=interval,
             limited_interval=limited_interval,
             last_failure_at=last_failure_at,
@@ -217,26 +351,52 @@ def _sweep(*, now: datetime) -> SweepReport:
     report.due = len(due_ids)
     if not due_ids:
         return report
-    due = _load(due_ids)
-    readings, report.busy = _probe_all(
-        due,
-        now=now,
-        concurrency=settings.TRINITY_HEADROOM_CONCURRENCY,
-        timeout=settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS,
+    held = markers_read(_backoff_marker(pk) for pk in due_ids)
+    if held is None:
+        report.skipped = "store_unreachable"
+        return report
+    retry_at = {
+        pk: at for pk in due_ids if (at := _retry_at(held.get(_backoff_marker(pk)))) is not None
+    }
+    sweep = _Sweep(
+        clock=clock,
+        bounds=bounds,
+        claim=claim,
+        last_start=started + timedelta(seconds=bounds.starts_until),
+        previous=snapshots,
+        retry_at=retry_at,
+        threshold=system_settings_get().headroom_alert_threshold,
     )
-    try:
-        headroom_readings_record(
-            readings=readings, previous=snapshots, names={s.pk: s.name for s in due}, now=now
-        )
-    finally:
-        markers_release(_inflight_marker(pk) for pk in readings)
-    report.probed = len(readings)
-    report.statuses = dict(Counter(r.status.value for r in readings.values()))
+    due = _load(due_ids)
+    workers = max(1, min(settings.TRINITY_HEADROOM_CONCURRENCY, len(due)))
+    outcomes: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS
+    with (
+        collectors.http_client(timeout=timeout, max_connections=workers) as client,
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headroom-probe") as pool,
+    ):
+        futures = [pool.submit(_probe_one, s, sweep=sweep, client=client) for s in due]
+        for future in as_completed(futures):
+            outcome, status = future.result()
+            outcomes[outcome] += 1
+            if status:
+                statuses[status] += 1
+    report.probed = outcomes["probed"]
+    report.busy = outcomes["busy"]
+    report.recent = outcomes["recent"]
+    report.deferred = outcomes["deferred"]
+    report.late = outcomes["late"]
+    report.statuses = dict(statuses)
     logger.info(
-        "headroom sweep: %d due, %d probed, %d busy elsewhere, %s",
+        "headroom sweep: %d due, %d probed, %d busy elsewhere, %d probed moments ago, "
+        "%d waiting on Retry-After, %d left for the next sweep, %s",
         report.due,
         report.probed,
         report.busy,
+        report.recent,
+        report.deferred,
+        report.late,
         report.statuses,
     )
     return report
@@ -264,9 +424,10 @@ def last_probe_at(subscription_id: int) -> datetime | None:
 def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
     """Probe ``subscription`` now and record the reading; returns it.
 
-    Raises ProbeTooSoon within the floor after the last probe, or while another
-    probe of it is running. With the store unreachable the history still enforces
-    the floor and the probe goes ahead: the operator asked for it explicitly.
+    Raises ProbeTooSoon within the floor after the last probe, while another probe
+    of it is running, or before the instant its usage endpoint's Retry-After named.
+    With the store unreachable the history still enforces the floor and the probe
+    goes ahead: the operator asked for it explicitly.
     """
     floor = settings.TRINITY_HEADROOM_REFRESH_FLOOR_SECONDS
     last = last_probe_at(subscription.pk)
@@ -279,33 +440,44 @@ def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
                 f"once every {floor} s.",
                 retry_after=wait,
             )
-    timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS
-    claimed = marker_claim(_inflight_marker(subscription.pk), ttl=timeout + INFLIGHT_GRACE_SECONDS)
+    held = markers_read([_backoff_marker(subscription.pk)]) or {}
+    retry_at = _retry_at(held.get(_backoff_marker(subscription.pk)))
+    if retry_at is not None and now < retry_at:
+        raise ProbeTooSoon(
+            "The provider's usage endpoint asked not to be called again for this subscription yet.",
+            retry_after=max(1, math.ceil((retry_at - now).total_seconds())),
+        )
+    bounds = configured_bounds()
+    claim = secrets.token_hex(8)
+    name = _inflight_marker(subscription.pk)
+    claimed = marker_claim(name, ttl=bounds.claim_ttl, value=claim)
     if claimed is False:
         raise ProbeTooSoon(
             "A usage probe of this subscription is already running; try again shortly.",
-            retry_after=timeout,
+            retry_after=bounds.probe,
         )
     try:
         previous = snapshot_read(subscription.pk)
+        timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS
         with collectors.http_client(timeout=timeout, max_connections=1) as client:
-            reading = collectors.collect(
+            collected = collectors.read(
                 provider=subscription.provider,
                 token=subscription.token,
                 client=client,
                 now=now,
                 label=subscription.name,
             )
+        _remember_retry_at(subscription.pk, collected, now=now)
         headroom_readings_record(
-            readings={subscription.pk: reading},
+            readings={subscription.pk: collected.reading},
             previous=previous,
             names={subscription.pk: subscription.name},
             now=now,
         )
     finally:
         if claimed:
-            marker_release(_inflight_marker(subscription.pk))
-    return reading
+            marker_release(name, value=claim)
+    return collected.reading
 
 
 @transaction.atomic

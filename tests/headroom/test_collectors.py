@@ -11,7 +11,7 @@ from pytest_django.fixtures import Settings
 
 from simulator.control import SimulatorControl
 from subscriptions.headroom import collectors
-from subscriptions.headroom.collectors import anthropic, openai_codex
+from subscriptions.headroom.collectors import anthropic, common, openai_codex
 from subscriptions.headroom.reading import ReadingStatus
 from tests.headroom.factories import served
 from tests.headroom.readings import T0
@@ -253,3 +253,53 @@ class TestCodex:
     def test_an_unknown_shape_is_drift(self) -> None:
         assert openai_codex.parse_usage_body({"plan_type": "plus"}, now=T0) is None
         assert openai_codex.parse_usage_body([], now=T0) is None
+
+
+class TestUsageRetryAfter:
+    """The usage endpoints rate-limit per account; a 429 says when to ask again."""
+
+    def test_a_throttled_usage_endpoint_is_an_error_with_its_retry_instant_and_no_probe(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(OAUTH, kind="oauth", label="plan-a")
+        sim.throttle_usage(OAUTH, seconds=120)
+
+        collected = anthropic.read(token=Secret(OAUTH), client=client, now=T0)
+
+        assert collected.reading.status is ReadingStatus.ERROR
+        assert collected.reading.detail == "usage rate-limited"
+        assert collected.retry_at == T0 + timedelta(seconds=120)
+        # the 1-token probe would spend quota to learn what waiting costs nothing
+        assert _paths(sim) == [("GET", "/api/oauth/usage", 429)]
+
+    def test_codex_carries_the_retry_instant_too(
+        self, sim: SimulatorControl, client: httpx.Client
+    ) -> None:
+        sim.register(CODEX, kind="codex", label="codex-a")
+        sim.throttle_usage(CODEX, seconds=30)
+
+        collected = openai_codex.read(token=Secret(CODEX), client=client, now=T0)
+
+        assert (collected.reading.status, collected.retry_at) == (
+            ReadingStatus.ERROR,
+            T0 + timedelta(seconds=30),
+        )
+
+    @pytest.mark.parametrize(
+        ("header", "expected"),
+        [
+            ("90", timedelta(seconds=90)),
+            ("0", None),  # already past: nothing to wait for
+            ("Tue, 01 Jan 2030 12:02:00 GMT", timedelta(minutes=2)),
+            ("Tue, 01 Jan 2030 11:59:00 GMT", None),
+            ("86400", timedelta(hours=1)),  # capped: a hint, not a day of silence
+            ("soon", None),
+            ("", None),
+        ],
+    )
+    def test_retry_after_reads_seconds_and_dates_capped_at_an_hour(
+        self, header: str, expected: timedelta | None
+    ) -> None:
+        response = httpx.Response(429, headers={"retry-after": header} if header else {})
+        at = common.retry_after(response, now=T0)
+        assert at == (T0 + expected if expected is not None else None)

@@ -53,6 +53,7 @@ def test_the_filter_skip_lists_exactly_what_has_recent_subscription_failures_say
 
     [candidate] = candidates_filtered(provider="anthropic", exclude_ids=(), now=T0)
 
+    assert event.subscription_id is not None
     expected = has_recent_subscription_failures(subscription_id=event.subscription_id, now=T0)
     assert (candidate.last_failure_at is not None) is expected
     if expected:

@@ -3,7 +3,13 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from trinity.markers import marker_claim, marker_release, markers_release
+from trinity.markers import (
+    marker_claim,
+    marker_release,
+    marker_set,
+    markers_read,
+    markers_release,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -46,3 +52,21 @@ def test_an_unreachable_cache_answers_none_and_never_raises(
         marker_release("x")
         markers_release(["x"])
     assert "unreachable" in caplog.text
+
+
+def test_a_set_marker_is_read_back_with_every_other_held_one_in_one_call() -> None:
+    assert marker_set("retry:1", value="2030-01-01T12:10:00+00:00", ttl=60) is True
+    assert marker_claim("retry:2", ttl=60, value="held") is True
+    assert marker_set("retry:2", value="overwritten", ttl=60) is True  # held or not
+
+    assert markers_read(["retry:1", "retry:2", "retry:3"]) == {
+        "retry:1": "2030-01-01T12:10:00+00:00",
+        "retry:2": "overwritten",
+    }
+
+
+@pytest.mark.parametrize("store", sorted(UNREACHABLE))
+def test_setting_and_reading_markers_in_an_outage_answers_and_never_raises(store: str) -> None:
+    with override_settings(CACHES=UNREACHABLE[store]):
+        assert marker_set("x", value="v", ttl=10) is False
+        assert markers_read(["x"]) is None

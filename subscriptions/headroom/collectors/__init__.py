@@ -12,6 +12,7 @@ from datetime import datetime
 import httpx
 
 from subscriptions.headroom.collectors import anthropic, openai_codex
+from subscriptions.headroom.collectors.common import Collected
 from subscriptions.headroom.reading import Reading
 from subscriptions.models import Provider
 from trinity.crypto import Secret
@@ -32,8 +33,16 @@ def collect(
     *, provider: str, token: Secret, client: httpx.Client, now: datetime, label: str = ""
 ) -> Reading:
     """Read one subscription's usage. Raises ValueError only for an unknown provider."""
+    return read(provider=provider, token=token, client=client, now=now, label=label).reading
+
+
+def read(
+    *, provider: str, token: Secret, client: httpx.Client, now: datetime, label: str = ""
+) -> Collected:
+    """``collect``, plus when the usage endpoint said to ask again (a Retry-After).
+    Raises ValueError only for an unknown provider."""
     if provider == Provider.ANTHROPIC:
-        return anthropic.collect(token=token, client=client, now=now, label=label)
+        return anthropic.read(token=token, client=client, now=now, label=label)
     if provider == Provider.OPENAI_CODEX:
-        return openai_codex.collect(token=token, client=client, now=now, label=label)
+        return openai_codex.read(token=token, client=client, now=now, label=label)
     raise ValueError(f"no usage collector for provider {provider!r}")

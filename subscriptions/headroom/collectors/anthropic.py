@@ -16,13 +16,16 @@ import httpx
 from django.conf import settings
 
 from subscriptions.headroom.collectors.common import (
+    Collected,
     drift,
     from_iso,
     from_unix,
     http_failure,
     logger,
     percent,
+    retry_after,
     transport_failure,
+    usage_throttled,
 )
 from subscriptions.headroom.reading import (
     CORE_WINDOWS,
@@ -176,20 +179,34 @@ def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
 
 
 def collect(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Reading:
+    """``read``'s reading."""
+    return read(token=token, client=client, now=now, label=label).reading
+
+
+def read(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Collected:
     """The usage endpoint's reading, or the probe's when the endpoint will not answer.
 
     A 401 is final (the token is refused); a network failure is final too (a probe
-    would fail the same way, doubling the wait).
+    would fail the same way, doubling the wait). So is a 429 with a Retry-After: the
+    endpoint rate-limits per account and said when to come back, and the probe would
+    spend quota to learn what waiting costs nothing.
     """
     url = settings.TRINITY_ANTHROPIC_BASE_URL + USAGE_PATH
     try:
         response = client.get(url, headers=_headers(token))
     except httpx.HTTPError as exc:
-        return transport_failure(exc, now=now, source="usage", label=label)
+        return Collected(transport_failure(exc, now=now, source="usage", label=label))
     if response.status_code == 401:
-        return Reading(
-            fetched_at=now, status=ReadingStatus.INVALID_TOKEN, source="usage", detail="HTTP 401"
+        return Collected(
+            Reading(
+                fetched_at=now,
+                status=ReadingStatus.INVALID_TOKEN,
+                source="usage",
+                detail="HTTP 401",
+            )
         )
+    if response.status_code == 429 and (retry_at := retry_after(response, now=now)) is not None:
+        return usage_throttled(retry_at=retry_at, now=now, source="usage", label=label)
     if response.status_code == 200:
         try:
             payload = response.json()
@@ -197,6 +214,6 @@ def collect(*, token: Secret, client: httpx.Client, now: datetime, label: str = 
             payload = None
         reading = parse_usage_body(payload, now=now)
         if reading is not None:
-            return reading
+            return Collected(reading)
         logger.warning("headroom: usage endpoint answered an unknown shape for %s", label or "?")
-    return probe(token=token, client=client, now=now, label=label)
+    return Collected(probe(token=token, client=client, now=now, label=label))

@@ -3,13 +3,57 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import NamedTuple
 
 import httpx
 
 from subscriptions.headroom.reading import Reading, ReadingStatus
 
 logger = logging.getLogger("subscriptions.headroom.collectors")
+
+# A Retry-After is the provider's hint; past an hour the reading would be stale anyway,
+# so a longer one (or a typo in it) cannot silence a subscription for a day.
+MAX_RETRY_AFTER = timedelta(hours=1)
+
+
+class Collected(NamedTuple):
+    """One probe's outcome: the reading, and when the usage endpoint said it may be
+    called again for this credential (None: no such request)."""
+
+    reading: Reading
+    retry_at: datetime | None = None
+
+
+def retry_after(response: httpx.Response, *, now: datetime) -> datetime | None:
+    """The instant a ``Retry-After`` (seconds or an HTTP date) names, capped at
+    MAX_RETRY_AFTER from ``now``; None when absent, unreadable or already past."""
+    raw = response.headers.get("retry-after", "").strip()
+    at: datetime | None
+    if raw.isdigit():
+        at = now + timedelta(seconds=int(raw))
+    else:
+        try:
+            at = parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if at.tzinfo is None:
+            return None
+    if at <= now:
+        return None
+    return min(at, now + MAX_RETRY_AFTER)
+
+
+def usage_throttled(*, retry_at: datetime, now: datetime, source: str, label: str) -> Collected:
+    """The usage endpoint rate-limits this account: an ``error`` (it says nothing about
+    quota) that carries when to ask again."""
+    wait = int((retry_at - now).total_seconds())
+    logger.warning("headroom probe of %s: usage endpoint rate-limited for %d s", label or "?", wait)
+    reading = Reading(
+        fetched_at=now, status=ReadingStatus.ERROR, source=source, detail="usage rate-limited"
+    )
+    return Collected(reading, retry_at)
 
 
 def percent(value: object, *, scale: float = 1.0) -> float | None:

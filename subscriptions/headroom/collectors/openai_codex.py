@@ -14,11 +14,14 @@ import httpx
 from django.conf import settings
 
 from subscriptions.headroom.collectors.common import (
+    Collected,
     drift,
     from_unix,
     http_failure,
     percent,
+    retry_after,
     transport_failure,
+    usage_throttled,
 )
 from subscriptions.headroom.reading import (
     FIVE_HOUR,
@@ -73,26 +76,41 @@ def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
 
 
 def collect(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Reading:
+    """``read``'s reading."""
+    return read(token=token, client=client, now=now, label=label).reading
+
+
+def read(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Collected:
+    """The wham/usage reading; a 429 carries its Retry-After, if any, as ``retry_at``."""
     url = settings.TRINITY_CODEX_BASE_URL + USAGE_PATH
     # The one place the plaintext leaves memory: on the wire to the provider.
     headers = {"authorization": f"Bearer {token.reveal()}"}
     try:
         response = client.get(url, headers=headers)
     except httpx.HTTPError as exc:
-        return transport_failure(exc, now=now, source=SOURCE, label=label)
+        return Collected(transport_failure(exc, now=now, source=SOURCE, label=label))
     code = response.status_code
     if code in (401, 403):
-        return Reading(
-            fetched_at=now, status=ReadingStatus.INVALID_TOKEN, source=SOURCE, detail=f"HTTP {code}"
+        return Collected(
+            Reading(
+                fetched_at=now,
+                status=ReadingStatus.INVALID_TOKEN,
+                source=SOURCE,
+                detail=f"HTTP {code}",
+            )
         )
+    # A 429 here throttles the usage endpoint itself; it says nothing about quota.
+    if code == 429 and (retry_at := retry_after(response, now=now)) is not None:
+        return usage_throttled(retry_at=retry_at, now=now, source=SOURCE, label=label)
     if code != 200:
-        # A 429 here throttles the usage endpoint itself; it says nothing about quota.
-        return http_failure(code, now=now, source=SOURCE, label=label)
+        return Collected(http_failure(code, now=now, source=SOURCE, label=label))
     try:
         payload = response.json()
     except ValueError:
         payload = None
     reading = parse_usage_body(payload, now=now)
     if reading is None:
-        return drift("wham/usage without rate_limit windows", now=now, source=SOURCE, label=label)
-    return reading
+        return Collected(
+            drift("wham/usage without rate_limit windows", now=now, source=SOURCE, label=label)
+        )
+    return Collected(reading)
