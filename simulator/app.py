@@ -79,6 +79,8 @@ class Outcome:
         self.credential: Credential | None = None
         self.model: str | None = None
         self.stream = stream
+        # How many messages the request carried: a resumed conversation sends its history.
+        self.messages = 0
         self.request_id = new_request_id()
 
 
@@ -162,6 +164,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
                 model=outcome.model,
                 status=response.status_code,
                 stream=outcome.stream,
+                messages=outcome.messages,
             )
         )
         logger.log(
@@ -221,6 +224,8 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         model = body.get("model") if isinstance(body, dict) else None
         outcome.model = model if isinstance(model, str) else None
         outcome.stream = bool(isinstance(body, dict) and body.get("stream") is True and not count)
+        if isinstance(body, dict) and isinstance(body.get("messages"), list):
+            outcome.messages = len(body["messages"])
         if cred.revoked:
             # Only OAuth credentials get here revoked: a revoked key was refused above.
             headers = plan_headers(cred, outcome.model, served=False)

@@ -44,6 +44,7 @@ class RequestRecord(TypedDict):
     model: str | None
     status: int
     stream: bool
+    messages: int
 
 
 class ClockView(TypedDict):

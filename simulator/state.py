@@ -278,6 +278,7 @@ class RequestRecord:
     model: str | None
     status: int
     stream: bool = False
+    messages: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -290,6 +291,7 @@ class RequestRecord:
             "model": self.model,
             "status": self.status,
             "stream": self.stream,
+            "messages": self.messages,
         }
 
 
