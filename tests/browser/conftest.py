@@ -7,6 +7,7 @@ chromium`). They skip only on a developer machine without it; under CI they fail
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOT_DIR = Path(settings.BASE_DIR) / "test-artifacts" / "screenshots"
+# Every placeholder the panel shows while a read is in flight ("Loading agents…",
+# "Loading usage…", the app's own "Loading…").
+LOADING_TEXT = re.compile(r"^\s*Loading\b")
 WIDTHS = {"desktop": (1280, 800), "phone": (390, 844)}
 
 _screenshots_taken: list[Path] = []
@@ -100,7 +104,30 @@ class Panel:
         width, height = WIDTHS[name]
         self.page.set_viewport_size({"width": width, "height": height})
 
+    def slow_network(self, *, latency_ms: int) -> None:
+        """Add `latency_ms` to every request the page makes (Chromium's own throttling),
+        so a step that does not wait for its data meets a page that is still loading."""
+        cdp = self.context.new_cdp_session(self.page)
+        cdp.send(
+            "Network.emulateNetworkConditions",
+            {
+                "offline": False,
+                "latency": latency_ms,
+                "downloadThroughput": -1,
+                "uploadThroughput": -1,
+            },
+        )
+
     def screenshot(self, name: str) -> Path:
+        """Write a full-page PNG of what the page shows now.
+
+        The caller first waits for the page's content; this refuses a page that still
+        shows a loading placeholder, because a screenshot of one documents nothing.
+        Loading starts only when the test acts (navigates, clicks), so none at this
+        instant means none in the shot.
+        """
+        loading = self.page.get_by_text(LOADING_TEXT)
+        assert loading.count() == 0, f"{name} is still loading: {loading.all_inner_texts()}"
         SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
         width = self.page.viewport_size["width"]
         path = SCREENSHOT_DIR / f"{name}-{width}.png"

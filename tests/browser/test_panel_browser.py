@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,7 +13,7 @@ from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, HeadroomSample, Subscription
 from tests.agents.factories import AgentFactory, UserFactory
-from tests.browser.conftest import Panel
+from tests.browser.conftest import LOADING_TEXT, Panel
 from tests.subscriptions.factories import RateLimitEventFactory, SubscriptionFactory
 from trinity.selectors import system_settings_get
 
@@ -238,11 +239,56 @@ def _seed_fleet(owner: User) -> None:
     )
 
 
+def _expect_content(page: Any, page_id: str) -> None:
+    """Wait until `page_id` shows the seeded fleet (_seed_fleet), not a placeholder."""
+    if page_id == "subscriptions":
+        expect(page.locator("tr[data-subscription]")).to_have_count(3)
+        details = page.get_by_role("button", name="Details of max-20x-main")
+        if details.get_attribute("aria-expanded") == "false":
+            details.click()
+        expect(page.get_by_role("heading", name="Agents on max-20x-main")).to_be_visible()
+        measured = page.locator("tr[data-subscription='max-20x-main']")
+        expect(measured.get_by_role("meter")).to_have_count(2)
+        expect(measured).to_contain_text("62.5% used · resets in 2 h 1")
+        limited = page.locator("tr[data-subscription='pro-backup']")
+        expect(limited.get_by_test_id("rate-limited-chip")).to_be_visible()
+        expect(limited.get_by_test_id("failure-events")).to_have_text(
+            "2 failure events (24h): 1 rate limit, 1 credential refused"
+        )
+        expect(page.locator("canvas")).to_be_visible()
+    elif page_id == "settings":
+        switch = page.get_by_role("switch", name="Auto-switch subscriptions")
+        expect(switch).to_be_enabled()  # disabled until its value arrived
+        expect(switch).to_be_checked()
+        expect(page.get_by_label("Alert threshold (%)")).to_have_value("75")
+        expect(page.get_by_test_id("key-status")).to_contain_text("Not configured")
+        expect(page.get_by_text("Unknown", exact=True)).to_have_count(0)
+    elif page_id == "agents":
+        expect(page.locator("tr[data-agent]")).to_have_count(4)
+        expect(page.locator("tr[data-agent='researcher']")).to_contain_text("max-20x-main")
+        expect(page.locator("tr[data-agent='nightly-report']")).to_contain_text("pro-backup")
+    elif page_id == "activity":
+        expect(page.locator("tr[data-execution]")).to_have_count(2)
+        expect(page.locator("tr[data-execution]").first).to_contain_text("researcher")
+        expect(
+            page.get_by_test_id("no-notifications").or_(
+                page.get_by_role("list", name="Notifications")
+            )
+        ).to_be_visible()
+    else:
+        raise AssertionError(f"no content check for {page_id}")
+    # Nothing else is still on its way (a usage cell, the history chart).
+    expect(page.get_by_text(LOADING_TEXT)).to_have_count(0)
+
+
 def test_every_page_is_screenshotted_at_desktop_and_phone_widths(
     panel: Panel, admin_user: User
 ) -> None:
     _seed_fleet(admin_user)
     page = panel.page
+    # A slow server: a screenshot that does not wait for its page's data shows
+    # "Loading…" instead, and Panel.screenshot refuses it.
+    panel.slow_network(latency_ms=400)
     panel.goto("/")
     expect(page.get_by_role("heading", name="Sign in to Trinity")).to_be_visible()
     for size in ("desktop", "phone"):
@@ -254,24 +300,7 @@ def test_every_page_is_screenshotted_at_desktop_and_phone_widths(
         panel.resize(size)
         for page_id in ("subscriptions", "settings", "agents", "activity"):
             panel.open(page_id)
-            if page_id == "subscriptions":
-                expect(page.locator("tr[data-subscription]")).to_have_count(3)
-                details = page.get_by_role("button", name="Details of max-20x-main")
-                if details.get_attribute("aria-expanded") == "false":
-                    details.click()
-                expect(page.get_by_role("heading", name="Agents on max-20x-main")).to_be_visible()
-                page.wait_for_load_state("networkidle")
-                measured = page.locator("tr[data-subscription='max-20x-main']")
-                expect(measured.get_by_role("meter")).to_have_count(2)
-                expect(measured).to_contain_text("62.5% used · resets in 2 h 1")
-                limited = page.locator("tr[data-subscription='pro-backup']")
-                expect(limited.get_by_test_id("rate-limited-chip")).to_be_visible()
-                expect(limited.get_by_test_id("failure-events")).to_have_text(
-                    "2 failure events (24h): 1 rate limit, 1 credential refused"
-                )
-                expect(page.locator("canvas")).to_be_visible()
-            if page_id == "activity":
-                expect(page.locator("tr[data-execution]")).to_have_count(2)
+            _expect_content(page, page_id)
             path = panel.screenshot(page_id)
             assert path.stat().st_size > 5_000
     # At phone width nothing is wider than the screen.
