@@ -3,6 +3,8 @@ import { mount } from "@vue/test-utils";
 import LoginForm from "./LoginForm.vue";
 import SubscriptionForm from "./SubscriptionForm.vue";
 import PressureCell from "./PressureCell.vue";
+import ExecutionTrail from "./ExecutionTrail.vue";
+import LastSwitch from "./LastSwitch.vue";
 import { json, mockFetch, settle } from "../test-utils.js";
 import { readUsage } from "../headroom.js";
 
@@ -179,5 +181,91 @@ describe("PressureCell", () => {
     wrapper = mount(PressureCell, { props: { usage: { state: "missing" }, now: NOW } });
     expect(wrapper.text()).toMatch(/Usage data not available/);
     expect(wrapper.findAll("[role=meter]")).toHaveLength(0);
+  });
+});
+
+// The shapes GET /api/executions and GET /api/agents answered for a real switched
+// turn (tests/browser/test_walk_browser.py runs one).
+const REFUSED_A = {
+  credential_kind: "subscription", subscription_id: 1, name: "plan-a", fingerprint: "xsCQ", why: "assigned",
+  outcome: "refused", error_code: "rate_limit", status_code: 429, override_echo: "oauth_token", legacy: false,
+  resets_at: "2026-12-01T12:31:00+00:00", at: "2026-12-01T07:31:48Z",
+};
+const SERVED_B = {
+  credential_kind: "subscription", subscription_id: 2, name: "plan-b", fingerprint: "yQsg", why: "ranked",
+  outcome: "served", error_code: "", status_code: 200, override_echo: "oauth_token", legacy: false, resets_at: null,
+  at: "2026-12-01T07:31:49Z",
+};
+const WHY = { why: "ranked", refused: "plan-a refused", tier: "unknown", candidate_count: 1 };
+
+describe("ExecutionTrail", () => {
+  it("lists every attempt in order and the switch the turn committed", () => {
+    wrapper = mount(ExecutionTrail, {
+      props: {
+        execution: {
+          status: "succeeded", walk_stop: "", attempts: [REFUSED_A, SERVED_B],
+          subscription_switch: { from: 1, to: 2, to_name: "plan-b", kind: "subscription", why: WHY, attempts: 2, committed: true },
+        },
+      },
+    });
+    const items = wrapper.findAll("ol li");
+    expect(items.map((li) => li.attributes("data-outcome"))).toEqual(["refused", "served"]);
+    expect(items[0].text()).toContain("plan-a");
+    expect(items[0].text()).toContain("its assigned subscription");
+    expect(items[0].text()).toContain("rate_limit, HTTP 429");
+    expect(items[1].text()).toContain("plan-b");
+    expect(items[1].text()).toContain("next best by headroom");
+    expect(items[1].find(".chip").text()).toBe("served");
+    expect(wrapper.find("[data-testid=switch]").text()).toBe("Switched plan-a → plan-b. The agent now runs on plan-b.");
+  });
+
+  it("shows an exhausted walk's stop and earliest reset, and no switch", () => {
+    const KEY = { credential_kind: "api_key", subscription_id: null, name: "", fingerprint: "kkkk", why: "api_key", outcome: "refused", error_code: "billing", status_code: 400 };
+    wrapper = mount(ExecutionTrail, {
+      props: {
+        execution: {
+          status: "failed", walk_stop: "exhausted", earliest_reset: "2026-12-01T12:31:00Z", retryable: false,
+          attempts: [REFUSED_A, KEY], subscription_switch: null,
+        },
+      },
+    });
+    expect(wrapper.findAll("ol li")[1].text()).toContain("platform API key");
+    expect(wrapper.findAll("ol li")[1].text()).toContain("last rung, billed per token");
+    expect(wrapper.find("[data-testid=switch]").exists()).toBe(false);
+    expect(wrapper.find("[data-testid=walk-stop]").text()).toMatch(/^Every candidate refused\. Earliest known reset: .+\.$/);
+  });
+
+  it("says when auto-switch was off and nothing switched", () => {
+    wrapper = mount(ExecutionTrail, { props: { execution: { status: "failed", walk_stop: "auto_switch_off", attempts: [REFUSED_A] } } });
+    expect(wrapper.find("[data-testid=walk-stop]").text()).toBe("Auto-switch is off: the refusal was recorded and nothing switched.");
+  });
+
+  it("says when no attempt was made", () => {
+    wrapper = mount(ExecutionTrail, { props: { execution: { status: "failed", walk_stop: "", attempts: [] } } });
+    expect(wrapper.text()).toBe("No attempt was made.");
+  });
+});
+
+describe("LastSwitch", () => {
+  const NAMES = new Map([[1, "plan-a"], [2, "plan-b"]]);
+
+  it("shows from → to, the reason sentence and when", () => {
+    const at = "2026-11-30T11:48:00Z";
+    wrapper = mount(LastSwitch, {
+      props: { agent: { last_switch: { from: 1, to: 2, to_name: "plan-b", why: WHY, at }, on_api_key_since: null }, names: NAMES, now: NOW },
+    });
+    expect(wrapper.find("strong").text()).toBe("plan-a → plan-b");
+    expect(wrapper.find("[data-testid=switch-reason]").text()).toBe(
+      "plan-a refused; the turn was served here because no fresh headroom reading was available for it; it was chosen by load order.",
+    );
+    expect(wrapper.find("time").attributes("datetime")).toBe(at);
+    expect(wrapper.text()).toContain("(12 min ago)");
+    expect(wrapper.find("[data-testid=on-api-key]").exists()).toBe(false);
+  });
+
+  it("says an agent never switched, and since when it bills the platform key", () => {
+    wrapper = mount(LastSwitch, { props: { agent: { last_switch: {}, on_api_key_since: "2026-11-30T10:00:00Z" }, names: NAMES, now: NOW } });
+    expect(wrapper.text()).toContain("Never switched");
+    expect(wrapper.find("[data-testid=on-api-key]").text()).toMatch(/^On the platform API key since .+: every subscription refused/);
   });
 });

@@ -36,9 +36,14 @@ describe("SettingsPage", () => {
     wrapper = mount(SettingsPage, { props: { user: ADMIN } });
     await settle();
     expect(wrapper.find("[data-testid=fallback-inert]").text()).toBe("On but inert: no key configured");
-    expect(wrapper.text()).toContain("the switch happens on the first failure");
-    // The walk is not built yet: the help text says so rather than promise a switch.
-    expect(wrapper.find("[data-testid=walk-pending]").text()).toBe("Not active yet in this version:");
+    // The help texts say what the walk does now, not that it is still to come.
+    const help = wrapper.find("#setting-auto-switch-help").text();
+    expect(help).toContain("the switch happens on the first failure, inside the same turn");
+    expect(help).toContain("The subscription that served is committed once");
+    const fallbackHelp = wrapper.find("#setting-api-key-fallback-help").text();
+    expect(fallbackHelp).toContain("The last rung, billed per token.");
+    expect(fallbackHelp).toContain("A turn served by the key changes no assignment");
+    expect(wrapper.text()).not.toMatch(/not active yet|not built|comes with the credential walk/i);
   });
 
   it("does not call a fallback inert once a key exists", async () => {
@@ -301,7 +306,36 @@ describe("AgentsPage", () => {
     expect(idle.text()).toContain("Failed to start");
     expect(idle.text()).toContain("the agent server did not start");
     expect(idle.text()).toContain("Platform API key");
-    expect(wrapper.text()).not.toMatch(/last switch/i);
+    expect(researcher.find("[data-testid=last-switch]").text()).toBe("Never switched");
+  });
+
+  it("shows each agent's last switch, why, and since when it bills the platform key", async () => {
+    const at = new Date(Date.now() - 5 * 60_000).toISOString();
+    const agents = [
+      {
+        ...AGENTS[0], process_state: "running", process_detail: "", subscription: { id: 2, name: "codex" },
+        last_switch: { from: 1, to: 2, to_name: "codex", why: { why: "ranked", refused: "max-main refused", tier: "unknown" }, at },
+        on_api_key_since: null,
+      },
+      { ...AGENTS[1], process_state: "running", process_detail: "", last_switch: {}, on_api_key_since: "2026-11-30T10:00:00Z" },
+    ];
+    mockFetch({
+      "GET /api/agents": json(200, agents),
+      "GET /api/subscriptions": json(200, SUBS),
+      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
+    });
+    wrapper = mount(AgentsPage, { props: { user: ADMIN } });
+    await settle();
+    const cell = wrapper.find("tr[data-agent=researcher] [data-testid=last-switch]");
+    // The origin's name comes from the subscription list: last_switch carries only its id.
+    expect(cell.find("strong").text()).toBe("max-main → codex");
+    expect(cell.find("[data-testid=switch-reason]").text()).toBe(
+      "max-main refused; the turn was served here because no fresh headroom reading was available for it; it was chosen by load order.",
+    );
+    expect(cell.text()).toContain("(5 min ago)");
+    const idle = wrapper.find("tr[data-agent=idle]");
+    expect(idle.find("[data-testid=last-switch]").text()).toContain("Never switched");
+    expect(idle.find("[data-testid=on-api-key]").text()).toContain("On the platform API key since");
   });
 
   it("explains how to create the first agent", async () => {
@@ -316,14 +350,24 @@ describe("AgentsPage", () => {
 describe("ActivityPage", () => {
   const EXECUTIONS = [
     {
-      id: "e1", agent_name: "researcher", trigger: "api", status: "failed", error_code: "rate_limit", error_detail: "usage limit reached",
-      served_by_kind: "", served_by_subscription: null, input_tokens: 0, output_tokens: 0, created_at: "2026-11-30T10:00:00Z",
-      attempts: [{ credential_kind: "subscription", subscription_id: 1, fingerprint: "Ab12", outcome: "refused", error_code: "rate_limit", status_code: 429 }],
+      id: "e1", agent_name: "researcher", trigger: "api", status: "failed", error_code: "billing",
+      error_detail: "Tried: max-main (rate limit); every candidate refused.", walk_stop: "exhausted", earliest_reset: null,
+      served_by_kind: "", served_by_subscription: null, subscription_switch: null, input_tokens: 0, output_tokens: 0, created_at: "2026-11-30T10:00:00Z",
+      attempts: [{ credential_kind: "subscription", subscription_id: 1, fingerprint: "Ab12", why: "assigned", outcome: "refused", error_code: "rate_limit", status_code: 429 }],
     },
     {
       id: "e2", agent_name: "researcher", trigger: "api", status: "succeeded", error_code: "", error_detail: "",
       served_by_kind: "api_key", served_by_subscription: null, input_tokens: 12, output_tokens: 30, created_at: "2026-11-30T09:00:00Z",
-      attempts: [{ credential_kind: "api_key", subscription_id: null, fingerprint: "kkkk", outcome: "served", error_code: null, status_code: 200 }],
+      attempts: [{ credential_kind: "api_key", subscription_id: null, fingerprint: "kkkk", why: "api_key", outcome: "served", error_code: null, status_code: 200 }],
+    },
+    {
+      id: "e3", agent_name: "researcher", trigger: "api", status: "succeeded", error_code: "", error_detail: "", walk_stop: "",
+      served_by_kind: "subscription", served_by_subscription: { id: 2, name: "codex" }, input_tokens: 5, output_tokens: 5, created_at: "2026-11-30T08:00:00Z",
+      subscription_switch: { from: 1, to: 2, to_name: "codex", kind: "subscription", why: { why: "ranked" }, attempts: 2, committed: true },
+      attempts: [
+        { credential_kind: "subscription", subscription_id: 1, name: "max-main", fingerprint: "Ab12", why: "assigned", outcome: "refused", error_code: "auth", status_code: 401 },
+        { credential_kind: "subscription", subscription_id: 2, name: "codex", fingerprint: "Cd34", why: "ranked", outcome: "served", error_code: "", status_code: 200 },
+      ],
     },
   ];
   const base = {
@@ -337,12 +381,29 @@ describe("ActivityPage", () => {
     wrapper = mount(ActivityPage);
     await settle();
     const failed = wrapper.find("tr[data-execution=e1]");
-    expect(failed.text()).toContain("rate_limit");
+    expect(failed.text()).toContain("billing");
+    expect(failed.text()).toContain("Tried: max-main (rate limit); every candidate refused.");
     expect(failed.text()).toContain("Not served");
-    expect(failed.find("ol").text()).toBe("Subscription max-main (…Ab12): refused (rate_limit, HTTP 429)");
+    // An attempt recorded without a name is named from the subscription list.
+    expect(failed.find("ol li").text()).toBe("max-main …Ab12 · its assigned subscription: refused rate_limit, HTTP 429");
+    expect(failed.find("[data-testid=walk-stop]").text()).toBe("Every candidate refused.");
     const served = wrapper.find("tr[data-execution=e2]");
     expect(served.text()).toContain("Platform API key");
     expect(served.text()).toContain("12 in / 30 out tokens");
+    expect(served.find("ol li").text()).toContain("platform API key");
+  });
+
+  it("shows a switched turn's trail in order and the switch it committed", async () => {
+    mockFetch({ ...base, "GET /api/executions": json(200, EXECUTIONS) });
+    wrapper = mount(ActivityPage);
+    await settle();
+    const row = wrapper.find("tr[data-execution=e3]");
+    expect(row.find("td[data-label='Served by']").text()).toContain("Subscription codex");
+    const steps = row.findAll("ol li");
+    expect(steps.map((li) => li.attributes("data-outcome"))).toEqual(["refused", "served"]);
+    expect(steps[0].text()).toContain("auth, HTTP 401");
+    expect(steps[1].text()).toContain("next best by headroom");
+    expect(row.find("[data-testid=switch]").text()).toBe("Switched max-main → codex. The agent now runs on codex.");
   });
 
   it("filters on the server and says when nothing matches", async () => {
@@ -378,5 +439,54 @@ describe("ActivityPage", () => {
     expect(item.text()).toContain("warning");
     expect(item.text()).toContain("max-main 5h window at 91%");
     expect(item.text()).toContain("researcher");
+  });
+
+  it("marks unread notifications and marks them all read", async () => {
+    const unread = { id: 8, kind: "subscription_switched", level: "info", title: "Subscription auto-switched to 'codex'", body: "", agent_name: "researcher", created_at: "2026-11-30T10:00:00Z", read_at: null };
+    const read = { id: 7, kind: "headroom_alert", level: "warning", title: "max-main 5h window at 91%", body: "", agent_name: "researcher", created_at: "2026-11-30T09:00:00Z", read_at: "2026-11-30T09:30:00Z" };
+    let marked = false;
+    const { calls } = mockFetch({
+      ...base,
+      "GET /api/executions": json(200, []),
+      "GET /api/notifications": () => json(200, marked ? [{ ...unread, read_at: "2026-11-30T11:00:00Z" }, read] : [unread, read]),
+      "POST /api/notifications/mark-read": () => {
+        marked = true;
+        return json(200, { marked: 1 });
+      },
+    });
+    wrapper = mount(ActivityPage);
+    await settle();
+    expect(wrapper.find("li[data-kind=subscription_switched]").attributes("data-unread")).toBe("true");
+    expect(wrapper.find("li[data-kind=subscription_switched] [data-testid=unread]").text()).toBe("Unread");
+    expect(wrapper.find("li[data-kind=headroom_alert]").attributes("data-unread")).toBe("false");
+    expect(wrapper.find("[data-testid=unread-count]").text()).toBe("1 unread");
+    const markAll = wrapper.findAll("button").find((b) => b.text() === "Mark all read");
+    await markAll.trigger("click");
+    await settle();
+    expect(calls.find((c) => c.method === "POST")).toMatchObject({ url: "/api/notifications/mark-read", body: { all: true } });
+    expect(wrapper.find("[data-testid=unread]").exists()).toBe(false);
+    expect(wrapper.find("[data-testid=unread-count]").exists()).toBe(false);
+    expect(wrapper.text()).toContain("Marked 1 notification read.");
+    expect(wrapper.findAll("button").find((b) => b.text() === "Mark all read").attributes("disabled")).toBeDefined();
+  });
+
+  it("marks one notification read, and asks the server for unread ones only on request", async () => {
+    const unread = { id: 8, kind: "pool_exhausted", level: "critical", title: "No credential could serve a turn", body: "", agent_name: "researcher", created_at: "2026-11-30T10:00:00Z", read_at: null };
+    const { calls } = mockFetch({
+      ...base,
+      "GET /api/executions": json(200, []),
+      "GET /api/notifications": json(200, [unread]),
+      "GET /api/notifications?unread=true": json(200, []),
+      "POST /api/notifications/mark-read": json(200, { marked: 1 }),
+    });
+    wrapper = mount(ActivityPage);
+    await settle();
+    await wrapper.find("button[aria-label='Mark read: No credential could serve a turn']").trigger("click");
+    await settle();
+    expect(calls.find((c) => c.method === "POST").body).toEqual({ ids: [8] });
+    await wrapper.find("input[type=checkbox]").setValue(true);
+    await settle();
+    expect(calls.at(-1).url).toBe("/api/notifications?unread=true");
+    expect(wrapper.find("[data-testid=no-notifications]").text()).toContain("Nothing unread");
   });
 });
