@@ -7,20 +7,31 @@ tokens on first use), creates 1,000 subscriptions in a throwaway database and ru
 one real ``headroom_sweep``: leader marker, one get_many, 1,000 single-flight claims,
 1,000 HTTP reads at the default concurrency (16), one set_many, history rows. The
 floor any sweep at that concurrency must pay is 1,000 / 16 × 50 ms ≈ 3.1 s.
+
+Then a second row, providers that hang: 1,000 fresh subscriptions of which 200 (every
+fifth) hang on the usage endpoint past a 2 s probe timeout. Every answering one must
+be stored within that one sweep (its bound, ``sweep_bounds``), no plan may be probed
+twice, and each reading carries its own instant. The floor at concurrency 16 is
+200 × 2 s / 16 + 800 / 16 × 50 ms ≈ 27.5 s.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 
 from _setup import backends, boot, line
 
 N = 1_000
 LATENCY_MS = 50
 TARGET_S = 5.0
+HANGING_EVERY = 5  # 200 of 1,000
+HANG_TIMEOUT_S = 2
+HANG_MS = (HANG_TIMEOUT_S + 3) * 1000
 
 
 def main() -> None:
@@ -53,7 +64,7 @@ def main() -> None:
             batch_size=500,
         )
         start = time.perf_counter()
-        report = headroom_sweep(now=datetime.now(tz=UTC))
+        report = headroom_sweep(clock=lambda: datetime.now(tz=UTC))
         elapsed = time.perf_counter() - start
         served = Counter(r["status"] for r in sim.control.requests())
 
@@ -68,6 +79,94 @@ def main() -> None:
         f"  probed {report.probed:,} (due {report.due:,}, busy {report.busy}), "
         f"statuses {report.statuses}, simulator answers {dict(served)}, "
         f"history rows {HeadroomSample.objects.count():,}"
+    )
+    cache.delete_many(
+        [snapshot_key(pk) for pk in Subscription.objects.values_list("pk", flat=True)]
+    )
+    hanging_providers(workdir)
+
+
+def hanging_providers(workdir: Path) -> None:
+    """One sweep of 1,000 fresh subscriptions, 200 of them hanging past the timeout."""
+    from django.conf import settings
+    from django.core.cache import cache
+    from django.db.models import Count, Max
+
+    from simulator.process import SimulatorProcess
+    from subscriptions.headroom.sampler import configured_bounds, headroom_sweep
+    from subscriptions.headroom.store import snapshot_key
+    from subscriptions.models import HeadroomSample, Subscription
+    from trinity.crypto import Secret
+
+    # 200 "timeout" warnings, one per hung plan, are the expected outcome, not news.
+    logging.getLogger("subscriptions.headroom.collectors").setLevel(logging.ERROR)
+    Subscription.objects.all().delete()
+    settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS = HANG_TIMEOUT_S
+    bounds = configured_bounds()
+    concurrency = settings.TRINITY_HEADROOM_CONCURRENCY
+    with SimulatorProcess(log_path=workdir / "simulator-hang.log", log_level="warning") as sim:
+        settings.TRINITY_ANTHROPIC_BASE_URL = sim.base_url
+        sim.control.set_latency(LATENCY_MS, scope="all")
+        names = [f"hang-{i:04d}" for i in range(N)]
+        hanging = {name for i, name in enumerate(names) if i % HANGING_EVERY == 0}
+        tokens = [Secret(f"sk-ant-oat01-bench-{secrets.token_urlsafe(24)}") for _ in names]
+        for name, token in zip(names, tokens, strict=True):
+            # labelled, so the simulator's log counts requests per plan exactly
+            sim.control.register(
+                token.reveal(),
+                kind="oauth",
+                label=name,
+                usage_delay_ms=HANG_MS if name in hanging else None,
+            )
+        Subscription.objects.bulk_create(
+            [
+                Subscription(
+                    name=name,
+                    provider="anthropic",
+                    plan_type="max-20x",
+                    token=token,
+                    token_fingerprint=token.fingerprint,
+                )
+                for name, token in zip(names, tokens, strict=True)
+            ],
+            batch_size=500,
+        )
+        started_at = datetime.now(tz=UTC)
+        start = time.perf_counter()
+        report = headroom_sweep(clock=lambda: datetime.now(tz=UTC))
+        elapsed = time.perf_counter() - start
+        # The hung handlers log their request when they finally answer.
+        time.sleep(HANG_MS / 1000)
+        per_plan = Counter(str(r["credential"]) for r in sim.control.requests())
+
+    rows = HeadroomSample.objects.select_related("subscription")
+    answering = rows.exclude(subscription__name__in=hanging)
+    stored = answering.filter(status="ok").count()
+    last_answer = answering.aggregate(last=Max("fetched_at"))["last"]
+    timed_out = rows.filter(subscription__name__in=hanging, detail="timeout").count()
+    most_rows = (
+        HeadroomSample.objects.values("subscription_id")
+        .annotate(n=Count("id"))
+        .aggregate(most=Max("n"))["most"]
+    )
+    stamps = HeadroomSample.objects.values("fetched_at").distinct().count()
+    floor = (
+        len(hanging) * HANG_TIMEOUT_S / concurrency
+        + (N - len(hanging)) / concurrency * LATENCY_MS / 1000
+    )
+    print(
+        f"bench/sweep.py: {N:,} subscriptions, {len(hanging)} hanging past a "
+        f"{HANG_TIMEOUT_S} s probe timeout, {LATENCY_MS} ms latency, concurrency {concurrency}"
+    )
+    print(line("one sweep with 200 hanging providers", elapsed, float(bounds.sweep), "s"))
+    print(line("latency floor with the hanging ones", floor, None, "s"))
+    last_s = (last_answer - started_at).total_seconds() if last_answer else float("nan")
+    print(line("last answering reading taken after", last_s, None, "s"))
+    print(
+        f"  answering stored {stored:,} of {N - len(hanging):,}; hung timed out {timed_out} of "
+        f"{len(hanging)}; most probes of one plan: simulator {max(per_plan.values())}, "
+        f"history {most_rows}; distinct reading instants {stamps:,}; "
+        f"report probed {report.probed:,} late {report.late} busy {report.busy}"
     )
     cache.delete_many(
         [snapshot_key(pk) for pk in Subscription.objects.values_list("pk", flat=True)]
