@@ -18,6 +18,7 @@ from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefus
 from agents.models import Agent, AuthMode, ProcessState, Runtime
 from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
+from agents.runtimes.base import StartConflict
 from trinity.markers import marker_claim, marker_release
 from trinity.models import SystemSettings
 from trinity.redaction import redact
@@ -109,8 +110,17 @@ def agent_start(*, agent: Agent) -> Agent:
         return _await_start(agent)
     try:
         mode, spec = spawn_spec(agent)
+        if mode != AuthMode.SUBSCRIPTION:
+            # A token file left by an earlier hot-reload would outlive the plan it
+            # belonged to on an agent that now boots on the key (or on nothing).
+            runtime.forget_credentials(name=agent.name)
         try:
             spawned = runtime.start(spec)
+        except StartConflict:
+            # Another start holds the server's name: it is not a failure of this agent,
+            # so its row keeps whatever the winner records; wait for that instead.
+            logger.info("agent %s: a concurrent start holds its server; waiting", agent.name)
+            return _await_start(agent)
         except Exception as exc:
             # Whatever the runtime raised (a process that exited, a docker API error,
             # or a bug, whose traceback is logged), the agent did not start: say so on

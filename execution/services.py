@@ -498,10 +498,13 @@ class _Turn:
         agent = self.agent
         if ran_on.kind is RungKind.API_KEY:
             if why is Why.API_KEY and agent.on_api_key_since is None:
+                # Since this turn started: "Back on subscription" counts it among the
+                # turns the key served.
+                started = self.execution.created_at
                 if Agent.objects.filter(pk=agent.pk, on_api_key_since__isnull=True).update(
-                    on_api_key_since=now
+                    on_api_key_since=started
                 ):
-                    agent.on_api_key_since = now
+                    agent.on_api_key_since = started
                 notification_send(
                     kind="api_key_route",
                     level="warning",

@@ -153,13 +153,15 @@ def walk_start(
 
 
 def _first_candidate(
-    walk: Walk, selection: Selection, *, now: datetime
+    walk: Walk, selection: Selection, *, now: datetime, last_resort: bool
 ) -> tuple[int, str, Why] | None:
     """The best subscription the selection offers: ranked first, then last resort."""
     if selection.ranked:
         best = selection.ranked[0]
         why = Why.READMITTED if best.readmitted is not None else Why.RANKED
         return best.candidate.subscription_id, best.candidate.name, why
+    if not last_resort:
+        return None
     for candidate in selection.last_resort:
         failed_at = candidate.last_failure_at
         if walk.autonomous and (
@@ -170,8 +172,10 @@ def _first_candidate(
     return None
 
 
-def _pick(walk: Walk, selection: Selection, *, key_available: bool, now: datetime) -> Pick | Stop:
-    found = _first_candidate(walk, selection, now=now)
+def _pick(
+    walk: Walk, selection: Selection, *, key_available: bool, now: datetime, last_resort: bool
+) -> Pick | Stop:
+    found = _first_candidate(walk, selection, now=now, last_resort=last_resort)
     if found is not None:
         subscription_id, name, why = found
         if subscription_id in walk.tried:
@@ -213,15 +217,17 @@ def walk_next(
         and not walk.concurrent_rerun
     ):
         return Pick(RungKind.SUBSCRIPTION, current_assignment, current_name, Why.CONCURRENT_SWITCH)
-    return _pick(walk, selection, key_available=key_available, now=now)
+    return _pick(walk, selection, key_available=key_available, now=now, last_resort=True)
 
 
 def pre_dispatch_pick(
     walk: Walk, *, selection: Selection, key_available: bool, now: datetime
 ) -> Pick | None:
     """Where the first attempt runs when the assigned subscription is known not to
-    serve: the best alternative, else the key rung; None means dispatch as assigned
-    (refusing to try would turn a probably-failing turn into a certainly-failing one).
+    serve: the best viable or readmitted alternative, else the key rung; None means
+    dispatch as assigned (refusing to try would turn a probably-failing turn into a
+    certainly-failing one). A skip-listed plan is no better evidence than the
+    assigned one, so the last resort waits for a real refusal.
     """
-    picked = _pick(walk, selection, key_available=key_available, now=now)
+    picked = _pick(walk, selection, key_available=key_available, now=now, last_resort=False)
     return picked if isinstance(picked, Pick) else None

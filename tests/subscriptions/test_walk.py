@@ -248,3 +248,13 @@ def test_pre_dispatch_routes_to_the_best_alternative_else_the_key_else_nowhere()
     key = pre_dispatch_pick(state, selection=EMPTY, key_available=True, now=T0)
     assert key is not None and key.kind is RungKind.API_KEY
     assert pre_dispatch_pick(state, selection=EMPTY, key_available=False, now=T0) is None
+
+
+def test_pre_dispatch_never_routes_to_a_skip_listed_plan() -> None:
+    state = walk_start(
+        origin=ORIGIN, autonomous=False, subscription_count=3, deadline=T0 + timedelta(minutes=10)
+    )
+    sel = selection(last=(last_resort(3, timedelta(hours=1)),))
+    assert pre_dispatch_pick(state, selection=sel, key_available=False, now=T0) is None
+    key = pre_dispatch_pick(state, selection=sel, key_available=True, now=T0)
+    assert key is not None and key.kind is RungKind.API_KEY

@@ -1,0 +1,361 @@
+"""The walk end to end: the REST API, a real agent server running the real Claude Code
+CLI, the provider simulator and the real database. Which credential served each
+attempt is read from the simulator's request log, not from our own records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from agents.models import Agent
+from execution.models import Execution
+from simulator.control import SimulatorControl
+from subscriptions import services as subscription_services
+from subscriptions.headroom.store import snapshots_write
+from subscriptions.models import FailureKind, RateLimitEvent, Subscription
+from tests.agents.factories import AgentFactory
+from tests.headroom.readings import limited
+from tests.subscriptions.factories import plan_token
+from trinity import clock
+from trinity import services as trinity_services
+from trinity.models import Notification
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+Plan = Callable[..., tuple[Subscription, str]]
+
+
+@pytest.fixture
+def plan(control: SimulatorControl) -> Plan:
+    """Register a plan subscription with the simulator and the platform."""
+
+    def make(name: str) -> tuple[Subscription, str]:
+        token = plan_token()
+        control.register(token, kind="oauth", label=name)
+        subscription, _ = subscription_services.subscription_register(
+            name=name, provider="anthropic", plan_type="max-20x", token=token
+        )
+        return subscription, token
+
+    return make
+
+
+@pytest.fixture
+def key(control: SimulatorControl) -> Callable[[float], str]:
+    def make(credit_usd: float) -> str:
+        value = "sk-ant-api03-" + uuid.uuid4().hex * 2
+        control.register(value, kind="api_key", label="platform-key", credit_usd=credit_usd)
+        trinity_services.platform_api_key_set(key=value)
+        return value
+
+    return make
+
+
+def agent_on(owner: User, subscription: Subscription, name: str = "bot") -> Agent:
+    agent = AgentFactory.create(name=name, owner=owner)
+    return subscription_services.assignment_set(agent=agent, subscription_id=subscription.pk)
+
+
+def served_by(control: SimulatorControl) -> list[tuple[str | None, int]]:
+    """(credential, status) of every Messages request, in order."""
+    return [
+        (r["credential"], r["status"])
+        for r in control.requests()
+        if r["path"] == "/v1/messages" and r["stream"]
+    ]
+
+
+def task(client: APIClient, **body: object) -> dict[str, object]:
+    response = client.post("/api/agents/bot/task", {"message": "say hi", **body}, format="json")
+    data: dict[str, object] = response.json()
+    data["http_status"] = response.status_code
+    return data
+
+
+def exhaust(control: SimulatorControl, token: str) -> None:
+    control.set_usage(token, "five_hour", percent=100)
+
+
+def test_a_refused_turn_completes_on_a_never_failed_alternative(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    b, _ = plan("plan-b")
+    agent = agent_on(owner, a)
+    exhaust(control, a_token)
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 200, body
+    assert body["served_by_subscription"] == {"id": b.pk, "name": "plan-b"}
+    assert served_by(control) == [("plan-a", 429), ("plan-b", 200)]
+    assert [(x["name"], x["outcome"], x["why"]) for x in body["attempts"]] == [  # type: ignore[attr-defined]
+        ("plan-a", "refused", "assigned"),
+        ("plan-b", "served", "ranked"),
+    ]
+    switch = body["subscription_switch"]
+    assert switch["from"] == a.pk and switch["to"] == b.pk and switch["committed"]  # type: ignore[index]
+    agent.refresh_from_db()
+    assert agent.subscription_id == b.pk and agent.last_switch["to"] == b.pk
+    event = RateLimitEvent.objects.get()
+    assert (event.subscription_id, event.failure_kind) == (a.pk, FailureKind.RATE_LIMIT)
+    notice = Notification.objects.get(kind="subscription_switched")
+    assert notice.title == "Subscription auto-switched to 'plan-b'"
+    # The next turn runs on the committed assignment straight away.
+    control.clear_requests()
+    assert task(owner_client)["http_status"] == 200
+    assert served_by(control) == [("plan-b", 200)]
+
+
+def test_a_refused_turn_completes_on_a_readmitted_subscription(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    b, _ = plan("plan-b")
+    agent_on(owner, a)
+    exhaust(control, a_token)
+    # plan-b refused 40 minutes ago, and that refusal said its quota returns 10 minutes ago.
+    now = clock.now()
+    subscription_services.record_rate_limit_event(
+        agent_name="other",
+        subscription_id=b.pk,
+        error_message="429",
+        failure_kind=FailureKind.RATE_LIMIT,
+        resets_at=now - timedelta(minutes=10),
+        now=now - timedelta(minutes=40),
+    )
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 200, body
+    assert served_by(control) == [("plan-a", 429), ("plan-b", 200)]
+    assert body["attempts"][-1]["why"] == "readmitted"  # type: ignore[index]
+
+
+def test_when_every_plan_refuses_the_key_serves_and_the_assignment_stays(
+    plan: Plan,
+    key: Callable[[float], str],
+    control: SimulatorControl,
+    owner: User,
+    owner_client: APIClient,
+) -> None:
+    a, a_token = plan("plan-a")
+    _, b_token = plan("plan-b")
+    agent = agent_on(owner, a)
+    key(50)
+    exhaust(control, a_token)
+    exhaust(control, b_token)
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 200, body
+    assert body["served_by_kind"] == "api_key" and body["served_by_subscription"] is None
+    assert served_by(control) == [("plan-a", 429), ("plan-b", 429), ("platform-key", 200)]
+    agent.refresh_from_db()
+    assert agent.subscription_id == a.pk and agent.on_api_key_since is not None
+    assert Notification.objects.filter(kind="api_key_route").count() == 1
+    assert not Notification.objects.filter(kind="subscription_switched").exists()
+
+    # A second key-served turn says nothing new; once the plan serves again the
+    # operator hears what the key cost meanwhile.
+    assert task(owner_client)["served_by_kind"] == "api_key"
+    assert Notification.objects.filter(kind="api_key_route").count() == 1
+    control.set_usage(a_token, "five_hour", percent=0)
+    RateLimitEvent.objects.all().delete()  # the skip-list would otherwise still hold
+    from django.core.cache import cache
+
+    cache.clear()
+    back = task(owner_client)
+    assert back["served_by_subscription"] == {"id": a.pk, "name": "plan-a"}, back
+    returned = Notification.objects.get(kind="subscription_return")
+    assert returned.title == "Back on subscription 'plan-a'"
+    assert returned.data["turns_on_key"] == 2
+
+
+def test_an_exhausted_walk_fails_honestly_with_the_trail_and_a_future_reset(
+    plan: Plan,
+    key: Callable[[float], str],
+    control: SimulatorControl,
+    owner: User,
+    owner_client: APIClient,
+) -> None:
+    a, a_token = plan("plan-a")
+    _, b_token = plan("plan-b")
+    agent_on(owner, a)
+    key_value = key(0)  # a key with no credit
+    exhaust(control, a_token)
+    exhaust(control, b_token)
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 429, body
+    assert body["error_code"] == "billing"
+    assert body["error_detail"] == (
+        "Tried: plan-a (rate limit) -> plan-b (rate limit) -> platform API key (billing); "
+        "every candidate refused."
+    )
+    assert body["earliest_reset"] is not None
+    assert str(body["earliest_reset"]) > clock.now().isoformat()
+    assert served_by(control) == [("plan-a", 429), ("plan-b", 429), ("platform-key", 400)]
+    assert RateLimitEvent.objects.filter(credential_kind="api_key").count() == 1
+    assert Notification.objects.filter(kind="pool_exhausted").count() == 1
+    # One alert per agent per hour, however many turns fail.
+    control.clear_requests()
+    assert task(owner_client)["http_status"] == 429
+    assert Notification.objects.filter(kind="pool_exhausted").count() == 1
+    # The refused key is not re-tried for 2h, so the second turn never bills it.
+    assert ("platform-key", 400) not in served_by(control)
+    assert key_value not in str(body)
+
+
+def test_an_auth_refusal_walks(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    plan("plan-b")
+    agent_on(owner, a)
+    control.revoke(a_token)
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 200, body
+    # The CLI itself retries a 401 once before it reports it.
+    assert served_by(control) in (
+        [("plan-a", 401), ("plan-b", 200)],
+        [("plan-a", 401), ("plan-a", 401), ("plan-b", 200)],
+    )
+    assert RateLimitEvent.objects.get().failure_kind == FailureKind.AUTH
+
+
+def test_a_model_rejection_never_walks(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = plan("plan-a")
+    plan("plan-b")
+    agent = agent_on(owner, a)
+
+    body = task(owner_client, model="claude-nope-9")
+
+    assert body["http_status"] == 400 and body["error_code"] == "model_unsupported"
+    assert [c for c, _ in served_by(control)] == ["plan-a"]
+    assert not RateLimitEvent.objects.exists()
+    agent.refresh_from_db()
+    assert agent.subscription_id == a.pk
+
+
+def _cli_child(agent: Agent, timeout: float = 30.0) -> int:
+    """The pid of the Claude Code CLI the agent server spawned (it leads its own group)."""
+    server = int(agent.process_handle)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == server and b"claude" in cmdline:
+                return int(entry.name)
+        time.sleep(0.05)  # polling for a real process to appear, not for time to pass
+    raise AssertionError("the CLI never started")
+
+
+def test_a_killed_runtime_never_walks(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = plan("plan-a")
+    plan("plan-b")
+    agent = agent_on(owner, a)
+    assert task(owner_client)["http_status"] == 200  # the server is up
+    agent.refresh_from_db()
+    control.clear_requests()
+    control.set_latency(30_000)  # the upstream hangs: the CLI is mid-turn when killed
+    result: dict[str, dict[str, object]] = {}
+    thread = threading.Thread(target=lambda: result.update(body=task(owner_client)))
+    thread.start()
+    os.killpg(_cli_child(agent), signal.SIGKILL)
+    thread.join(timeout=60)
+    control.set_latency(0)
+
+    body = result["body"]
+    assert body["error_code"] == "runtime_killed", body
+    assert [c for c, _ in served_by(control)] in ([], ["plan-a"])
+    assert not RateLimitEvent.objects.exists()
+    agent.refresh_from_db()
+    assert agent.subscription_id == a.pk
+
+
+def test_a_known_refusing_plan_is_routed_around_before_the_first_attempt(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = plan("plan-a")
+    b, _ = plan("plan-b")
+    agent_on(owner, a)
+    snapshots_write({a.pk: limited(now=clock.now())})  # a fresh reading says it refuses
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 200, body
+    assert served_by(control) == [("plan-b", 200)]  # plan-a was never sent
+    assert body["attempts"][0]["why"] == "pre_dispatch"  # type: ignore[index]
+    assert not RateLimitEvent.objects.exists()  # nothing failed, so nothing is recorded
+
+
+def test_with_auto_switch_off_the_refusal_is_recorded_and_nothing_switches(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    plan("plan-b")
+    agent = agent_on(owner, a)
+    trinity_services.system_setting_set(name="auto_switch_subscriptions", value=False)
+    exhaust(control, a_token)
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 429 and body["error_code"] == "billing"
+    assert body["walk_stop"] == "auto_switch_off"
+    assert served_by(control) == [("plan-a", 429)]
+    assert RateLimitEvent.objects.get().subscription_id == a.pk
+    agent.refresh_from_db()
+    assert agent.subscription_id == a.pk
+    assert not Notification.objects.filter(kind="subscription_switched").exists()
+
+
+def test_a_chat_session_resumes_on_the_credential_it_walked_to(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    b, _ = plan("plan-b")
+    agent_on(owner, a)
+    first = owner_client.post("/api/agents/bot/chat", {"message": "remember: teal"}, format="json")
+    assert first.status_code == 200, first.content
+    session_id = first.json()["session_id"]
+    assert first.json()["served_by_subscription"]["name"] == "plan-a"
+    exhaust(control, a_token)
+    control.clear_requests()
+
+    second = owner_client.post(
+        "/api/agents/bot/chat", {"message": "what colour?", "session_id": session_id}, format="json"
+    )
+
+    assert second.status_code == 200, second.content
+    assert second.json()["session_id"] == session_id
+    assert second.json()["served_by_subscription"]["name"] == "plan-b"
+    served = [r for r in control.requests() if r["path"] == "/v1/messages" and r["stream"]]
+    assert served[-1]["credential"] == "plan-b"
+    # The resumed turn carried the first exchange: the session went with the walk.
+    assert served[-1]["messages"] >= 3
+    assert Execution.objects.filter(session_id=session_id).count() == 2
