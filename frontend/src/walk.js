@@ -148,3 +148,16 @@ export const STOP_LABELS = {
   rung_cap: "Every candidate refused (the walk reached its bound).",
   budget: "The turn's time budget ran out before another try; sending it again gets a fresh budget.",
 };
+
+/** Subscription id -> name from executions' trails (each attempt names its credential). */
+export function trailNames(executions) {
+  const names = new Map();
+  for (const x of executions ?? []) {
+    for (const a of x.attempts ?? []) {
+      if (a.credential_kind === "subscription" && a.subscription_id != null && a.name && !names.has(a.subscription_id)) {
+        names.set(a.subscription_id, a.name);
+      }
+    }
+  }
+  return names;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { credentialName, hasSwitch, readAttempt, readSwitch, switchExplanation, switchFromName } from "./walk.js";
+import { credentialName, hasSwitch, readAttempt, readSwitch, switchExplanation, switchFromName, trailNames } from "./walk.js";
 
 const NAMES = new Map([
   [1, "plan-a"],
@@ -104,5 +104,16 @@ describe("switchFromName and hasSwitch", () => {
     expect(hasSwitch({})).toBe(false);
     expect(hasSwitch(null)).toBe(false);
     expect(hasSwitch({ from: 1, to: 2, to_name: "plan-b", why: {}, at: "2026-12-01T07:31:49Z" })).toBe(true);
+  });
+});
+
+describe("trailNames", () => {
+  it("takes each subscription's newest name from the trails, and skips the key", () => {
+    const executions = [
+      { attempts: [{ credential_kind: "subscription", subscription_id: 1, name: "plan-a-renamed" }, { credential_kind: "api_key", subscription_id: null, name: "" }] },
+      { attempts: [{ credential_kind: "subscription", subscription_id: 1, name: "plan-a" }, { credential_kind: "subscription", subscription_id: 2, name: "plan-b" }] },
+      { attempts: [] },
+    ];
+    expect([...trailNames(executions)]).toEqual([[1, "plan-a-renamed"], [2, "plan-b"]]);
   });
 });

@@ -319,13 +319,14 @@ describe("AgentsPage", () => {
       },
       { ...AGENTS[1], process_state: "running", process_detail: "", last_switch: {}, on_api_key_since: "2026-11-30T10:00:00Z" },
     ];
-    mockFetch({
+    const { calls } = mockFetch({
       "GET /api/agents": json(200, agents),
       "GET /api/subscriptions": json(200, SUBS),
       [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
     });
     wrapper = mount(AgentsPage, { props: { user: ADMIN } });
     await settle();
+    expect(calls.some((c) => c.url.startsWith("/api/executions"))).toBe(false);
     const cell = wrapper.find("tr[data-agent=researcher] [data-testid=last-switch]");
     // The origin's name comes from the subscription list: last_switch carries only its id.
     expect(cell.find("strong").text()).toBe("max-main → codex");
@@ -336,6 +337,28 @@ describe("AgentsPage", () => {
     const idle = wrapper.find("tr[data-agent=idle]");
     expect(idle.find("[data-testid=last-switch]").text()).toContain("Never switched");
     expect(idle.find("[data-testid=on-api-key]").text()).toContain("On the platform API key since");
+  });
+
+  it("names a switch's origin from the agent's own trails when the operator can no longer list it", async () => {
+    const agents = [
+      {
+        ...AGENTS[0], process_state: "running", process_detail: "", subscription: { id: 2, name: "codex" },
+        last_switch: { from: 1, to: 2, to_name: "codex", why: { why: "ranked", refused: "max-main refused" }, at: "2026-11-30T10:00:00Z" },
+      },
+    ];
+    const { calls } = mockFetch({
+      "GET /api/agents": json(200, agents),
+      // A non-admin lists only the subscriptions their agents use now.
+      "GET /api/subscriptions": json(200, [SUBS[1]]),
+      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
+      "GET /api/executions": json(200, [
+        { id: "e3", attempts: [{ credential_kind: "subscription", subscription_id: 1, name: "max-main", outcome: "refused" }] },
+      ]),
+    });
+    wrapper = mount(AgentsPage, { props: { user: OPERATOR } });
+    await settle();
+    expect(wrapper.find("[data-testid=last-switch] strong").text()).toBe("max-main → codex");
+    expect(calls.filter((c) => c.url === "/api/executions")).toHaveLength(1);
   });
 
   it("explains how to create the first agent", async () => {
