@@ -1,0 +1,176 @@
+"""Twenty concurrent turns on one agent during a 429 storm, served by two separate web
+processes (gunicorn) on the test's Postgres: the subscription that served is committed
+exactly once and the operator is told once, and every turn completes.
+
+Real parts only: two gunicorn processes, the test database, Redis, one agent server
+running the real Claude Code CLI, and the simulator. Bounded in count and time,
+loopback only; both web processes are killed at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from agents import lifecycle
+from execution.models import Execution
+from simulator.control import SimulatorControl
+from subscriptions import services as subscription_services
+from tests.agents.factories import AgentFactory
+from tests.subscriptions.factories import plan_token
+from trinity.models import Notification
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+REPO = Path(__file__).resolve().parents[2]
+TURNS = 20
+BOOT_SECONDS = 60.0
+TURN_SECONDS = 240.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        pytest.fail("this test needs Postgres: two web processes share one database")
+    user = db["USER"] or "root"
+    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def web_processes(
+    control: SimulatorControl, simulator: object, tmp_path: Path
+) -> Iterator[list[str]]:
+    """Two gunicorn processes on the test database; their base URLs."""
+    if not settings.REDIS_URL:
+        pytest.fail("this test needs Redis: the commit's notification dedup is shared")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "trinity.settings",
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "SECRET_KEY": settings.SECRET_KEY,
+        "TRINITY_ENCRYPTION_KEYS": ",".join(settings.TRINITY_ENCRYPTION_KEYS),
+        "TRINITY_ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL,
+        "TRINITY_VAR_DIR": str(tmp_path),
+        # on-commit effects (the winner's hot-reload) run in the request, no worker here
+        "CELERY_TASK_ALWAYS_EAGER": "true",
+        "PYTHONPATH": str(REPO),
+    }
+    procs: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    try:
+        for index in range(2):
+            port = _free_port()
+            log = (tmp_path / f"web-{index}.log").open("wb")
+            procs.append(
+                subprocess.Popen(  # noqa: S603 - our own interpreter
+                    [
+                        sys.executable,
+                        "-m",
+                        "gunicorn",
+                        "trinity.wsgi:application",
+                        "--bind",
+                        f"127.0.0.1:{port}",
+                        "--worker-class",
+                        "gthread",
+                        "--workers",
+                        "1",
+                        "--threads",
+                        str(TURNS),
+                        "--timeout",
+                        str(int(TURN_SECONDS) + 60),
+                    ],
+                    cwd=REPO,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+            urls.append(f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + BOOT_SECONDS
+        for url, proc in zip(urls, procs, strict=True):
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"gunicorn exited at boot; see {tmp_path}")
+                try:
+                    httpx.get(f"{url}/api/auth/me", timeout=2)
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        pytest.fail("gunicorn did not answer in time")
+                    time.sleep(0.2)  # polling a real process's socket
+        yield urls
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=15)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+
+
+def test_twenty_concurrent_turns_commit_once_across_two_web_processes(
+    control: SimulatorControl, owner: User, web_processes: list[str]
+) -> None:
+    tokens = {}
+    for name in ("plan-a", "plan-b", "plan-c"):
+        tokens[name] = plan_token()
+        control.register(tokens[name], kind="oauth", label=name)
+        subscription_services.subscription_register(
+            name=name, provider="anthropic", plan_type="max-20x", token=tokens[name]
+        )
+    a = subscription_services.Subscription.objects.get(name="plan-a")
+    agent = AgentFactory.create(name="bot", owner=owner)
+    subscription_services.assignment_set(agent=agent, subscription_id=a.pk)
+    lifecycle.agent_start(agent=agent)  # both web processes find it running
+    control.set_usage(tokens["plan-a"], "five_hour", percent=100)  # the storm
+    api_token = Token.objects.create(user=owner).key
+
+    def turn(index: int) -> int:
+        url = web_processes[index % 2]
+        response = httpx.post(
+            f"{url}/api/agents/bot/task",
+            json={"message": f"turn {index}"},
+            headers={"Authorization": f"Token {api_token}"},
+            timeout=TURN_SECONDS,
+        )
+        return response.status_code
+
+    with ThreadPoolExecutor(max_workers=TURNS) as pool:
+        statuses = list(pool.map(turn, range(TURNS)))
+
+    assert statuses == [200] * TURNS
+    executions = Execution.objects.filter(agent_name="bot")
+    assert executions.count() == TURNS
+    assert all(e.status == "succeeded" for e in executions)
+    assert {e.served_by_subscription.name for e in executions if e.served_by_subscription} <= {
+        "plan-b",
+        "plan-c",
+    }
+    committed = [e for e in executions if (e.subscription_switch or {}).get("committed")]
+    assert len(committed) == 1
+    assert Notification.objects.filter(kind="subscription_switched").count() == 1
+    agent.refresh_from_db()
+    assert agent.subscription_id == committed[0].served_by_subscription_id
