@@ -151,3 +151,67 @@ def test_no_secret_reaches_a_response_or_a_log(
             assert canary not in message
         assert canary not in rendered_logs.getvalue()
     assert "a careless line" in rendered_logs.getvalue()
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_no_secret_reaches_a_walked_turn_its_trail_notices_or_logs(
+    control: object,
+    owner: object,
+    owner_client: APIClient,
+    admin_client_api: APIClient,
+    caplog: pytest.LogCaptureFixture,
+    rendered_logs: io.StringIO,
+) -> None:
+    """A turn that walks every plan to the key, once refused by all and once served:
+    the trail, the attempts, the switch, the events, the notifications, every API
+    answer and every log line carry fingerprints at most."""
+    from simulator.control import SimulatorControl
+    from subscriptions import services as subscription_services
+    from trinity import services as trinity_services
+
+    assert isinstance(control, SimulatorControl)
+    caplog.set_level(logging.DEBUG)
+    for label, token in (("canary-a", CANARY_PLAN), ("canary-b", CANARY_PLAN_2)):
+        control.register(token, kind="oauth", label=label)
+        subscription_services.subscription_register(
+            name=label, provider="anthropic", plan_type="max-5x", token=token
+        )
+        control.set_usage(token, "five_hour", percent=100)
+    control.register(CANARY_KEY, kind="api_key", label="canary-key", credit_usd=0)
+    trinity_services.platform_api_key_set(key=CANARY_KEY)
+    agent = AgentFactory.create(name="bot", owner=owner)
+    subscription_services.assignment_set(
+        agent=agent,
+        subscription_id=subscription_services.Subscription.objects.get(name="canary-a").pk,
+    )
+    bodies = [owner_client.post("/api/agents/bot/task", {"message": "hi"}, format="json")]
+    assert bodies[0].status_code == 429, bodies[0].content  # every credential refused
+    control.add_credit(CANARY_KEY, 5)
+    from subscriptions.models import RateLimitEvent
+
+    RateLimitEvent.objects.filter(credential_kind="api_key").delete()  # reopen the key rung
+    served = owner_client.post("/api/agents/bot/task", {"message": "hi"}, format="json")
+    assert served.status_code == 200 and served.json()["served_by_kind"] == "api_key"
+    bodies.append(served)
+    for client in (owner_client, admin_client_api):
+        for url in ("/api/executions", "/api/notifications", "/api/agents/bot", "/api/agents"):
+            bodies.append(client.get(url))
+    from execution.models import Execution
+    from trinity.models import Notification
+
+    stored = [
+        repr(list(Execution.objects.values())),
+        repr(list(Notification.objects.values())),
+        repr(list(RateLimitEvent.objects.values())),
+    ]
+    assert Notification.objects.filter(kind="pool_exhausted").exists()
+    assert Notification.objects.filter(kind="api_key_route").exists()
+    texts = [b.content.decode() for b in bodies] + stored
+    texts += [r.getMessage() for r in caplog.records] + [rendered_logs.getvalue()]
+    for canary in (CANARY_PLAN, CANARY_PLAN_2, CANARY_KEY, agent.shared_secret.reveal()):
+        for text in texts:
+            assert canary not in text
+    # ...while the trail is really there, naming credentials by name and fingerprint.
+    assert "canary-a (rate limit) -> canary-b (rate limit)" in bodies[0].content.decode()
+    assert CANARY_KEY[-4:] in bodies[1].content.decode()
