@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Iterator
 
 import pytest
 
@@ -74,12 +75,24 @@ def test_credentials_from_an_environment_are_registered_by_name() -> None:
     assert redactor.redact("key-value-12345 C.UTF-8") == "[redacted] C.UTF-8"
 
 
-def test_the_log_filter_redacts_messages_args_and_tracebacks() -> None:
+@pytest.fixture
+def isolated_logger() -> Iterator[logging.Logger]:
+    """A logger of this test's own, detached again afterwards: a handler left on it
+    would outlive the test in this process's logging tree."""
+    logger = logging.getLogger("tests.agent_server.redaction")
+    yield logger
+    logger.handlers.clear()
+    logger.propagate = True
+
+
+def test_the_log_filter_redacts_messages_args_and_tracebacks(
+    isolated_logger: logging.Logger,
+) -> None:
     redactor = Redactor()
     redactor.add(LONG)
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    logger = logging.getLogger("tests.agent_server.redaction")
+    logger = isolated_logger
     logger.handlers[:] = [handler]
     logger.propagate = False
     install_log_redaction(redactor, [logger])
