@@ -205,12 +205,19 @@ def _seed_fleet(owner: User) -> None:
         served_by_subscription=max20,
         attempts=[
             {
+                # The shape execution/services.py records for each attempt.
                 "credential_kind": "subscription",
                 "subscription_id": max20.pk,
+                "name": max20.name,
                 "fingerprint": max20.token_fingerprint,
+                "why": "assigned",
                 "outcome": "served",
                 "error_code": None,
                 "status_code": 200,
+                "override_echo": None,
+                "legacy": False,
+                "resets_at": None,
+                "at": (now - timedelta(minutes=4)).isoformat(),
             }
         ],
         input_tokens=1840,
@@ -228,10 +235,16 @@ def _seed_fleet(owner: User) -> None:
             {
                 "credential_kind": "subscription",
                 "subscription_id": pro.pk,
+                "name": pro.name,
                 "fingerprint": pro.token_fingerprint,
+                "why": "assigned",
                 "outcome": "refused",
                 "error_code": "rate_limit",
                 "status_code": 429,
+                "override_echo": None,
+                "legacy": False,
+                "resets_at": (now + timedelta(minutes=47)).isoformat(),
+                "at": (now - timedelta(minutes=20)).isoformat(),
             }
         ],
         created_at=now - timedelta(minutes=20),
