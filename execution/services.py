@@ -36,7 +36,11 @@ from subscriptions.classifier import Refusal, classify_refusal
 from subscriptions.headroom.rules import Selection, earliest_known_reset
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import snapshots_read, turn_evidence_read
-from subscriptions.services import assignment_commit, record_rate_limit_event
+from subscriptions.services import (
+    assignment_commit,
+    record_rate_limit_event,
+    switch_explanation,
+)
 from subscriptions.walk import Pick, Stop, Walk, Why, pre_dispatch_pick, walk_next, walk_start
 from trinity import clock
 from trinity.models import Notification, SystemSettings
@@ -451,10 +455,12 @@ class _Turn:
         reason = self._why(ran_on, why)
         switch = {
             "from": self.origin,
+            "from_name": self.agent.subscription.name if self.agent.subscription else None,
             "to": ran_on.subscription_id,
             "to_name": ran_on.name,
             "kind": ran_on.kind.value,
             "why": reason,
+            "explanation": switch_explanation(reason),
             "attempts": len(self.attempts),
             "committed": False,
         }

@@ -179,9 +179,13 @@ def assignment_commit(
     """
     switch = {
         "from": expected_subscription_id,
+        "from_name": Subscription.objects.filter(pk=expected_subscription_id)
+        .values_list("name", flat=True)
+        .first(),
         "to": subscription_id,
         "to_name": subscription_name,
         "why": why,
+        "explanation": switch_explanation(why),
         "at": now.isoformat(),
     }
     won = (
@@ -198,7 +202,7 @@ def assignment_commit(
     notification_send(
         kind="subscription_switched",
         title=f"Subscription auto-switched to {subscription_name!r}",
-        body=f"Agent {agent.name!r}: {switch_explanation(why)}",
+        body=f"Agent {agent.name!r}: {switch['explanation']}",
         agent_name=agent.name,
         subscription_id=subscription_id,
         data=switch,
