@@ -1,0 +1,62 @@
+"""A served turn's answer names the subscription that served it without loading it again
+when it is already in memory (the agent's own, loaded with the agent): one query less on
+the turn path, whose budget is 2 ms (bench/turn_overhead.py measures it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents.selectors import agent_get_visible
+from execution import services
+from execution.api import ExecutionOutput
+from execution.models import Execution, Status
+from tests.agents.factories import AgentFactory
+from tests.subscriptions.factories import SubscriptionFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _served_by(execution: Execution, subscription_id: int) -> Execution:
+    execution.status = Status.SUCCEEDED
+    execution.served_by_kind = "subscription"
+    execution.served_by_subscription_id = subscription_id
+    execution.save()
+    return execution
+
+
+def test_it_names_the_agents_own_subscription_without_a_query(
+    owner: User, django_assert_num_queries: Any
+) -> None:
+    plan = SubscriptionFactory.create(name="plan-own")
+    AgentFactory.create(name="busy", owner=owner, subscription=plan)
+    agent = agent_get_visible(user=owner, name="busy")
+    execution = services.execution_create(agent=agent, message="hi", trigger="api")
+    _served_by(execution, plan.pk)
+
+    with django_assert_num_queries(0):
+        data = ExecutionOutput(execution).data
+
+    assert data["served_by_subscription"] == {"id": plan.pk, "name": "plan-own"}
+
+
+def test_it_loads_the_subscription_that_served_when_the_turn_walked_to_another(
+    owner: User,
+) -> None:
+    plan = SubscriptionFactory.create(name="plan-own")
+    other = SubscriptionFactory.create(name="plan-other")
+    AgentFactory.create(name="busy", owner=owner, subscription=plan)
+    agent = agent_get_visible(user=owner, name="busy")
+    execution = services.execution_create(agent=agent, message="hi", trigger="api")
+    _served_by(execution, other.pk)
+
+    assert ExecutionOutput(execution).data["served_by_subscription"] == {
+        "id": other.pk,
+        "name": "plan-other",
+    }
+    # The commit moved the agent (as assignment_commit does on the object in memory):
+    # its loaded subscription is the old one and must not be named.
+    agent.subscription_id = other.pk
+    assert ExecutionOutput(execution).data["served_by_subscription"]["name"] == "plan-other"
