@@ -73,44 +73,40 @@ export function readAttempt(attempt, names = new Map()) {
   };
 }
 
-/** The name of the subscription a switch came from: the trail names it, else `names`. */
-export function switchFromName(from, { attempts = [], names = new Map() } = {}) {
-  if (from === null || from === undefined) return "no subscription";
-  const tried = attempts.find((a) => a.credential_kind === "subscription" && a.subscription_id === from && a.name);
-  return tried?.name || names.get(from) || `subscription #${from}`;
+/**
+ * Where a switch (an execution's subscription_switch or an agent's last_switch) came
+ * from, by the name the API sent. A switch recorded before the API sent `from_name`
+ * is shown by its id: the panel does not go looking for the name elsewhere.
+ */
+export function switchFrom(sw) {
+  if (sw?.from_name) return sw.from_name;
+  if (sw?.from === null || sw?.from === undefined) return "no subscription";
+  return `subscription #${sw.from}`;
+}
+
+/** Where a subscription switch went, by the name the API sent, else its id. */
+export function switchTo(sw) {
+  return sw?.to_name || `subscription #${sw?.to}`;
 }
 
 /**
- * One sentence on why a switch went where it did. The API sends only the structured
- * reason, so this mirrors subscriptions/services.py switch_explanation(), which
- * words the "auto-switched" notification: the two must say the same thing.
+ * Why a switch went where it did: the sentence the API sends (`explanation`, the one
+ * subscriptions/services.py switch_explanation() also puts in the switch
+ * notification). A switch recorded before the API sent it shows what refused.
  */
-export function switchExplanation(why) {
-  const reason = why && typeof why === "object" ? why : {};
-  const refused = reason.refused || "its subscription refused the turn";
-  let where;
-  if (reason.tier === "measured") {
-    where =
-      `it had the most headroom of ${reason.candidate_count} alternative(s) ` +
-      `(${reason.seven_day}% of its weekly and ${reason.five_hour}% of its 5-hour limit used)`;
-  } else if (reason.readmitted) {
-    where = `it was readmitted (${String(reason.readmitted).replaceAll("_", " ")})`;
-  } else if (reason.why === "last_resort") {
-    where = "it was the last resort (it had refused within the last 2 hours)";
-  } else {
-    where = "no fresh headroom reading was available for it; it was chosen by load order";
-  }
-  return `${refused}; the turn was served here because ${where}.`;
+export function switchReason(sw) {
+  return sw?.explanation || (sw?.why && typeof sw.why === "object" ? sw.why.refused || "" : "");
 }
 
 /**
- * An execution's subscription_switch as {from, to, committed, label, note} or null.
- * A key-served turn "switched" to the key but moved no assignment.
+ * An execution's subscription_switch as {from, to, committed, label, note, reason}
+ * or null. A key-served turn "switched" to the key but moved no assignment; its
+ * note says why it ran there, so it carries no reason sentence.
  */
-export function readSwitch(execution, names = new Map()) {
+export function readSwitch(execution) {
   const sw = execution?.subscription_switch;
   if (!sw || typeof sw !== "object") return null;
-  const from = switchFromName(sw.from, { attempts: execution.attempts ?? [], names });
+  const from = switchFrom(sw);
   if (sw.kind === "api_key") {
     return {
       from,
@@ -118,9 +114,10 @@ export function readSwitch(execution, names = new Map()) {
       committed: false,
       label: "Key fallback",
       note: "Billed per token; the assignment is unchanged.",
+      reason: "",
     };
   }
-  const to = sw.to_name || names.get(sw.to) || `subscription #${sw.to}`;
+  const to = switchTo(sw);
   return {
     from,
     to,
@@ -129,6 +126,7 @@ export function readSwitch(execution, names = new Map()) {
     note: sw.committed
       ? `The agent now runs on ${to}.`
       : "Not committed: another turn had already moved the assignment.",
+    reason: switchReason(sw),
   };
 }
 
@@ -148,16 +146,3 @@ export const STOP_LABELS = {
   rung_cap: "Every candidate refused (the walk reached its bound).",
   budget: "The turn's time budget ran out before another try; sending it again gets a fresh budget.",
 };
-
-/** Subscription id -> name from executions' trails (each attempt names its credential). */
-export function trailNames(executions) {
-  const names = new Map();
-  for (const x of executions ?? []) {
-    for (const a of x.attempts ?? []) {
-      if (a.credential_kind === "subscription" && a.subscription_id != null && a.name && !names.has(a.subscription_id)) {
-        names.set(a.subscription_id, a.name);
-      }
-    }
-  }
-  return names;
-}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { credentialName, hasSwitch, readAttempt, readSwitch, switchExplanation, switchFromName, trailNames } from "./walk.js";
+import { credentialName, hasSwitch, readAttempt, readSwitch, switchFrom, switchReason, switchTo } from "./walk.js";
 
 const NAMES = new Map([
   [1, "plan-a"],
@@ -41,79 +41,71 @@ describe("readAttempt", () => {
   });
 });
 
-describe("switchExplanation", () => {
-  // The expected sentences are subscriptions/services.py switch_explanation()'s own
-  // output for the same reasons: the panel and the notification must agree.
-  it.each([
-    [
-      { why: "ranked", refused: "plan-a refused", tier: "measured", candidate_count: 2, seven_day: 40, five_hour: 12 },
-      "plan-a refused; the turn was served here because it had the most headroom of 2 alternative(s) (40% of its weekly and 12% of its 5-hour limit used).",
-    ],
-    [
-      { why: "readmitted", refused: "plan-a refused", tier: "unknown", readmitted: "window_reset" },
-      "plan-a refused; the turn was served here because it was readmitted (window reset).",
-    ],
-    [
-      { why: "last_resort", refused: "plan-a refused; plan-b refused", tier: null },
-      "plan-a refused; plan-b refused; the turn was served here because it was the last resort (it had refused within the last 2 hours).",
-    ],
-    [
-      { why: "ranked", refused: "plan-a refused", tier: "unknown" },
-      "plan-a refused; the turn was served here because no fresh headroom reading was available for it; it was chosen by load order.",
-    ],
-    [
-      {},
-      "its subscription refused the turn; the turn was served here because no fresh headroom reading was available for it; it was chosen by load order.",
-    ],
-  ])("words %o", (why, sentence) => {
-    expect(switchExplanation(why)).toBe(sentence);
+describe("switchReason", () => {
+  it("shows the sentence the API sends, as sent", () => {
+    // Deliberately unlike anything the panel could word itself: the API owns it.
+    const sw = { why: { why: "ranked", refused: "plan-a refused", tier: "unknown" }, explanation: "The server's own sentence." };
+    expect(switchReason(sw)).toBe("The server's own sentence.");
+  });
+
+  it("falls back to what refused for a switch recorded before the API sent a sentence", () => {
+    expect(switchReason({ why: { why: "ranked", refused: "plan-a refused", tier: "unknown" } })).toBe("plan-a refused");
+    expect(switchReason({ why: {} })).toBe("");
+    expect(switchReason({})).toBe("");
+  });
+});
+
+describe("switchFrom and switchTo", () => {
+  it("name both ends from the switch itself", () => {
+    expect(switchFrom({ from: 1, from_name: "plan-a" })).toBe("plan-a");
+    expect(switchTo({ to: 2, to_name: "plan-b" })).toBe("plan-b");
+  });
+
+  it("fall back to the id for a switch recorded without names", () => {
+    expect(switchFrom({ from: 7 })).toBe("subscription #7");
+    expect(switchFrom({ from: 7, from_name: null })).toBe("subscription #7");
+    expect(switchTo({ to: 8, to_name: "" })).toBe("subscription #8");
+    expect(switchFrom({ from: null, from_name: null })).toBe("no subscription");
   });
 });
 
 describe("readSwitch", () => {
-  const attempts = [{ credential_kind: "subscription", subscription_id: 1, name: "plan-a", outcome: "refused" }];
+  const WHY = { why: "ranked", refused: "plan-a refused", tier: "unknown" };
+  const SWITCH = { from: 1, from_name: "plan-a", to: 2, to_name: "plan-b", kind: "subscription", why: WHY, explanation: "The server's own sentence." };
 
-  it("reads a committed switch, naming where it came from out of the trail", () => {
-    const sw = readSwitch({ attempts, subscription_switch: { from: 1, to: 2, to_name: "plan-b", kind: "subscription", committed: true } });
-    expect(sw).toEqual({ from: "plan-a", to: "plan-b", committed: true, label: "Switched", note: "The agent now runs on plan-b." });
+  it("reads a committed switch with the names and the sentence the API sent", () => {
+    const sw = readSwitch({ subscription_switch: { ...SWITCH, committed: true } });
+    expect(sw).toEqual({
+      from: "plan-a", to: "plan-b", committed: true, label: "Switched", note: "The agent now runs on plan-b.",
+      reason: "The server's own sentence.",
+    });
   });
 
   it("says so when a concurrent turn had already moved the assignment", () => {
-    const sw = readSwitch({ attempts, subscription_switch: { from: 1, to: 2, to_name: "plan-b", kind: "subscription", committed: false } });
+    const sw = readSwitch({ subscription_switch: { ...SWITCH, committed: false } });
     expect([sw.label, sw.committed, sw.note]).toEqual(["Served elsewhere", false, "Not committed: another turn had already moved the assignment."]);
   });
 
   it("says a key-served turn moved no assignment", () => {
-    const sw = readSwitch({ attempts, subscription_switch: { from: 1, to: null, to_name: "", kind: "api_key", committed: false } });
-    expect([sw.from, sw.to, sw.note]).toEqual(["plan-a", "platform API key", "Billed per token; the assignment is unchanged."]);
+    const sw = readSwitch({ subscription_switch: { ...SWITCH, to: null, to_name: "", kind: "api_key", committed: false } });
+    // The headroom sentence is about a subscription rung; for the key the note says it.
+    expect([sw.from, sw.to, sw.note, sw.reason]).toEqual(["plan-a", "platform API key", "Billed per token; the assignment is unchanged.", ""]);
+  });
+
+  it("reads a switch recorded before the API sent names and a sentence", () => {
+    const sw = readSwitch({ subscription_switch: { from: 1, to: 2, to_name: "plan-b", kind: "subscription", why: WHY, committed: true } });
+    expect([sw.from, sw.to, sw.reason]).toEqual(["subscription #1", "plan-b", "plan-a refused"]);
   });
 
   it("is null for a turn that did not switch", () => {
-    expect(readSwitch({ attempts, subscription_switch: null })).toBeNull();
+    expect(readSwitch({ subscription_switch: null })).toBeNull();
   });
 });
 
-describe("switchFromName and hasSwitch", () => {
-  it("names the origin from the list when the trail does not", () => {
-    expect(switchFromName(2, { names: NAMES })).toBe("plan-b");
-    expect(switchFromName(7, { names: NAMES })).toBe("subscription #7");
-    expect(switchFromName(null)).toBe("no subscription");
-  });
-
+describe("hasSwitch", () => {
   it("treats the API's empty object as no switch", () => {
     expect(hasSwitch({})).toBe(false);
     expect(hasSwitch(null)).toBe(false);
     expect(hasSwitch({ from: 1, to: 2, to_name: "plan-b", why: {}, at: "2026-12-01T07:31:49Z" })).toBe(true);
-  });
-});
-
-describe("trailNames", () => {
-  it("takes each subscription's newest name from the trails, and skips the key", () => {
-    const executions = [
-      { attempts: [{ credential_kind: "subscription", subscription_id: 1, name: "plan-a-renamed" }, { credential_kind: "api_key", subscription_id: null, name: "" }] },
-      { attempts: [{ credential_kind: "subscription", subscription_id: 1, name: "plan-a" }, { credential_kind: "subscription", subscription_id: 2, name: "plan-b" }] },
-      { attempts: [] },
-    ];
-    expect([...trailNames(executions)]).toEqual([[1, "plan-a-renamed"], [2, "plan-b"]]);
   });
 });

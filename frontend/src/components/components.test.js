@@ -197,6 +197,9 @@ const SERVED_B = {
   at: "2026-12-01T07:31:49Z",
 };
 const WHY = { why: "ranked", refused: "plan-a refused", tier: "unknown", candidate_count: 1 };
+// subscriptions/services.py switch_explanation(WHY): the API sends it beside `why`.
+const EXPLANATION =
+  "plan-a refused; the turn was served here because no fresh headroom reading was available for it; it was chosen by load order.";
 
 describe("ExecutionTrail", () => {
   it("lists every attempt in order and the switch the turn committed", () => {
@@ -204,7 +207,10 @@ describe("ExecutionTrail", () => {
       props: {
         execution: {
           status: "succeeded", walk_stop: "", attempts: [REFUSED_A, SERVED_B],
-          subscription_switch: { from: 1, to: 2, to_name: "plan-b", kind: "subscription", why: WHY, attempts: 2, committed: true },
+          subscription_switch: {
+            from: 1, from_name: "plan-a", to: 2, to_name: "plan-b", kind: "subscription", why: WHY, explanation: EXPLANATION,
+            attempts: 2, committed: true,
+          },
         },
       },
     });
@@ -216,6 +222,23 @@ describe("ExecutionTrail", () => {
     expect(items[1].text()).toContain("plan-b");
     expect(items[1].text()).toContain("next best by headroom");
     expect(items[1].find(".chip").text()).toBe("served");
+    expect(wrapper.find("[data-testid=switch]").text()).toBe("Switched plan-a → plan-b. The agent now runs on plan-b.");
+    expect(wrapper.find("[data-testid=switch-reason]").text()).toBe(EXPLANATION);
+  });
+
+  it("names a switch's origin from the switch, not from the trail", () => {
+    // The trail may not hold the origin at all (a pre-dispatch route never tried it).
+    wrapper = mount(ExecutionTrail, {
+      props: {
+        execution: {
+          status: "succeeded", walk_stop: "", attempts: [SERVED_B],
+          subscription_switch: {
+            from: 1, from_name: "plan-a", to: 2, to_name: "plan-b", kind: "subscription", why: WHY, explanation: EXPLANATION,
+            attempts: 1, committed: true,
+          },
+        },
+      },
+    });
     expect(wrapper.find("[data-testid=switch]").text()).toBe("Switched plan-a → plan-b. The agent now runs on plan-b.");
   });
 
@@ -247,24 +270,35 @@ describe("ExecutionTrail", () => {
 });
 
 describe("LastSwitch", () => {
-  const NAMES = new Map([[1, "plan-a"], [2, "plan-b"]]);
+  const at = "2026-11-30T11:48:00Z";
 
-  it("shows from → to, the reason sentence and when", () => {
-    const at = "2026-11-30T11:48:00Z";
+  it("shows from → to, the API's reason sentence and when", () => {
     wrapper = mount(LastSwitch, {
-      props: { agent: { last_switch: { from: 1, to: 2, to_name: "plan-b", why: WHY, at }, on_api_key_since: null }, names: NAMES, now: NOW },
+      props: {
+        agent: {
+          last_switch: { from: 1, from_name: "plan-a", to: 2, to_name: "plan-b", why: WHY, explanation: EXPLANATION, at },
+          on_api_key_since: null,
+        },
+        now: NOW,
+      },
     });
     expect(wrapper.find("strong").text()).toBe("plan-a → plan-b");
-    expect(wrapper.find("[data-testid=switch-reason]").text()).toBe(
-      "plan-a refused; the turn was served here because no fresh headroom reading was available for it; it was chosen by load order.",
-    );
+    expect(wrapper.find("[data-testid=switch-reason]").text()).toBe(EXPLANATION);
     expect(wrapper.find("time").attributes("datetime")).toBe(at);
     expect(wrapper.text()).toContain("(12 min ago)");
     expect(wrapper.find("[data-testid=on-api-key]").exists()).toBe(false);
   });
 
+  it("shows a switch recorded before the API sent names and a sentence by id and what refused", () => {
+    wrapper = mount(LastSwitch, {
+      props: { agent: { last_switch: { from: 1, to: 2, to_name: "plan-b", why: WHY, at }, on_api_key_since: null }, now: NOW },
+    });
+    expect(wrapper.find("strong").text()).toBe("subscription #1 → plan-b");
+    expect(wrapper.find("[data-testid=switch-reason]").text()).toBe("plan-a refused");
+  });
+
   it("says an agent never switched, and since when it bills the platform key", () => {
-    wrapper = mount(LastSwitch, { props: { agent: { last_switch: {}, on_api_key_since: "2026-11-30T10:00:00Z" }, names: NAMES, now: NOW } });
+    wrapper = mount(LastSwitch, { props: { agent: { last_switch: {}, on_api_key_since: "2026-11-30T10:00:00Z" }, now: NOW } });
     expect(wrapper.text()).toContain("Never switched");
     expect(wrapper.find("[data-testid=on-api-key]").text()).toMatch(/^On the platform API key since .+: every subscription refused/);
   });
