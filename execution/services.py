@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count, Sum
 
 from agents import lifecycle
@@ -269,7 +269,9 @@ class _Turn:
                 now=now,
             )
             rung = self._materialize(pick) if pick is not None else None
-        except Exception:  # an optimisation must never fail a turn that could run
+        except DatabaseError:
+            # An optimisation must not fail a turn that could run: without the ranking
+            # the turn dispatches as assigned and the walk still backs it up.
             logger.warning("turn %s: pre-dispatch check failed", self.execution.pk, exc_info=True)
             return None
         if pick is None or rung is None:

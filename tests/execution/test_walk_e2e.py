@@ -4,6 +4,7 @@ attempt is read from the simulator's request log, not from our own records."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -11,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,22 @@ def task(client: APIClient, **body: object) -> dict[str, object]:
     data: dict[str, object] = response.json()
     data["http_status"] = response.status_code
     return data
+
+
+def turn_in_background(client: APIClient, result: dict[str, dict[str, object]]) -> threading.Thread:
+    """Post a turn from a thread (with its own database connection, closed after)."""
+
+    def run() -> None:
+        from django.db import connection
+
+        try:
+            result["body"] = task(client)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
 
 
 def exhaust(control: SimulatorControl, token: str) -> None:
@@ -284,8 +302,7 @@ def test_a_killed_runtime_never_walks(
     control.clear_requests()
     control.set_latency(30_000)  # the upstream hangs: the CLI is mid-turn when killed
     result: dict[str, dict[str, object]] = {}
-    thread = threading.Thread(target=lambda: result.update(body=task(owner_client)))
-    thread.start()
+    thread = turn_in_background(owner_client, result)
     os.killpg(_cli_child(agent), signal.SIGKILL)
     thread.join(timeout=60)
     control.set_latency(0)
@@ -359,3 +376,119 @@ def test_a_chat_session_resumes_on_the_credential_it_walked_to(
     # The resumed turn carried the first exchange: the session went with the walk.
     assert served[-1]["messages"] >= 3
     assert Execution.objects.filter(session_id=session_id).count() == 2
+
+
+class _LegacyAgentServer(BaseHTTPRequestHandler):
+    """An agent server from before ``auth_override``: it ignores the field, echoes no
+    ``X-Trinity-Auth-Override`` and runs every turn on the token it was last given
+    (its boot token, then whatever reload-token sent). Plan A's token is exhausted."""
+
+    exhausted: str = ""
+    current: str = ""
+    turns: list[str] = []
+
+    def _answer(self, status: int, body: dict[str, object]) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/api/credentials/reload-token":
+            type(self).current = body["token"]
+            self._answer(200, {"status": "ok", "reloaded": True, "env_shadow": []})
+            return
+        type(self).turns.append(self.current)
+        if self.current == self.exhausted:
+            self._answer(
+                429,
+                {
+                    "error_code": "rate_limit",
+                    "detail": "You've hit your limit",
+                    "execution_id": body["execution_id"],
+                },
+            )
+            return
+        self._answer(
+            200,
+            {
+                "execution_id": body["execution_id"],
+                "response": "hi",
+                "model": "claude-sonnet-4-5",
+                "usage": {"input_tokens": 3, "output_tokens": 2},
+                "cost_usd": None,
+            },
+        )
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_legacy_agent_server_walks_by_assignment_and_never_to_the_key(
+    plan: Plan, key: Callable[[float], str], owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    b, b_token = plan("plan-b")
+    key(50)  # available, but a legacy server never gets the key rung
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LegacyAgentServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _LegacyAgentServer.exhausted = _LegacyAgentServer.current = a_token
+    _LegacyAgentServer.turns = []
+    agent = agent_on(owner, a)
+    Agent.objects.filter(pk=agent.pk).update(
+        endpoint=f"http://127.0.0.1:{server.server_address[1]}", process_state="running"
+    )
+    try:
+        body = task(owner_client)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert body["http_status"] == 200, body
+    # It ran on A, was moved to B by assignment and hot-reload, then ran on B.
+    assert _LegacyAgentServer.turns == [a_token, b_token]
+    assert [(x["name"], x["legacy"]) for x in body["attempts"]] == [  # type: ignore[attr-defined]
+        ("plan-a", True),
+        ("plan-b", True),
+    ]
+    assert body["served_by_subscription"] == {"id": b.pk, "name": "plan-b"}
+    agent.refresh_from_db()
+    assert agent.subscription_id == b.pk
+    assert Notification.objects.filter(kind="subscription_switched").count() == 1
+    assert RateLimitEvent.objects.get().subscription_id == a.pk
+
+
+def test_a_refusal_after_a_concurrent_switch_reruns_on_the_new_baseline_without_a_second_switch(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    b, _ = plan("plan-b")
+    c, _ = plan("plan-c")
+    agent = agent_on(owner, a)
+    assert task(owner_client)["http_status"] == 200  # the server is up
+    exhaust(control, a_token)
+    control.clear_requests()
+    control.set_latency(3_000)  # this turn's attempt on plan-a is in flight...
+    result: dict[str, dict[str, object]] = {}
+    thread = turn_in_background(owner_client, result)
+    agent.refresh_from_db()
+    _cli_child(agent)
+    # ...when another turn commits plan-c (as a concurrent walk would).
+    Agent.objects.filter(pk=agent.pk, subscription_id=a.pk).update(subscription_id=c.pk)
+    thread.join(timeout=120)
+    control.set_latency(0)
+
+    body = result["body"]
+    assert body["http_status"] == 200, body
+    assert [(x["name"], x["why"]) for x in body["attempts"]] == [  # type: ignore[attr-defined]
+        ("plan-a", "assigned"),
+        ("plan-c", "concurrent_switch"),
+    ]
+    assert body["subscription_switch"]["committed"] is False  # type: ignore[index]
+    assert not Notification.objects.filter(kind="subscription_switched").exists()
+    agent.refresh_from_db()
+    assert agent.subscription_id == c.pk
+    assert b.pk not in [x["subscription_id"] for x in body["attempts"]]  # type: ignore[attr-defined]
