@@ -287,18 +287,24 @@ describe("SubscriptionDetail", () => {
 });
 
 describe("AgentsPage", () => {
+  /** Mount the page on these agents and subscriptions, with a platform key configured. */
+  async function mountAgents(agents, { subscriptions = SUBS, user = ADMIN } = {}) {
+    const fetched = mockFetch({
+      "GET /api/agents": json(200, agents),
+      "GET /api/subscriptions": json(200, subscriptions),
+      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
+    });
+    wrapper = mount(AgentsPage, { props: { user } });
+    await settle();
+    return fetched;
+  }
+
   it("shows each agent's state and derives its route from its own fields", async () => {
     const agents = [
       { ...AGENTS[0], process_state: "running", process_detail: "" },
       { ...AGENTS[1], process_state: "failed", process_detail: "the agent server did not start" },
     ];
-    mockFetch({
-      "GET /api/agents": json(200, agents),
-      "GET /api/subscriptions": json(200, SUBS),
-      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
-    });
-    wrapper = mount(AgentsPage, { props: { user: ADMIN } });
-    await settle();
+    await mountAgents(agents);
     const researcher = wrapper.find("tr[data-agent=researcher]");
     expect(researcher.text()).toContain("Running");
     expect(researcher.text()).toContain("Subscription max-main");
@@ -324,13 +330,7 @@ describe("AgentsPage", () => {
       },
       { ...AGENTS[1], process_state: "running", process_detail: "", last_switch: {}, on_api_key_since: "2026-11-30T10:00:00Z" },
     ];
-    mockFetch({
-      "GET /api/agents": json(200, agents),
-      "GET /api/subscriptions": json(200, SUBS),
-      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
-    });
-    wrapper = mount(AgentsPage, { props: { user: ADMIN } });
-    await settle();
+    await mountAgents(agents);
     const cell = wrapper.find("tr[data-agent=researcher] [data-testid=last-switch]");
     expect(cell.find("strong").text()).toBe("max-main → codex");
     expect(cell.find("[data-testid=switch-reason]").text()).toBe(explanation);
@@ -350,14 +350,8 @@ describe("AgentsPage", () => {
         },
       },
     ];
-    const { calls } = mockFetch({
-      "GET /api/agents": json(200, agents),
-      // A non-admin lists only the subscriptions their agents use now.
-      "GET /api/subscriptions": json(200, [SUBS[1]]),
-      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
-    });
-    wrapper = mount(AgentsPage, { props: { user: OPERATOR } });
-    await settle();
+    // A non-admin lists only the subscriptions their agents use now.
+    const { calls } = await mountAgents(agents, { subscriptions: [SUBS[1]], user: OPERATOR });
     expect(wrapper.find("[data-testid=last-switch] strong").text()).toBe("max-main → codex");
     // The page needs no turn history to name a switch.
     expect(calls.some((c) => c.url.startsWith("/api/executions"))).toBe(false);
