@@ -165,6 +165,7 @@ class _Turn:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     legacy: bool = False
     legacy_restarts: int = 0
+    legacy_committed: bool = False
     last_selection: Selection | None = None
 
     @property
@@ -177,11 +178,13 @@ class _Turn:
             self.system = system_settings_get()
         return self.system
 
-    def walks(self) -> bool:
-        return (
-            self.settings().auto_switch_subscriptions
-            and self.agent.routing_policy != RoutingPolicy.PINNED
-        )
+    def switching_stop(self) -> Stop | None:
+        """Why this agent may not switch at all (auto-switch off, pinned), or None."""
+        if not self.settings().auto_switch_subscriptions:
+            return Stop.AUTO_SWITCH_OFF
+        if self.agent.routing_policy == RoutingPolicy.PINNED:
+            return Stop.PINNED
+        return None
 
     # The loop
 
@@ -259,7 +262,7 @@ class _Turn:
         try:
             if not pool.assigned_refusing(turn_evidence_read(self.origin), now=now):
                 return None
-            if not self.walks():
+            if self.switching_stop() is not None:
                 return None
             walk = self._walk(now)
             pick = pre_dispatch_pick(
@@ -316,10 +319,9 @@ class _Turn:
             return Stop.NOT_A_CREDENTIAL_REFUSAL
         if self.origin is None:
             return Stop.NO_SUBSCRIPTION
-        if not self.settings().auto_switch_subscriptions:
-            return Stop.AUTO_SWITCH_OFF
-        if self.agent.routing_policy == RoutingPolicy.PINNED:
-            return Stop.PINNED
+        stop = self.switching_stop()
+        if stop is not None:
+            return stop
         now = clock.now()
         walk = self._walk(now)
         walk.record(
@@ -396,7 +398,7 @@ class _Turn:
             or current is None
         ):
             return False
-        assignment_commit(
+        self.legacy_committed = assignment_commit(
             agent=self.agent,
             expected_subscription_id=current,
             subscription_id=rung.subscription_id,
@@ -464,7 +466,8 @@ class _Turn:
             "why": reason,
             "explanation": switch_explanation(reason),
             "attempts": len(self.attempts),
-            "committed": False,
+            # A legacy walk committed each rung as it applied it.
+            "committed": self.legacy_committed,
         }
         if (
             ran_on.kind is RungKind.SUBSCRIPTION

@@ -221,6 +221,11 @@ def switch_explanation(why: dict[str, Any]) -> str:
     """One sentence on why a switch went where it did, from the walk's reason."""
     refused = why.get("refused") or "its subscription refused the turn"
     tier = why.get("tier")
+    if why.get("why") == "api_key":
+        return (
+            f"{refused}; the turn ran on the platform API key, billed per token "
+            "(the assignment is unchanged)."
+        )
     if tier == "measured":
         where = (
             f"it had the most headroom of {why.get('candidate_count')} alternative(s) "

@@ -61,3 +61,49 @@ def test_notifications_filter_by_level_kind_and_agent(
 
 def test_anonymous_is_refused(anon_client: APIClient) -> None:
     assert anon_client.get("/api/notifications").status_code in (401, 403)
+
+
+def test_notifications_are_marked_read_only_where_the_caller_can_see_them(
+    owner_client: APIClient,
+    other_client: APIClient,
+    admin_client_api: APIClient,
+    notes: dict[str, int],
+) -> None:
+    from trinity.models import Notification
+
+    # Another user cannot mark what they cannot see, even by id.
+    refused = other_client.post(
+        "/api/notifications/mark-read", {"ids": [notes["agent"]]}, format="json"
+    )
+    assert refused.status_code == 200 and refused.json() == {"marked": 0}
+    assert owner_client.post(
+        "/api/notifications/mark-read", {"ids": [notes["agent"], notes["foreign"]]}, format="json"
+    ).json() == {"marked": 1}
+    unread = owner_client.get("/api/notifications?unread=true").json()
+    assert [n["title"] for n in unread] == ["subscription"]
+    read = owner_client.get("/api/notifications?unread=false").json()
+    assert [n["title"] for n in read] == ["agent"] and read[0]["read_at"] is not None
+    assert Notification.objects.get(pk=notes["foreign"]).read_at is None
+    # "all" marks every unread one the caller sees; again, it marks nothing more.
+    assert admin_client_api.post(
+        "/api/notifications/mark-read", {"all": True}, format="json"
+    ).json() == {"marked": 3}
+    assert admin_client_api.post(
+        "/api/notifications/mark-read", {"all": True}, format="json"
+    ).json() == {"marked": 0}
+
+
+def test_mark_read_rejects_a_bad_body_and_writes_nothing(
+    owner_client: APIClient, anon_client: APIClient, notes: dict[str, int]
+) -> None:
+    from trinity.models import Notification
+
+    assert owner_client.post("/api/notifications/mark-read", {}, format="json").status_code == 400
+    bad = owner_client.post("/api/notifications/mark-read", {"ids": ["x"]}, format="json")
+    assert bad.status_code == 400
+    assert owner_client.get("/api/notifications?unread=maybe").status_code == 400
+    assert (
+        anon_client.post("/api/notifications/mark-read", {"all": True}, format="json").status_code
+        == 401
+    )
+    assert not Notification.objects.filter(read_at__isnull=False).exists()

@@ -183,6 +183,10 @@ def test_when_every_plan_refuses_the_key_serves_and_the_assignment_stays(
     assert agent.subscription_id == a.pk and agent.on_api_key_since is not None
     assert Notification.objects.filter(kind="api_key_route").count() == 1
     assert not Notification.objects.filter(kind="subscription_switched").exists()
+    assert body["subscription_switch"]["explanation"] == (  # type: ignore[index]
+        "plan-a refused; plan-b refused; the turn ran on the platform API key, billed per "
+        "token (the assignment is unchanged)."
+    )
 
     # A second key-served turn says nothing new; once the plan serves again the
     # operator hears what the key cost meanwhile.
@@ -492,3 +496,22 @@ def test_a_refusal_after_a_concurrent_switch_reruns_on_the_new_baseline_without_
     agent.refresh_from_db()
     assert agent.subscription_id == c.pk
     assert b.pk not in [x["subscription_id"] for x in body["attempts"]]  # type: ignore[attr-defined]
+
+
+def test_a_turn_whose_budget_ran_out_before_a_reissue_is_retryable(
+    plan: Plan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = plan("plan-a")
+    plan("plan-b")
+    agent_on(owner, a)
+    exhaust(control, a_token)
+
+    # 35 s is exactly the re-issue floor (30 s + 5 s slack): once the refusal on
+    # plan-a is back, less than that is left, however fast it came.
+    body = task(owner_client, timeout_seconds=35)
+
+    assert body["http_status"] == 503, body
+    assert (body["walk_stop"], body["retryable"]) == ("budget", True)
+    assert served_by(control) == [("plan-a", 429)]
+    assert RateLimitEvent.objects.get().subscription_id == a.pk  # still recorded
+    assert "time budget ran out" in str(body["error_detail"])
