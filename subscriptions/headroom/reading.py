@@ -76,7 +76,9 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _aware(value: Any) -> datetime | None:
+def parse_instant(value: Any) -> datetime | None:
+    """An ISO instant from the JSON form back to an aware datetime (None stays None);
+    raises ValueError for a naive or malformed one."""
     if value is None:
         return None
     parsed = datetime.fromisoformat(value)
@@ -112,12 +114,12 @@ def reading_from_json(data: Mapping[str, Any]) -> Reading:
     windows = {
         str(name): WindowReading(
             utilization=None if w["utilization"] is None else float(w["utilization"]),
-            resets_at=_aware(w["resets_at"]),
+            resets_at=parse_instant(w["resets_at"]),
             status=w["status"],
         )
         for name, w in dict(data["windows"]).items()
     }
-    fetched_at = _aware(data["fetched_at"])
+    fetched_at = parse_instant(data["fetched_at"])
     if fetched_at is None:
         raise ValueError("a reading needs fetched_at")
     return Reading(
@@ -125,7 +127,7 @@ def reading_from_json(data: Mapping[str, Any]) -> Reading:
         status=ReadingStatus(data["status"]),
         windows=windows,
         source=str(data.get("source", "")),
-        reset_at=_aware(data.get("reset_at")),
+        reset_at=parse_instant(data.get("reset_at")),
         representative_claim=data.get("representative_claim"),
         overage_status=data.get("overage_status"),
         detail=str(data.get("detail", "")),

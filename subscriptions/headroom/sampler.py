@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import connections, transaction
 
 from subscriptions.headroom import alerts, collectors
-from subscriptions.headroom.collectors.common import Collected
+from subscriptions.headroom.collectors.common import Collected, from_iso
 from subscriptions.headroom.reading import Reading, ReadingStatus, window_to_json
 from subscriptions.headroom.rules import probe_due
 from subscriptions.headroom.selection import last_failure_subquery
@@ -141,16 +141,6 @@ def _backoff_marker(subscription_id: int) -> str:
 def _chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
     for start in range(0, len(ids), _CHUNK):
         yield ids[start : start + _CHUNK]
-
-
-def _retry_at(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def _probed_recently(subscription_id: int, *, now: datetime) -> bool:
@@ -356,7 +346,7 @@ def _sweep(*, clock: Clock, bounds: SweepBounds, claim: str) -> SweepReport:
         report.skipped = "store_unreachable"
         return report
     retry_at = {
-        pk: at for pk in due_ids if (at := _retry_at(held.get(_backoff_marker(pk)))) is not None
+        pk: at for pk in due_ids if (at := from_iso(held.get(_backoff_marker(pk)))) is not None
     }
     sweep = _Sweep(
         clock=clock,
@@ -441,7 +431,7 @@ def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
                 retry_after=wait,
             )
     held = markers_read([_backoff_marker(subscription.pk)]) or {}
-    retry_at = _retry_at(held.get(_backoff_marker(subscription.pk)))
+    retry_at = from_iso(held.get(_backoff_marker(subscription.pk)))
     if retry_at is not None and now < retry_at:
         raise ProbeTooSoon(
             "The provider's usage endpoint asked not to be called again for this subscription yet.",

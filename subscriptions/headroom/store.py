@@ -18,7 +18,12 @@ from enum import StrEnum
 
 from django.core.cache import cache
 
-from subscriptions.headroom.reading import Reading, reading_from_json, reading_to_json
+from subscriptions.headroom.reading import (
+    Reading,
+    parse_instant,
+    reading_from_json,
+    reading_to_json,
+)
 from trinity.markers import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -152,18 +157,14 @@ def turn_evidence_read(subscription_id: int) -> TurnEvidence:
             reading = reading_from_json(raw[snapshot])
         if refusal in raw:
             value = raw[refusal]
+            at = parse_instant(value["at"])
+            if at is None:
+                raise ValueError("a refusal mark needs its instant")
             mark = RefusalMark(
-                at=_instant(value["at"]),
+                at=at,
                 failure_kind=value.get("failure_kind"),
-                resets_at=_instant(value["resets_at"]) if value.get("resets_at") else None,
+                resets_at=parse_instant(value.get("resets_at")),
             )
     except (KeyError, TypeError, ValueError, AttributeError):
         logger.warning("headroom store: discarding malformed evidence of %d", subscription_id)
     return TurnEvidence(reachable=True, reading=reading, refusal=mark)
-
-
-def _instant(value: str) -> datetime:
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
-        raise ValueError("a stored instant has no timezone")
-    return parsed

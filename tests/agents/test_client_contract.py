@@ -177,3 +177,12 @@ def test_an_unreachable_server_raises_without_the_secret() -> None:
     with pytest.raises(AgentServerUnavailable) as err:
         client.run_turn(execution_id="e", message="m", timeout_seconds=1)
     assert SECRET.reveal() not in str(err.value)
+
+
+def test_the_classifier_knows_every_code_the_agent_server_can_send() -> None:
+    from typing import get_args
+
+    from subscriptions.classifier import TYPED_CODES
+
+    # The two sides share only the JSON contract; this keeps the code lists equal.
+    assert set(get_args(contract.ErrorCode)) == TYPED_CODES
