@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -44,7 +44,30 @@ _AGENT = Execution._meta.get_field("agent")
 _AGENT_SUBSCRIPTION = Agent._meta.get_field("subscription")
 
 
-class ExecutionOutput(serializers.ModelSerializer[Execution]):
+class FieldsBuiltOnce:
+    """A ModelSerializer mixin: build the fields from the model once per class.
+
+    DRF re-inspects the model for every instance (about half of rendering a turn's
+    answer); this keeps each field's class and arguments from the first build and makes
+    fresh instances from them (each serializer binds fields of its own), skipping both
+    the inspection and the deep copy DRF's field cloning would do.
+    """
+
+    _field_recipes: ClassVar[dict[type, dict[str, tuple[type, tuple[Any, ...], dict[str, Any]]]]]
+    _field_recipes = {}
+
+    def get_fields(self) -> dict[str, Any]:
+        recipe = FieldsBuiltOnce._field_recipes.get(type(self))
+        if recipe is None:
+            built: dict[str, Any] = super().get_fields()  # type: ignore[misc]
+            FieldsBuiltOnce._field_recipes[type(self)] = {
+                name: (type(field), field._args, field._kwargs) for name, field in built.items()
+            }
+            return built
+        return {name: cls(*args, **kwargs) for name, (cls, args, kwargs) in recipe.items()}
+
+
+class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
     served_by_subscription = serializers.SerializerMethodField()
     earliest_reset = serializers.DateTimeField(source="resets_at", read_only=True, allow_null=True)
     retryable = serializers.SerializerMethodField()
@@ -229,7 +252,7 @@ class ExecutionDetailApi(APIView):
         return Response(ExecutionOutput(execution_get_visible(user=request.user, pk=pk)).data)
 
 
-class NotificationOutput(serializers.ModelSerializer[Notification]):
+class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notification]):
     class Meta:
         model = Notification
         fields = [

@@ -4,10 +4,13 @@ the turn path, whose budget is 2 ms (bench/turn_overhead.py measures it)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
+from rest_framework import serializers
 
 from agents.selectors import agent_get_visible
 from execution import services
@@ -60,3 +63,34 @@ def test_it_loads_the_subscription_that_served_when_the_turn_walked_to_another(
     # its loaded subscription is the old one and must not be named.
     agent.subscription_id = other.pk
     assert ExecutionOutput(execution).data["served_by_subscription"]["name"] == "plan-other"
+
+
+class _DrfBuilt(ExecutionOutput):
+    """The same output with DRF building every field from the model each time."""
+
+    def get_fields(self) -> dict[str, Any]:
+        return serializers.ModelSerializer.get_fields(self)
+
+
+def test_its_fields_are_built_from_the_model_once_and_render_the_same(
+    owner: User, django_assert_num_queries: Any
+) -> None:
+    plan = SubscriptionFactory.create(name="plan-own")
+    AgentFactory.create(name="busy", owner=owner, subscription=plan)
+    agent = agent_get_visible(user=owner, name="busy")
+    execution = services.execution_create(agent=agent, message="hi", trigger="api")
+    execution.cost_usd = Decimal("0.0123")
+    execution.attempts = [{"name": "plan-own", "outcome": "served"}]
+    _served_by(execution, plan.pk)
+
+    first, again = ExecutionOutput(execution), ExecutionOutput(execution)
+    assert first.data == again.data == _DrfBuilt(execution).data
+    assert again.data["cost_usd"] == "0.012300"
+    assert again.data["earliest_reset"] is None
+    # Each instance gets fields of its own (DRF binds a field to its serializer).
+    assert first.fields["retryable"] is not again.fields["retryable"]
+    assert again.fields["retryable"].parent is again
+    with mock.patch.object(
+        serializers.ModelSerializer, "build_field", side_effect=AssertionError("rebuilt")
+    ):
+        ExecutionOutput(execution).data  # noqa: B018 - rendering is the assertion
