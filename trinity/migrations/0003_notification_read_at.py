@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('trinity', '0002_notification'),
+        ("trinity", "0002_notification"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='notification',
-            name='read_at',
+            model_name="notification",
+            name="read_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]
