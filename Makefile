@@ -88,3 +88,16 @@ test: setup chromium
 
 clean:
 	rm -rf $(VENV) var agent_server/node_modules frontend/node_modules frontend/dist
+
+# Benchmarks (bench/README.md; not part of `make test`). The turn benchmarks need a
+# Postgres server and an empty Redis database, e.g.
+#   make bench-turn BENCH_DATABASE_URL=postgres://root@127.0.0.1:5432/trinity \
+#                   BENCH_REDIS_URL=redis://127.0.0.1:6379/3
+.PHONY: bench bench-turn
+bench-turn: $(STAMP)
+	$(PY) bench/turn_overhead.py
+	$(PY) bench/walked_turn.py
+
+bench: $(STAMP) bench-turn
+	$(PY) bench/ranking.py
+	$(PY) bench/sweep.py

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -185,20 +185,45 @@ class WebProcess:
     ``stop`` sends SIGTERM, then kills the process group if it lingers.
     """
 
-    def __init__(self, *, environ: dict[str, str], log_path: Path, workers: int = 1) -> None:
+    def __init__(
+        self, *, environ: dict[str, str], log_path: Path, workers: int = 1, root: Path = ROOT
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.environ = {**environ, "WEB_CONCURRENCY": str(workers)}
         self.log_path = log_path
+        # Another checkout (a proposed change) runs from its own tree and conf file.
+        self.root = root
         self._proc: subprocess.Popen[bytes] | None = None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the worker processes so far (not the master's)."""
+        assert self._proc is not None
+        ticks = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self._proc.pid:  # ppid: a worker of this master
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def start(self, timeout: float = 30.0) -> WebProcess:
         log = self.log_path.open("ab")
         try:
             self._proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", "gunicorn", "-c", str(WEB_CONF)]
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "-c",
+                    str(self.root / WEB_CONF.relative_to(ROOT)),
+                ]
                 + ["--bind", f"127.0.0.1:{self.port}"],
-                cwd=ROOT,
+                cwd=self.root,
                 env=self.environ,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -361,3 +386,69 @@ def quantile(values: list[float], q: float) -> float:
 def machine() -> str:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return f"{os.cpu_count()} CPUs, load {load}"
+
+
+def wsgi_turn(agent_name: str, api_token: str) -> tuple[int, dict[str, object]]:
+    """POST a turn through the web's WSGI application in this process (no gunicorn, no
+    HTTP parsing); returns the status code and the JSON answer."""
+    import io
+    import json
+
+    from trinity.wsgi import application
+
+    body = json.dumps({"message": TURN_MESSAGE}).encode()
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": f"/api/agents/{agent_name}/task",
+        "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8000",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": "127.0.0.1",
+        "HTTP_AUTHORIZATION": f"Token {api_token}",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.url_scheme": "http",
+        "wsgi.version": (1, 0),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+    }
+    status: list[str] = []
+    chunks = application(environ, lambda s, h, exc_info=None: status.append(s))
+    return int(status[0].split()[0]), json.loads(b"".join(chunks))
+
+
+def log_as_deployed() -> None:
+    """This process logs at INFO like the deployed web (so log lines and their
+    redaction cost what they cost there), into memory instead of the terminal."""
+    import io
+    import logging
+
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in root.handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(io.StringIO())
+
+
+def cpu_and_wall_profiles(run: Callable[[], object], *, title: str, top: int = 35) -> str:
+    """``run`` under cProfile twice: timed by this thread's CPU (what the backend
+    computes) and by the wall clock (adding what it waits for); both top lists."""
+    import cProfile
+    import io
+    import pstats
+
+    out = io.StringIO()
+    for clock, timer in (("CPU", time.thread_time), ("wall", time.perf_counter)):
+        profiler = cProfile.Profile(timer)
+        profiler.enable()
+        run()
+        profiler.disable()
+        print(f"  cProfile ({clock} time) of {title}:", file=out)
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()

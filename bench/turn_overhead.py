@@ -23,8 +23,9 @@ most ``--pairs`` pairs after a warm-up, and ``--max-seconds``. Then one process 
 ``threads`` concurrent turns at 1 s of injected upstream latency (the deployed
 concurrency per process), and ``--profile N`` runs N turns through the same WSGI
 application in this process under cProfile, with the served path's queries counted.
-``--conn-max-age`` adds a second web whose DATABASE_URL keeps its connections
-(``?conn_max_age=600``), measured in the same interleaving.
+``--conn-max-age`` adds a web whose DATABASE_URL keeps its connections
+(``?conn_max_age=600``) and ``--candidate PATH`` a web run from another checkout (a
+proposed change), each measured in the same interleaving.
 
 Every process it starts (simulator, agent server, gunicorn) is stopped on the way out.
 """
@@ -32,22 +33,15 @@ Every process it starts (simulator, agent server, gunicorn) is stopped on the wa
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import json
-import logging
-import pstats
 import runpy
 import secrets
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 from _setup import (
@@ -58,15 +52,18 @@ from _setup import (
     WebProcess,
     backends,
     boot,
+    cpu_and_wall_profiles,
     direct_body,
     empty_redis,
     fleet_create,
     line,
+    log_as_deployed,
     machine,
     quantile,
     throwaway_postgres,
     turn_backends,
     web_environ,
+    wsgi_turn,
 )
 
 SUBSCRIPTIONS = 500
@@ -75,6 +72,7 @@ TARGET_MEDIAN_MS = 2.0
 TARGET_P99_MS = 5.0
 WARMUP = 50
 CONCURRENT_LATENCY_MS = 1000
+PROFILE_TOP = 35
 
 Send = Callable[[tuple[str, int, str]], httpx.Response]
 
@@ -88,6 +86,13 @@ def main() -> None:
         "--conn-max-age",
         action="store_true",
         help="also measure a web that keeps its database connections",
+    )
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        type=Path,
+        default=[],
+        help="also measure a web run from this checkout (a proposed change); repeatable",
     )
     args = parser.parse_args()
     database_url, redis_url = turn_backends()
@@ -130,10 +135,16 @@ def run(args: argparse.Namespace, workdir: Path, bench_db: str) -> None:
                 environ=web_environ(**upstream, DATABASE_URL=f"{bench_db}?conn_max_age=600"),
                 log_path=workdir / "web-persistent.log",
             )
+        for root in args.candidate:
+            webs[f"candidate {root.name}"] = WebProcess(
+                environ=web_environ(**upstream),
+                log_path=workdir / f"web-{root.name}.log",
+                root=root.resolve(),
+            )
         with ExitStack() as web_stack:
             for web in webs.values():
                 web_stack.enter_context(web)
-            samples = measure(
+            samples, cpu = measure(
                 fleet,
                 server_url=server.base_url,
                 secret=secret,
@@ -145,7 +156,7 @@ def run(args: argparse.Namespace, workdir: Path, bench_db: str) -> None:
             sim.control.set_latency(CONCURRENT_LATENCY_MS)
             concurrent = concurrent_turns(webs["web"], fleet, threads)
             sim.control.set_latency(0)
-        report(samples, concurrent, threads)
+        report(samples, cpu, concurrent, threads)
         if args.profile:
             profile(fleet, turns=args.profile, server_url=server.base_url, secret=secret)
         print(f"  (logs under {workdir})")
@@ -159,8 +170,9 @@ def measure(
     webs: dict[str, WebProcess],
     pairs: int,
     max_seconds: float,
-) -> dict[str, list[float]]:
-    """Interleaved wall times in ms per target; the first WARMUP rounds are dropped."""
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Interleaved wall times in ms per target (the first WARMUP rounds dropped), and
+    each web's worker CPU per measured turn in ms."""
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
     direct = httpx.Client(
         base_url=server_url,
@@ -199,9 +211,12 @@ def measure(
     targets: list[tuple[str, Send]] = [("direct", send_direct)]
     targets += [(label, sender(client)) for label, client in clients.items()]
     samples: dict[str, list[float]] = {label: [] for label, _ in targets}
+    cpu_start: dict[str, float] = {}
     deadline = time.monotonic() + max_seconds
     try:
         for i in range(WARMUP + pairs):
+            if i == WARMUP:
+                cpu_start = {label: web.cpu_seconds() for label, web in webs.items()}
             if time.monotonic() > deadline:
                 print(f"  stopped at the {max_seconds:g} s cap after {i - WARMUP} pairs")
                 break
@@ -217,7 +232,12 @@ def measure(
         direct.close()
         for client in clients.values():
             client.close()
-    return samples
+    measured = max(len(samples["direct"]), 1)
+    cpu = {
+        label: (web.cpu_seconds() - cpu_start.get(label, 0.0)) * 1000 / measured
+        for label, web in webs.items()
+    }
+    return samples, cpu
 
 
 def concurrent_turns(web: WebProcess, fleet: Fleet, count: int) -> tuple[int, float]:
@@ -242,7 +262,12 @@ def concurrent_turns(web: WebProcess, fleet: Fleet, count: int) -> tuple[int, fl
     return sum(1 for s in statuses if s == 200), wall
 
 
-def report(samples: dict[str, list[float]], concurrent: tuple[int, float], threads: int) -> None:
+def report(
+    samples: dict[str, list[float]],
+    cpu: dict[str, float],
+    concurrent: tuple[int, float],
+    threads: int,
+) -> None:
     from django.conf import settings
 
     n = len(samples["direct"])
@@ -262,9 +287,9 @@ def report(samples: dict[str, list[float]], concurrent: tuple[int, float], threa
         print(f"  {label}: median {w50:.2f} ms, p99 {w99:.2f} ms ({db})")
         print(line(f"  {label}: added, median", w50 - d50, TARGET_MEDIAN_MS, "ms"))
         print(line(f"  {label}: added, p99", w99 - d99, TARGET_P99_MS, "ms"))
-        print(
-            line(f"  {label}: pairwise difference, median", statistics.median(paired), None, "ms")
-        )
+        paired_median = statistics.median(paired)
+        print(line(f"  {label}: pairwise difference, median", paired_median, None, "ms"))
+        print(line(f"  {label}: worker CPU per turn", cpu[label], None, "ms"))
     served, wall = concurrent
     print(
         f"  one web process, {threads} turns at once at {CONCURRENT_LATENCY_MS} ms upstream "
@@ -276,49 +301,19 @@ def report(samples: dict[str, list[float]], concurrent: tuple[int, float], threa
 def profile(fleet: Fleet, *, turns: int, server_url: str, secret: str) -> None:
     """Served turns through the WSGI application in this process, under cProfile.
 
-    The web's own logging level (INFO, as deployed) into a file, so the log lines and
-    their redaction cost what they cost there. Queries of one turn are counted with
+    Logging as deployed (INFO). Queries of one turn are counted with
     CaptureQueriesContext; the in-process added time is measured interleaved with
     direct calls, as above (no gunicorn, no HTTP parsing on the web side).
     """
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from trinity.wsgi import application
+    log_as_deployed()
 
-    root = logging.getLogger()
-    root.setLevel(logging.INFO)
-    for handler in root.handlers:
-        if isinstance(handler, logging.StreamHandler):
-            handler.setStream(io.StringIO())
-
-    def call(agent: tuple[str, int, str]) -> dict[str, Any]:
-        body = json.dumps({"message": TURN_MESSAGE}).encode()
-        environ = {
-            "REQUEST_METHOD": "POST",
-            "PATH_INFO": f"/api/agents/{agent[0]}/task",
-            "QUERY_STRING": "",
-            "CONTENT_TYPE": "application/json",
-            "CONTENT_LENGTH": str(len(body)),
-            "SERVER_NAME": "127.0.0.1",
-            "SERVER_PORT": "8000",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "HTTP_HOST": "127.0.0.1",
-            "HTTP_AUTHORIZATION": f"Token {fleet.api_token}",
-            "wsgi.input": io.BytesIO(body),
-            "wsgi.errors": sys.stderr,
-            "wsgi.url_scheme": "http",
-            "wsgi.version": (1, 0),
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": False,
-            "wsgi.run_once": False,
-        }
-        status: list[str] = []
-        chunks = application(environ, lambda s, h, exc_info=None: status.append(s))
-        payload = json.loads(b"".join(chunks))
-        if not status[0].startswith("200"):
-            raise SystemExit(f"in-process turn answered {status[0]}: {payload}")
-        return dict(payload)
+    def call(agent: tuple[str, int, str]) -> None:
+        status, payload = wsgi_turn(agent[0], fleet.api_token)
+        if status != 200:
+            raise SystemExit(f"in-process turn answered {status}: {payload}")
 
     agents = fleet.agents
     for agent in agents[:20]:
@@ -335,34 +330,30 @@ def profile(fleet: Fleet, *, turns: int, server_url: str, secret: str) -> None:
     walls: dict[str, list[float]] = {"direct": [], "in-process": []}
     for i in range(turns):
         agent = agents[i % len(agents)]
+        token = agent[2]
         steps: list[tuple[str, Callable[[], object]]] = [
-            (
-                "direct",
-                lambda agent=agent: direct.post("/api/task", json=direct_body(token=agent[2])),
-            ),
+            ("direct", lambda token=token: direct.post("/api/task", json=direct_body(token=token))),
             ("in-process", lambda agent=agent: call(agent)),
         ]
         for label, step in steps if i % 2 == 0 else steps[::-1]:
             start = time.perf_counter()
             step()
             walls[label].append((time.perf_counter() - start) * 1000)
+    direct.close()
     added = statistics.median(walls["in-process"]) - statistics.median(walls["direct"])
-    print(
-        line(f"  in-process (WSGI, no gunicorn): added, median, {turns} pairs", added, None, "ms")
-    )
-
-    profiler = cProfile.Profile()
-    profiler.enable()
+    label = f"  in-process (WSGI, no gunicorn): added, median, {turns} pairs"
+    print(line(label, added, None, "ms"))
+    cpu_start = time.thread_time()
     for i in range(turns):
         call(agents[i % len(agents)])
-    profiler.disable()
-    direct.close()
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("tottime").print_stats(30)
-    stats.sort_stats("cumulative").print_stats(45)
-    print(f"  cProfile of {turns} in-process served turns (per-call times are per turn x {turns}):")
-    print(out.getvalue())
+    cpu = (time.thread_time() - cpu_start) * 1000 / turns
+    print(line("  in-process: this thread's CPU per turn (unprofiled)", cpu, None, "ms"))
+
+    def served() -> None:
+        for i in range(turns):
+            call(agents[i % len(agents)])
+
+    print(cpu_and_wall_profiles(served, title=f"{turns} in-process served turns", top=PROFILE_TOP))
 
 
 if __name__ == "__main__":
