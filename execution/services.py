@@ -14,6 +14,7 @@ walk run only after a refusal.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -55,9 +56,26 @@ logger = logging.getLogger(__name__)
 DEADLINE_SLACK = timedelta(seconds=TURN_TIMEOUT_MARGIN + 30)
 ERROR_DETAIL_MAX = 2000
 KEY_NOTICE_TTL = 24 * 3600
+# Tokens a walk decrypts at once: its pick and the next ones in rank order (a walk
+# rarely tries more; decrypting all of a large pool cost most of a walked turn).
+RUNG_BATCH = 8
 EXHAUSTED_NOTICE_TTL = 3600
 # Stops that mean every credential the walk could try refused.
 EXHAUSTED_STOPS = frozenset({Stop.EXHAUSTED, Stop.ALREADY_TRIED, Stop.RUNG_CAP})
+# What serving a turn changes on its row (the message, up to 200 kB, is not re-sent).
+SERVED_FIELDS = [
+    "status",
+    "response",
+    "model",
+    "served_by_kind",
+    "served_by_subscription",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "attempts",
+    "finished_at",
+    "subscription_switch",
+]
 
 
 def turn_timeout(requested: float | None) -> float:
@@ -302,8 +320,6 @@ class _Turn:
     def _selection(self, now: datetime) -> Selection:
         walk = self._walk(now)
         selection = rank_alternatives(agent=self.agent, exclude_ids=walk.tried, now=now)
-        missing = [i for i in selection.order() if i not in self.rungs]
-        self.rungs.update(pool.subscription_rungs(missing))
         self.last_selection = selection
         return selection
 
@@ -357,7 +373,16 @@ class _Turn:
         if pick.kind is RungKind.API_KEY:
             return pool.key_rung(self.settings())
         assert pick.subscription_id is not None
-        return self.rungs.get(pick.subscription_id)
+        wanted = pick.subscription_id
+        if wanted not in self.rungs:
+            # The pick and the next few in rank order, in one query: decrypting every
+            # ranked candidate's token (hundreds) for the one or two a walk tries was
+            # most of a walked turn's CPU.
+            order = self.last_selection.order() if self.last_selection is not None else []
+            after = order[order.index(wanted) + 1 :] if wanted in order else []
+            batch = [wanted, *(i for i in after if i not in self.rungs)][:RUNG_BATCH]
+            self.rungs.update(pool.subscription_rungs(batch))
+        return self.rungs.get(wanted)
 
     def _record_refusal(self, ran_on: Rung | None, refusal: Refusal, outcome: TurnOutcome) -> None:
         if refusal.failure_kind is None or ran_on is None:
@@ -435,7 +460,13 @@ class _Turn:
         now = clock.now()
         execution = self.execution
         switched = ran_on is not None and ran_on.key != (RungKind.SUBSCRIPTION, self.origin)
-        with transaction.atomic():
+        # A plain served turn (its own plan, no notice due) writes one row: no BEGIN and
+        # COMMIT round trips. A switch or a notice commits together with the row.
+        plain = not switched and (
+            ran_on is None
+            or (ran_on.kind is RungKind.SUBSCRIPTION and self.agent.on_api_key_since is None)
+        )
+        with contextlib.nullcontext() if plain else transaction.atomic():
             execution.status = Status.SUCCEEDED
             execution.response = outcome.response
             execution.model = outcome.model or execution.model or self.agent.model
@@ -449,7 +480,7 @@ class _Turn:
             execution.finished_at = now
             if switched and ran_on is not None:
                 execution.subscription_switch = self._switch(ran_on, why, now)
-            execution.save()
+            execution.save(update_fields=SERVED_FIELDS)
             if ran_on is not None:
                 self._notices(ran_on, why, now)
         logger.info("turn %s on %s: served by %s", execution.pk, self.agent.name, ran_on)

@@ -23,19 +23,23 @@ _known_lock = threading.Lock()
 _MIN_REGISTERED_LENGTH = 8  # shorter values would mask ordinary words
 
 
+_longest_first: tuple[str, ...] = ()
+
+
 def register_secret(value: str) -> None:
-    if len(value) >= _MIN_REGISTERED_LENGTH:
+    global _longest_first
+    if len(value) >= _MIN_REGISTERED_LENGTH and value not in _known:
         with _known_lock:
-            _known.add(value)
+            if value not in _known:
+                _known.add(value)
+                _longest_first = tuple(sorted(_known, key=len, reverse=True))
 
 
 def redact(text: str) -> str:
     """Return ``text`` with every known or credential-shaped value masked."""
     if not text:
         return text
-    with _known_lock:
-        known = sorted(_known, key=len, reverse=True)
-    for value in known:
+    for value in _longest_first:
         if value in text:
             text = text.replace(value, "[redacted]")
     for pattern in _PATTERNS:
