@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from trinity import api, panel
+from trinity import api, health, panel
 
 # A request Django refuses before DRF sees it (e.g. an oversized body read by a plain
 # view) answers JSON under /api/ (trinity/api.py::bad_request).
@@ -24,5 +24,8 @@ urlpatterns = [
     path("api/auth/me", panel.auth_me, name="auth-me"),
     # API tokens for scripts and operators (admins only); `manage.py api_token` too.
     path("api/auth/tokens", api.ApiTokenApi.as_view(), name="auth-tokens"),
+    # Off the API, for load balancers and orchestrators (trinity/health.py).
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("", panel.index, name="panel"),
 ]
