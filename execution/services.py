@@ -356,8 +356,6 @@ class _Turn:
             .values_list("subscription_id", "subscription__name")
             .get()
         )
-        if current_id not in (None, self.origin) and current_id not in self.rungs:
-            self.rungs.update(pool.subscription_rungs([current_id]))
         return walk_next(
             walk,
             refusal=refusal,
