@@ -1,0 +1,224 @@
+"""Run every policy over a trace, check the runs, and render the table and the plots."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.rung import RungKind
+from bench.fleet.engine import Run, simulate
+from bench.fleet.optimum import Optimum, optimum_solve
+from bench.fleet.policies import POLICIES, ProjectPolicy
+from bench.fleet.trace import Trace
+
+OPTIMUM_LABEL = "hindsight optimum (LP)"
+CAPACITY_LABEL = "capacity LP (no overdraw; not a bound)"
+TARGET_RATIO = 1.05
+# HiGHS solves to a relative tolerance; a policy equal to the optimum may sit a hair
+# below the reported bound.
+LP_SLACK_USD = 1e-6
+
+
+@dataclass(frozen=True)
+class Comparison:
+    trace: Trace
+    runs: tuple[Run, ...]
+    optimum: Optimum
+    # The same LP with every window holding exactly what it had left (no allowance
+    # for the request that crosses it): not a bound, the yardstick docs explain.
+    capacity: Optimum
+
+    @property
+    def project(self) -> Run:
+        return next(r for r in self.runs if r.policy == ProjectPolicy.name)
+
+    def ratio(self, run: Run, *, capacity: bool = False) -> float:
+        spend = run.metrics.key_usd
+        reference = (self.capacity if capacity else self.optimum).key_usd
+        if reference <= LP_SLACK_USD:
+            return 1.0 if spend <= LP_SLACK_USD else math.inf
+        return spend / reference
+
+
+def compare(trace: Trace) -> Comparison:
+    runs = tuple(simulate(trace, policy) for policy in POLICIES)
+    return Comparison(trace, runs, optimum_solve(trace), optimum_solve(trace, overdraw=False))
+
+
+def check(comparison: Comparison) -> list[str]:
+    """What must hold whatever the policy; returns the violations (empty when sound).
+
+    Every turn ran exactly once (one record per turn, at most one served attempt);
+    each plan's windows counted exactly the tokens of the turns it served; no policy
+    spent less on the key (failed turns priced as if the key had served them) than
+    the optimum.
+    """
+    problems: list[str] = []
+    trace = comparison.trace
+    price = trace.fleet.key_usd_per_mtok / 1e6
+    for run in comparison.runs:
+        indexes = [r.index for r in run.records]
+        if sorted(indexes) != list(range(len(trace.turns))):
+            problems.append(f"{run.policy}: turns lost or run twice")
+        for record in run.records:
+            if sum(1 for a in record.result.attempts if a.served) > 1:
+                problems.append(f"{run.policy}: turn {record.index} served twice")
+        served: dict[str, int] = {s.name: 0 for s in trace.fleet.subscriptions}
+        names = {i: s.name for i, s in enumerate(trace.fleet.subscriptions, start=1)}
+        for record in run.records:
+            rung = record.result.served_by
+            if rung is not None and rung.kind is RungKind.SUBSCRIPTION:
+                assert rung.subscription_id is not None
+                served[names[rung.subscription_id]] += record.turn.tokens
+        for window, counted in run.plan_tokens.items():
+            if counted != served:
+                problems.append(f"{run.policy}: {window} counted {counted}, served {served}")
+        floor = run.metrics.key_usd + run.metrics.failed_tokens * price
+        if floor + LP_SLACK_USD < comparison.optimum.key_usd:
+            problems.append(
+                f"{run.policy}: ${floor:.4f} is below the optimum ${comparison.optimum.key_usd:.4f}"
+            )
+    return problems
+
+
+HEADER = (
+    "| policy | completed | failed | parked | key $ | × optimum | unused 5h % | unused 7d % "
+    "| switches | ping-pongs | notices | key min after reset | refusals |"
+)
+RULE = "|" + "---|" * 13
+
+
+def _row(comparison: Comparison, run: Run) -> str:
+    m = run.metrics
+    ratio = comparison.ratio(run)
+    cells = [
+        run.policy,
+        f"{m.completed}",
+        f"{m.failed}",
+        f"{m.parked}",
+        f"{m.key_usd:.2f}",
+        "∞" if math.isinf(ratio) else f"{ratio:.3f}",
+        f"{m.unused_five_hour_pct:.1f}",
+        f"{m.unused_seven_day_pct:.1f}",
+        f"{m.switches}",
+        f"{m.ping_pongs}",
+        f"{m.notifications}",
+        f"{m.key_minutes_after_reset:,.0f}",
+        f"{m.refusals}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def table(comparison: Comparison) -> str:
+    trace = comparison.trace
+    tokens = sum(t.tokens for t in trace.turns)
+    fleet = trace.fleet
+    lines = [
+        f"### {fleet.name}: {len(trace.turns):,} turns, {tokens / 1e6:.1f} Mtok, "
+        f"{len(fleet.subscriptions)} plans, {len(fleet.agents)} agents, "
+        f"key ${fleet.key_usd_per_mtok:g}/Mtok"
+        + (f" ({fleet.description})" if fleet.description else ""),
+        "",
+        HEADER,
+        RULE,
+    ]
+    lines.extend(_row(comparison, run) for run in comparison.runs)
+    opt, cap = comparison.optimum, comparison.capacity
+    lines.append(
+        f"| {OPTIMUM_LABEL} | {len(trace.turns)} | 0 | 0 | {opt.key_usd:.2f} | 1.000 "
+        "| | | | | | | |"
+    )
+    ratio = cap.key_usd / opt.key_usd if opt.key_usd > LP_SLACK_USD else math.inf
+    lines.append(
+        f"| {CAPACITY_LABEL} | {len(trace.turns)} | 0 | 0 | {cap.key_usd:.2f} | "
+        + ("∞" if math.isinf(ratio) else f"{ratio:.3f}")
+        + " | | | | | | | |"
+    )
+    return "\n".join(lines)
+
+
+def targets(comparisons: list[Comparison]) -> str:
+    """The three targets, measured, one line per trace."""
+    lines = [
+        "| trace | this project's key $ / optimum (target ≤ 1.05) | … / capacity LP "
+        "| turns failed while a credential could serve (target 0) | ping-pongs (target 0) |",
+        "|---|---|---|---|---|",
+    ]
+    for c in comparisons:
+        run = c.project
+        ratio = c.ratio(run)
+        verdict = "ok" if ratio <= TARGET_RATIO else "missed"
+        lines.append(
+            f"| {c.trace.fleet.name} | {ratio:.3f} ({verdict}) | "
+            f"{c.ratio(run, capacity=True):.3f} | "
+            f"{run.metrics.failed_while_servable} | {run.metrics.ping_pongs} |"
+        )
+    return "\n".join(lines)
+
+
+# Plots
+
+
+def plots(comparison: Comparison, out: Path) -> list[Path]:
+    """Usage per subscription over time (this project's run) and cumulative key spend
+    per policy; PNG files under ``out``, returned."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+    from matplotlib.dates import date2num
+
+    out.mkdir(parents=True, exist_ok=True)
+    name = comparison.trace.fleet.name
+    written = []
+
+    run = comparison.project
+    figure, axes = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    times = date2num([at for at, _ in run.samples])
+    for subscription in comparison.trace.fleet.subscriptions:
+        for axis, window in zip(axes, ("five_hour", "seven_day"), strict=True):
+            values = [100 * sample[subscription.name][window] for _, sample in run.samples]
+            axis.plot(times, values, label=subscription.name, linewidth=1)
+    axes[0].set_ylabel("5h window used (%)")
+    axes[1].set_ylabel("7d window used (%)")
+    for axis in axes:
+        axis.xaxis_date()
+        axis.axhline(100, color="grey", linewidth=0.5, linestyle="--")
+        axis.grid(alpha=0.3)
+    axes[0].legend(loc="upper right", fontsize="small", ncol=4)
+    axes[0].set_title(f"{name}: usage per subscription over time ({run.policy})")
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    path = out / f"fleet-{name}-usage.png"
+    figure.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(figure)
+    written.append(path)
+
+    figure, axis = plt.subplots(figsize=(10, 4.5))
+    for each in comparison.runs:
+        curve = each.key_spend_curve()
+        axis.step(
+            date2num([p[0] for p in curve]), [p[1] for p in curve], where="post", label=each.policy
+        )
+    curve = comparison.optimum.key_spend_curve(comparison.trace)
+    axis.step(
+        date2num([p[0] for p in curve]),
+        [p[1] for p in curve],
+        where="post",
+        label=OPTIMUM_LABEL,
+        color="black",
+        linestyle="--",
+    )
+    axis.xaxis_date()
+    axis.set_ylabel("cumulative key spend ($)")
+    axis.set_title(f"{name}: cumulative platform-key spend per policy")
+    axis.grid(alpha=0.3)
+    axis.legend(loc="upper left", fontsize="small")
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    path = out / f"fleet-{name}-key-spend.png"
+    figure.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(figure)
+    written.append(path)
+    return written

@@ -1,0 +1,382 @@
+"""The fleet trace: the fleet on the first line, then one turn per line (JSON lines).
+
+The format (version 1) is documented in docs/benchmarks.md; ``trace_read`` is the one
+parser and ``trace_write`` the one writer, and writing what was read gives the same
+bytes back. Every instant is an aware ISO-8601 string; tokens are whole numbers.
+
+The fleet line names the subscriptions (plan type, revocation instant, and per quota
+window its capacity, its first reset at or after the trace start and what was used of
+it at the start), the agents (model, assigned subscription) and the platform key's
+price. What a line leaves out has a default: a window's capacity comes from its plan
+type (``PLAN_CAPACITY``), its first reset is one window length after the start, and
+nothing is used; ``utilization`` (percent, what a headroom reading carries) may stand
+in for ``used``. A reset at or before the start (an old reading) rolls forward by
+whole windows and forgets its usage, as the provider would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+from simulator.state import DEFAULT_CAPACITY, WINDOW_DURATIONS
+
+FORMAT_VERSION = 1
+KEY = "platform API key"
+INTERACTIVE_TRIGGERS = ("public", "chat", "api")
+AUTONOMOUS_TRIGGERS = ("schedule", "agent", "mcp")
+TRIGGERS = INTERACTIVE_TRIGGERS + AUTONOMOUS_TRIGGERS
+PROVIDER = "anthropic"
+
+
+def _scaled(factor: float) -> dict[str, int]:
+    return {name: int(value * factor) for name, value in DEFAULT_CAPACITY.items()}
+
+
+# Tokens per window by plan type. The provider publishes no figures; these keep the
+# simulator's defaults (DEFAULT_CAPACITY) for Max 20x and scale them for the smaller
+# plans. An exported trace of a real install gets these unless it is edited.
+PLAN_CAPACITY: dict[str, dict[str, int]] = {
+    "max-20x": _scaled(1.0),
+    "max-5x": _scaled(0.4),
+    "team": _scaled(0.4),
+    "enterprise": _scaled(1.0),
+    "pro": _scaled(0.15),
+}
+DEFAULT_PLAN = "max-5x"
+DEFAULT_KEY_USD_PER_MTOK = 5.0
+
+
+class TraceError(ValueError):
+    """A trace file that does not follow the format; the message names the line."""
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """One quota window of a subscription at the trace start.
+
+    ``first_reset`` is the first reset after the start: the window in force at the
+    start began one window length before it and had ``used`` tokens spent.
+    """
+
+    capacity: int
+    first_reset: datetime
+    used: int = 0
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    name: str
+    plan_type: str
+    windows: Mapping[str, WindowSpec]
+    revoked_at: datetime | None = None
+    provider: str = PROVIDER
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    model: str
+    subscription: str | None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    name: str
+    start: datetime
+    end: datetime
+    subscriptions: tuple[SubscriptionSpec, ...]
+    agents: tuple[AgentSpec, ...]
+    key_usd_per_mtok: float = DEFAULT_KEY_USD_PER_MTOK
+    seed: int | None = None
+    description: str = ""
+
+    def agent(self, name: str) -> AgentSpec:
+        for agent in self.agents:
+            if agent.name == name:
+                return agent
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn: when it arrives, whose it is, how many tokens it spends, its trigger.
+
+    ``model`` is set only when the turn ran on another model than its agent's.
+    """
+
+    at: datetime
+    agent: str
+    tokens: int
+    trigger: str
+    model: str | None = None
+
+    @property
+    def autonomous(self) -> bool:
+        return self.trigger in AUTONOMOUS_TRIGGERS
+
+
+@dataclass(frozen=True)
+class Trace:
+    fleet: Fleet
+    turns: tuple[Turn, ...] = field(default_factory=tuple)
+
+    def model_of(self, turn: Turn) -> str:
+        return turn.model or self.fleet.agent(turn.agent).model
+
+
+# Reading
+
+
+def _instant(value: Any, where: str) -> datetime:
+    if not isinstance(value, str):
+        raise TraceError(f"{where}: expected an ISO-8601 instant, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise TraceError(f"{where}: not an ISO-8601 instant: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise TraceError(f"{where}: the instant {value!r} has no timezone")
+    return parsed
+
+
+def _optional_instant(value: Any, where: str) -> datetime | None:
+    return None if value is None else _instant(value, where)
+
+
+def _count(value: Any, where: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TraceError(f"{where}: expected a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def _window(
+    name: str, raw: Mapping[str, Any], *, plan_type: str, start: datetime, where: str
+) -> WindowSpec:
+    if name not in WINDOW_DURATIONS:
+        raise TraceError(f"{where}: unknown window {name!r}")
+    duration = timedelta(seconds=WINDOW_DURATIONS[name])
+    plan = PLAN_CAPACITY.get(plan_type, PLAN_CAPACITY[DEFAULT_PLAN])
+    capacity = _count(raw.get("capacity", plan[name]), f"{where}.capacity", minimum=1)
+    first_reset = _optional_instant(raw.get("resets_at"), f"{where}.resets_at")
+    if "used" in raw:
+        used = _count(raw["used"], f"{where}.used")
+    elif raw.get("utilization") is not None:
+        utilization = raw["utilization"]
+        if isinstance(utilization, bool) or not isinstance(utilization, int | float):
+            raise TraceError(f"{where}.utilization: expected a percentage, got {utilization!r}")
+        used = max(0, math.ceil(capacity * float(utilization) / 100))
+    else:
+        used = 0
+    if first_reset is None:
+        first_reset = start + duration
+    elif first_reset <= start:
+        # An old reading: that window and its usage are gone; the next starts on phase.
+        periods = (start - first_reset) // duration + 1
+        first_reset, used = first_reset + periods * duration, 0
+    elif first_reset > start + duration:
+        raise TraceError(f"{where}.resets_at: more than one window length after the start")
+    return WindowSpec(capacity=capacity, first_reset=first_reset, used=used)
+
+
+def _subscription(raw: Any, *, start: datetime, where: str) -> SubscriptionSpec:
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise TraceError(f"{where}: a subscription needs a name")
+    plan_type = str(raw.get("plan_type") or DEFAULT_PLAN)
+    provider = str(raw.get("provider") or PROVIDER)
+    if provider != PROVIDER:
+        raise TraceError(f"{where}: only {PROVIDER!r} subscriptions are simulated")
+    given = raw.get("windows") or {}
+    if not isinstance(given, dict):
+        raise TraceError(f"{where}.windows: expected an object")
+    windows = {
+        name: _window(
+            name, given.get(name) or {}, plan_type=plan_type, start=start, where=f"{where}.{name}"
+        )
+        for name in WINDOW_DURATIONS
+    }
+    for name in given:
+        if name not in WINDOW_DURATIONS:
+            raise TraceError(f"{where}.windows: unknown window {name!r}")
+    return SubscriptionSpec(
+        name=raw["name"],
+        plan_type=plan_type,
+        windows=windows,
+        revoked_at=_optional_instant(raw.get("revoked_at"), f"{where}.revoked_at"),
+        provider=provider,
+    )
+
+
+def _fleet(raw: Any) -> Fleet:
+    where = "line 1"
+    if not isinstance(raw, dict) or raw.get("type") != "fleet":
+        raise TraceError(f"{where}: the first line must be the fleet ({{'type': 'fleet', ...}})")
+    if raw.get("version") != FORMAT_VERSION:
+        raise TraceError(f"{where}: unsupported version {raw.get('version')!r}")
+    start = _instant(raw.get("start"), f"{where}.start")
+    end = _instant(raw.get("end"), f"{where}.end")
+    if end <= start:
+        raise TraceError(f"{where}: end must be after start")
+    subscriptions = tuple(
+        _subscription(s, start=start, where=f"{where}.subscriptions[{i}]")
+        for i, s in enumerate(raw.get("subscriptions") or [])
+    )
+    names = [s.name for s in subscriptions]
+    if len(set(names)) != len(names):
+        raise TraceError(f"{where}: subscription names must be unique")
+    agents = []
+    for i, a in enumerate(raw.get("agents") or []):
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str) or not a["name"]:
+            raise TraceError(f"{where}.agents[{i}]: an agent needs a name")
+        if not isinstance(a.get("model"), str) or not a["model"]:
+            raise TraceError(f"{where}.agents[{i}]: an agent needs a model")
+        assigned = a.get("subscription")
+        if assigned is not None and assigned not in names:
+            raise TraceError(f"{where}.agents[{i}]: unknown subscription {assigned!r}")
+        agents.append(AgentSpec(a["name"], a["model"], assigned))
+    if len({a.name for a in agents}) != len(agents):
+        raise TraceError(f"{where}: agent names must be unique")
+    price = raw.get("key_usd_per_mtok", DEFAULT_KEY_USD_PER_MTOK)
+    if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+        raise TraceError(f"{where}.key_usd_per_mtok: expected a price >= 0, got {price!r}")
+    seed = raw.get("seed")
+    if seed is not None:
+        seed = _count(seed, f"{where}.seed")
+    return Fleet(
+        name=str(raw.get("name") or "trace"),
+        start=start,
+        end=end,
+        subscriptions=subscriptions,
+        agents=tuple(agents),
+        key_usd_per_mtok=float(price),
+        seed=seed,
+        description=str(raw.get("description") or ""),
+    )
+
+
+def _turn(raw: Any, fleet: Fleet, agents: set[str], where: str) -> Turn:
+    if not isinstance(raw, dict) or raw.get("type") != "turn":
+        raise TraceError(f"{where}: expected a turn ({{'type': 'turn', ...}})")
+    at = _instant(raw.get("at"), f"{where}.at")
+    if not fleet.start <= at < fleet.end:
+        raise TraceError(f"{where}.at: outside the trace's [start, end)")
+    agent = raw.get("agent")
+    if agent not in agents:
+        raise TraceError(f"{where}.agent: unknown agent {agent!r}")
+    trigger = raw.get("trigger", "api")
+    if trigger not in TRIGGERS:
+        raise TraceError(f"{where}.trigger: unknown trigger {trigger!r}")
+    model = raw.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise TraceError(f"{where}.model: expected a model name")
+    return Turn(
+        at=at,
+        agent=str(agent),
+        tokens=_count(raw.get("tokens"), f"{where}.tokens", minimum=1),
+        trigger=str(trigger),
+        model=model,
+    )
+
+
+def trace_parse(lines: Iterable[str]) -> Trace:
+    """Parse a trace from its lines; raises TraceError naming the first bad line.
+
+    Turns come back ordered by time, ties in file order.
+    """
+    fleet: Fleet | None = None
+    agents: set[str] = set()
+    turns: list[Turn] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            raise TraceError(f"line {number}: not JSON") from None
+        if fleet is None:
+            fleet = _fleet(raw)
+            agents = {a.name for a in fleet.agents}
+            continue
+        turns.append(_turn(raw, fleet, agents, f"line {number}"))
+    if fleet is None:
+        raise TraceError("empty trace: the first line must be the fleet")
+    turns.sort(key=lambda t: t.at)  # stable: ties keep the file's order
+    return Trace(fleet=fleet, turns=tuple(turns))
+
+
+def trace_read(path: str | Path) -> Trace:
+    with Path(path).open(encoding="utf-8") as handle:
+        return trace_parse(handle)
+
+
+# Writing
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def fleet_json(fleet: Fleet) -> dict[str, Any]:
+    return {
+        "type": "fleet",
+        "version": FORMAT_VERSION,
+        "name": fleet.name,
+        "description": fleet.description,
+        "seed": fleet.seed,
+        "start": fleet.start.isoformat(),
+        "end": fleet.end.isoformat(),
+        "key_usd_per_mtok": fleet.key_usd_per_mtok,
+        "subscriptions": [
+            {
+                "name": s.name,
+                "provider": s.provider,
+                "plan_type": s.plan_type,
+                "revoked_at": _iso(s.revoked_at),
+                "windows": {
+                    name: {
+                        "capacity": w.capacity,
+                        "resets_at": w.first_reset.isoformat(),
+                        "used": w.used,
+                    }
+                    for name, w in s.windows.items()
+                },
+            }
+            for s in fleet.subscriptions
+        ],
+        "agents": [
+            {"name": a.name, "model": a.model, "subscription": a.subscription} for a in fleet.agents
+        ],
+    }
+
+
+def turn_json(turn: Turn) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "type": "turn",
+        "at": turn.at.isoformat(),
+        "agent": turn.agent,
+        "tokens": turn.tokens,
+        "trigger": turn.trigger,
+    }
+    if turn.model is not None:
+        line["model"] = turn.model
+    return line
+
+
+def trace_dump(trace: Trace, handle: IO[str]) -> None:
+    handle.write(json.dumps(fleet_json(trace.fleet), separators=(",", ":")) + "\n")
+    for turn in trace.turns:
+        handle.write(json.dumps(turn_json(turn), separators=(",", ":")) + "\n")
+
+
+def trace_write(trace: Trace, path: str | Path) -> None:
+    with Path(path).open("w", encoding="utf-8") as handle:
+        trace_dump(trace, handle)
+
+
+def with_turns(trace: Trace, turns: Iterable[Turn]) -> Trace:
+    return replace(trace, turns=tuple(sorted(turns, key=lambda t: t.at)))
