@@ -1,0 +1,210 @@
+"""Export this install's turns as a fleet trace (JSON lines) for ``make bench-fleet``.
+
+    manage.py export_trace --since 2030-01-07 [--until ...] [--output trace.jsonl]
+
+The format is the fleet benchmark's (docs/benchmarks.md, "The trace format"): the
+fleet on the first line, then one turn per line. What the install knows goes in:
+its Anthropic subscriptions (name, plan type; for each window the utilization and
+reset of the last reading at or before ``--since``; the first ``invalid_token``
+reading after which none answered as revocation), the agents that ran turns (model,
+the plan they started the span on) and every turn (instant, agent, tokens, trigger,
+its model when it differs). What it cannot know is left out and the bench fills
+it in: plan capacities (by plan type) and the key's price (``--key-usd-per-mtok``).
+A turn that failed before it spent anything is given the median of the served turns'
+tokens, so demand the install saw still counts. Writes no secret: names only.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime, time
+from typing import IO, Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.dateparse import parse_date, parse_datetime
+
+from agents.models import Agent
+from execution.models import Execution
+from subscriptions.models import HeadroomSample, Subscription
+from trinity import clock
+
+FORMAT_VERSION = 1
+PROVIDER = "anthropic"
+DEFAULT_TOKENS = 25_000
+ANSWERED = ("ok", "rate_limited")
+
+
+def parse_instant(value: str, *, option: str) -> datetime:
+    """An aware instant from an ISO date or datetime (a bare date is midnight UTC)."""
+    try:
+        day = parse_date(value)
+        parsed = datetime.combine(day, time(), tzinfo=UTC) if day else parse_datetime(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise CommandError(f"{option}: not an ISO-8601 date or datetime: {value!r}")
+    if parsed.tzinfo is None:
+        raise CommandError(f"{option}: give a timezone (e.g. {value}Z or {value}+00:00)")
+    return parsed
+
+
+def _windows_at(subscription: Subscription, since: datetime) -> dict[str, dict[str, Any]]:
+    sample = (
+        HeadroomSample.objects.filter(
+            subscription=subscription, fetched_at__lte=since, status__in=ANSWERED
+        )
+        .order_by("-fetched_at")
+        .first()
+    )
+    if sample is None:
+        return {}
+    windows: dict[str, dict[str, Any]] = {}
+    for name, window in (sample.windows or {}).items():
+        if not isinstance(window, dict):
+            continue
+        entry: dict[str, Any] = {}
+        if isinstance(window.get("utilization"), int | float):
+            entry["utilization"] = float(window["utilization"])
+        if isinstance(window.get("resets_at"), str):
+            entry["resets_at"] = window["resets_at"]
+        windows[name] = entry
+    return windows
+
+
+def _revoked_at(subscription: Subscription, since: datetime, until: datetime) -> str | None:
+    """The first ``invalid_token`` reading in the span after which nothing answered."""
+    samples = HeadroomSample.objects.filter(
+        subscription=subscription, fetched_at__gte=since, fetched_at__lt=until
+    ).order_by("fetched_at")
+    revoked: datetime | None = None
+    for fetched_at, status in samples.values_list("fetched_at", "status"):
+        if status == "invalid_token":
+            revoked = revoked or fetched_at
+        elif status in ANSWERED:
+            revoked = None
+    return revoked.isoformat() if revoked is not None else None
+
+
+def _starting_plan(first: Execution, agent: Agent | None, names: dict[int, str]) -> str | None:
+    """The plan the agent was on when the span began: its first turn's assigned
+    attempt, else its assignment now."""
+    for attempt in first.attempts or []:
+        if (
+            isinstance(attempt, dict)
+            and attempt.get("why") == "assigned"
+            and attempt.get("credential_kind") == "subscription"
+        ):
+            name = names.get(attempt.get("subscription_id") or -1)
+            if name is not None:
+                return name
+        break
+    if agent is not None and agent.subscription_id in names:
+        return names[agent.subscription_id]
+    return None
+
+
+def trace_lines(
+    *, since: datetime, until: datetime, key_usd_per_mtok: float | None
+) -> Iterable[dict[str, Any]]:
+    """The fleet line, then one line per turn created in [since, until)."""
+    subscriptions = list(Subscription.objects.filter(provider=PROVIDER).order_by("name"))
+    names = {s.pk: s.name for s in subscriptions}
+    executions = list(
+        Execution.objects.filter(created_at__gte=since, created_at__lt=until)
+        .select_related("agent")
+        .order_by("created_at", "pk")
+    )
+    served = [e.input_tokens + e.output_tokens for e in executions]
+    spent = [t for t in served if t > 0]
+    fallback = int(statistics.median(spent)) if spent else DEFAULT_TOKENS
+    agents: dict[str, dict[str, Any]] = {}
+    for execution in executions:
+        name = execution.agent_name
+        if name in agents:
+            continue
+        agent = execution.agent
+        model = (agent.model if agent is not None else "") or execution.model or "unknown"
+        agents[name] = {
+            "name": name,
+            "model": model,
+            "subscription": _starting_plan(execution, agent, names),
+        }
+    fleet: dict[str, Any] = {
+        "type": "fleet",
+        "version": FORMAT_VERSION,
+        "name": f"export-{since:%Y%m%d}",
+        "description": f"exported from this install: turns from {since.isoformat()} "
+        f"to {until.isoformat()}",
+        "seed": None,
+        "start": since.isoformat(),
+        "end": until.isoformat(),
+        "subscriptions": [
+            {
+                "name": s.name,
+                "provider": s.provider,
+                "plan_type": s.plan_type,
+                "revoked_at": _revoked_at(s, since, until),
+                "windows": _windows_at(s, since),
+            }
+            for s in subscriptions
+        ],
+        "agents": list(agents.values()),
+    }
+    if key_usd_per_mtok is not None:
+        fleet["key_usd_per_mtok"] = key_usd_per_mtok
+    yield fleet
+    for execution, tokens in zip(executions, served, strict=True):
+        line: dict[str, Any] = {
+            "type": "turn",
+            "at": execution.created_at.isoformat(),
+            "agent": execution.agent_name,
+            "tokens": tokens if tokens > 0 else fallback,
+            "trigger": execution.trigger,
+        }
+        if execution.model and execution.model != agents[execution.agent_name]["model"]:
+            line["model"] = execution.model
+        yield line
+
+
+class Command(BaseCommand):
+    help = "Write this install's turns since an instant as a fleet trace (JSON lines)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--since", required=True, help="ISO date or datetime (inclusive)")
+        parser.add_argument("--until", help="ISO date or datetime (exclusive; default: now)")
+        parser.add_argument("--output", help="file to write (default: standard output)")
+        parser.add_argument(
+            "--key-usd-per-mtok",
+            type=float,
+            help="the platform key's blended price per million tokens (default: the bench's)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        since = parse_instant(options["since"], option="--since")
+        until = (
+            parse_instant(options["until"], option="--until") if options["until"] else clock.now()
+        )
+        if until <= since:
+            raise CommandError("--until must be after --since")
+        price = options["key_usd_per_mtok"]
+        if price is not None and price < 0:
+            raise CommandError("--key-usd-per-mtok must be >= 0")
+        lines = trace_lines(since=since, until=until, key_usd_per_mtok=price)
+        output = options["output"]
+        if output:
+            with open(output, "w", encoding="utf-8") as handle:
+                count = _write(lines, handle)
+            self.stderr.write(f"wrote {count} turn(s) to {output}")
+        else:
+            _write(lines, sys.stdout if self.stdout is None else self.stdout)
+
+
+def _write(lines: Iterable[dict[str, Any]], handle: IO[str] | Any) -> int:
+    turns = -1
+    for line in lines:
+        handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+        turns += 1
+    return max(turns, 0)

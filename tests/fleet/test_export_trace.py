@@ -1,0 +1,130 @@
+"""``manage.py export_trace`` writes this install's turns in the format the bench reads."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from bench.fleet.engine import simulate
+from bench.fleet.policies import ProjectPolicy
+from bench.fleet.trace import PLAN_CAPACITY, trace_read
+from execution.models import Execution, Status
+from subscriptions.models import HeadroomSample
+from tests.agents.factories import AgentFactory
+from tests.subscriptions.factories import SubscriptionFactory
+
+SINCE = datetime(2030, 3, 4, 8, 0, tzinfo=UTC)
+SONNET, OPUS = "claude-sonnet-4-5", "claude-opus-4-1"
+
+
+def execution(agent, *, at: datetime, tokens: int, trigger: str = "api", **extra) -> Execution:
+    return Execution.objects.create(
+        agent=agent,
+        agent_name=agent.name,
+        trigger=trigger,
+        message="hello",
+        status=Status.SUCCEEDED if tokens else Status.FAILED,
+        input_tokens=tokens,
+        output_tokens=0,
+        created_at=at,
+        **extra,
+    )
+
+
+@pytest.fixture
+def install(db):
+    max_plan = SubscriptionFactory.create(name="max", plan_type="max-20x")
+    pro = SubscriptionFactory.create(name="pro", plan_type="pro")
+    SubscriptionFactory.create(name="codex", provider="openai-codex", plan_type="plus")
+    worker = AgentFactory.create(name="worker", model=SONNET, subscription=max_plan)
+    helper = AgentFactory.create(name="helper", model=OPUS, subscription=pro)
+    HeadroomSample.objects.create(
+        subscription=max_plan,
+        fetched_at=SINCE - timedelta(minutes=3),
+        status="ok",
+        windows={
+            "five_hour": {
+                "utilization": 40.0,
+                "resets_at": (SINCE + timedelta(hours=2)).isoformat(),
+                "status": "allowed",
+            },
+            "seven_day": {
+                "utilization": 70.0,
+                "resets_at": (SINCE + timedelta(days=2)).isoformat(),
+                "status": "allowed",
+            },
+        },
+    )
+    # pro answers "invalid token" mid-span and never answers again: revoked.
+    HeadroomSample.objects.create(
+        subscription=pro, fetched_at=SINCE + timedelta(hours=1), status="ok"
+    )
+    HeadroomSample.objects.create(
+        subscription=pro, fetched_at=SINCE + timedelta(hours=3), status="invalid_token"
+    )
+    execution(worker, at=SINCE - timedelta(hours=1), tokens=999)  # before the span
+    execution(
+        worker,
+        at=SINCE + timedelta(minutes=5),
+        tokens=30_000,
+        attempts=[
+            {"credential_kind": "subscription", "subscription_id": max_plan.pk, "why": "assigned"}
+        ],
+    )
+    execution(helper, at=SINCE + timedelta(minutes=10), tokens=50_000, trigger="schedule")
+    execution(helper, at=SINCE + timedelta(hours=4), tokens=0, trigger="schedule")  # failed
+    execution(worker, at=SINCE + timedelta(hours=5), tokens=20_000, model=OPUS)
+    return max_plan, pro
+
+
+def test_export_trace_writes_a_trace_the_bench_reads_and_replays(install, tmp_path: Path):
+    path = tmp_path / "export.jsonl"
+    until = SINCE + timedelta(days=1)
+    call_command(
+        "export_trace",
+        since=SINCE.isoformat(),
+        until=until.isoformat(),
+        output=str(path),
+        key_usd_per_mtok=4.0,
+        stderr=io.StringIO(),
+    )
+    trace = trace_read(path)
+    fleet = trace.fleet
+    assert (fleet.start, fleet.end, fleet.key_usd_per_mtok) == (SINCE, until, 4.0)
+    assert [s.name for s in fleet.subscriptions] == ["max", "pro"]  # Anthropic plans only
+    max_plan, pro = fleet.subscriptions
+    capacity = PLAN_CAPACITY["max-20x"]["seven_day"]
+    assert max_plan.windows["seven_day"].used == int(capacity * 0.7)
+    assert max_plan.windows["five_hour"].first_reset == SINCE + timedelta(hours=2)
+    assert pro.revoked_at == SINCE + timedelta(hours=3)
+    assert {(a.name, a.model, a.subscription) for a in fleet.agents} == {
+        ("worker", SONNET, "max"),
+        ("helper", OPUS, "pro"),
+    }
+    assert [(t.agent, t.tokens, t.trigger, t.model) for t in trace.turns] == [
+        ("worker", 30_000, "api", None),
+        ("helper", 50_000, "schedule", None),
+        # A turn that failed before it spent anything gets the served turns' median.
+        ("helper", 30_000, "schedule", None),
+        ("worker", 20_000, "api", OPUS),
+    ]
+    run = simulate(trace, ProjectPolicy)
+    assert run.metrics.completed + run.metrics.failed == 4
+
+
+def test_export_trace_refuses_a_naive_instant(db):
+    with pytest.raises(CommandError, match="timezone"):
+        call_command("export_trace", since="2030-03-04T08:00:00", stdout=io.StringIO())
+
+
+def test_export_trace_writes_to_standard_output_by_default(install):
+    out = io.StringIO()
+    call_command("export_trace", since="2030-03-04", until="2030-03-05", stdout=out)
+    lines = out.getvalue().splitlines()
+    # From midnight: the turn an hour before SINCE is in the span too.
+    assert len(lines) == 1 + 5
