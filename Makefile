@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := agent_server/node_modules/.installed-stamp
 PANEL_STAMP := frontend/node_modules/.installed-stamp
 
-.PHONY: setup run stop test clean chromium panel
+.PHONY: setup run stop test clean chromium panel bench-fleet
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -85,6 +85,11 @@ test: setup chromium
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 	$(PY) -m pytest
+
+# The fleet benchmark: every policy over the kept traces (or TRACE=path/to/trace.jsonl),
+# a markdown table on stdout, PNG plots in var/bench-fleet (docs/benchmarks.md).
+bench-fleet: $(STAMP)
+	$(PY) -m bench.fleet $(if $(TRACE),--trace '$(TRACE)') --out var/bench-fleet
 
 clean:
 	rm -rf $(VENV) var agent_server/node_modules frontend/node_modules frontend/dist

@@ -262,6 +262,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "AuthModeEnum": "agents.models.AuthMode",
         "ProcessStateEnum": "agents.models.ProcessState",
+        # A notification's level and a notification channel's minimum level.
+        "NotificationLevelEnum": "trinity.models.Notification.Level",
     },
 }
 

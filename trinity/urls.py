@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from trinity import api, health, panel
+from trinity import api, health, notification_channels_api, panel
 
 # A request Django refuses before DRF sees it (e.g. an oversized body read by a plain
 # view) answers JSON under /api/ (trinity/api.py::bad_request).
@@ -24,6 +24,27 @@ urlpatterns = [
     path("api/auth/me", panel.auth_me, name="auth-me"),
     # API tokens for scripts and operators (admins only); `manage.py api_token` too.
     path("api/auth/tokens", api.ApiTokenApi.as_view(), name="auth-tokens"),
+    # Where notifications are also sent (admins only): webhooks, with delivery records.
+    path(
+        "api/notification-channels",
+        notification_channels_api.ChannelListApi.as_view(),
+        name="notification-channel-list",
+    ),
+    path(
+        "api/notification-channels/<int:pk>",
+        notification_channels_api.ChannelDetailApi.as_view(),
+        name="notification-channel-detail",
+    ),
+    path(
+        "api/notification-channels/<int:pk>/test",
+        notification_channels_api.ChannelTestApi.as_view(),
+        name="notification-channel-test",
+    ),
+    path(
+        "api/notification-channels/<int:pk>/deliveries",
+        notification_channels_api.ChannelDeliveriesApi.as_view(),
+        name="notification-channel-deliveries",
+    ),
     # Off the API, for load balancers and orchestrators (trinity/health.py).
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
