@@ -215,3 +215,70 @@ def test_no_secret_reaches_a_walked_turn_its_trail_notices_or_logs(
     # ...while the trail is really there, naming credentials by name and fingerprint.
     assert "canary-a (rate limit) -> canary-b (rate limit)" in bodies[0].content.decode()
     assert CANARY_KEY[-4:] in bodies[1].content.decode()
+
+
+@pytest.mark.django_db
+def test_no_webhook_url_reaches_a_response_or_a_log(
+    admin_client_api: APIClient,
+    owner_client: APIClient,
+    caplog: pytest.LogCaptureFixture,
+    rendered_logs: io.StringIO,
+    django_capture_on_commit_callbacks: object,
+) -> None:
+    """A notification channel's URL is a credential: create, read, change, test and
+    deliver through it (failing once, so the retry and failure paths log too), and
+    neither the URL nor its path appears in an answer or a log line."""
+    from tests.operations.test_webhooks import Receiver
+    from trinity.celery import app
+    from trinity.models import NotificationDelivery
+
+    caplog.set_level(logging.DEBUG)
+    secret_part = "canaryWEBHOOKsecret0000000000000005"
+    with Receiver([500, 500, 200]) as hook:
+        path = f"/services/TCANARY/BCANARY/{secret_part}"
+        url = hook.base + path
+        bodies = []
+        created = admin_client_api.post(
+            "/api/notification-channels",
+            {"name": "canary", "kind": "json", "url": url, "min_level": "info"},
+            format="json",
+        )
+        assert created.status_code == 201
+        pk = created.json()["id"]
+        bodies.append(created)
+        # A refused replacement (a space inside) must not echo what was sent.
+        bodies.append(
+            admin_client_api.patch(
+                f"/api/notification-channels/{pk}", {"url": url + " x"}, format="json"
+            )
+        )
+        assert bodies[-1].status_code == 400
+        bodies.append(
+            admin_client_api.patch(f"/api/notification-channels/{pk}", {"url": url}, format="json")
+        )
+        bodies.append(admin_client_api.post(f"/api/notification-channels/{pk}/test"))
+        app.conf.task_always_eager = True
+        try:
+            with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]
+                notification_send(kind="switch", title="to the hook", now=clock.now())
+        finally:
+            app.conf.task_always_eager = False
+        assert NotificationDelivery.objects.filter(notification__isnull=False).get().attempts == 2
+        for client in (admin_client_api, owner_client):
+            for endpoint in (
+                "/api/notification-channels",
+                f"/api/notification-channels/{pk}",
+                f"/api/notification-channels/{pk}/deliveries",
+                "/api/notifications",
+                "/api/schema/",
+            ):
+                bodies.append(client.get(endpoint))
+        assert len(hook.received) == 3 and hook.received[0]["path"] == path  # really used
+
+    texts = [b.content.decode(errors="replace") for b in bodies]
+    texts += [r.getMessage() for r in caplog.records] + [rendered_logs.getvalue()]
+    texts += [repr(list(NotificationDelivery.objects.values()))]
+    assert any("attempt 1 failed" in r.getMessage() for r in caplog.records)
+    for text in texts:
+        for leak in (url, path, secret_part):
+            assert leak not in text

@@ -52,6 +52,12 @@ app.conf.beat_schedule = {
         "schedule": 60,
         "options": {"expires": 60},
     },
+    # Every 5 minutes: re-enqueue webhook deliveries whose message a broker or worker lost.
+    "resume-notification-deliveries": {
+        "task": "trinity.resume_notification_deliveries",
+        "schedule": 300,
+        "options": {"expires": 300},
+    },
 }
 
 

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlsplit
+
 from django.core.validators import MaxValueValidator
 from django.db import models
 
-from trinity.crypto import EncryptedSecretField
+from trinity.crypto import EncryptedSecretField, Secret
+from trinity.redaction import register_secret
 
 
 def validate_alert_threshold(value: int) -> None:
@@ -77,3 +81,133 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"[{self.level}] {self.title}"
+
+
+class WebhookUrlField(EncryptedSecretField):
+    """An encrypted webhook URL. Loading one also registers its path and query with
+    the redactor: for a Slack-style hook the path *is* the credential, and an HTTP
+    library's log line may carry the path without the scheme and host."""
+
+    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Secret | None:
+        secret = super().from_db_value(value, expression, connection)
+        if secret is not None:
+            register_url_parts(secret.reveal())
+        return secret
+
+    def to_python(self, value: Any) -> Secret | None:
+        secret = super().to_python(value)
+        if secret is not None:
+            register_url_parts(secret.reveal())
+        return secret
+
+
+def register_url_parts(url: str) -> None:
+    """Mask a URL's path and query wherever they appear (the full URL already is)."""
+    parts = urlsplit(url)
+    for piece in (parts.path, parts.query, f"{parts.path}?{parts.query}"):
+        if piece.strip("/?"):
+            register_secret(piece)
+
+
+class NotificationChannel(models.Model):
+    """Where notifications are also sent: a Slack-compatible incoming webhook or a
+    generic JSON POST. The URL is write-only: only its host and last 4 are shown."""
+
+    class Kind(models.TextChoices):
+        SLACK = "slack", "Slack-compatible incoming webhook"
+        JSON = "json", "Generic JSON POST"
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    url = WebhookUrlField(editable=False)
+    url_host = models.CharField(max_length=255, editable=False)
+    url_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
+    # The least severe level sent; notifications below it stay in the panel only.
+    min_level = models.CharField(
+        max_length=10, choices=Notification.Level.choices, default=Notification.Level.WARNING
+    )
+    # Notification kinds sent; empty means every kind.
+    kinds = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return (
+            f"<NotificationChannel {self.pk} {self.name!r} {self.url_host} …{self.url_fingerprint}>"
+        )
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+    FAILED = "failed", "Failed"
+
+
+class NotificationDelivery(models.Model):
+    """One notification (or a test message) on its way to one channel.
+
+    Written in the same transaction as the notification, so a receiver that is down,
+    a lost broker message or a dead worker loses nothing: the row stays ``pending``
+    until an attempt succeeds or the attempts run out.
+    """
+
+    channel = models.ForeignKey(
+        NotificationChannel, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    # NULL for a "send test" message.
+    notification = models.ForeignKey(
+        Notification, on_delete=models.CASCADE, null=True, blank=True, related_name="deliveries"
+    )
+    status = models.CharField(
+        max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # When the next attempt is due (or, while one runs, when its lease ends).
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "notification deliveries"
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="delivery_status_due"),
+            models.Index(fields=["channel", "created_at"], name="delivery_channel_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status} to {self.channel_id} after {self.attempts} attempt(s)"
+
+
+class NotificationDeliveryAttempt(models.Model):
+    """One POST to a receiver: what it answered (or why it could not), and when."""
+
+    delivery = models.ForeignKey(
+        NotificationDelivery, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    number = models.PositiveSmallIntegerField()
+    at = models.DateTimeField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Redacted and never the URL: an exception class and its message, or the
+    # receiver's answer, cut short.
+    error = models.CharField(max_length=300, blank=True)
+    delivered = models.BooleanField(default=False)
+    # The backoff chosen after this attempt failed; NULL when it was the last one.
+    retry_in_seconds = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["delivery", "number"], name="delivery_attempt_once")
+        ]
+
+    def __str__(self) -> str:
+        outcome = "delivered" if self.delivered else (self.error or self.status_code)
+        return f"attempt {self.number} of {self.delivery_id}: {outcome}"

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from trinity.markers import marker_claim
 from trinity.models import Notification
+from trinity.notification_channels import channels_for, deliveries_create, deliveries_enqueue
 from trinity.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -45,22 +48,36 @@ def notification_send(
 ) -> Notification | None:
     """Record a notification; returns None when ``dedup_key`` fired within the TTL.
 
-    Title and body are redacted: a notification is shown in the panel verbatim.
+    Title and body are redacted: a notification is shown in the panel verbatim. Each
+    enabled notification channel it matches (level, kinds) gets a pending delivery in
+    the same transaction, enqueued to a worker on commit
+    (``trinity.notification_channels``).
     """
     if dedup_key:
         ttl = dedup_ttl or settings.TRINITY_NOTIFICATION_DEDUP_SECONDS
         if not _claim_dedup(dedup_key, ttl, now):
             return None
-    notification = Notification.objects.create(
-        kind=kind,
-        level=level,
-        title=redact(title)[:200],
-        body=redact(body),
-        agent_name=agent_name,
-        subscription_id=subscription_id,
-        dedup_key=dedup_key,
-        data=data or {},
-        created_at=now,
-    )
+    values = {
+        "kind": kind,
+        "level": level,
+        "title": redact(title)[:200],
+        "body": redact(body),
+        "agent_name": agent_name,
+        "subscription_id": subscription_id,
+        "dedup_key": dedup_key,
+        "data": data or {},
+        "created_at": now,
+    }
+    channels = channels_for(kind=kind, level=level)
+    if not channels:
+        notification = Notification.objects.create(**values)
+    else:
+        # The deliveries commit with the notification (a receiver that is down, or a
+        # broker that loses the message, loses nothing); a worker posts them once the
+        # caller's transaction commits, so no turn waits on a receiver.
+        with transaction.atomic():
+            notification = Notification.objects.create(**values)
+            delivery_ids = deliveries_create(notification=notification, channels=channels, now=now)
+        transaction.on_commit(partial(deliveries_enqueue, delivery_ids), robust=True)
     logger.info("notification %s: %s", kind, notification.title)
     return notification

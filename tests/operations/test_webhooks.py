@@ -1,0 +1,472 @@
+"""Webhook notification channels: delivery against a real HTTP receiver on loopback,
+retries with exponential backoff recorded per attempt, the admin-only REST API, and
+a turn that is never held up by a receiver."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import time_machine
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from simulator.control import SimulatorControl
+from subscriptions import services as subscription_services
+from tests.agents.factories import AgentFactory
+from tests.conftest import simulator  # noqa: F401 - one simulator for this module's e2e test
+from tests.subscriptions.factories import plan_token
+from trinity import notification_channels as channels
+from trinity.celery import app
+from trinity.models import (
+    DeliveryStatus,
+    Notification,
+    NotificationChannel,
+    NotificationDelivery,
+)
+from trinity.notifications import notification_send
+from trinity.tasks import deliver_notification, resume_notification_deliveries
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+class Receiver:
+    """A real webhook receiver on 127.0.0.1: answers each POST with the next status in
+    ``script`` (the last one repeats) and records what it got."""
+
+    def __init__(self, script: list[int]) -> None:
+        self.script = list(script)
+        self.received: list[dict[str, Any]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"null")
+                receiver.received.append({"path": self.path, "body": body})
+                status = receiver.script.pop(0) if len(receiver.script) > 1 else receiver.script[0]
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"ok" if status < 300 else b"receiver is down")
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass  # the receiver's own access log is not the platform's
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        # A Slack-shaped path: the path is the credential.
+        return f"{self.base}/services/T0TEST/B0TEST/{uuid.uuid4().hex}"
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Callable[[list[int]], Receiver]]:
+    started: list[Receiver] = []
+
+    def make(script: list[int]) -> Receiver:
+        r = Receiver(script).__enter__()
+        started.append(r)
+        return r
+
+    yield make
+    for r in started:
+        r.__exit__()
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Tasks run in-line, retries included (Celery ignores the countdown in eager mode;
+    the countdown each attempt chose is recorded and asserted instead)."""
+    app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = False
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/hooks/{uuid.uuid4().hex}"
+
+
+def channel(url: str, **kwargs: Any) -> NotificationChannel:
+    values: dict[str, Any] = {
+        "name": f"hook-{uuid.uuid4().hex[:6]}",
+        "kind": "json",
+        "min_level": "info",
+        **kwargs,
+    }
+    return channels.notification_channel_create(url=url, now=NOW, **values)
+
+
+# --- rules --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attempt", "retry_after", "countdown"),
+    [
+        (1, None, 30),
+        (2, None, 60),
+        (3, None, 120),
+        (7, None, 1920),
+        (8, None, 3600),  # 3840 capped at an hour
+        (20, None, 3600),
+        (1, 300, 300),  # a receiver's Retry-After is honoured...
+        (4, 10, 240),  # ...but never makes the backoff shorter
+        (1, 86400, 3600),  # ...and is capped too
+    ],
+)
+def test_the_backoff_doubles_from_30_seconds_and_stops_at_an_hour(
+    attempt: int, retry_after: int | None, countdown: int
+) -> None:
+    assert channels.retry_countdown(attempt, retry_after=retry_after) == countdown
+
+
+@pytest.mark.parametrize(
+    ("min_level", "kinds", "kind", "level", "sent"),
+    [
+        ("warning", [], "pool_exhausted", "critical", True),
+        ("warning", [], "headroom_alert", "warning", True),  # the edge: equal level
+        ("warning", [], "subscription_switched", "info", False),
+        ("info", ["pool_exhausted"], "subscription_switched", "info", False),
+        ("info", ["pool_exhausted"], "pool_exhausted", "critical", True),
+        ("critical", ["pool_exhausted"], "pool_exhausted", "warning", False),
+    ],
+)
+def test_a_channel_takes_its_kinds_at_or_above_its_level(
+    min_level: str, kinds: list[str], kind: str, level: str, sent: bool
+) -> None:
+    hook = NotificationChannel(min_level=min_level, kinds=kinds, enabled=True)
+    assert channels.channel_matches(hook, kind=kind, level=level) is sent
+    hook.enabled = False
+    assert channels.channel_matches(hook, kind=kind, level=level) is False
+
+
+# --- delivery -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_receiver_that_fails_twice_then_accepts_gets_one_delivery_in_three_attempts(
+    receiver: Callable[[list[int]], Receiver],
+    eager: None,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    hook = receiver([500, 503, 200])
+    channel(hook.url, kinds=["pool_exhausted"])
+    with time_machine.travel(NOW, tick=False), django_capture_on_commit_callbacks(execute=True):
+        note = notification_send(
+            kind="pool_exhausted", level="critical", title="No credential", now=NOW
+        )
+        # Nothing is posted before the notification's transaction commits.
+        assert hook.received == []
+    assert note is not None
+    delivery = NotificationDelivery.objects.get()
+    assert (delivery.status, delivery.attempts, delivery.notification_id) == (
+        DeliveryStatus.DELIVERED,
+        3,
+        note.pk,
+    )
+    attempts = list(delivery.attempt_log.values_list("number", "status_code", "delivered"))
+    assert attempts == [(1, 500, False), (2, 503, False), (3, 200, True)]
+    # The backoff each failure chose: 30 s, then 60 s; none after the one that served.
+    assert list(delivery.attempt_log.values_list("retry_in_seconds", flat=True)) == [30, 60, None]
+    assert [r["body"]["title"] for r in hook.received] == ["No credential"] * 3
+    assert hook.received[0]["body"]["kind"] == "pool_exhausted"
+
+
+@pytest.mark.django_db
+def test_each_retry_is_due_after_its_backoff_when_the_task_runs_again(
+    receiver: Callable[[list[int]], Receiver],
+) -> None:
+    """Not eager: each run of the task is one attempt; the row says when the next is due."""
+    hook = receiver([500, 500, 200])
+    hook_channel = channel(hook.url)
+    note = Notification.objects.create(kind="k", level="info", title="t", created_at=NOW)
+    [delivery_id] = channels.deliveries_create(notification=note, channels=[hook_channel], now=NOW)
+    at = NOW
+    for expected in (30, 60):
+        with time_machine.travel(at, tick=False):
+            outcome = channels.delivery_attempt(delivery_id=delivery_id, now=at)
+        assert (outcome.outcome, outcome.retry_in) == ("retry", expected)
+        row = NotificationDelivery.objects.get(pk=delivery_id)
+        assert row.next_attempt_at == at + timedelta(seconds=expected)
+        at = row.next_attempt_at
+    with time_machine.travel(at, tick=False):
+        assert deliver_notification.apply(args=(delivery_id,)).get() == "delivered"
+    row = NotificationDelivery.objects.get(pk=delivery_id)
+    assert (row.status, row.attempts, row.finished_at) == (DeliveryStatus.DELIVERED, 3, at)
+    assert [a.at for a in row.attempt_log.all()] == [NOW, NOW + timedelta(seconds=30), at]
+    # A duplicate message for a finished delivery posts nothing.
+    assert deliver_notification.apply(args=(delivery_id,)).get() == "skipped"
+    assert len(hook.received) == 3
+
+
+@pytest.mark.django_db
+def test_a_receiver_that_stays_down_fails_after_eight_attempts_and_loses_the_notification_nowhere(
+    eager: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    channel(closed_port_url())
+    with time_machine.travel(NOW, tick=False), django_capture_on_commit_callbacks(execute=True):
+        note = notification_send(kind="k", level="warning", title="still here", now=NOW)
+    assert note is not None
+    delivery = NotificationDelivery.objects.get()
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.FAILED, channels.MAX_ATTEMPTS)
+    log = list(delivery.attempt_log.all())
+    assert [a.retry_in_seconds for a in log] == [30, 60, 120, 240, 480, 960, 1920, None]
+    assert all(a.status_code is None and a.error.startswith("ConnectError") for a in log)
+    assert Notification.objects.get(pk=note.pk).title == "still here"
+
+
+@pytest.mark.django_db
+def test_a_gone_hook_is_not_retried(
+    receiver: Callable[[list[int]], Receiver],
+    eager: None,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    hook = receiver([404])
+    channel(hook.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        notification_send(kind="k", level="critical", title="t", now=NOW)
+    delivery = NotificationDelivery.objects.get()
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.FAILED, 1)
+    assert delivery.attempt_log.get().error == "HTTP 404: receiver is down"
+
+
+@pytest.mark.django_db
+def test_below_its_level_or_outside_its_kinds_a_channel_gets_nothing(
+    receiver: Callable[[list[int]], Receiver],
+) -> None:
+    hook = receiver([200])
+    channel(hook.url, min_level="warning", kinds=["pool_exhausted", "headroom_alert"])
+    channel(hook.url, enabled=False)
+    notification_send(kind="pool_exhausted", level="info", title="quiet", now=NOW)
+    notification_send(kind="subscription_switched", level="critical", title="other", now=NOW)
+    assert not NotificationDelivery.objects.exists()
+    notification_send(kind="headroom_alert", level="warning", title="sent", now=NOW)
+    assert NotificationDelivery.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_sweep_resumes_a_delivery_whose_message_was_lost(
+    receiver: Callable[[list[int]], Receiver], eager: None
+) -> None:
+    hook = receiver([200])
+    hook_channel = channel(hook.url)
+    note = Notification.objects.create(kind="k", level="info", title="t", created_at=NOW)
+    # Pending and due at NOW, but its message never reached a worker.
+    [lost] = channels.deliveries_create(notification=note, channels=[hook_channel], now=NOW)
+    just_due = NOW + channels.RESUME_GRACE - timedelta(seconds=1)
+    with time_machine.travel(just_due, tick=False):
+        assert resume_notification_deliveries.apply().get() == 0  # still within the grace
+    with time_machine.travel(NOW + channels.RESUME_GRACE, tick=False):
+        assert resume_notification_deliveries.apply().get() == 1
+    assert NotificationDelivery.objects.get(pk=lost).status == DeliveryStatus.DELIVERED
+    assert len(hook.received) == 1
+
+
+def test_delivery_tasks_have_stable_names_and_time_limits() -> None:
+    for name in ("trinity.deliver_notification", "trinity.resume_notification_deliveries"):
+        task = app.tasks[name]
+        assert task.soft_time_limit and task.time_limit
+        assert task.time_limit > task.soft_time_limit
+    entry = app.conf.beat_schedule["resume-notification-deliveries"]
+    assert entry["task"] == "trinity.resume_notification_deliveries"
+
+
+# --- the REST API -------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_only_an_admin_reads_or_changes_channels(
+    owner_client: APIClient,
+    other_client: APIClient,
+    admin_client_api: APIClient,
+    anon_client: APIClient,
+) -> None:
+    url = f"https://hooks.example.test/services/T1/B1/{uuid.uuid4().hex}"
+    body = {"name": "ops", "kind": "slack", "url": url, "min_level": "warning"}
+    for client in (owner_client, other_client):
+        assert client.post("/api/notification-channels", body, format="json").status_code == 403
+        assert client.get("/api/notification-channels").status_code == 403
+    assert anon_client.get("/api/notification-channels").status_code == 401
+    assert not NotificationChannel.objects.exists()
+
+    created = admin_client_api.post("/api/notification-channels", body, format="json")
+    assert created.status_code == 201, created.content
+    assert created["Cache-Control"].startswith("max-age=0")
+    data = created.json()
+    assert (data["url_host"], data["url_fingerprint"], data["kinds"]) == (
+        "hooks.example.test",
+        url[-4:],
+        [],
+    )
+    pk = data["id"]
+    for client in (owner_client, other_client):
+        assert client.get(f"/api/notification-channels/{pk}").status_code == 403
+        assert client.delete(f"/api/notification-channels/{pk}").status_code == 403
+        assert client.post(f"/api/notification-channels/{pk}/test").status_code == 403
+        assert client.get(f"/api/notification-channels/{pk}/deliveries").status_code == 403
+
+    patched = admin_client_api.patch(
+        f"/api/notification-channels/{pk}",
+        {"kinds": ["pool_exhausted"], "enabled": False},
+        format="json",
+    )
+    assert patched.status_code == 200 and patched.json()["kinds"] == ["pool_exhausted"]
+    assert patched.json()["enabled"] is False
+    bodies = [created, patched, admin_client_api.get("/api/notification-channels")]
+    bodies.append(admin_client_api.get(f"/api/notification-channels/{pk}"))
+    for response in bodies:
+        assert url not in response.content.decode()
+        assert "/services/T1/B1/" not in response.content.decode()
+    stored = NotificationChannel.objects.get()
+    assert stored.url is not None and stored.url.reveal() == url  # decrypts to what was sent
+    assert url not in repr(stored) and url not in str(stored.url)
+    assert admin_client_api.delete(f"/api/notification-channels/{pk}").status_code == 204
+    assert not NotificationChannel.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_url_is_encrypted_at_rest(admin_client_api: APIClient) -> None:
+    from django.db import connection
+
+    url = f"https://hooks.example.test/services/{uuid.uuid4().hex}"
+    admin_client_api.post(
+        "/api/notification-channels", {"name": "a", "kind": "json", "url": url}, format="json"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT url FROM trinity_notificationchannel")
+        [(stored,)] = cursor.fetchall()
+    assert url not in stored and stored.startswith("gAAAA")  # Fernet ciphertext
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "a", "kind": "json", "url": "ftp://hooks.example.test/x"}, "url"),
+        ({"name": "a", "kind": "json", "url": "https:///no-host"}, "url"),
+        ({"name": "a", "kind": "json", "url": "https://h.test/a b"}, "url"),
+        ({"name": "a", "kind": "teams", "url": "https://h.test/x"}, "kind"),
+        (
+            {"name": "a", "kind": "json", "url": "https://h.test/x", "min_level": "loud"},
+            "min_level",
+        ),
+        ({"name": "a", "kind": "json", "url": "https://h.test/x", "kinds": ["Bad Kind"]}, "kinds"),
+    ],
+)
+def test_a_bad_channel_is_refused_naming_the_field_and_never_echoing_the_url(
+    admin_client_api: APIClient, body: dict[str, Any], field: str
+) -> None:
+    response = admin_client_api.post("/api/notification-channels", body, format="json")
+    assert response.status_code == 400 and field in response.json(), response.content
+    assert body["url"] not in response.content.decode()
+    assert not NotificationChannel.objects.exists()
+
+
+@pytest.mark.django_db
+def test_send_test_posts_once_and_records_the_attempt(
+    admin_client_api: APIClient, receiver: Callable[[list[int]], Receiver]
+) -> None:
+    hook = receiver([500])
+    created = admin_client_api.post(
+        "/api/notification-channels",
+        {"name": "slack", "kind": "slack", "url": hook.url, "min_level": "critical"},
+        format="json",
+    ).json()
+    failed = admin_client_api.post(f"/api/notification-channels/{created['id']}/test")
+    assert failed.status_code == 200
+    assert failed.json()["delivered"] is False and failed.json()["status_code"] == 500
+    assert failed.json()["retry_in_seconds"] is None  # a test is never retried
+    hook.script = [200]
+    served = admin_client_api.post(f"/api/notification-channels/{created['id']}/test").json()
+    assert served["delivered"] is True and served["status_code"] == 200
+    # Slack's shape: one text field.
+    assert [set(r["body"]) for r in hook.received] == [{"text"}, {"text"}]
+    assert "Test notification from Trinity" in hook.received[0]["body"]["text"]
+    history = admin_client_api.get(f"/api/notification-channels/{created['id']}/deliveries")
+    assert [(d["notification_kind"], d["status"], d["attempts"]) for d in history.json()] == [
+        ("test", "delivered", 1),
+        ("test", "failed", 1),
+    ]
+
+
+# --- a real turn --------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_walked_turn_is_served_at_once_while_its_switch_notice_is_delivered_in_three_attempts(
+    control: SimulatorControl,
+    owner: User,
+    owner_client: APIClient,
+    receiver: Callable[[list[int]], Receiver],
+) -> None:
+    """A real walk (plan-a refuses, plan-b serves) through the API and a real agent
+    server: its switch notification is committed with a pending delivery and handed to
+    the broker; the turn answers without contacting the receiver. A worker's run then
+    meets a receiver that fails twice before accepting."""
+    subscriptions = {}
+    for name in ("plan-a", "plan-b"):
+        token = plan_token()
+        control.register(token, kind="oauth", label=name)
+        subscriptions[name], _ = subscription_services.subscription_register(
+            name=name, provider="anthropic", plan_type="max-20x", token=token
+        )
+        if name == "plan-a":
+            control.set_usage(token, "five_hour", percent=100)
+    agent = AgentFactory.create(name="bot", owner=owner)
+    subscription_services.assignment_set(agent=agent, subscription_id=subscriptions["plan-a"].pk)
+    hook = receiver([500, 500, 200])
+    channel(hook.url, min_level="info", kinds=["subscription_switched"])
+
+    # A real broker, no worker: the turn's commit only publishes the delivery.
+    app.conf.task_always_eager = False
+    try:
+        answer = owner_client.post("/api/agents/bot/task", {"message": "hi"}, format="json")
+    finally:
+        app.conf.task_always_eager = True
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["served_by_subscription"]["name"] == "plan-b"
+    assert hook.received == []
+    delivery = NotificationDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 0
+    assert delivery.notification is not None
+    assert delivery.notification.kind == "subscription_switched"
+
+    # The worker's run (here in-line, its retries too).
+    deliver_notification.apply(args=(delivery.pk,))
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.DELIVERED, 3)
+    assert list(delivery.attempt_log.values_list("status_code", "retry_in_seconds")) == [
+        (500, 30),
+        (500, 60),
+        (200, None),
+    ]
+    payload = hook.received[-1]["body"]
+    assert payload["title"] == "Subscription auto-switched to 'plan-b'"
+    assert payload["agent_name"] == "bot" and payload["data"]["to_name"] == "plan-b"
