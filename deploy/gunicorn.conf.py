@@ -26,6 +26,7 @@ so it cannot import the settings).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def _env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
@@ -68,3 +69,13 @@ graceful_timeout = TURN_TIMEOUT_MAX_SECONDS + TURN_SLACK_SECONDS
 # the image's unprivileged user cannot create under /app, and which two gunicorns on
 # one host (a benchmark beside a dev server) would share; nothing here uses it.
 control_socket_disable = True
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """prometheus_client's multiprocess mode (PROMETHEUS_MULTIPROC_DIR, trinity/metrics.py):
+    a worker that exited has its live gauges dropped from every later scrape; its
+    counters and histograms stay summed, so totals never go backwards on a restart."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

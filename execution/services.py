@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -43,7 +45,7 @@ from subscriptions.services import (
     switch_explanation,
 )
 from subscriptions.walk import Pick, Stop, Walk, Why, pre_dispatch_pick, walk_next, walk_start
-from trinity import clock
+from trinity import clock, metrics
 from trinity.models import Notification, SystemSettings
 from trinity.notifications import notification_send
 from trinity.redaction import redact
@@ -161,15 +163,18 @@ def execution_dispatch(*, execution: Execution, agent: Agent) -> Execution:
     A bug anywhere in the loop fails the turn ``container_fault`` with its traceback
     in the (redacted) log, instead of leaving the row ``running``.
     """
+    turn = _Turn(execution, agent)
     try:
-        return _Turn(execution, agent).run()
+        finished = turn.run()
     except Exception:
         logger.exception("turn %s on %s: internal error", execution.pk, agent.name)
-        return _finish_failed(
+        finished = _finish_failed(
             execution,
             error_code="container_fault",
             detail="internal error in the platform while running the turn (see its log)",
         )
+    turn.observe(finished)
+    return finished
 
 
 @dataclass
@@ -185,6 +190,12 @@ class _Turn:
     legacy_restarts: int = 0
     legacy_committed: bool = False
     last_selection: Selection | None = None
+    # For the metrics: when the loop started, how long it waited on agent servers,
+    # where pre-dispatch routed the first attempt, whether the walk ran out.
+    started: float = field(default_factory=time.perf_counter)
+    waited: float = 0.0
+    routed: str = ""
+    exhausted: bool = False
 
     @property
     def budget_end(self) -> datetime:
@@ -204,13 +215,44 @@ class _Turn:
             return Stop.PINNED
         return None
 
+    @contextlib.contextmanager
+    def _agent_server_wait(self) -> Iterator[None]:
+        sent = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.waited += time.perf_counter() - sent
+
+    def observe(self, execution: Execution) -> None:
+        """Count the finished turn (trinity/metrics.py): from memory, no reads."""
+        served = execution.status == Status.SUCCEEDED
+        if served:
+            kind = execution.served_by_kind
+        else:
+            kind = self.attempts[-1]["credential_kind"] if self.attempts else ""
+        credential = metrics.credential_kind(kind)
+        metrics.turn_finished(
+            succeeded=served,
+            error_code=execution.error_code,
+            credential=credential,
+            rungs=len(self.attempts),
+            switched=served and bool((execution.subscription_switch or {}).get("committed")),
+            routed=self.routed,
+            exhausted=self.exhausted,
+            input_tokens=execution.input_tokens or 0,
+            output_tokens=execution.output_tokens or 0,
+            key_usd=float(execution.cost_usd or 0) if served and credential == metrics.KEY else 0,
+            overhead_seconds=time.perf_counter() - self.started - self.waited,
+        )
+
     # The loop
 
     def run(self) -> Execution:
         agent = self.agent
         if agent.process_state != ProcessState.RUNNING or not agent.endpoint:
             try:
-                agent = self.agent = lifecycle.agent_start(agent=agent)
+                with self._agent_server_wait():
+                    agent = self.agent = lifecycle.agent_start(agent=agent)
             except lifecycle.AgentStartFailed as exc:
                 return self._fail("container_fault", f"the agent could not start: {exc}")
             if not agent.endpoint:
@@ -254,14 +296,15 @@ class _Turn:
             self._fail("timeout", "the turn's time budget ran out before it could be sent")
             return None
         try:
-            return lifecycle.client_for(self.agent).run_turn(
-                execution_id=str(self.execution.pk),
-                message=self.execution.message,
-                timeout_seconds=remaining,
-                model=self.execution.model or self.agent.model or None,
-                rung=None if self.legacy else rung,
-                session_id=self.execution.session_id or None,
-            )
+            with self._agent_server_wait():
+                return lifecycle.client_for(self.agent).run_turn(
+                    execution_id=str(self.execution.pk),
+                    message=self.execution.message,
+                    timeout_seconds=remaining,
+                    model=self.execution.model or self.agent.model or None,
+                    rung=None if self.legacy else rung,
+                    session_id=self.execution.session_id or None,
+                )
         except AgentServerUnavailable as exc:
             self._fail("container_fault", str(exc))
             return None
@@ -297,6 +340,7 @@ class _Turn:
             return None
         if pick is None or rung is None:
             return None
+        self.routed = metrics.KEY if rung.kind is RungKind.API_KEY else metrics.PLAN
         logger.info(
             "turn %s: %s is known not to serve; first attempt on %s",
             self.execution.pk,
@@ -429,7 +473,9 @@ class _Turn:
             why={"why": "legacy", "refused": "its subscription refused the turn"},
             now=clock.now(),
         )
-        if lifecycle.hot_reload_subscription_token(agent=self._reload_agent()) != "reloaded":
+        with self._agent_server_wait():
+            reloaded = lifecycle.hot_reload_subscription_token(agent=self._reload_agent())
+        if reloaded != "reloaded":
             self.legacy_restarts += 1
         self._reload_agent()
         return True
@@ -596,6 +642,7 @@ class _Turn:
             # everywhere is auth (no reset will bring those back).
             quota = any(t.reason in ("rate limit", "billing") for t in walk.trail)
             error_code = "billing" if quota else "auth"
+            self.exhausted = True
             detail = f"{walk.trail_text()}; every candidate refused."
             tried = [t.subscription_id for t in walk.trail if t.subscription_id is not None]
             resets_at = earliest_known_reset(
@@ -689,6 +736,7 @@ def execution_run_queued(*, execution_id: str) -> str:
         return "not_queued"
     if execution.agent is None:
         _finish_failed(execution, error_code="container_fault", detail="the agent was deleted")
+        metrics.TURNS.labels("failed", "container_fault", metrics.NONE).inc()
         return "ran"
     execution_dispatch(execution=execution, agent=execution.agent)
     return "ran"
@@ -710,7 +758,7 @@ def executions_reap(*, now: datetime) -> int:
     A turn whose outcome is unknown is failed, never re-run blind: it may have been
     served and billed. Returns how many rows were failed.
     """
-    return Execution.objects.filter(
+    reaped = Execution.objects.filter(
         status__in=[Status.RUNNING, Status.QUEUED], deadline__lt=now
     ).update(
         status=Status.FAILED,
@@ -718,3 +766,5 @@ def executions_reap(*, now: datetime) -> int:
         error_detail="the process running this turn was lost before it finished",
         finished_at=now,
     )
+    metrics.turns_reaped(reaped)
+    return reaped

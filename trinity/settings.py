@@ -7,6 +7,7 @@ without Redis), and secrets generated on first run with mode 0600.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from pathlib import Path
 
@@ -300,6 +301,40 @@ LOGGING = {
         "httpcore": {"level": "WARNING"},
     },
 }
+
+# GET /metrics (trinity/metrics.py) answers only clients from these networks
+# (comma-separated addresses or CIDRs; "any" for every address, which needs a token)
+# and, when a token is set, only requests that present it as a Bearer token.
+TRINITY_METRICS_TOKEN = env.str("TRINITY_METRICS_TOKEN", default="").strip()
+TRINITY_METRICS_ALLOW_FROM = [
+    n.strip()
+    for n in env.str("TRINITY_METRICS_ALLOW_FROM", default="127.0.0.1/32,::1/128").split(",")
+    if n.strip()
+]
+if TRINITY_METRICS_ALLOW_FROM == ["any"]:
+    if not TRINITY_METRICS_TOKEN:
+        raise ImproperlyConfigured(
+            "TRINITY_METRICS_ALLOW_FROM=any needs TRINITY_METRICS_TOKEN: /metrics would be "
+            "open to every client"
+        )
+else:
+    for _network in TRINITY_METRICS_ALLOW_FROM:
+        try:
+            ipaddress.ip_network(_network, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"TRINITY_METRICS_ALLOW_FROM: {_network!r} is not an address or CIDR network"
+            ) from None
+if TRINITY_METRICS_TOKEN and len(TRINITY_METRICS_TOKEN) < 16:
+    # Not echoed: it is a secret even when too short.
+    raise ImproperlyConfigured("TRINITY_METRICS_TOKEN must be at least 16 characters")
+# prometheus_client's multiprocess mode reads this itself, at import; checked here so a
+# missing directory stops the process with its name instead of at the first metric.
+PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
+if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
+    raise ImproperlyConfigured(
+        f"PROMETHEUS_MULTIPROC_DIR={PROMETHEUS_MULTIPROC_DIR!r} is not an existing directory"
+    )
 
 # How far back a refusal counts against a subscription (the 2h skip-list) and how
 # long failure events are kept.

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from trinity import api, health, notification_channels_api, panel
+from trinity import api, health, metrics, notification_channels_api, panel
 
 # A request Django refuses before DRF sees it (e.g. an oversized body read by a plain
 # view) answers JSON under /api/ (trinity/api.py::bad_request).
@@ -48,5 +48,7 @@ urlpatterns = [
     # Off the API, for load balancers and orchestrators (trinity/health.py).
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    # Prometheus; only from TRINITY_METRICS_ALLOW_FROM, with TRINITY_METRICS_TOKEN if set.
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("", panel.index, name="panel"),
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -31,6 +32,7 @@ from subscriptions.headroom.rules import probe_due
 from subscriptions.headroom.selection import last_failure_subquery
 from subscriptions.headroom.store import Snapshots, snapshot_read, snapshots_read, snapshots_write
 from subscriptions.models import HeadroomSample, Subscription
+from trinity import metrics
 from trinity.errors import DomainError
 from trinity.markers import marker_claim, marker_release, marker_set, markers_read
 from trinity.selectors import system_settings_get
@@ -173,8 +175,9 @@ def _remember_retry_at(subscription_id: int, collected: Collected, *, now: datet
 
 
 def _read_one(subscription: Subscription, *, client: object, now: datetime) -> Collected:
+    started = time.perf_counter()
     try:
-        return collectors.read(
+        collected = collectors.read(
             provider=subscription.provider,
             token=subscription.token,
             client=client,  # type: ignore[arg-type]
@@ -183,9 +186,13 @@ def _read_one(subscription: Subscription, *, client: object, now: datetime) -> C
         )
     except Exception:  # one broken collector must not end the sweep
         logger.exception("headroom probe of %s failed", subscription.name)
-        return Collected(
+        collected = Collected(
             Reading(fetched_at=now, status=ReadingStatus.ERROR, detail="collector failed")
         )
+    metrics.probe_observed(
+        result=collected.reading.status.value, seconds=time.perf_counter() - started
+    )
+    return collected
 
 
 @dataclass(frozen=True)
@@ -449,6 +456,7 @@ def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
     try:
         previous = snapshot_read(subscription.pk)
         timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS
+        started = time.perf_counter()
         with collectors.http_client(timeout=timeout, max_connections=1) as client:
             collected = collectors.read(
                 provider=subscription.provider,
@@ -457,6 +465,9 @@ def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
                 now=now,
                 label=subscription.name,
             )
+        metrics.probe_observed(
+            result=collected.reading.status.value, seconds=time.perf_counter() - started
+        )
         _remember_retry_at(subscription.pk, collected, now=now)
         headroom_readings_record(
             readings={subscription.pk: collected.reading},

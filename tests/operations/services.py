@@ -215,7 +215,12 @@ def manage(env: Mapping[str, str], *argv: str) -> None:
 
 @contextmanager
 def gunicorn(
-    env: Mapping[str, str], *, log_path: Path, workers: int = 1, threads: int = 4
+    env: Mapping[str, str],
+    *,
+    log_path: Path,
+    workers: int = 1,
+    threads: int = 4,
+    worker_class: str = "gthread",
 ) -> Iterator[str]:
     """gunicorn with deploy/gunicorn.conf.py (its hooks included) on a free loopback port."""
     port = free_port()
@@ -225,6 +230,7 @@ def gunicorn(
             sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py",
             "--bind", f"127.0.0.1:{port}",
             "--workers", str(workers), "--threads", str(threads),
+            "--worker-class", worker_class,
         ],
         cwd=REPO,
         env=dict(env),

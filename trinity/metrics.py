@@ -1,0 +1,317 @@
+"""Prometheus metrics: the instruments, the scrape-time gauges and ``GET /metrics``.
+
+Counters and histograms live here and nowhere else; the dispatch loop calls
+``turn_finished`` once per finished turn and the sampler ``probe_observed`` once per
+probe. Each is a few in-memory increments (in multiprocess mode, writes into this
+process's mmap'd file): no database or cache read on a turn's path.
+
+Multiprocess mode: with ``PROMETHEUS_MULTIPROC_DIR`` set (before this module is
+imported: prometheus_client picks its value store at import), every process that
+shares the directory (gunicorn workers, Celery workers and their pool children)
+writes its own file, and a scrape of any web worker sums them all. gunicorn's
+``child_exit`` hook (deploy/gunicorn.conf.py) marks a dead worker's files. Without
+it each process reports only itself (``make run``, tests).
+
+Gauges that describe state (each subscription's 5h and 7d windows, agent servers
+up) are not kept by any process: ``StateCollector`` computes them at scrape time from
+the cached snapshots and the agents table, so they are never stale per process and
+cost a turn nothing. Their labels are subscription names only, never a token, a
+fingerprint or an id.
+
+``/metrics`` is off the public API: a client must come from
+``TRINITY_METRICS_ALLOW_FROM`` (loopback by default) and, when
+``TRINITY_METRICS_TOKEN`` is set, present it as ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from trinity import clock
+from trinity.redaction import register_secret
+
+logger = logging.getLogger(__name__)
+
+PLAN = "plan"
+KEY = "key"
+NONE = "none"
+# The rung kinds of agents/rung.py as the metrics name them: an operator reads
+# "plan" and "key", not the model's field values.
+CREDENTIAL = {"subscription": PLAN, "api_key": KEY}
+
+TURNS = Counter(
+    "trinity_turns",
+    "Finished turns by outcome (succeeded, failed), error code and the credential kind "
+    "that served or last refused (plan, key, none).",
+    ["outcome", "error_code", "credential"],
+)
+TURN_RUNGS = Histogram(
+    "trinity_turn_rungs",
+    "Rungs (attempts) per finished turn that reached its agent server; above 1 it walked.",
+    buckets=(1, 2, 3, 4, 5, 6, 8, 12, 16),
+)
+SWITCHES = Counter(
+    "trinity_switches",
+    "Assignments committed to the subscription that served a walked turn.",
+)
+PRE_DISPATCH_ROUTES = Counter(
+    "trinity_pre_dispatch_routes",
+    "First attempts routed around an assignment known not to serve, by where (plan, key).",
+    ["to"],
+)
+WALKS_EXHAUSTED = Counter(
+    "trinity_walks_exhausted",
+    "Walks that ended with every candidate refused, by the turn's error code.",
+    ["error_code"],
+)
+KEY_SPEND_USD = Counter(
+    "trinity_key_spend_usd",
+    "What turns served by the platform API key cost, in USD.",
+)
+TOKENS = Counter(
+    "trinity_tokens",
+    "Tokens of served turns by credential kind (plan, key) and direction (input, output).",
+    ["credential", "direction"],
+)
+TURN_OVERHEAD = Histogram(
+    "trinity_turn_overhead_seconds",
+    "The backend's own time per turn: the dispatch loop's wall time less its waits on "
+    "agent servers (turn requests, starts, legacy reloads).",
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+PROBES = Counter(
+    "trinity_headroom_probes",
+    "Sampler probes of subscriptions' usage by the reading's status "
+    "(ok, rate_limited, invalid_token, error).",
+    ["result"],
+)
+PROBE_SECONDS = Histogram(
+    "trinity_headroom_probe_seconds",
+    "How long one usage probe took.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0),
+)
+
+WINDOWS = {"five_hour": "5h", "seven_day": "7d"}
+
+
+def credential_kind(kind: str | None) -> str:
+    """``plan``, ``key`` or ``none`` for a rung kind (``subscription``, ``api_key``)."""
+    return CREDENTIAL.get(kind or "", NONE)
+
+
+def turn_finished(
+    *,
+    succeeded: bool,
+    error_code: str,
+    credential: str,
+    rungs: int,
+    switched: bool,
+    routed: str,
+    exhausted: bool,
+    input_tokens: int,
+    output_tokens: int,
+    key_usd: float,
+    overhead_seconds: float,
+) -> None:
+    """Count one finished turn. ``credential`` is ``plan``, ``key`` or ``none``;
+    ``routed`` is where pre-dispatch sent the first attempt (``plan``, ``key``) or "".
+    """
+    TURNS.labels("succeeded" if succeeded else "failed", error_code, credential).inc()
+    if rungs:
+        TURN_RUNGS.observe(rungs)
+    if switched:
+        SWITCHES.inc()
+    if routed:
+        PRE_DISPATCH_ROUTES.labels(routed).inc()
+    if exhausted:
+        WALKS_EXHAUSTED.labels(error_code).inc()
+    if succeeded and credential != NONE:
+        if input_tokens:
+            TOKENS.labels(credential, "input").inc(input_tokens)
+        if output_tokens:
+            TOKENS.labels(credential, "output").inc(output_tokens)
+    if key_usd > 0:
+        KEY_SPEND_USD.inc(key_usd)
+    TURN_OVERHEAD.observe(max(0.0, overhead_seconds))
+
+
+def turns_reaped(count: int) -> None:
+    """Count turns the reaper failed (``worker_lost``): no process finished them."""
+    if count:
+        TURNS.labels("failed", "worker_lost", NONE).inc(count)
+
+
+def probe_observed(*, result: str, seconds: float) -> None:
+    """Count one usage probe and its latency."""
+    PROBES.labels(result).inc()
+    PROBE_SECONDS.observe(seconds)
+
+
+# Scrape time
+
+
+class StateCollector(Collector):
+    """Gauges computed at scrape time from the cache and the database.
+
+    The scrape reads every app's state the way the URL conf routes to every app;
+    the imports are local so that importing the instruments (which the apps do)
+    imports nothing above ``trinity``.
+    """
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        utilization, reset, age, agents = self._families()
+        now = clock.now()
+        try:
+            self._subscriptions(utilization, reset, age, now=now)
+        except Exception as exc:
+            # A scrape still answers the counters when the store or the database is down.
+            logger.warning("metrics: subscription gauges unavailable: %s", type(exc).__name__)
+        try:
+            from agents.models import Agent, ProcessState
+
+            agents.add_metric([], Agent.objects.filter(process_state=ProcessState.RUNNING).count())
+        except Exception as exc:
+            logger.warning("metrics: agent gauge unavailable: %s", type(exc).__name__)
+        return [utilization, reset, age, agents]
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily(
+                "trinity_subscription_utilization_percent",
+                "Each subscription's window utilization (5h, 7d) from its cached reading; "
+                "absent once the window has reset or when there is no reading.",
+                labels=["subscription", "window"],
+            ),
+            GaugeMetricFamily(
+                "trinity_subscription_reset_seconds",
+                "Seconds until each subscription's window (5h, 7d) resets, from its reading.",
+                labels=["subscription", "window"],
+            ),
+            GaugeMetricFamily(
+                "trinity_subscription_reading_age_seconds",
+                "How old each subscription's cached reading is.",
+                labels=["subscription"],
+            ),
+            GaugeMetricFamily(
+                "trinity_agent_servers_up",
+                "Agents whose server is recorded running (agents.supervise revives the "
+                "ones that died every minute).",
+            ),
+        )
+
+    @staticmethod
+    def _subscriptions(
+        utilization: GaugeMetricFamily,
+        reset: GaugeMetricFamily,
+        age: GaugeMetricFamily,
+        *,
+        now: datetime,
+    ) -> None:
+        from subscriptions.headroom.store import snapshots_read
+        from subscriptions.models import Subscription
+
+        names = dict(Subscription.objects.values_list("pk", "name"))
+        snapshots = snapshots_read(names)
+        for pk, reading in snapshots.readings.items():
+            name = names[pk]
+            age.add_metric([name], max(0.0, (now - reading.fetched_at).total_seconds()))
+            for key, window in WINDOWS.items():
+                found = reading.windows.get(key)
+                if found is None:
+                    continue
+                if found.resets_at is not None:
+                    left = (found.resets_at - now).total_seconds()
+                    if left <= 0:
+                        # A reading whose window already reset describes quota that no
+                        # longer exists: no figure rather than a wrong one.
+                        continue
+                    reset.add_metric([name, window], left)
+                if found.utilization is not None:
+                    utilization.add_metric([name, window], found.utilization)
+
+
+_registry: CollectorRegistry | None = None
+_registry_lock = threading.Lock()
+
+
+def registry() -> CollectorRegistry:
+    """This process's scrape registry: every process's instruments plus the state gauges."""
+    global _registry
+    if _registry is None:
+        with _registry_lock:
+            if _registry is None:
+                if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+                    built = CollectorRegistry()
+                    multiprocess.MultiProcessCollector(built)
+                else:
+                    built = REGISTRY
+                built.register(StateCollector())
+                _registry = built
+    return _registry
+
+
+# The endpoint
+
+
+def _networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(n, strict=False) for n in settings.TRINITY_METRICS_ALLOW_FROM]
+
+
+def _client_allowed(remote_addr: str | None) -> bool:
+    if settings.TRINITY_METRICS_ALLOW_FROM == ["any"]:
+        return True
+    try:
+        address = ipaddress.ip_address(remote_addr or "")
+    except ValueError:
+        return False
+    return any(address in network for network in _networks())
+
+
+def _token_presented(request: HttpRequest) -> bool:
+    expected: str = settings.TRINITY_METRICS_TOKEN
+    if not expected:
+        return True
+    register_secret(expected)  # never in a log line, whatever logs the header
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        presented.strip().encode(), expected.encode()
+    )
+
+
+@require_GET
+@never_cache
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus text format; 403 from outside the allowed networks, 401 without the token."""
+    if not _client_allowed(request.META.get("REMOTE_ADDR")):
+        return HttpResponse("forbidden\n", status=403, content_type="text/plain")
+    if not _token_presented(request):
+        response = HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    return HttpResponse(generate_latest(registry()), content_type=CONTENT_TYPE_LATEST)
