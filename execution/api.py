@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,14 +23,19 @@ from agents.selectors import agent_get_visible
 from execution import services
 from execution.models import AUTONOMOUS_TRIGGERS, Execution, Status, Trigger
 from execution.selectors import (
+    REPORT_GROUPS,
+    REPORT_METRICS,
     execution_get_visible,
     executions_visible_to,
     notifications_visible_to,
+    usage_report,
+    usage_totals,
 )
 from execution.services import notifications_mark_read
 from subscriptions.models import Subscription
 from subscriptions.walk import Stop
 from trinity import clock
+from trinity.errors import InvalidInput
 from trinity.models import Notification
 
 # A failed turn answers with the status its error_code means to an HTTP client.
@@ -331,3 +342,148 @@ class NotificationMarkReadApi(APIView):
             now=clock.now(),
         )
         return Response({"marked": marked})
+
+
+# --- usage reports ------------------------------------------------------------------
+
+REPORT_MAX_DAYS = 400
+REPORT_DEFAULT_DAYS = 30
+
+
+class UsageCsvRenderer(BaseRenderer):
+    """``Accept: text/csv`` (or ``?format=csv``): the report's rows, one line each,
+    under a header naming the group and the metrics."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow([data["group"], *REPORT_METRICS])
+        for row in data["rows"]:
+            writer.writerow([row["group"], *(row[m] for m in REPORT_METRICS)])
+        return out.getvalue().encode(self.charset)
+
+
+def _report_instant(raw: str, *, field: str, end: bool) -> datetime:
+    """A date (a whole UTC day: ``to`` includes it) or an aware ISO datetime."""
+    try:
+        # Django's parsers answer None for a malformed value, ValueError for an
+        # impossible one (month 13); both are the caller's mistake.
+        day = parse_date(raw) if len(raw) == 10 else None
+        instant = None if day is not None else parse_datetime(raw)
+    except ValueError:
+        day = instant = None
+    if day is not None:
+        if end:
+            day += timedelta(days=1)
+        return datetime(day.year, day.month, day.day, tzinfo=UTC)
+    if instant is None:
+        raise InvalidInput(
+            "Use a date (2026-11-30) or an ISO datetime with its offset.", field=field
+        )
+    if instant.tzinfo is None:
+        raise InvalidInput("Give the datetime's offset, e.g. 2026-11-30T12:00:00Z.", field=field)
+    return instant
+
+
+class UsageRowOutput(serializers.Serializer[Any]):
+    group = serializers.CharField(help_text="the day (UTC), subscription, agent or credential kind")
+    turns = serializers.IntegerField()
+    succeeded = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    key_spend_usd = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        coerce_to_string=False,
+        help_text="what turns served by the platform API key cost",
+    )
+    refusals = serializers.IntegerField(help_text="rate-limit and credential refusals recorded")
+    switches = serializers.IntegerField(help_text="committed subscription switches")
+
+
+class UsageTotalsOutput(UsageRowOutput):
+    group = None  # type: ignore[assignment]
+
+
+class UsageReportOutput(serializers.Serializer[Any]):
+    # "from" is a keyword: the fields are renamed on the wire in get_fields.
+    from_ = serializers.DateTimeField(source="start")
+    to = serializers.DateTimeField(source="end")
+    group = serializers.ChoiceField(choices=REPORT_GROUPS)
+    rows = UsageRowOutput(many=True)
+    totals = UsageTotalsOutput()
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["from"] = fields.pop("from_")
+        return fields
+
+
+class UsageReportApi(APIView):
+    """Turns, tokens, platform-key spend, refusals and switches over ``[from, to)``,
+    grouped by ``day`` (UTC), ``subscription``, ``agent`` or ``credential`` kind.
+
+    ``from``/``to`` are dates (``to`` includes its day) or aware ISO datetimes; by
+    default the last 30 days, at most 400. Owners count their agents' turns, admins
+    every turn. JSON, or CSV with ``Accept: text/csv`` (``?format=csv`` for a link).
+    A bad parameter is a 400 naming it, always in JSON.
+    """
+
+    renderer_classes = [JSONRenderer, UsageCsvRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", str, description="date or aware ISO datetime"),
+            OpenApiParameter("to", str, description="date (included) or aware ISO datetime"),
+            OpenApiParameter("group", str, enum=list(REPORT_GROUPS), default="day"),
+        ],
+        responses={(200, "application/json"): UsageReportOutput, (200, "text/csv"): str},
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        group = params.get("group", "day")
+        if group not in REPORT_GROUPS:
+            raise InvalidInput(f"Choose one of: {', '.join(REPORT_GROUPS)}.", field="group")
+        now = clock.now()
+        end = _report_instant(params["to"], field="to", end=True) if params.get("to") else now
+        start = (
+            _report_instant(params["from"], field="from", end=False)
+            if params.get("from")
+            else end - timedelta(days=REPORT_DEFAULT_DAYS)
+        )
+        if start >= end:
+            raise InvalidInput("Must be before to.", field="from")
+        if end - start > timedelta(days=REPORT_MAX_DAYS):
+            raise InvalidInput(f"A report covers at most {REPORT_MAX_DAYS} days.", field="from")
+        rows = usage_report(user=request.user, start=start, end=end, group=group)
+        report = {
+            "start": start,
+            "end": end,
+            "group": group,
+            "rows": rows,
+            "totals": usage_totals(rows),
+        }
+        response = Response(UsageReportOutput(report).data)
+        if getattr(request.accepted_renderer, "format", None) == "csv":
+            name = f"trinity-usage-{group}-{start:%Y%m%d}-{end:%Y%m%d}.csv"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        # An error is JSON whatever was asked for: a CSV body has no place for it.
+        if response.status_code >= 400:
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q, QuerySet
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
 
-from agents.models import Agent
-from execution.models import Execution
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
+
+from agents.models import Agent, AuthMode
+from execution.models import Execution, Status
+from subscriptions.models import RateLimitEvent
 from trinity.errors import NotFound
 from trinity.models import Notification
 
@@ -35,3 +41,121 @@ def notifications_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet
         Q(agent_name__in=own.values("name"))
         | Q(subscription_id__in=own.exclude(subscription=None).values("subscription_id"))
     )
+
+
+# --- usage reports ------------------------------------------------------------------
+
+REPORT_GROUPS = ("day", "subscription", "agent", "credential")
+# A row for turns the platform key served, and for turns nothing served (they failed
+# before any credential answered), when grouping by subscription.
+KEY_GROUP = "(platform API key)"
+UNSERVED_GROUP = "(not served)"
+REPORT_METRICS = (
+    "turns",
+    "succeeded",
+    "failed",
+    "input_tokens",
+    "output_tokens",
+    "key_spend_usd",
+    "refusals",
+    "switches",
+)
+
+
+def _empty_row(key: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"group": key}
+    row.update({metric: 0 for metric in REPORT_METRICS})
+    row["key_spend_usd"] = Decimal(0)
+    return row
+
+
+def _turn_key(group: str, row: dict[str, Any]) -> str:
+    if group == "day":
+        return str(row["k"])
+    if group == "subscription":
+        if row["k"] is not None:
+            return str(row["k"])
+        return KEY_GROUP if row["kind"] == AuthMode.API_KEY else UNSERVED_GROUP
+    if group == "credential":
+        return row["kind"] or AuthMode.NONE.value
+    return str(row["k"])
+
+
+def _event_key(group: str, row: dict[str, Any]) -> str:
+    if group == "subscription":
+        return KEY_GROUP if row["k"] is None else str(row["k"])
+    return str(row["k"])
+
+
+def usage_report(
+    *, user: AbstractBaseUser | AnonymousUser, start: datetime, end: datetime, group: str
+) -> list[dict[str, Any]]:
+    """Turns, tokens, platform-key spend, refusals and committed switches in
+    ``[start, end)``, one row per ``group`` value (``REPORT_GROUPS``), sorted by it.
+
+    Visibility is the executions': admins count every turn and refusal, others those
+    of the agents they own. ``day`` rows are UTC days and every day of the range has
+    one, zeros included (a chart needs the gaps). Key spend is the cost of turns the
+    platform key served; plans bill no tokens.
+    """
+    turn_keys = {
+        "day": TruncDate("created_at", tzinfo=UTC),
+        "subscription": F("served_by_subscription__name"),
+        "agent": F("agent_name"),
+        "credential": F("served_by_kind"),
+    }
+    turns = (
+        executions_visible_to(user)
+        .filter(created_at__gte=start, created_at__lt=end)
+        .select_related(None)
+        .order_by()
+        .annotate(k=turn_keys[group], kind=F("served_by_kind"))
+        .values("k", "kind")
+        .annotate(
+            turns=Count("pk"),
+            succeeded=Count("pk", filter=Q(status=Status.SUCCEEDED)),
+            failed=Count("pk", filter=Q(status=Status.FAILED)),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            key_spend_usd=Sum("cost_usd", filter=Q(served_by_kind=AuthMode.API_KEY)),
+            switches=Count("pk", filter=Q(subscription_switch__committed=True)),
+        )
+    )
+    events = RateLimitEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end)
+    if not getattr(user, "is_staff", False):
+        events = events.filter(agent_name__in=Agent.objects.filter(owner_id=user.pk).values("name"))
+    event_keys = {
+        "day": TruncDate("occurred_at", tzinfo=UTC),
+        "subscription": F("subscription__name"),
+        "agent": F("agent_name"),
+        "credential": F("credential_kind"),
+    }
+    refusals = (
+        events.order_by().annotate(k=event_keys[group]).values("k").annotate(refusals=Count("pk"))
+    )
+
+    rows: dict[str, dict[str, Any]] = {}
+    if group == "day":
+        day, last = start.astimezone(UTC).date(), (end - timedelta(microseconds=1)).date()
+        while day <= last:
+            rows[day.isoformat()] = _empty_row(day.isoformat())
+            day += timedelta(days=1)
+    for turn in turns:
+        row = rows.setdefault(_turn_key(group, turn), _empty_row(_turn_key(group, turn)))
+        for metric in ("turns", "succeeded", "failed", "input_tokens", "output_tokens", "switches"):
+            row[metric] += turn[metric] or 0
+        row["key_spend_usd"] += turn["key_spend_usd"] or 0
+    for refusal in refusals:
+        key = _event_key(group, refusal)
+        rows.setdefault(key, _empty_row(key))["refusals"] += refusal["refusals"]
+    return [rows[key] for key in sorted(rows)]
+
+
+def usage_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's rows summed, metric by metric."""
+    totals = _empty_row("total")
+    for row in rows:
+        for metric in REPORT_METRICS:
+            totals[metric] += row[metric]
+    del totals["group"]
+    return totals

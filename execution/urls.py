@@ -15,4 +15,5 @@ urlpatterns = [
         api.NotificationMarkReadApi.as_view(),
         name="notification-mark-read",
     ),
+    path("reports/usage", api.UsageReportApi.as_view(), name="report-usage"),
 ]
