@@ -159,3 +159,15 @@ def usage_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
             totals[metric] += row[metric]
     del totals["group"]
     return totals
+
+
+def refusal_counts_since(*, since: datetime) -> dict[int, int]:
+    """Refusals recorded against each subscription after ``since`` (subscription id →
+    count); the platform key's are not a subscription's."""
+    return dict(
+        RateLimitEvent.objects.filter(occurred_at__gt=since, subscription__isnull=False)
+        .order_by()
+        .values_list("subscription_id")
+        .annotate(n=Count("pk"))
+        .values_list("subscription_id", "n")
+    )
