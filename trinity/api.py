@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import add_never_cache_headers
 from django.views.defaults import bad_request as django_bad_request
+from django.views.defaults import page_not_found as django_page_not_found
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import BasePermission
@@ -96,6 +97,15 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if isinstance(exception, RequestDataTooBig):
         return JsonResponse(_too_large_body(), status=413)
     return JsonResponse({"detail": "Bad request.", "code": "invalid"}, status=400)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404``: JSON under ``/api/`` for a path no route matches (a name that is
+    not a slug, an id that is not a number), in the shape every other 404 has; Django's
+    own page elsewhere."""
+    if not request.path.startswith("/api/"):
+        return django_page_not_found(request, exception)
+    return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
 
 
 class ApiTokenOutput(serializers.Serializer[Any]):

@@ -9,6 +9,7 @@ from trinity import api, health, metrics, notification_channels_api, panel
 # A request Django refuses before DRF sees it (e.g. an oversized body read by a plain
 # view) answers JSON under /api/ (trinity/api.py::bad_request).
 handler400 = "trinity.api.bad_request"
+handler404 = "trinity.api.not_found"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

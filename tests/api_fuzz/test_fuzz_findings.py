@@ -1,0 +1,58 @@
+"""What the schemathesis fuzz found, each pinned on its own (test_schemathesis_fuzz.py
+finds them again in its own words when they come back)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    generated: dict[str, Any] = SchemaGenerator().get_schema(request=None, public=True)
+    return generated
+
+
+def _response_schema(schema: dict[str, Any], method: str, path: str, code: int) -> dict[str, Any]:
+    """The schema an answer with this code must match, with components resolvable."""
+    response = schema["paths"][path][method]["responses"][str(code)]
+    body: dict[str, Any] = response["content"]["application/json"]["schema"]
+    return {**body, "components": schema["components"]}
+
+
+def _conforms(schema: dict[str, Any], method: str, path: str, response: Any) -> None:
+    validator = jsonschema_rs.validator_for(
+        _response_schema(schema, method, path, response.status_code)
+    )
+    errors = [e.message for e in validator.iter_errors(response.json())]
+    assert errors == [], (response.status_code, response.content)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/agents/%C3%84%C3%96x",  # not a slug: no route matches
+        "/api/subscriptions/not-a-number",
+        "/api/executions/not-a-uuid",
+        "/api/no-such-endpoint",
+    ],
+)
+def test_an_api_path_no_route_matches_answers_json_404(
+    admin_client_api: APIClient, url: str
+) -> None:
+    response = admin_client_api.get(url)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Not found.", "code": "not_found"}
+
+
+def test_a_path_outside_the_api_keeps_djangos_404_page(admin_client_api: APIClient) -> None:
+    response = admin_client_api.get("/no-such-page")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
