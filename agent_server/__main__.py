@@ -1,13 +1,15 @@
 """`python -m agent_server --host 127.0.0.1 --port PORT` (port 0 picks a free port).
 
 Prints exactly one flushed line, `agent server listening on http://HOST:PORT`, once
-the socket is listening, so a parent process can read the port it got.
+the socket is listening, so a parent process can read the port it got (with
+LOG_FORMAT=json it is a JSON log line on stderr with that message).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import sys
 
@@ -15,12 +17,17 @@ import uvicorn
 
 from agent_server.app import create_app
 from agent_server.config import ConfigError, load_config
+from agent_server.logjson import JsonFormatter, log_format
 from agent_server.redaction import Redactor, install_log_redaction
 
 
-def configure_logging(redactor: Redactor, level: str) -> None:
+def configure_logging(redactor: Redactor, level: str, fmt: str = "plain") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if fmt == "json":
+        agent = os.environ.get("TRINITY_AGENT_NAME", "")
+        handler.setFormatter(JsonFormatter(redactor, agent=agent))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -40,12 +47,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         config = load_config()
-    except ConfigError as exc:
+        fmt = log_format()
+    except (ConfigError, ValueError) as exc:
         print(f"agent server: refusing to start: {exc}", file=sys.stderr, flush=True)
         return 2
 
     redactor = Redactor()
-    configure_logging(redactor, args.log_level)
+    configure_logging(redactor, args.log_level, fmt)
     app = create_app(config, redactor=redactor)
 
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -74,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         config.home,
         config.claude_bin if config.runtime == "claude-code" else "-",
     )
-    print(f"agent server listening on http://{args.host}:{port}", flush=True)
+    banner = f"agent server listening on http://{args.host}:{port}"
+    if fmt == "json":
+        # Every line is one JSON object; this one's message is the same banner.
+        logging.getLogger("agent_server").info(banner)
+    else:
+        print(banner, flush=True)
     server.run(sockets=[sock])
     return 0
 

@@ -30,6 +30,7 @@ from agent_server.contract import (
     Usage,
 )
 from agent_server.errors import TurnError
+from agent_server.logjson import turn_log_context
 from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn
@@ -158,6 +159,11 @@ def create_app(
         return JSONResponse(ReloadTokenResponse(env_shadow=shadow).model_dump(mode="json"))
 
     async def run_turn(body: TaskRequest, *, session_id: str | None) -> Response:
+        # Every line this turn logs carries the platform's execution id (LOG_FORMAT=json).
+        with turn_log_context(body.execution_id):
+            return await _run_turn(body, session_id=session_id)
+
+    async def _run_turn(body: TaskRequest, *, session_id: str | None) -> Response:
         override = body.auth_override.applied() if body.auth_override else None
         headers = {AUTH_OVERRIDE_HEADER: override.kind} if override else {}
         timeout = body.timeout_seconds

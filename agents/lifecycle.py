@@ -76,7 +76,12 @@ def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
         runtime=agent.runtime,
         model=agent.model,
         secret=agent.shared_secret,
-        env={"ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL},
+        # LOG_FORMAT and the name: the server's JSON lines match the platform's.
+        env={
+            "ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL,
+            "LOG_FORMAT": settings.LOG_FORMAT,
+            "TRINITY_AGENT_NAME": agent.name,
+        },
         credentials=rung.env() if rung is not None else {},
     )
     return auth_mode(rung), spec

@@ -70,6 +70,30 @@ graceful_timeout = TURN_TIMEOUT_MAX_SECONDS + TURN_SLACK_SECONDS
 # one host (a benchmark beside a dev server) would share; nothing here uses it.
 control_socket_disable = True
 
+# LOG_FORMAT=json (trinity/settings.py): the arbiter never loads Django, so its own
+# lines ("Booting worker", a worker's exit) get the same JSON shape and redaction
+# here; a worker switches to Django's LOGGING when it loads the app.
+if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"redact": {"()": "trinity.redaction.RedactingFilter"}},
+        "formatters": {"json": {"()": "trinity.logging_json.JsonFormatter"}},
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "filters": ["redact"],
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"handlers": ["console"], "level": "INFO"},
+        "loggers": {
+            name: {"handlers": ["console"], "propagate": False}
+            for name in ("gunicorn.error", "gunicorn.access")
+        },
+    }
+
 
 def child_exit(server: Any, worker: Any) -> None:
     """prometheus_client's multiprocess mode (PROMETHEUS_MULTIPROC_DIR, trinity/metrics.py):

@@ -44,8 +44,19 @@ from subscriptions.services import (
     record_rate_limit_event,
     switch_explanation,
 )
-from subscriptions.walk import Pick, Stop, Walk, Why, pre_dispatch_pick, walk_next, walk_start
+from subscriptions.walk import (
+    REISSUE_FLOOR,
+    REISSUE_SLACK,
+    Pick,
+    Stop,
+    Walk,
+    Why,
+    pre_dispatch_pick,
+    walk_next,
+    walk_start,
+)
 from trinity import clock, metrics
+from trinity.logging_json import log_context, log_context_update
 from trinity.models import Notification, SystemSettings
 from trinity.notifications import notification_send
 from trinity.redaction import redact
@@ -164,16 +175,23 @@ def execution_dispatch(*, execution: Execution, agent: Agent) -> Execution:
     in the (redacted) log, instead of leaving the row ``running``.
     """
     turn = _Turn(execution, agent)
-    try:
-        finished = turn.run()
-    except Exception:
-        logger.exception("turn %s on %s: internal error", execution.pk, agent.name)
-        finished = _finish_failed(
-            execution,
-            error_code="container_fault",
-            detail="internal error in the platform while running the turn (see its log)",
-        )
-    turn.observe(finished)
+    # Only an assignment already loaded with the agent names it: no query for a log field.
+    assigned = agent.subscription if Agent.subscription.is_cached(agent) else None
+    with log_context(
+        execution_id=str(execution.pk),
+        agent=agent.name,
+        subscription=assigned.name if assigned is not None else "",
+    ):
+        try:
+            finished = turn.run()
+        except Exception:
+            logger.exception("turn %s on %s: internal error", execution.pk, agent.name)
+            finished = _finish_failed(
+                execution,
+                error_code="container_fault",
+                detail="internal error in the platform while running the turn (see its log)",
+            )
+        turn.observe(finished)
     return finished
 
 
@@ -189,6 +207,7 @@ class _Turn:
     legacy: bool = False
     legacy_restarts: int = 0
     legacy_committed: bool = False
+    upstream_retried: bool = False
     last_selection: Selection | None = None
     # For the metrics: when the loop started, how long it waited on agent servers,
     # where pre-dispatch routed the first attempt, whether the walk ran out.
@@ -264,6 +283,7 @@ class _Turn:
         routed = self._pre_dispatch()
         if routed is not None:
             rung, why = routed
+        retrying = False
         while True:
             outcome = self._attempt(rung)
             if outcome is None:
@@ -272,10 +292,13 @@ class _Turn:
             if rung is not None and ran_on is None:
                 self._enter_legacy()
                 ran_on = lifecycle.baseline_rung(self._reload_agent())
-            self._note_attempt(ran_on, why, outcome)
+            self._note_attempt(ran_on, Why.RETRY if retrying else why, outcome)
             if outcome.ok:
                 return self._served(ran_on, why, outcome)
             refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+            retrying = self._retries(refusal)
+            if retrying:
+                continue  # the same rung, as chosen: nothing is recorded or walked
             # Recorded as it happens, against what was sent, before auto-switch is read:
             # concurrent turns see it, and an operator with auto-switch off still does.
             self._record_refusal(ran_on, refusal, outcome)
@@ -289,9 +312,29 @@ class _Turn:
                 return self._refused(refusal, outcome, Stop.EXHAUSTED)
             rung, why = next_rung, step.why
 
+    def _retries(self, refusal: Refusal) -> bool:
+        """Whether to send the same rung once more: only after an ``upstream_error``, at
+        most once per turn, and only with the re-issue floor of the budget left.
+
+        A provider 5xx says nothing about the credential, so it never walks: every plan
+        would meet the same outage, and blaming one would skip-list it. One retry rides
+        out a blip; a second would spend the budget re-issuing into an outage.
+        """
+        if refusal.error_code != "upstream_error" or self.upstream_retried:
+            return False
+        if self.budget_end - clock.now() < REISSUE_FLOOR + REISSUE_SLACK:
+            return False
+        self.upstream_retried = True
+        return True
+
     def _attempt(self, rung: Rung | None) -> TurnOutcome | None:
         """Send one attempt with the turn's remaining budget; None when the turn ended."""
         remaining = (self.budget_end - clock.now()).total_seconds()
+        log_context_update(
+            subscription=rung.name
+            if rung is not None and rung.kind is RungKind.SUBSCRIPTION
+            else ""
+        )
         if remaining < 1:
             self._fail("timeout", "the turn's time budget ran out before it could be sent")
             return None
@@ -731,15 +774,16 @@ def execution_run_queued(*, execution_id: str) -> str:
     Returns what happened: ``ran``, or ``not_queued`` for a redelivered task whose
     turn already started or finished (it is never dispatched twice).
     """
-    execution = execution_claim(execution_id=execution_id, now=clock.now())
-    if execution is None:
-        return "not_queued"
-    if execution.agent is None:
-        _finish_failed(execution, error_code="container_fault", detail="the agent was deleted")
-        metrics.TURNS.labels("failed", "container_fault", metrics.NONE).inc()
+    with log_context(execution_id=execution_id):
+        execution = execution_claim(execution_id=execution_id, now=clock.now())
+        if execution is None:
+            return "not_queued"
+        if execution.agent is None:
+            _finish_failed(execution, error_code="container_fault", detail="the agent was deleted")
+            metrics.TURNS.labels("failed", "container_fault", metrics.NONE).inc()
+            return "ran"
+        execution_dispatch(execution=execution, agent=execution.agent)
         return "ran"
-    execution_dispatch(execution=execution, agent=execution.agent)
-    return "ran"
 
 
 def notifications_mark_read(

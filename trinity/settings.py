@@ -271,17 +271,29 @@ SPECTACULAR_SETTINGS = {
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a logging level")
+# "plain" lines for a terminal, or "json": one object per line with the execution id,
+# agent and subscription where they apply (trinity/logging_json.py).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain").strip().lower()
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not 'plain' or 'json'")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "trinity.redaction.RedactingFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {
+        "context": {"()": "trinity.logging_json.ContextFilter"},
+        "redact": {"()": "trinity.redaction.RedactingFilter"},
+    },
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "trinity.logging_json.JsonFormatter"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["redact"],
+            "formatter": LOG_FORMAT,
+            # The turn's context first, then redaction over everything the line holds.
+            "filters": ["context", "redact"],
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},

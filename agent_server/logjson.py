@@ -1,0 +1,76 @@
+"""The agent server's structured logs (``LOG_FORMAT=json``): one JSON object per line.
+
+Each turn request carries the platform's execution id; ``turn_log_context`` holds it
+(and the agent's name, from ``TRINITY_AGENT_NAME``) for every line logged while the
+turn runs, so the server's lines join the web's and worker's lines for the same turn.
+A context variable: each request is its own asyncio task with its own copy.
+
+Nothing from the Django side is imported (this mirrors trinity/logging_json.py's
+format); every string written is redacted by the server's ``Redactor``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_server.redaction import Redactor
+
+FORMATS = ("plain", "json")
+
+_execution_id: ContextVar[str | None] = ContextVar("agent_server_execution_id", default=None)
+
+
+@contextmanager
+def turn_log_context(execution_id: str) -> Iterator[None]:
+    token = _execution_id.set(execution_id)
+    try:
+        yield
+    finally:
+        _execution_id.reset(token)
+
+
+class JsonFormatter(logging.Formatter):
+    """ts, level, logger, message, pid, execution_id and agent where they apply, exc."""
+
+    def __init__(self, redactor: Redactor, *, agent: str = "") -> None:
+        super().__init__()
+        self.redactor = redactor
+        self.agent = agent
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "pid": record.process,
+        }
+        execution_id = getattr(record, "execution_id", None) or _execution_id.get()
+        if execution_id:
+            entry["execution_id"] = execution_id
+        if self.agent:
+            entry["agent"] = self.agent
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exc"] = record.exc_text
+        return json.dumps(
+            {k: self.redactor.redact(v) if isinstance(v, str) else v for k, v in entry.items()},
+            ensure_ascii=False,
+        )
+
+
+def log_format(environ: dict[str, str] | None = None) -> str:
+    """``LOG_FORMAT`` (plain by default); raises ValueError naming a bad value."""
+    env = os.environ if environ is None else environ
+    value = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
+    if value not in FORMATS:
+        raise ValueError(f"LOG_FORMAT={value!r} is not 'plain' or 'json'")
+    return value
