@@ -16,7 +16,7 @@ from subscriptions import services
 from subscriptions.models import Provider, Subscription
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
 from trinity import services as trinity_services
-from trinity.api import AdminForWrites, IsAdmin
+from trinity.api import AdminForWrites, IsAdmin, StrictBooleanField
 from trinity.selectors import system_settings_get
 
 
@@ -146,7 +146,7 @@ class SwitchSettingApi(APIView):
     setting: ClassVar[str] = ""
 
     class Input(serializers.Serializer[Any]):
-        enabled = serializers.BooleanField()
+        enabled = StrictBooleanField()
 
     def render(self) -> dict[str, Any]:
         return {"enabled": getattr(system_settings_get(), self.setting)}

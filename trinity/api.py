@@ -14,6 +14,7 @@ from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found as django_page_not_found
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -106,6 +107,17 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if not request.path.startswith("/api/"):
         return django_page_not_found(request, exception)
     return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A boolean read only from what was sent.
+
+    DRF reads a boolean missing from a form body as False (an unticked checkbox), and
+    it parses an empty body sent as a form even though the API parses only JSON: an
+    empty form PUT turned a switch off. Missing stays missing here.
+    """
+
+    default_empty_html = empty
 
 
 class ApiTokenOutput(serializers.Serializer[Any]):

@@ -244,6 +244,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON only: in DRF's form parsing a missing boolean reads as False (an unticked
+    # checkbox), so an empty form PUT turned a switch off. Anything else is a 415.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_SCHEMA_CLASS": "trinity.schema.AutoSchema",
     "EXCEPTION_HANDLER": "trinity.api.exception_handler",
     "UNAUTHENTICATED_USER": None,

@@ -10,6 +10,8 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from trinity.selectors import system_settings_get
+
 pytestmark = pytest.mark.django_db
 
 
@@ -56,3 +58,39 @@ def test_a_path_outside_the_api_keeps_djangos_404_page(admin_client_api: APIClie
     response = admin_client_api.get("/no-such-page")
     assert response.status_code == 404
     assert response["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "status"),
+    [
+        # DRF parses an empty form body itself, without a parser: the field rules apply.
+        ("application/x-www-form-urlencoded", "", 400),
+        ("multipart/form-data; boundary=BoUnDaRy", "", 400),
+        ("application/x-www-form-urlencoded", "enabled=false", 415),
+        ("multipart/form-data; boundary=BoUnDaRy", "--BoUnDaRy--\r\n", 415),
+    ],
+)
+def test_a_form_body_cannot_turn_a_switch_off(
+    admin_client_api: APIClient, content_type: str, body: str, status: int
+) -> None:
+    """A form's missing checkbox reads as False in DRF: an empty form PUT turned
+    auto-switch off. The API parses JSON only, and a switch is read only from what
+    was sent."""
+    assert system_settings_get().auto_switch_subscriptions is True
+    response = admin_client_api.generic(
+        "PUT", "/api/subscriptions/settings/auto-switch", body, content_type=content_type
+    )
+    assert response.status_code == status
+    if status == 400:
+        assert set(response.json()) == {"enabled"}
+    assert system_settings_get().auto_switch_subscriptions is True
+
+
+def test_the_schema_offers_json_request_bodies_only(schema: dict[str, Any]) -> None:
+    offered = {
+        media_type
+        for operations in schema["paths"].values()
+        for operation in operations.values()
+        for media_type in operation.get("requestBody", {}).get("content", {})
+    }
+    assert offered == {"application/json"}
