@@ -112,5 +112,6 @@ export const api = {
   get: (path) => request("GET", path),
   post: (path, body) => request("POST", path, body ?? {}),
   put: (path, body) => request("PUT", path, body ?? {}),
+  patch: (path, body) => request("PATCH", path, body ?? {}),
   delete: (path) => request("DELETE", path),
 };
