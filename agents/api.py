@@ -15,6 +15,7 @@ from agents import lifecycle, services
 from agents.models import Agent, ProcessState, RoutingPolicy, Runtime
 from agents.selectors import agent_get_visible, agents_visible_to
 from trinity.api import StrictBooleanField
+from trinity.schema import CONFLICT
 
 
 class AgentOutput(serializers.ModelSerializer[Agent]):
@@ -65,7 +66,7 @@ class AgentListApi(APIView):
     def get(self, request: Request) -> Response:
         return Response(AgentOutput(agents_visible_to(request.user), many=True).data)
 
-    @extend_schema(request=Input, responses={201: AgentOutput})
+    @extend_schema(request=Input, responses={201: AgentOutput, 409: CONFLICT})
     def post(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)

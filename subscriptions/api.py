@@ -17,6 +17,7 @@ from subscriptions.models import Provider, Subscription
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
 from trinity import services as trinity_services
 from trinity.api import AdminForWrites, IsAdmin, StrictBooleanField
+from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
 
 
@@ -59,7 +60,10 @@ class SubscriptionListApi(APIView):
         subscriptions = subscriptions_visible_to(request.user)
         return Response(SubscriptionOutput(subscriptions, many=True).data)
 
-    @extend_schema(request=Input, responses={200: SubscriptionOutput, 201: SubscriptionOutput})
+    @extend_schema(
+        request=Input,
+        responses={200: SubscriptionOutput, 201: SubscriptionOutput, 409: CONFLICT},
+    )
     def post(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
@@ -100,7 +104,7 @@ class AgentAssignmentApi(APIView):
     class Input(serializers.Serializer[Any]):
         subscription_id = serializers.IntegerField(min_value=1)
 
-    @extend_schema(request=Input, responses=AssignmentOutput)
+    @extend_schema(request=Input, responses={200: AssignmentOutput, 409: CONFLICT})
     def put(self, request: Request, name: str) -> Response:
         agent = agent_get_visible(user=request.user, name=name)
         data = self.Input(data=request.data)

@@ -24,6 +24,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from trinity import services
 from trinity.errors import DomainError
 from trinity.redaction import redact
+from trinity.schema import ErrorOutput
 
 
 def _too_large_body() -> dict[str, str]:
@@ -138,7 +139,7 @@ class ApiTokenApi(APIView):
         username = serializers.CharField(max_length=150)
         rotate = serializers.BooleanField(default=False)
 
-    @extend_schema(request=Input, responses={200: ApiTokenOutput})
+    @extend_schema(request=Input, responses={200: ApiTokenOutput, 404: ErrorOutput})
     def post(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)

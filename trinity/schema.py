@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
@@ -31,12 +32,18 @@ class ErrorOutput(serializers.Serializer[Any]):
 
 
 # A 400 is ``{field: [messages]}``; an error about the request as a whole is
-# ``{detail, code}`` (trinity.api.exception_handler).
+# ``{detail, code}`` (trinity.api.exception_handler). DRF nests the errors of a list's
+# items under their index and of a nested object under its fields:
+# ``{ids: {"0": [messages]}}``.
 FIELD_ERRORS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "{field: [messages]}, or {detail, code} for the request as a whole",
     "additionalProperties": {
-        "oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]
+        "oneOf": [
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "string"},
+            {"type": "object", "description": "errors by list index or nested field"},
+        ]
     },
 }
 
@@ -77,3 +84,8 @@ class AutoSchema(SpectacularAutoSchema):
         if has_body:
             errors["413"] = ErrorOutput
         return errors
+
+
+# A write that lost a race or collides with what exists: the field it is about, or
+# ``{detail, code: "conflict"}``. Views that can answer it declare it.
+CONFLICT = OpenApiResponse(FIELD_ERRORS_SCHEMA, description="conflicts with the current state")

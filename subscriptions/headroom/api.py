@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -21,6 +21,7 @@ from subscriptions.headroom.selectors import (
 from subscriptions.models import HeadroomSample
 from subscriptions.selectors import subscription_get_visible
 from trinity import clock
+from trinity.schema import ErrorOutput
 
 
 class WindowOutput(serializers.Serializer[Any]):
@@ -82,7 +83,15 @@ class SubscriptionUsageRefreshApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=None, responses={200: UsageOutput})
+    @extend_schema(
+        request=None,
+        responses={
+            200: UsageOutput,
+            429: OpenApiResponse(
+                ErrorOutput, description="probed too recently; Retry-After says when to ask"
+            ),
+        },
+    )
     def post(self, request: Request, pk: int) -> Response:
         subscription = subscription_get_visible(user=request.user, pk=pk)
         now = clock.now()

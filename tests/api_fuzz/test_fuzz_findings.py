@@ -10,6 +10,7 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from tests.agents.factories import AgentFactory
 from trinity.selectors import system_settings_get
 
 pytestmark = pytest.mark.django_db
@@ -94,3 +95,46 @@ def test_the_schema_offers_json_request_bodies_only(schema: dict[str, Any]) -> N
         for media_type in operation.get("requestBody", {}).get("content", {})
     }
     assert offered == {"application/json"}
+
+
+def test_a_list_items_field_errors_match_the_documented_400(
+    schema: dict[str, Any], owner_client: APIClient
+) -> None:
+    """DRF nests a list item's errors under its index: ``{ids: {0: [...]}}``."""
+    response = owner_client.post("/api/notifications/mark-read", {"ids": [0, -1]})
+    assert response.status_code == 400
+    assert set(response.json()["ids"]) == {"0", "1"}
+    _conforms(schema, "post", "/api/notifications/mark-read", response)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "code"),
+    [
+        ("post", "/api/agents", "409"),  # the name is taken
+        ("post", "/api/subscriptions", "409"),  # a provider change under assigned agents
+        ("put", "/api/subscriptions/agents/{name}", "409"),  # reassigned meanwhile
+        ("post", "/api/auth/tokens", "404"),  # no such user
+        ("post", "/api/subscriptions/{id}/usage/refresh", "429"),  # probed too recently
+    ],
+)
+def test_each_error_an_operation_can_answer_is_documented(
+    schema: dict[str, Any], method: str, path: str, code: str
+) -> None:
+    assert code in schema["paths"][path][method]["responses"]
+
+
+def test_a_taken_agent_name_answers_the_documented_409(
+    schema: dict[str, Any], owner_client: APIClient, owner: Any
+) -> None:
+    AgentFactory.create(name="bot", owner=owner)
+    response = owner_client.post("/api/agents", {"name": "bot", "auto_assign": False})
+    assert response.status_code == 409
+    _conforms(schema, "post", "/api/agents", response)
+
+
+def test_an_unknown_user_s_token_answers_the_documented_404(
+    schema: dict[str, Any], admin_client_api: APIClient
+) -> None:
+    response = admin_client_api.post("/api/auth/tokens", {"username": "nobody"})
+    assert response.status_code == 404
+    _conforms(schema, "post", "/api/auth/tokens", response)
