@@ -299,8 +299,9 @@ class NotificationListApi(APIView):
             return Response(
                 {"level": [f"Choose one of: {', '.join(Notification.Level.values)}."]}, status=400
             )
-        unread = params.get("unread", "").lower()
-        if unread not in ("", "true", "false", "1", "0"):
+        # Absent means no filter; present (even empty) must say which.
+        unread = params["unread"].lower() if "unread" in params else ""
+        if "unread" in params and unread not in ("true", "false", "1", "0"):
             return Response({"unread": ["Use true or false."]}, status=400)
         if params.get("kind"):
             queryset = queryset.filter(kind=params["kind"])

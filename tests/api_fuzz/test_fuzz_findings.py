@@ -138,3 +138,13 @@ def test_an_unknown_user_s_token_answers_the_documented_404(
     response = admin_client_api.post("/api/auth/tokens", {"username": "nobody"})
     assert response.status_code == 404
     _conforms(schema, "post", "/api/auth/tokens", response)
+
+
+@pytest.mark.parametrize("query", ["unread=", "unread=maybe", "unread=yes"])
+def test_a_notification_filter_that_is_not_a_boolean_is_a_400_naming_it(
+    owner_client: APIClient, query: str
+) -> None:
+    """``?unread=`` was read as no filter at all, though the schema says boolean."""
+    response = owner_client.get(f"/api/notifications?{query}")
+    assert response.status_code == 400
+    assert set(response.json()) == {"unread"}
