@@ -44,7 +44,17 @@ from subscriptions.services import (
     record_rate_limit_event,
     switch_explanation,
 )
-from subscriptions.walk import Pick, Stop, Walk, Why, pre_dispatch_pick, walk_next, walk_start
+from subscriptions.walk import (
+    REISSUE_FLOOR,
+    REISSUE_SLACK,
+    Pick,
+    Stop,
+    Walk,
+    Why,
+    pre_dispatch_pick,
+    walk_next,
+    walk_start,
+)
 from trinity import clock, metrics
 from trinity.logging_json import log_context, log_context_update
 from trinity.models import Notification, SystemSettings
@@ -197,6 +207,7 @@ class _Turn:
     legacy: bool = False
     legacy_restarts: int = 0
     legacy_committed: bool = False
+    upstream_retried: bool = False
     last_selection: Selection | None = None
     # For the metrics: when the loop started, how long it waited on agent servers,
     # where pre-dispatch routed the first attempt, whether the walk ran out.
@@ -272,6 +283,7 @@ class _Turn:
         routed = self._pre_dispatch()
         if routed is not None:
             rung, why = routed
+        retrying = False
         while True:
             outcome = self._attempt(rung)
             if outcome is None:
@@ -280,10 +292,13 @@ class _Turn:
             if rung is not None and ran_on is None:
                 self._enter_legacy()
                 ran_on = lifecycle.baseline_rung(self._reload_agent())
-            self._note_attempt(ran_on, why, outcome)
+            self._note_attempt(ran_on, Why.RETRY if retrying else why, outcome)
             if outcome.ok:
                 return self._served(ran_on, why, outcome)
             refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+            retrying = self._retries(refusal)
+            if retrying:
+                continue  # the same rung, as chosen: nothing is recorded or walked
             # Recorded as it happens, against what was sent, before auto-switch is read:
             # concurrent turns see it, and an operator with auto-switch off still does.
             self._record_refusal(ran_on, refusal, outcome)
@@ -296,6 +311,21 @@ class _Turn:
             if self.legacy and not self._apply_legacy(next_rung):
                 return self._refused(refusal, outcome, Stop.EXHAUSTED)
             rung, why = next_rung, step.why
+
+    def _retries(self, refusal: Refusal) -> bool:
+        """Whether to send the same rung once more: only after an ``upstream_error``, at
+        most once per turn, and only with the re-issue floor of the budget left.
+
+        A provider 5xx says nothing about the credential, so it never walks: every plan
+        would meet the same outage, and blaming one would skip-list it. One retry rides
+        out a blip; a second would spend the budget re-issuing into an outage.
+        """
+        if refusal.error_code != "upstream_error" or self.upstream_retried:
+            return False
+        if self.budget_end - clock.now() < REISSUE_FLOOR + REISSUE_SLACK:
+            return False
+        self.upstream_retried = True
+        return True
 
     def _attempt(self, rung: Rung | None) -> TurnOutcome | None:
         """Send one attempt with the turn's remaining budget; None when the turn ended."""

@@ -47,6 +47,15 @@ OAUTH_REVOKED = "OAuth token has been revoked. Please obtain a new token."
 USAGE_RATE_LIMITED = "Rate limited. Please try again later."
 USAGE_SCOPE_MISSING = "OAuth token does not meet scope requirement user:profile"
 CODEX_REVOKED = "Your authentication token has been invalidated. Please try signing in again."
+# What the Anthropic API answers during an outage, by status (the error type and message
+# its SDKs and the CLI read).
+UPSTREAM_ERRORS = {
+    500: ("api_error", "Internal server error"),
+    502: ("api_error", "Bad gateway"),
+    503: ("api_error", "Service unavailable"),
+    504: ("api_error", "Gateway timeout"),
+    529: ("overloaded_error", "Overloaded"),
+}
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 
@@ -138,6 +147,12 @@ class LatencyIn(BaseModel):
     scope: LatencyScope = "all"
 
 
+class UpstreamErrorIn(BaseModel):
+    # 0 lifts the outage.
+    status: int = Field(ge=0)
+    retryable: bool = True
+
+
 class ModelIn(BaseModel):
     name: str = Field(min_length=1)
 
@@ -226,6 +241,14 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         outcome.stream = bool(isinstance(body, dict) and body.get("stream") is True and not count)
         if isinstance(body, dict) and isinstance(body.get("messages"), list):
             outcome.messages = len(body["messages"])
+        if sim.upstream_error_status:
+            # The provider is down for everyone: no request is checked or
+            # spent, whatever its credential.
+            error_type, message = UPSTREAM_ERRORS[sim.upstream_error_status]
+            retry = "true" if sim.upstream_error_retryable else "false"
+            return anthropic_error(
+                sim.upstream_error_status, error_type, message, {"x-should-retry": retry}
+            )
         if cred.revoked:
             # Only OAuth credentials get here revoked: a revoked key was refused above.
             headers = plan_headers(cred, outcome.model, served=False)
@@ -516,6 +539,24 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         else:
             sim.latency_usage_ms = body.ms
         return {"all_ms": sim.latency_all_ms, "usage_ms": sim.latency_usage_ms}
+
+    def upstream_error_view() -> dict[str, Any]:
+        return {"status": sim.upstream_error_status, "retryable": sim.upstream_error_retryable}
+
+    @control.get("/upstream-error")
+    async def upstream_error() -> dict[str, Any]:
+        return upstream_error_view()
+
+    @control.post("/upstream-error")
+    async def set_upstream_error(body: UpstreamErrorIn) -> dict[str, Any]:
+        if body.status and body.status not in UPSTREAM_ERRORS:
+            known_statuses = ", ".join(str(s) for s in sorted(UPSTREAM_ERRORS))
+            raise HTTPException(
+                status_code=400, detail=f"status must be 0 or one of {known_statuses}"
+            )
+        sim.upstream_error_status = body.status
+        sim.upstream_error_retryable = body.retryable
+        return upstream_error_view()
 
     @control.get("/models")
     async def models() -> list[str]:

@@ -58,6 +58,11 @@ class LatencyView(TypedDict):
     usage_ms: int
 
 
+class UpstreamErrorView(TypedDict):
+    status: int
+    retryable: bool
+
+
 class SimulatorControl:
     """Drives one simulator. Every call is bounded by ``timeout`` seconds and raises
     ``httpx.HTTPStatusError`` on a non-2xx answer."""
@@ -92,7 +97,7 @@ class SimulatorControl:
 
     def reset(self) -> None:
         """Forget every credential and request, restore the default models, real
-        time and zero latency."""
+        time, zero latency and no outage."""
         self._call("POST", "/reset")
 
     # credentials
@@ -203,6 +208,12 @@ class SimulatorControl:
     def set_latency(self, ms: int, *, scope: LatencyScope = "all") -> LatencyView:
         """Delay every API answer (``all``) or, on top of that, the usage endpoints."""
         return cast(LatencyView, self._call("POST", "/latency", {"ms": ms, "scope": scope}))
+
+    def set_upstream_error(self, status: int, *, retryable: bool = True) -> UpstreamErrorView:
+        """Answer every Messages request with ``status`` (500, 502, 503, 504 or 529) for
+        every credential, with ``x-should-retry`` set from ``retryable``; 0 lifts it."""
+        body = {"status": status, "retryable": retryable}
+        return cast(UpstreamErrorView, self._call("POST", "/upstream-error", body))
 
     def models(self) -> list[str]:
         return cast(list[str], self._call("GET", "/models"))

@@ -311,15 +311,22 @@ class Simulator:
     requests: deque[RequestRecord] = field(default_factory=lambda: deque(maxlen=REQUEST_LOG_LIMIT))
     latency_all_ms: int = 0
     latency_usage_ms: int = 0
+    # A provider-side outage: while set, the Messages API answers this 5xx to every
+    # credential (0: none). ``upstream_error_retryable`` is its ``x-should-retry``.
+    upstream_error_status: int = 0
+    upstream_error_retryable: bool = True
 
     def reset(self) -> None:
-        """Back to a fresh start: no credentials, default models, real time, no latency."""
+        """Back to a fresh start: no credentials, default models, real time, no latency,
+        no outage."""
         self.clock.use_real_time()
         self.credentials.clear()
         self.models = set(DEFAULT_MODELS)
         self.requests.clear()
         self.latency_all_ms = 0
         self.latency_usage_ms = 0
+        self.upstream_error_status = 0
+        self.upstream_error_retryable = True
 
     # credentials
 

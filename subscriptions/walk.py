@@ -49,6 +49,8 @@ class Why(StrEnum):
     LAST_RESORT = "last_resort"
     API_KEY = "api_key"
     CONCURRENT_SWITCH = "concurrent_switch"
+    # The same rung once more after a provider 5xx (the dispatch loop's single retry).
+    RETRY = "retry"
 
 
 class Stop(StrEnum):
