@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.http import Http404
 from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -441,6 +442,12 @@ class UsageReportApi(APIView):
     """
 
     renderer_classes = [JSONRenderer, UsageCsvRenderer]
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        try:
+            return super().perform_content_negotiation(request, force=force)
+        except Http404:  # DRF's answer to an unknown ?format=, which no schema names
+            raise InvalidInput("Choose json or csv.", field="format") from None
 
     @extend_schema(
         parameters=[

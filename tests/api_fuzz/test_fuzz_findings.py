@@ -148,3 +148,12 @@ def test_a_notification_filter_that_is_not_a_boolean_is_a_400_naming_it(
     response = owner_client.get(f"/api/notifications?{query}")
     assert response.status_code == 400
     assert set(response.json()) == {"unread"}
+
+
+def test_a_usage_report_in_an_unknown_format_is_a_400_naming_it(owner_client: APIClient) -> None:
+    """DRF answers an unknown ``?format=`` with a bare 404, which the report does not
+    document; like its other parameters, a bad one is a 400 naming it."""
+    response = owner_client.get("/api/reports/usage?format=xml")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert set(response.json()) == {"format"}
