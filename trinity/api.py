@@ -121,6 +121,27 @@ class StrictBooleanField(serializers.BooleanField):
     default_empty_html = empty
 
 
+def require_strings_for_string_fields() -> None:
+    """Make every DRF string field (and its slug, regex, URL... kin) refuse a number.
+
+    DRF coerces a JSON number into a string (``"model": -4.8e16`` was kept as the
+    model "-4.8e+16"), though the schema says string: a wrong type is a 400 naming
+    the field. Done once, here, rather than in every Input serializer (including those
+    written later); called from ``TrinityConfig.ready``. Output is unaffected.
+    """
+    lenient = serializers.CharField.to_internal_value
+    if getattr(lenient, "strict", False):
+        return
+
+    def strict(self: serializers.CharField, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return lenient(self, data)
+
+    strict.strict = True  # type: ignore[attr-defined]
+    serializers.CharField.to_internal_value = strict  # type: ignore[method-assign,assignment]
+
+
 class ApiTokenOutput(serializers.Serializer[Any]):
     username = serializers.CharField()
     token = serializers.CharField(help_text="send it as `Authorization: Token <token>`")

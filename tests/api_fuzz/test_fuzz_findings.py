@@ -178,3 +178,16 @@ def test_unassigning_answers_the_documented_200_with_the_assignment(
     response = owner_client.delete("/api/subscriptions/agents/bot")
     assert response.status_code == 200
     _conforms(schema, "delete", "/api/subscriptions/agents/{name}", response)
+
+
+@pytest.mark.parametrize("value", [42, -4.8e16, 1.5])
+def test_a_number_where_the_schema_says_string_is_a_400_naming_the_field(
+    owner_client: APIClient, value: Any
+) -> None:
+    """DRF's CharField turned numbers into strings: a model named "-4.8e+16" was kept."""
+    response = owner_client.post("/api/agents", {"name": "bot", "model": value})
+    assert response.status_code == 400
+    assert set(response.json()) == {"model"}
+    response = owner_client.post("/api/agents", {"name": value})
+    assert response.status_code == 400
+    assert set(response.json()) == {"name"}
