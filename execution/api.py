@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.http import Http404
 from django.utils.dateparse import parse_date, parse_datetime
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -153,6 +153,14 @@ def turn_response(execution: Execution) -> Response:
     return Response(ExecutionOutput(execution).data, status=status)
 
 
+# Every status a turn that ran and failed answers, with its execution (error_code says
+# why). A model rejection's 400 shares the request errors' code and is left to those.
+TURN_FAILED = {
+    code: OpenApiResponse(ExecutionOutput, description="the turn ran and failed: see error_code")
+    for code in sorted({*ERROR_HTTP_STATUS.values(), 503} - {400})
+}
+
+
 def _timeout_field() -> serializers.IntegerField:
     return serializers.IntegerField(
         min_value=5, max_value=settings.TRINITY_TURN_TIMEOUT_MAX_SECONDS, required=False
@@ -193,9 +201,7 @@ class AgentTaskApi(APIView):
         execution_id = serializers.UUIDField()
         status = serializers.CharField()
 
-    @extend_schema(
-        request=Input, responses={200: ExecutionOutput, 202: Accepted, 429: ExecutionOutput}
-    )
+    @extend_schema(request=Input, responses={200: ExecutionOutput, 202: Accepted, **TURN_FAILED})
     def post(self, request: Request, name: str) -> Response:
         agent = agent_get_visible(user=request.user, name=name)
         data = self.Input(data=request.data)
@@ -222,7 +228,7 @@ class AgentChatApi(APIView):
         model = serializers.CharField(max_length=100, required=False)
         timeout_seconds = _timeout_field()
 
-    @extend_schema(request=Input, responses={200: ExecutionOutput, 429: ExecutionOutput})
+    @extend_schema(request=Input, responses={200: ExecutionOutput, **TURN_FAILED})
     def post(self, request: Request, name: str) -> Response:
         agent = agent_get_visible(user=request.user, name=name)
         data = self.Input(data=request.data)

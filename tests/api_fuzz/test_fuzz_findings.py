@@ -191,3 +191,16 @@ def test_a_number_where_the_schema_says_string_is_a_400_naming_the_field(
     response = owner_client.post("/api/agents", {"name": value})
     assert response.status_code == 400
     assert set(response.json()) == {"name"}
+
+
+@pytest.mark.parametrize("path", ["/api/agents/{name}/task", "/api/agents/{name}/chat"])
+def test_every_status_a_failed_turn_answers_is_documented_with_its_execution(
+    schema: dict[str, Any], path: str
+) -> None:
+    """A turn on an agent with no credential answered an undocumented 503."""
+    from execution.api import ERROR_HTTP_STATUS
+
+    responses = schema["paths"][path]["post"]["responses"]
+    for code in {*ERROR_HTTP_STATUS.values(), 503} - {400}:
+        body = responses[str(code)]["content"]["application/json"]["schema"]
+        assert body == {"$ref": "#/components/schemas/ExecutionOutput"}, code
