@@ -52,6 +52,7 @@ __all__ = [
     "CeleryWorker",
     "agent_on",
     "alive",
+    "children_of",
     "cli_child",
     "free_port",
     "gunicorn",
@@ -137,7 +138,7 @@ def turn_in_background(
 # Processes
 
 
-def _children_of(pid: int) -> list[tuple[int, bytes]]:
+def children_of(pid: int) -> list[tuple[int, bytes]]:
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -166,7 +167,7 @@ def cli_child(agent: Agent, *, seconds: float = 30.0) -> int:
     server = int(agent.process_handle)
 
     def find() -> int | None:
-        for pid, cmdline in _children_of(server):
+        for pid, cmdline in children_of(server):
             if b"claude" in cmdline:
                 return pid
         return None
@@ -212,14 +213,17 @@ def stop_process_group(proc: subprocess.Popen[bytes], *, grace: float = 15.0) ->
 
 
 class CeleryWorker:
-    """A real ``celery -A trinity worker`` (prefork, one pool process) in its own group.
+    """A real ``celery -A <app> worker`` (prefork, one pool process) in its own group.
 
     ``start`` returns once it answers a ping over the broker; ``kill`` SIGKILLs the
     whole group (main process and pool), as an OOM kill or a host loss would.
     """
 
-    def __init__(self, env: Mapping[str, str], *, log_path: Path, name: str) -> None:
+    def __init__(
+        self, env: Mapping[str, str], *, log_path: Path, name: str, app: str = "trinity"
+    ) -> None:
         self.env = dict(env)
+        self.app = app
         self.log_path = log_path
         self.name = name
         self.proc: subprocess.Popen[bytes] | None = None
@@ -228,7 +232,7 @@ class CeleryWorker:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter
             [
-                sys.executable, "-m", "celery", "-A", "trinity", "worker",
+                sys.executable, "-m", "celery", "-A", self.app, "worker",
                 "--pool", "prefork", "--concurrency", "1", "--without-heartbeat",
                 "--without-gossip", "--without-mingle", "-n", f"{self.name}@%h",
             ],
@@ -247,7 +251,7 @@ class CeleryWorker:
         if self.proc.poll() is not None:
             pytest.fail(f"the worker exited with {self.proc.returncode}; see {self.log_path}")
         ping = subprocess.run(  # noqa: S603 - our own interpreter
-            [sys.executable, "-m", "celery", "-A", "trinity", "inspect", "ping",
+            [sys.executable, "-m", "celery", "-A", self.app, "inspect", "ping",
              "-d", f"{self.name}@{os.uname().nodename}", "--timeout", "2"],
             cwd=REPO, env=self.env, capture_output=True, timeout=30, check=False,
         )  # fmt: skip
