@@ -76,8 +76,11 @@ def enqueue(broker: RedisServer, owner: User, control: SimulatorControl) -> Exec
     # The control fixture runs tasks eagerly (in this process); this one goes to the worker.
     app.conf.task_always_eager = False
     try:
-        with app.connection_for_write(broker.url) as connection:
-            tasks.run_turn.apply_async((str(execution.pk),), connection=connection)
+        with (
+            app.connection_for_write(broker.url) as connection,
+            app.producer_or_acquire(app.amqp.Producer(connection)) as producer,
+        ):
+            tasks.run_turn.apply_async((str(execution.pk),), producer=producer)
     finally:
         app.conf.task_always_eager = True
     return execution
