@@ -9,6 +9,7 @@ it for requests that are already authenticated, which would leave login unprotec
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +20,8 @@ from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect, ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
+
+from trinity.authentication import SignInFailureThrottle, client_address, sign_in_refusal
 
 NOT_BUILT = (
     "The settings panel has not been built. Run `cd frontend && npm ci && npm run build`, "
@@ -79,7 +82,9 @@ def auth_login(request: HttpRequest) -> JsonResponse:
     """Start a session from ``{username, password}``.
 
     Returns 200 with ``{username, is_admin}``. A wrong username and a wrong password
-    get the same 400, so the answer does not reveal which accounts exist.
+    get the same 400, so the answer does not reveal which accounts exist. After too
+    many failures from one address or for one username, 429 with ``Retry-After``,
+    and the password is not checked (``trinity.authentication.SignInFailureThrottle``).
     """
     try:
         body = json.loads(request.body or b"{}")
@@ -94,8 +99,24 @@ def auth_login(request: HttpRequest) -> JsonResponse:
         or not password
     ):
         return JsonResponse({"detail": "Enter a username and a password."}, status=400)
+    # Counted per address and per username (a guess spread over many addresses);
+    # over the limit, refused before the password is hashed.
+    throttles = [
+        SignInFailureThrottle(ident=f"login-ip:{client_address(request)}"),
+        SignInFailureThrottle(ident=f"login-user:{username.casefold()}"),
+    ]
+    wait = sign_in_refusal(throttles, request)
+    if wait is not None:
+        refused = JsonResponse(
+            {"detail": "Too many failed sign-ins. Try again later.", "code": "throttled"},
+            status=429,
+        )
+        refused["Retry-After"] = str(math.ceil(wait))
+        return refused
     user = authenticate(request, username=username, password=password)
     if user is None:
+        for throttle in throttles:
+            throttle.record_failure()
         return JsonResponse({"detail": BAD_CREDENTIALS}, status=400)
     login(request, user)
     return JsonResponse(_me(user))

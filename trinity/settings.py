@@ -240,9 +240,16 @@ REST_FRAMEWORK = {
     # WWW-Authenticate, so it is a 401 ("Token") rather than a 403 (session auth has
     # none). The panel's session still authenticates, with CSRF enforced on writes.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "trinity.authentication.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    # Failed sign-ins (panel login, API tokens) a client may make in a minute before the
+    # next is refused unchecked (trinity.authentication.SignInFailureThrottle).
+    "DEFAULT_THROTTLE_RATES": {
+        "sign_in_failures": "{}/min".format(
+            _env_int("TRINITY_SIGN_IN_FAILURES_PER_MINUTE", 10, minimum=1, maximum=1000)
+        )
+    },
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON only: in DRF's form parsing a missing boolean reads as False (an unticked
     # checkbox), so an empty form PUT turned a switch off. Anything else is a 415.
