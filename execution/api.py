@@ -36,6 +36,7 @@ from execution.services import notifications_mark_read
 from subscriptions.models import Subscription
 from subscriptions.walk import Stop
 from trinity import clock
+from trinity.api import MAX_ID
 from trinity.errors import InvalidInput
 from trinity.models import Notification
 
@@ -328,7 +329,9 @@ class NotificationMarkReadApi(APIView):
 
     class Input(serializers.Serializer[Any]):
         ids = serializers.ListField(
-            child=serializers.IntegerField(min_value=1), required=False, max_length=1000
+            child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+            required=False,
+            max_length=1000,
         )
         all = serializers.BooleanField(default=False)
 

@@ -16,7 +16,7 @@ from subscriptions import services
 from subscriptions.models import Provider, Subscription
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
 from trinity import services as trinity_services
-from trinity.api import AdminForWrites, IsAdmin, StrictBooleanField
+from trinity.api import MAX_ID, AdminForWrites, IsAdmin, StrictBooleanField, name_field
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
 
@@ -50,7 +50,7 @@ class SubscriptionListApi(APIView):
     permission_classes = [AdminForWrites]
 
     class Input(serializers.Serializer[Any]):
-        name = serializers.CharField(max_length=100)
+        name = name_field(max_length=100)
         token = serializers.CharField(write_only=True, max_length=4096)
         provider = serializers.ChoiceField(choices=Provider.choices)
         plan_type = serializers.CharField(max_length=30)
@@ -102,7 +102,7 @@ class AgentAssignmentApi(APIView):
     permission_classes = [IsAuthenticated]
 
     class Input(serializers.Serializer[Any]):
-        subscription_id = serializers.IntegerField(min_value=1)
+        subscription_id = serializers.IntegerField(min_value=1, max_value=MAX_ID)
 
     @extend_schema(request=Input, responses={200: AssignmentOutput, 409: CONFLICT})
     def put(self, request: Request, name: str) -> Response:

@@ -142,6 +142,29 @@ def require_strings_for_string_fields() -> None:
     serializers.CharField.to_internal_value = strict  # type: ignore[method-assign,assignment]
 
 
+# What a display name may hold (a subscription's, a notification channel's): letters and
+# digits of any script, spaces and ``. @ + - _``. Names are written into log lines,
+# notices, walk trails and the panel: a newline would forge a log line, an escape
+# sequence colour a terminal, a bidi override reverse what the operator reads, and a
+# slash or a quote has no business in a name.
+NAME_PATTERN = r"^\w[\w .@+-]*$"
+NAME_RULE = "Use letters, digits, spaces and . @ + - _ only, starting with a letter or digit."
+# Django's own rule for usernames (UnicodeUsernameValidator).
+USERNAME_PATTERN = r"^[\w.@+-]+$"
+# The largest id a row can have (a bigint): beyond it no row exists, and Postgres
+# refuses to compare with it.
+MAX_ID = 2**63 - 1
+
+
+def name_field(*, max_length: int = 100, required: bool = True) -> serializers.RegexField:
+    return serializers.RegexField(
+        NAME_PATTERN,
+        max_length=max_length,
+        required=required,
+        error_messages={"invalid": NAME_RULE},
+    )
+
+
 class ApiTokenOutput(serializers.Serializer[Any]):
     username = serializers.CharField()
     token = serializers.CharField(help_text="send it as `Authorization: Token <token>`")
@@ -157,7 +180,11 @@ class ApiTokenApi(APIView):
     permission_classes = [IsAdmin]
 
     class Input(serializers.Serializer[Any]):
-        username = serializers.CharField(max_length=150)
+        username = serializers.RegexField(
+            USERNAME_PATTERN,
+            max_length=150,
+            error_messages={"invalid": "Not a username: letters, digits and . @ + - _ only."},
+        )
         rotate = serializers.BooleanField(default=False)
 
     @extend_schema(request=Input, responses={200: ApiTokenOutput, 404: ErrorOutput})

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from trinity import clock
 from trinity import notification_channels as services
-from trinity.api import IsAdmin
+from trinity.api import IsAdmin, name_field
 from trinity.models import (
     Notification,
     NotificationChannel,
@@ -95,7 +95,7 @@ class ChannelListApi(APIView):
     permission_classes = [IsAdmin]
 
     class Input(serializers.Serializer[Any]):
-        name = serializers.CharField(max_length=100)
+        name = name_field(max_length=100)
         kind = serializers.ChoiceField(choices=NotificationChannel.Kind.choices)
         url = serializers.CharField(write_only=True, max_length=services.MAX_URL_LENGTH + 100)
         min_level = serializers.ChoiceField(
@@ -122,7 +122,7 @@ class ChannelDetailApi(APIView):
     permission_classes = [IsAdmin]
 
     class Input(serializers.Serializer[Any]):
-        name = serializers.CharField(max_length=100, required=False)
+        name = name_field(max_length=100, required=False)
         kind = serializers.ChoiceField(choices=NotificationChannel.Kind.choices, required=False)
         url = serializers.CharField(
             write_only=True, max_length=services.MAX_URL_LENGTH + 100, required=False

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
@@ -53,6 +53,7 @@ from agents.models import Agent
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory, UserFactory
+from tests.api_fuzz.support import database_fingerprint
 from tests.subscriptions.factories import plan_token
 from trinity import clock
 from trinity.notifications import notification_send
@@ -151,24 +152,6 @@ def world(control: SimulatorControl) -> World:
         ids=ids,
         execution_ids=[str(execution.pk)],
     )
-
-
-def database_fingerprint() -> dict[str, str]:
-    """Every table's row count and, on Postgres, a checksum of every row."""
-    # Table names come from the database's own catalogue, never from a request.
-    tables = sorted(connection.introspection.table_names())
-    quote = connection.ops.quote_name
-    if connection.vendor == "postgresql":
-        parts = [
-            f"SELECT '{name}', count(*)::text || ':' || "  # noqa: S608 - catalogue names
-            f"md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {quote(name)} t"
-            for name in tables
-        ]
-    else:
-        parts = [f"SELECT '{name}', count(*) FROM {quote(name)}" for name in tables]  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts))
-        return {name: str(value) for name, value in cursor.fetchall()}
 
 
 def _is_turn_outcome(method: str, path: str, body: Any) -> bool:

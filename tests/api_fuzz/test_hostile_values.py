@@ -1,0 +1,278 @@
+"""Hostile values on every write endpoint: each answered by a 4xx that names the field,
+with every table's rows exactly as before.
+
+One row per write operation the schema describes (a completeness test keeps the table
+covering them all): a valid body, and the kind of each field. Every field then gets
+the hostile values of its kind, one at a time, in an otherwise valid body: wrong
+types, oversized strings (1 MB), NUL and control characters, path traversal, SQL- and
+shell-shaped strings, bidi overrides, negative and huge numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+
+from tests.agents.factories import AgentFactory
+from tests.api_fuzz.support import database_fingerprint
+from tests.subscriptions.factories import SubscriptionFactory
+
+pytestmark = pytest.mark.django_db
+
+MEGABYTE = "x" * 1_000_000
+
+WRONG_TYPES: list[tuple[str, Any]] = [("a list", ["x"]), ("an object", {"x": 1})]
+TEXT: list[tuple[str, Any]] = [
+    *WRONG_TYPES,
+    ("a number", 42),
+    ("a boolean", True),
+    ("a NUL character", "a\x00b"),
+    ("1 MB", MEGABYTE),
+]
+NAME: list[tuple[str, Any]] = [
+    *TEXT,
+    ("path traversal", "../../etc/passwd"),
+    ("an absolute path", "/etc/passwd"),
+    ("SQL", "x'; DROP TABLE agents_agent; --"),
+    ("shell", "$(rm -rf /)"),
+    ("a newline and an escape", "bad\nname\x1b[31m"),
+    ("a bidi override", "evil\u202egnp.exe"),
+    ("empty", ""),
+]
+CHOICE: list[tuple[str, Any]] = [
+    *WRONG_TYPES,
+    ("unknown", "no-such-choice"),
+    ("SQL", "' OR 1=1 --"),
+    ("a NUL character", "subscription_first\x00"),
+]
+INTEGER: list[tuple[str, Any]] = [
+    *WRONG_TYPES,
+    ("a word", "ten"),
+    ("a float", 1.5),
+    ("negative", -1),
+    ("huge", 10**30),
+    ("SQL", "1 OR 1=1"),
+]
+TIMEOUT: list[tuple[str, Any]] = [*INTEGER, ("zero", 0), ("a year", 365 * 24 * 3600)]
+BOOLEAN: list[tuple[str, Any]] = [*WRONG_TYPES, ("a word", "maybe"), ("a number", 2)]
+ID_LIST: list[tuple[str, Any]] = [
+    ("a string", "1,2"),
+    ("an object", {"x": 1}),
+    ("negative ids", [-1]),
+    ("huge ids", [10**30]),
+    ("too many", list(range(1, 1002))),
+    ("words", ["one"]),
+]
+KINDS = {
+    "name": NAME,
+    "text": TEXT,
+    "choice": CHOICE,
+    "integer": INTEGER,
+    "timeout": TIMEOUT,
+    "boolean": BOOLEAN,
+    "ids": ID_LIST,
+}
+
+
+@dataclass
+class Row:
+    method: str
+    path: str  # as the schema names it
+    body: dict[str, Any]
+    fields: dict[str, str]  # field -> kind
+    client: str = "admin"
+    failures: list[str] = field(default_factory=list)
+
+
+ROWS = [
+    Row(
+        "post",
+        "/api/agents",
+        {"name": "new-bot", "auto_assign": False},
+        {
+            "name": "name",
+            "model": "text",
+            "runtime": "choice",
+            "routing_policy": "choice",
+            "use_platform_api_key": "boolean",
+            "auto_assign": "boolean",
+        },
+    ),
+    Row(
+        "patch",
+        "/api/agents/{name}",
+        {"model": "claude-sonnet-4-5"},
+        {
+            "model": "text",
+            "runtime": "choice",
+            "routing_policy": "choice",
+            "use_platform_api_key": "boolean",
+        },
+    ),
+    Row(
+        "put",
+        "/api/agents/{name}",
+        {"model": "claude-sonnet-4-5"},
+        {"model": "text", "runtime": "choice", "routing_policy": "choice"},
+    ),
+    Row(
+        "post",
+        "/api/agents/{name}/task",
+        {"message": "hi"},
+        {
+            "message": "text",
+            "model": "text",
+            "timeout_seconds": "timeout",
+            "async": "boolean",
+            "trigger": "choice",
+        },
+    ),
+    Row(
+        "post",
+        "/api/agents/{name}/chat",
+        {"message": "hi"},
+        {"message": "text", "session_id": "name", "model": "text", "timeout_seconds": "timeout"},
+    ),
+    Row(
+        "post",
+        "/api/subscriptions",
+        {
+            "name": "plan-b",
+            "provider": "anthropic",
+            "plan_type": "max-5x",
+            "token": "sk-ant-oat01-" + "a" * 40,
+        },
+        {"name": "name", "provider": "choice", "plan_type": "choice", "token": "text"},
+    ),
+    Row(
+        "put",
+        "/api/subscriptions/agents/{name}",
+        {"subscription_id": 0},
+        {"subscription_id": "integer"},
+    ),
+    Row(
+        "put", "/api/subscriptions/settings/auto-switch", {"enabled": True}, {"enabled": "boolean"}
+    ),
+    Row(
+        "put",
+        "/api/subscriptions/settings/api-key-fallback",
+        {"enabled": True},
+        {"enabled": "boolean"},
+    ),
+    Row(
+        "put",
+        "/api/subscriptions/settings/headroom-auto-refresh",
+        {"enabled": True},
+        {"enabled": "boolean"},
+    ),
+    Row(
+        "put",
+        "/api/subscriptions/settings/headroom-alert-threshold",
+        {"threshold": 80},
+        {"threshold": "integer"},
+    ),
+    Row(
+        "put",
+        "/api/settings/platform-api-key",
+        {"key": "sk-ant-api03-" + "b" * 40},
+        {"key": "text"},
+    ),
+    Row(
+        "post", "/api/auth/tokens", {"username": "owner"}, {"username": "name", "rotate": "boolean"}
+    ),
+    Row(
+        "post",
+        "/api/notifications/mark-read",
+        {"all": True},
+        {"ids": "ids", "all": "boolean"},
+        client="owner",
+    ),
+    Row(
+        "post",
+        "/api/notification-channels",
+        {"name": "hook-b", "kind": "json", "url": "https://hooks.example.invalid/b"},
+        {
+            "name": "name",
+            "kind": "choice",
+            "url": "text",
+            "min_level": "choice",
+            "enabled": "boolean",
+        },
+    ),
+    Row(
+        "patch",
+        "/api/notification-channels/{id}",
+        {"enabled": True},
+        {
+            "name": "name",
+            "kind": "choice",
+            "url": "text",
+            "min_level": "choice",
+            "enabled": "boolean",
+        },
+    ),
+]
+
+
+def _write_operations() -> set[tuple[str, str]]:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return {
+        (method, path)
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if method in ("post", "put", "patch") and "requestBody" in operation
+    }
+
+
+def test_the_table_covers_every_write_operation_with_a_body() -> None:
+    assert _write_operations() == {(row.method, row.path) for row in ROWS}
+
+
+@pytest.fixture
+def seeded(owner: Any, admin_user: Any) -> dict[str, Any]:
+    from trinity import clock
+    from trinity.notification_channels import notification_channel_create
+
+    subscription = SubscriptionFactory.create(name="plan-a")
+    AgentFactory.create(name="bot", owner=owner, subscription=subscription)
+    channel = notification_channel_create(
+        name="hook-a", kind="json", url="https://hooks.example.invalid/a", now=clock.now()
+    )
+    return {"{name}": "bot", "{id}": str(channel.pk), "subscription_id": subscription.pk}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{r.method.upper()} {r.path}" for r in ROWS])
+def test_every_hostile_value_is_a_4xx_naming_the_field_and_writes_nothing(
+    row: Row,
+    seeded: dict[str, str],
+    admin_client_api: APIClient,
+    owner_client: APIClient,
+) -> None:
+    client = admin_client_api if row.client == "admin" else owner_client
+    url = row.path
+    for placeholder in ("{name}", "{id}"):
+        url = url.replace(placeholder, seeded[placeholder])
+    base = {k: seeded.get(k, v) if k == "subscription_id" else v for k, v in row.body.items()}
+    failures = []
+    tried = 0
+    for name, kind in row.fields.items():
+        for label, value in KINDS[kind]:
+            body = {**base, name: value}
+            before = database_fingerprint()
+            response = getattr(client, row.method)(url, body, format="json")
+            tried += 1
+            after = database_fingerprint()
+            written = sorted(t for t in after if before[t] != after[t])
+            answer = response.content[:200].decode(errors="replace")
+            if not 400 <= response.status_code < 500:
+                failures.append(f"{name} = {label}: {response.status_code} {answer}")
+            elif name not in response.json():
+                failures.append(f"{name} = {label}: {response.status_code} names {answer}")
+            if written:
+                failures.append(f"{name} = {label}: wrote {written}")
+    assert tried > 0
+    assert failures == [], "\n".join(failures)
