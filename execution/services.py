@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Sum
 
 from agents import lifecycle
@@ -184,6 +184,8 @@ def execution_dispatch(*, execution: Execution, agent: Agent) -> Execution:
     ):
         try:
             finished = turn.run()
+        except DatabaseError:
+            finished = _finish_after_database_loss(execution)
         except Exception:
             logger.exception("turn %s on %s: internal error", execution.pk, agent.name)
             finished = _finish_failed(
@@ -731,6 +733,34 @@ def _final_code(refusal: Refusal) -> str:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def _finish_after_database_loss(execution: Execution) -> Execution:
+    """Record a turn whose database connection died under it (a restart, a failover).
+
+    Django health-checks a persistent connection only when a request or a task starts,
+    so one the database dropped mid-turn stays dead for the rest of it: every write,
+    the failure's own included, would raise and leave the row ``running`` until the
+    reaper. So drop it and write on a fresh one. A plain served turn keeps what it
+    served; anything else fails ``worker_lost`` (its outcome is unknown: a switch's
+    commit may have been rolled back with the lost transaction). If the database is
+    still down this raises, and the reaper remains the backstop.
+    """
+    logger.warning(
+        "turn %s: the database connection was lost; finishing the row on a new one",
+        execution.pk,
+        exc_info=True,
+    )
+    connection.close()
+    if execution.status == Status.SUCCEEDED and not execution.subscription_switch:
+        execution.save()
+        return execution
+    return _finish_failed(
+        execution,
+        error_code="worker_lost",
+        detail="the database connection was lost while the turn ran; its outcome could not "
+        "be recorded",
+    )
 
 
 def _finish_failed(execution: Execution, *, error_code: str, detail: str) -> Execution:
