@@ -12,6 +12,7 @@ export const WHY_LABELS = {
   last_resort: "last resort: it had refused within 2 h",
   api_key: "last rung, billed per token",
   concurrent_switch: "the new assignment after a concurrent turn switched",
+  retry: "the same credential once more after a provider error (5xx)",
   legacy: "applied by assignment (legacy agent server)",
 };
 

@@ -39,6 +39,12 @@ describe("readAttempt", () => {
   it("shows a reason it does not know by its code rather than hide it", () => {
     expect(readAttempt({ credential_kind: "api_key", why: "something_new", outcome: "served" }).why).toBe("something_new");
   });
+
+  it("names every reason the walk gives (subscriptions/walk.py Why)", () => {
+    for (const why of ["assigned", "pre_dispatch", "ranked", "readmitted", "last_resort", "api_key", "concurrent_switch", "retry"]) {
+      expect(readAttempt({ credential_kind: "subscription", why, outcome: "served" }).why).not.toBe(why);
+    }
+  });
 });
 
 describe("switchReason", () => {
