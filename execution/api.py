@@ -255,7 +255,7 @@ class ExecutionListApi(APIView):
     def get(self, request: Request) -> Response:
         queryset = executions_visible_to(request.user)
         params = request.query_params
-        if params.get("status") and params["status"] not in Status.values:
+        if "status" in params and params["status"] not in Status.values:
             return Response({"status": [f"Choose one of: {', '.join(Status.values)}."]}, status=400)
         for field in ("agent", "status", "error_code"):
             if params.get(field):
@@ -303,7 +303,7 @@ class NotificationListApi(APIView):
     def get(self, request: Request) -> Response:
         queryset = notifications_visible_to(request.user)
         params = request.query_params
-        if params.get("level") and params["level"] not in Notification.Level.values:
+        if "level" in params and params["level"] not in Notification.Level.values:
             return Response(
                 {"level": [f"Choose one of: {', '.join(Notification.Level.values)}."]}, status=400
             )

@@ -151,14 +151,23 @@ def test_an_unknown_user_s_token_answers_the_documented_404(
     _conforms(schema, "post", "/api/auth/tokens", response)
 
 
-@pytest.mark.parametrize("query", ["unread=", "unread=maybe", "unread=yes"])
+@pytest.mark.parametrize("query", ["unread=", "unread=maybe", "unread=yes", "level=", "level=loud"])
 def test_a_notification_filter_that_is_not_a_boolean_is_a_400_naming_it(
     owner_client: APIClient, query: str
 ) -> None:
     """``?unread=`` was read as no filter at all, though the schema says boolean."""
     response = owner_client.get(f"/api/notifications?{query}")
     assert response.status_code == 400
-    assert set(response.json()) == {"unread"}
+    assert set(response.json()) == {query.split("=")[0]}
+
+
+@pytest.mark.parametrize("query", ["status=", "status=done"])
+def test_an_execution_status_filter_out_of_its_enum_is_a_400(
+    owner_client: APIClient, query: str
+) -> None:
+    response = owner_client.get(f"/api/executions?{query}")
+    assert response.status_code == 400
+    assert set(response.json()) == {"status"}
 
 
 def test_a_usage_report_in_an_unknown_format_is_a_400_naming_it(owner_client: APIClient) -> None:
