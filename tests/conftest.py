@@ -16,7 +16,9 @@ from simulator.process import SimulatorProcess
 from tests.agents.factories import UserFactory
 
 # With CI=true an unexpected skip fails the run; tests/skip_policy.py lists the allowed.
-pytest_plugins = ["tests.skip_policy"]
+# tests/session_canary.py seeds every factory token with a marker and fails the run
+# if the marker reaches a response, a log line, a stored row or a database dump.
+pytest_plugins = ["tests.skip_policy", "tests.session_canary"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,205 @@
+"""A session-wide secrets canary (a pytest plugin, loaded from tests/conftest.py).
+
+At the start of the suite every plan token the test factories make
+(``tests.subscriptions.factories.plan_token``) is seeded with one marker, unique to
+this run. Whatever a token reaches, the marker reaches too, so through the whole run:
+
+- every response a test reads (Django's and DRF's test clients, and httpx: the live
+  web processes, agent servers and the simulator) is scanned as it arrives;
+- every log line of this process, as the redacting console handler renders it;
+- after each database test, every notification, execution and refusal row, and for a
+  test that commits (``transaction=True``) a ``pg_dump --data-only`` of the test
+  database, where a token must only ever be ciphertext;
+- at the end, every log file the other processes wrote under the run's temporary
+  directory (agent servers log under their homes, the simulator to its log path,
+  web, worker and beat wherever their test put them).
+
+Any hit fails the run loudly, naming what leaked (the token's last 4) and where.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "SESSIONCANARY" + secrets.token_hex(6)
+LOG_SUFFIXES = {".log", ".out", ".err", ".txt", ".jsonl"}
+MAX_FILE_BYTES = 50_000_000
+
+
+@dataclass(frozen=True)
+class Hit:
+    where: str
+    excerpt: str
+
+
+HITS: list[Hit] = []
+_HANDLER: list[logging.Handler] = []
+_current_test = ["(outside any test)"]
+
+
+def scan(text: str | bytes | None, where: str) -> None:
+    """Record a hit when ``text`` carries the marker; the excerpt masks the token."""
+    if not text:
+        return
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    index = text.find(MARKER)
+    if index < 0:
+        return
+    start = max(0, index - 60)
+    excerpt = text[start : index + 80].replace(MARKER, "<CANARY>")
+    HITS.append(Hit(where=f"{_current_test[0]}: {where}", excerpt=excerpt))
+
+
+def _seed_plan_tokens() -> None:
+    from tests.subscriptions import factories
+
+    def marked_plan_token() -> str:
+        return f"sk-ant-oat01-{MARKER}" + secrets.token_urlsafe(30)
+
+    factories.plan_token = marked_plan_token  # every later import and factory call
+
+
+def _watch_responses() -> None:
+    import httpx
+    from django.test.client import Client
+
+    request = Client.request
+
+    def scanned_request(self: Client, **kwargs: Any) -> Any:
+        response = request(self, **kwargs)
+        if not getattr(response, "streaming", False):
+            scan(
+                response.content,
+                f"response {kwargs.get('REQUEST_METHOD')} {kwargs.get('PATH_INFO')}",
+            )
+        return response
+
+    Client.request = scanned_request  # type: ignore[method-assign]
+
+    send = httpx.Client.send
+
+    def scanned_send(self: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        response = send(self, request, **kwargs)
+        if not kwargs.get("stream"):
+            scan(response.content, f"response {request.method} {request.url.path}")
+        return response
+
+    httpx.Client.send = scanned_send  # type: ignore[method-assign]
+
+
+def _canary_handler() -> logging.Handler:
+    """Formats each record as the console does, after the same redacting filter."""
+    from trinity.redaction import RedactingFilter
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                scan(self.format(record), f"log line ({record.name})")
+            except Exception:  # noqa: S110 - a scan must never break logging
+                pass
+
+    handler = Handler(level=logging.DEBUG)
+    handler.addFilter(RedactingFilter())
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    return handler
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _seed_plan_tokens()
+    _watch_responses()
+    _HANDLER.append(_canary_handler())
+
+
+def _uses_db(item: pytest.Item) -> tuple[bool, bool]:
+    names = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("django_db")
+    transactional = "transactional_db" in names or bool(
+        marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0]))
+    )
+    return bool(marker) or bool(names & {"db", "transactional_db"}), transactional
+
+
+def _scan_rows() -> None:
+    from execution.models import Execution
+    from subscriptions.models import RateLimitEvent
+    from trinity.models import Notification
+
+    for model in (Notification, Execution, RateLimitEvent):
+        for row in model.objects.values():
+            scan(repr(row), f"{model.__name__} row {row.get('id')}")
+
+
+def _scan_dump() -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or shutil.which("pg_dump") is None:
+        return
+    params = connection.settings_dict
+    env = {**os.environ, "PGPASSWORD": str(params.get("PASSWORD") or "")}
+    command = ["pg_dump", "--data-only", "--no-owner", "-d", params["NAME"]]
+    for flag, key in (("-h", "HOST"), ("-p", "PORT"), ("-U", "USER")):
+        if params.get(key):
+            command += [flag, str(params[key])]
+    dump = subprocess.run(command, capture_output=True, env=env, timeout=60, check=True)
+    scan(dump.stdout, "pg_dump of the test database")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    _current_test[0] = item.nodeid
+    root = logging.getLogger()
+    if _HANDLER and _HANDLER[0] not in root.handlers:
+        # Re-attached per test: a test (or Celery) that reconfigures logging drops it.
+        root.addHandler(_HANDLER[0])
+    yield
+    # The test body has run; its fixtures (and the test transaction) are still there.
+    uses_db, transactional = _uses_db(item)
+    if uses_db:
+        try:
+            _scan_rows()
+            if transactional:
+                _scan_dump()
+        except Exception as exc:  # a broken connection is the test's own failure
+            HITS.append(Hit(where=f"{item.nodeid}: scan", excerpt=f"could not scan: {exc!r}"))
+
+
+def _scan_files(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.suffix in LOG_SUFFIXES and path.is_file():
+            try:
+                if path.stat().st_size <= MAX_FILE_BYTES:
+                    scan(path.read_bytes(), f"file {path}")
+            except OSError:
+                continue
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _current_test[0] = "(end of the run)"
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        try:
+            _scan_files(factory.getbasetemp())
+        except (OSError, ValueError):
+            pass
+    if HITS:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"SECRETS CANARY: a seeded token leaked {len(HITS)} time(s):"]
+        lines += [f"  {hit.where}\n      ...{hit.excerpt}..." for hit in HITS[:50]]
+        text = "\n".join(lines)
+        if reporter is not None:
+            reporter.write_sep("!", "secrets canary", red=True, bold=True)
+            reporter.write_line(text, red=True)
+        else:
+            print(text)
