@@ -103,6 +103,13 @@ bench-turn: $(STAMP)
 	$(PY) bench/turn_overhead.py
 	$(PY) bench/walked_turn.py
 
+# The turn storm (bench/storm.py): 500 concurrent turns, 50 agents, two gunicorn
+# processes and a Celery worker; the same two variables as bench-turn, and e.g.
+# STORM_ARGS="--cli-agents 0 --turns 200".
+.PHONY: bench-storm
+bench-storm: $(STAMP) $(NODE_STAMP)
+	$(PY) bench/storm.py $(STORM_ARGS)
+
 bench: $(STAMP) bench-turn
 	$(PY) bench/ranking.py
 	$(PY) bench/sweep.py
