@@ -44,7 +44,9 @@ from trinity.models import Notification
 ERROR_HTTP_STATUS = {
     "billing": 429,
     "auth": 503,
-    "model_unsupported": 400,
+    # A well-formed request the model cannot serve: 422, so it never reads as a
+    # malformed body (those are 400 with the field errors).
+    "model_unsupported": 422,
     "timeout": 504,
     "container_fault": 503,
     "runtime_killed": 500,
@@ -155,10 +157,10 @@ def turn_response(execution: Execution) -> Response:
 
 
 # Every status a turn that ran and failed answers, with its execution (error_code says
-# why). A model rejection's 400 shares the request errors' code and is left to those.
+# why).
 TURN_FAILED = {
     code: OpenApiResponse(ExecutionOutput, description="the turn ran and failed: see error_code")
-    for code in sorted({*ERROR_HTTP_STATUS.values(), 503} - {400})
+    for code in sorted({*ERROR_HTTP_STATUS.values(), 503})
 }
 
 

@@ -90,7 +90,7 @@ def test_a_model_rejection_records_no_refusal(
     response = owner_client.post(
         "/api/agents/bot/task", {"message": "hi", "model": "claude-nope-9"}, format="json"
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert response.json()["error_code"] == "model_unsupported"
     assert not RateLimitEvent.objects.exists()
 

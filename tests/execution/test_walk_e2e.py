@@ -268,7 +268,7 @@ def test_a_model_rejection_never_walks(
 
     body = task(owner_client, model="claude-nope-9")
 
-    assert body["http_status"] == 400 and body["error_code"] == "model_unsupported"
+    assert body["http_status"] == 422 and body["error_code"] == "model_unsupported"
     assert [c for c, _ in served_by(control)] == ["plan-a"]
     assert not RateLimitEvent.objects.exists()
     agent.refresh_from_db()
