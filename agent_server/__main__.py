@@ -20,6 +20,10 @@ from agent_server.config import ConfigError, load_config
 from agent_server.logjson import JsonFormatter, log_format
 from agent_server.redaction import Redactor, install_log_redaction
 
+# How long an idle client connection stays open; the platform's client gives up on an
+# idle connection after a third of this.
+SERVER_KEEPALIVE_SECONDS = 75
+
 
 def configure_logging(redactor: Redactor, level: str, fmt: str = "plain") -> None:
     handler = logging.StreamHandler(sys.stderr)
@@ -73,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             # In-flight turns are cancelled after this; cancellation kills their
             # process groups.
             timeout_graceful_shutdown=5,
+            # Idle connections stay open well past the platform client's own idle
+            # limit (agents/client.py KEEPALIVE_SECONDS): the client always closes
+            # first, so it never sends a turn on a connection this server is closing
+            # (uvicorn's 5 s default equalled httpx's, and under load a reused
+            # connection met the close: "Server disconnected without a response").
+            timeout_keep_alive=SERVER_KEEPALIVE_SECONDS,
         )
     )
     logging.getLogger("agent_server").info(

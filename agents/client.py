@@ -30,7 +30,14 @@ CONTROL_TIMEOUT = 15.0
 TURN_TIMEOUT_MARGIN = 30.0
 # Agent servers live on loopback or the compose network; a web process serving many
 # concurrent turns keeps at most this many connections open.
-POOL_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+# An idle connection is dropped well before the agent server drops it
+# (agent_server/__main__.py SERVER_KEEPALIVE_SECONDS, 75 s): whichever side closes
+# first must be this one, or a turn sent on a connection the server is closing fails
+# without ever reaching it (and cannot be re-sent blind: it might have been read).
+KEEPALIVE_SECONDS = 25.0
+POOL_LIMITS = httpx.Limits(
+    max_connections=256, max_keepalive_connections=64, keepalive_expiry=KEEPALIVE_SECONDS
+)
 
 _pool: tuple[int, httpx.Client] | None = None
 _pool_lock = threading.Lock()

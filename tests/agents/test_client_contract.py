@@ -186,3 +186,14 @@ def test_the_classifier_knows_every_code_the_agent_server_can_send() -> None:
 
     # The two sides share only the JSON contract; this keeps the code lists equal.
     assert set(get_args(contract.ErrorCode)) == TYPED_CODES
+
+
+def test_the_client_drops_an_idle_connection_before_the_agent_server_does() -> None:
+    # Equal limits (httpx's and uvicorn's 5 s defaults) let a turn go out on a
+    # connection the server was closing: it failed without reaching the server
+    # (found by bench/storm.py under load).
+    from agent_server.__main__ import SERVER_KEEPALIVE_SECONDS
+    from agents.client import KEEPALIVE_SECONDS, POOL_LIMITS
+
+    assert POOL_LIMITS.keepalive_expiry == KEEPALIVE_SECONDS
+    assert KEEPALIVE_SECONDS * 2 <= SERVER_KEEPALIVE_SECONDS
