@@ -9,21 +9,15 @@ loopback only; both web processes are killed at teardown.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from agents import lifecycle
@@ -31,104 +25,36 @@ from execution.models import Execution
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
+from tests.operations.services import gunicorn, platform_env, shared_database_url
 from tests.subscriptions.factories import plan_token
 from trinity.models import Notification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-REPO = Path(__file__).resolve().parents[2]
 TURNS = 20
-BOOT_SECONDS = 60.0
 TURN_SECONDS = 240.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"] != "django.db.backends.postgresql":
-        pytest.fail("this test needs Postgres: two web processes share one database")
-    user = db["USER"] or "root"
-    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 @pytest.fixture
-def web_processes(
-    control: SimulatorControl, simulator: object, tmp_path: Path
-) -> Iterator[list[str]]:
+def web_processes(control: SimulatorControl, tmp_path: Path) -> Iterator[list[str]]:
     """Two gunicorn processes on the test database; their base URLs."""
     if not settings.REDIS_URL:
         pytest.fail("this test needs Redis: the commit's notification dedup is shared")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "trinity.settings",
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "SECRET_KEY": settings.SECRET_KEY,
-        "TRINITY_ENCRYPTION_KEYS": ",".join(settings.TRINITY_ENCRYPTION_KEYS),
-        "TRINITY_ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL,
-        "TRINITY_VAR_DIR": str(tmp_path),
+    env = platform_env(
+        tmp_path,
+        DATABASE_URL=shared_database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        SECRET_KEY=settings.SECRET_KEY,
+        TRINITY_ENCRYPTION_KEYS=",".join(settings.TRINITY_ENCRYPTION_KEYS),
+        TRINITY_ANTHROPIC_BASE_URL=settings.TRINITY_ANTHROPIC_BASE_URL,
         # on-commit effects (the winner's hot-reload) run in the request, no worker here
-        "CELERY_TASK_ALWAYS_EAGER": "true",
-        "PYTHONPATH": str(REPO),
-    }
-    procs: list[subprocess.Popen[bytes]] = []
-    urls: list[str] = []
-    try:
-        for index in range(2):
-            port = _free_port()
-            log = (tmp_path / f"web-{index}.log").open("wb")
-            procs.append(
-                subprocess.Popen(  # noqa: S603 - our own interpreter
-                    [
-                        sys.executable,
-                        "-m",
-                        "gunicorn",
-                        "trinity.wsgi:application",
-                        "--bind",
-                        f"127.0.0.1:{port}",
-                        "--worker-class",
-                        "gthread",
-                        "--workers",
-                        "1",
-                        "--threads",
-                        str(TURNS),
-                        "--timeout",
-                        str(int(TURN_SECONDS) + 60),
-                    ],
-                    cwd=REPO,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-            urls.append(f"http://127.0.0.1:{port}")
-        deadline = time.monotonic() + BOOT_SECONDS
-        for url, proc in zip(urls, procs, strict=True):
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"gunicorn exited at boot; see {tmp_path}")
-                try:
-                    httpx.get(f"{url}/api/auth/me", timeout=2)
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline:
-                        pytest.fail("gunicorn did not answer in time")
-                    time.sleep(0.2)  # polling a real process's socket
-        yield urls
-    finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=15)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=15)
+        CELERY_TASK_ALWAYS_EAGER="true",
+    )
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(gunicorn(env, log_path=tmp_path / f"web-{i}.log", threads=TURNS))
+            for i in range(2)
+        ]
 
 
 def test_twenty_concurrent_turns_commit_once_across_two_web_processes(

@@ -41,6 +41,7 @@ from tests.operations.services import (
     gunicorn,
     manage,
     platform_env,
+    shared_database_url,
     throwaway_postgres,
     throwaway_redis,
 )
@@ -62,7 +63,7 @@ __all__ = [
     "redis_cache",
     "register_plan",
     "task",
-    "test_database_url",
+    "shared_database_url",
     "throwaway_postgres",
     "throwaway_redis",
     "turn_in_background",
@@ -184,18 +185,6 @@ def redis_cache(url: str) -> Iterator[None]:
         pytest.fail("this test needs REDIS_URL: it stops a Redis of its own under the cache")
     with override_settings(CACHES={"default": {**default, "LOCATION": url}}):
         yield
-
-
-def test_database_url() -> str:
-    """The URL of the test's own database, for a subprocess that must share it."""
-    db = connection.settings_dict
-    if db["ENGINE"] != "django.db.backends.postgresql":
-        pytest.fail("this test needs Postgres: its worker process shares the test database")
-    user = db["USER"] or "root"
-    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-test_database_url.__test__ = False  # type: ignore[attr-defined]  # not a test: a helper
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], *, grace: float = 15.0) -> None:

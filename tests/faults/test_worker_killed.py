@@ -35,7 +35,7 @@ from tests.faults.harness import (
     messages_sent,
     platform_env,
     register_plan,
-    test_database_url,
+    shared_database_url,
     throwaway_redis,
     wait_until,
 )
@@ -57,7 +57,7 @@ def broker() -> Iterator[RedisServer]:
 def worker_env(tmp_path: Path, broker: RedisServer) -> dict[str, str]:
     return platform_env(
         tmp_path,
-        DATABASE_URL=test_database_url(),
+        DATABASE_URL=shared_database_url(),
         REDIS_URL=broker.url,
         SECRET_KEY=settings.SECRET_KEY,
         TRINITY_ENCRYPTION_KEYS=",".join(settings.TRINITY_ENCRYPTION_KEYS),

@@ -187,6 +187,18 @@ def throwaway_redis() -> Iterator[RedisServer]:
         server.stop()
 
 
+def shared_database_url() -> str:
+    """The URL of the test's own database, for a subprocess (web, worker) that must
+    share it; fails the test on the embedded SQLite default."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        pytest.fail("this test needs Postgres: its processes share the test database")
+    user = db["USER"] or "root"
+    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def platform_env(var_dir: Path, **extra: str) -> dict[str, str]:
     """The environment of a platform process (web, manage.py) run from this checkout."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}

@@ -22,7 +22,6 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from agent_server.logjson import JsonFormatter as ServerJsonFormatter
@@ -32,7 +31,7 @@ from agent_server.redaction import Redactor
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
-from tests.operations.services import REPO, gunicorn, platform_env
+from tests.operations.services import REPO, gunicorn, platform_env, shared_database_url
 from tests.subscriptions.factories import plan_token
 from trinity.logging_json import ContextFilter, JsonFormatter, log_context, log_context_update
 from trinity.redaction import RedactingFilter, register_secret
@@ -136,14 +135,6 @@ def test_a_bad_log_format_stops_the_process_with_its_name(tmp_path: Path) -> Non
     assert "LOG_FORMAT='xml' is not 'plain' or 'json'" in result.stderr
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"] != "django.db.backends.postgresql":
-        pytest.fail("this test needs Postgres: the web process shares the test database")
-    user = db["USER"] or "root"
-    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
 def test_a_real_turns_lines_parse_and_carry_its_execution_id_in_web_and_agent_server(
@@ -161,7 +152,7 @@ def test_a_real_turns_lines_parse_and_carry_its_execution_id_in_web_and_agent_se
     api_token = Token.objects.create(user=owner).key
     env = platform_env(
         tmp_path,  # the control fixture's VAR_DIR: the agent's home is where it stops it
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=shared_database_url(),
         REDIS_URL=settings.REDIS_URL,
         SECRET_KEY=settings.SECRET_KEY,
         TRINITY_ENCRYPTION_KEYS=",".join(settings.TRINITY_ENCRYPTION_KEYS),

@@ -21,7 +21,6 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from prometheus_client.mmap_dict import MmapedDict
 from rest_framework.authtoken.models import Token
 
@@ -30,7 +29,7 @@ from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
 from tests.operations.scrape import parse, value
-from tests.operations.services import gunicorn, platform_env
+from tests.operations.services import gunicorn, platform_env, shared_database_url
 from tests.subscriptions.factories import plan_token
 from trinity import services as trinity_services
 
@@ -38,14 +37,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 TURN_SECONDS = 240.0
 METRICS_TOKEN = "scrape-token-" + uuid.uuid4().hex
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"] != "django.db.backends.postgresql":
-        pytest.fail("this test needs Postgres: the web workers share the test database")
-    user = db["USER"] or "root"
-    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture
@@ -58,7 +49,7 @@ def web(control: SimulatorControl, tmp_path: Path) -> Iterator[tuple[str, Path]]
     metrics_dir.mkdir()
     env = platform_env(
         tmp_path / "var",
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=shared_database_url(),
         REDIS_URL=settings.REDIS_URL,
         SECRET_KEY=settings.SECRET_KEY,
         TRINITY_ENCRYPTION_KEYS=",".join(settings.TRINITY_ENCRYPTION_KEYS),
