@@ -8,12 +8,10 @@ import json
 import os
 import signal
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -25,9 +23,15 @@ from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, RateLimitEvent, Subscription
-from tests.agents.factories import AgentFactory
+from tests.execution.support import (
+    agent_on,
+    cli_child,
+    messages_sent,
+    register_plan,
+    task,
+    turn_in_background,
+)
 from tests.headroom.readings import limited
-from tests.subscriptions.factories import plan_token
 from trinity import clock
 from trinity import services as trinity_services
 from trinity.models import Notification
@@ -40,16 +44,7 @@ Plan = Callable[..., tuple[Subscription, str]]
 @pytest.fixture
 def plan(control: SimulatorControl) -> Plan:
     """Register a plan subscription with the simulator and the platform."""
-
-    def make(name: str) -> tuple[Subscription, str]:
-        token = plan_token()
-        control.register(token, kind="oauth", label=name)
-        subscription, _ = subscription_services.subscription_register(
-            name=name, provider="anthropic", plan_type="max-20x", token=token
-        )
-        return subscription, token
-
-    return make
+    return lambda name: register_plan(control, name)
 
 
 @pytest.fixture
@@ -61,43 +56,6 @@ def key(control: SimulatorControl) -> Callable[[float], str]:
         return value
 
     return make
-
-
-def agent_on(owner: User, subscription: Subscription, name: str = "bot") -> Agent:
-    agent = AgentFactory.create(name=name, owner=owner)
-    return subscription_services.assignment_set(agent=agent, subscription_id=subscription.pk)
-
-
-def served_by(control: SimulatorControl) -> list[tuple[str | None, int]]:
-    """(credential, status) of every Messages request, in order."""
-    return [
-        (r["credential"], r["status"])
-        for r in control.requests()
-        if r["path"] == "/v1/messages" and r["stream"]
-    ]
-
-
-def task(client: APIClient, **body: object) -> dict[str, object]:
-    response = client.post("/api/agents/bot/task", {"message": "say hi", **body}, format="json")
-    data: dict[str, object] = response.json()
-    data["http_status"] = response.status_code
-    return data
-
-
-def turn_in_background(client: APIClient, result: dict[str, dict[str, object]]) -> threading.Thread:
-    """Post a turn from a thread (with its own database connection, closed after)."""
-
-    def run() -> None:
-        from django.db import connection
-
-        try:
-            result["body"] = task(client)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
 
 
 def exhaust(control: SimulatorControl, token: str) -> None:
@@ -116,13 +74,13 @@ def test_a_refused_turn_completes_on_a_never_failed_alternative(
 
     assert body["http_status"] == 200, body
     assert body["served_by_subscription"] == {"id": b.pk, "name": "plan-b"}
-    assert served_by(control) == [("plan-a", 429), ("plan-b", 200)]
-    assert [(x["name"], x["outcome"], x["why"]) for x in body["attempts"]] == [  # type: ignore[attr-defined]
+    assert messages_sent(control) == [("plan-a", 429), ("plan-b", 200)]
+    assert [(x["name"], x["outcome"], x["why"]) for x in body["attempts"]] == [
         ("plan-a", "refused", "assigned"),
         ("plan-b", "served", "ranked"),
     ]
     switch = body["subscription_switch"]
-    assert switch["from"] == a.pk and switch["to"] == b.pk and switch["committed"]  # type: ignore[index]
+    assert switch["from"] == a.pk and switch["to"] == b.pk and switch["committed"]
     agent.refresh_from_db()
     assert agent.subscription_id == b.pk and agent.last_switch["to"] == b.pk
     event = RateLimitEvent.objects.get()
@@ -132,7 +90,7 @@ def test_a_refused_turn_completes_on_a_never_failed_alternative(
     # The next turn runs on the committed assignment straight away.
     control.clear_requests()
     assert task(owner_client)["http_status"] == 200
-    assert served_by(control) == [("plan-b", 200)]
+    assert messages_sent(control) == [("plan-b", 200)]
 
 
 def test_a_refused_turn_completes_on_a_readmitted_subscription(
@@ -156,8 +114,8 @@ def test_a_refused_turn_completes_on_a_readmitted_subscription(
     body = task(owner_client)
 
     assert body["http_status"] == 200, body
-    assert served_by(control) == [("plan-a", 429), ("plan-b", 200)]
-    assert body["attempts"][-1]["why"] == "readmitted"  # type: ignore[index]
+    assert messages_sent(control) == [("plan-a", 429), ("plan-b", 200)]
+    assert body["attempts"][-1]["why"] == "readmitted"
 
 
 def test_when_every_plan_refuses_the_key_serves_and_the_assignment_stays(
@@ -178,12 +136,12 @@ def test_when_every_plan_refuses_the_key_serves_and_the_assignment_stays(
 
     assert body["http_status"] == 200, body
     assert body["served_by_kind"] == "api_key" and body["served_by_subscription"] is None
-    assert served_by(control) == [("plan-a", 429), ("plan-b", 429), ("platform-key", 200)]
+    assert messages_sent(control) == [("plan-a", 429), ("plan-b", 429), ("platform-key", 200)]
     agent.refresh_from_db()
     assert agent.subscription_id == a.pk and agent.on_api_key_since is not None
     assert Notification.objects.filter(kind="api_key_route").count() == 1
     assert not Notification.objects.filter(kind="subscription_switched").exists()
-    assert body["subscription_switch"]["explanation"] == (  # type: ignore[index]
+    assert body["subscription_switch"]["explanation"] == (
         "plan-a refused; plan-b refused; the turn ran on the platform API key, billed per "
         "token (the assignment is unchanged)."
     )
@@ -228,7 +186,7 @@ def test_an_exhausted_walk_fails_honestly_with_the_trail_and_a_future_reset(
     )
     assert body["earliest_reset"] is not None
     assert str(body["earliest_reset"]) > clock.now().isoformat()
-    assert served_by(control) == [("plan-a", 429), ("plan-b", 429), ("platform-key", 400)]
+    assert messages_sent(control) == [("plan-a", 429), ("plan-b", 429), ("platform-key", 400)]
     assert RateLimitEvent.objects.filter(credential_kind="api_key").count() == 1
     assert Notification.objects.filter(kind="pool_exhausted").count() == 1
     # One alert per agent per hour, however many turns fail.
@@ -236,7 +194,7 @@ def test_an_exhausted_walk_fails_honestly_with_the_trail_and_a_future_reset(
     assert task(owner_client)["http_status"] == 429
     assert Notification.objects.filter(kind="pool_exhausted").count() == 1
     # The refused key is not re-tried for 2h, so the second turn never bills it.
-    assert ("platform-key", 400) not in served_by(control)
+    assert ("platform-key", 400) not in messages_sent(control)
     assert key_value not in str(body)
 
 
@@ -252,7 +210,7 @@ def test_an_auth_refusal_walks(
 
     assert body["http_status"] == 200, body
     # The CLI itself retries a 401 once before it reports it.
-    assert served_by(control) in (
+    assert messages_sent(control) in (
         [("plan-a", 401), ("plan-b", 200)],
         [("plan-a", 401), ("plan-a", 401), ("plan-b", 200)],
     )
@@ -269,30 +227,10 @@ def test_a_model_rejection_never_walks(
     body = task(owner_client, model="claude-nope-9")
 
     assert body["http_status"] == 422 and body["error_code"] == "model_unsupported"
-    assert [c for c, _ in served_by(control)] == ["plan-a"]
+    assert [c for c, _ in messages_sent(control)] == ["plan-a"]
     assert not RateLimitEvent.objects.exists()
     agent.refresh_from_db()
     assert agent.subscription_id == a.pk
-
-
-def _cli_child(agent: Agent, timeout: float = 30.0) -> int:
-    """The pid of the Claude Code CLI the agent server spawned (it leads its own group)."""
-    server = int(agent.process_handle)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == server and b"claude" in cmdline:
-                return int(entry.name)
-        time.sleep(0.05)  # polling for a real process to appear, not for time to pass
-    raise AssertionError("the CLI never started")
 
 
 def test_a_killed_runtime_never_walks(
@@ -305,15 +243,13 @@ def test_a_killed_runtime_never_walks(
     agent.refresh_from_db()
     control.clear_requests()
     control.set_latency(30_000)  # the upstream hangs: the CLI is mid-turn when killed
-    result: dict[str, dict[str, object]] = {}
-    thread = turn_in_background(owner_client, result)
-    os.killpg(_cli_child(agent), signal.SIGKILL)
+    thread, body = turn_in_background(owner_client)
+    os.killpg(cli_child(agent), signal.SIGKILL)
     thread.join(timeout=60)
     control.set_latency(0)
 
-    body = result["body"]
     assert body["error_code"] == "runtime_killed", body
-    assert [c for c, _ in served_by(control)] in ([], ["plan-a"])
+    assert [c for c, _ in messages_sent(control)] in ([], ["plan-a"])
     assert not RateLimitEvent.objects.exists()
     agent.refresh_from_db()
     assert agent.subscription_id == a.pk
@@ -330,8 +266,8 @@ def test_a_known_refusing_plan_is_routed_around_before_the_first_attempt(
     body = task(owner_client)
 
     assert body["http_status"] == 200, body
-    assert served_by(control) == [("plan-b", 200)]  # plan-a was never sent
-    assert body["attempts"][0]["why"] == "pre_dispatch"  # type: ignore[index]
+    assert messages_sent(control) == [("plan-b", 200)]  # plan-a was never sent
+    assert body["attempts"][0]["why"] == "pre_dispatch"
     assert not RateLimitEvent.objects.exists()  # nothing failed, so nothing is recorded
 
 
@@ -348,7 +284,7 @@ def test_with_auto_switch_off_the_refusal_is_recorded_and_nothing_switches(
 
     assert body["http_status"] == 429 and body["error_code"] == "billing"
     assert body["walk_stop"] == "auto_switch_off"
-    assert served_by(control) == [("plan-a", 429)]
+    assert messages_sent(control) == [("plan-a", 429)]
     assert RateLimitEvent.objects.get().subscription_id == a.pk
     agent.refresh_from_db()
     assert agent.subscription_id == a.pk
@@ -454,7 +390,7 @@ def test_a_legacy_agent_server_walks_by_assignment_and_never_to_the_key(
     assert body["http_status"] == 200, body
     # It ran on A, was moved to B by assignment and hot-reload, then ran on B.
     assert _LegacyAgentServer.turns == [a_token, b_token]
-    assert [(x["name"], x["legacy"]) for x in body["attempts"]] == [  # type: ignore[attr-defined]
+    assert [(x["name"], x["legacy"]) for x in body["attempts"]] == [
         ("plan-a", True),
         ("plan-b", True),
     ]
@@ -476,26 +412,24 @@ def test_a_refusal_after_a_concurrent_switch_reruns_on_the_new_baseline_without_
     exhaust(control, a_token)
     control.clear_requests()
     control.set_latency(3_000)  # this turn's attempt on plan-a is in flight...
-    result: dict[str, dict[str, object]] = {}
-    thread = turn_in_background(owner_client, result)
+    thread, body = turn_in_background(owner_client)
     agent.refresh_from_db()
-    _cli_child(agent)
+    cli_child(agent)
     # ...when another turn commits plan-c (as a concurrent walk would).
     Agent.objects.filter(pk=agent.pk, subscription_id=a.pk).update(subscription_id=c.pk)
     thread.join(timeout=120)
     control.set_latency(0)
 
-    body = result["body"]
     assert body["http_status"] == 200, body
-    assert [(x["name"], x["why"]) for x in body["attempts"]] == [  # type: ignore[attr-defined]
+    assert [(x["name"], x["why"]) for x in body["attempts"]] == [
         ("plan-a", "assigned"),
         ("plan-c", "concurrent_switch"),
     ]
-    assert body["subscription_switch"]["committed"] is False  # type: ignore[index]
+    assert body["subscription_switch"]["committed"] is False
     assert not Notification.objects.filter(kind="subscription_switched").exists()
     agent.refresh_from_db()
     assert agent.subscription_id == c.pk
-    assert b.pk not in [x["subscription_id"] for x in body["attempts"]]  # type: ignore[attr-defined]
+    assert b.pk not in [x["subscription_id"] for x in body["attempts"]]
 
 
 def test_a_turn_whose_budget_ran_out_before_a_reissue_is_retryable(
@@ -512,6 +446,6 @@ def test_a_turn_whose_budget_ran_out_before_a_reissue_is_retryable(
 
     assert body["http_status"] == 503, body
     assert (body["walk_stop"], body["retryable"]) == ("budget", True)
-    assert served_by(control) == [("plan-a", 429)]
+    assert messages_sent(control) == [("plan-a", 429)]
     assert RateLimitEvent.objects.get().subscription_id == a.pk  # still recorded
     assert "time budget ran out" in str(body["error_detail"])

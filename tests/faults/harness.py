@@ -14,25 +14,26 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import override_settings
-from rest_framework.test import APIClient
 
-from agents.models import Agent
-from simulator.control import SimulatorControl
-from subscriptions import services as subscription_services
-from subscriptions.models import Subscription
-from tests.agents.factories import AgentFactory
+from tests.execution.support import (
+    agent_on,
+    alive,
+    children_of,
+    cli_child,
+    messages_sent,
+    register_plan,
+    task,
+    turn_in_background,
+    wait_until,
+)
 from tests.operations.services import (
     REPO,
     PostgresCluster,
@@ -45,7 +46,6 @@ from tests.operations.services import (
     throwaway_postgres,
     throwaway_redis,
 )
-from tests.subscriptions.factories import plan_token
 
 __all__ = [
     "PostgresCluster",
@@ -71,109 +71,6 @@ __all__ = [
 ]
 
 BOOT_SECONDS = 60.0
-
-
-def wait_until(check: Callable[[], Any], *, seconds: float, what: str) -> Any:
-    """Poll ``check`` (a real process's state) until it returns something truthy."""
-    deadline = time.monotonic() + seconds
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {seconds} s")
-        time.sleep(0.05)  # polling a real process, not waiting for time to pass
-
-
-# The upstream and the platform's objects
-
-
-def register_plan(control: SimulatorControl, name: str) -> tuple[Subscription, str]:
-    """A plan subscription known to the simulator and to the platform."""
-    token = plan_token()
-    control.register(token, kind="oauth", label=name)
-    subscription, _ = subscription_services.subscription_register(
-        name=name, provider="anthropic", plan_type="max-20x", token=token
-    )
-    return subscription, token
-
-
-def agent_on(owner: Any, subscription: Subscription, name: str = "bot") -> Agent:
-    agent = AgentFactory.create(name=name, owner=owner)
-    return subscription_services.assignment_set(agent=agent, subscription_id=subscription.pk)
-
-
-def messages_sent(control: SimulatorControl) -> list[tuple[str | None, int]]:
-    """(credential, status) of every turn's Messages request the upstream saw, in order."""
-    return [
-        (r["credential"], r["status"])
-        for r in control.requests()
-        if r["path"] == "/v1/messages" and r["stream"]
-    ]
-
-
-def task(client: APIClient, **body: object) -> dict[str, Any]:
-    response = client.post("/api/agents/bot/task", {"message": "say hi", **body}, format="json")
-    data: dict[str, Any] = response.json()
-    data["http_status"] = response.status_code
-    return data
-
-
-def turn_in_background(
-    client: APIClient, **body: object
-) -> tuple[threading.Thread, dict[str, Any]]:
-    """Post a turn from a thread with its own database connection (closed after)."""
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result.update(task(client, **body))
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run, name="turn-in-background")
-    thread.start()
-    return thread, result
-
-
-# Processes
-
-
-def children_of(pid: int) -> list[tuple[int, bytes]]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append((int(entry.name), cmdline))
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def cli_child(agent: Agent, *, seconds: float = 30.0) -> int:
-    """The pid of the Claude Code CLI the agent's server spawned for a turn in flight."""
-    server = int(agent.process_handle)
-
-    def find() -> int | None:
-        for pid, cmdline in children_of(server):
-            if b"claude" in cmdline:
-                return pid
-        return None
-
-    return int(wait_until(find, seconds=seconds, what="the CLI to start"))
 
 
 @contextmanager
