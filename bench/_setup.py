@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from simulator.process import ListeningProcess  # noqa: E402 - needs ROOT on the path
+from simulator.process import ListeningProcess, SimulatorProcess  # noqa: E402 - needs ROOT on the path
 
 
 def boot(*, database_url: str | None = None, redis_url: str | None = None) -> Path:
@@ -359,6 +359,58 @@ def fleet_create(
         agents=[(f"agent-{i:03d}", rows[i].pk, tokens[i]) for i in range(agents)],
         tokens={row.pk: token for row, token in zip(rows, tokens, strict=True)},
     )
+
+
+@dataclass(frozen=True)
+class TurnRig:
+    """The turn benchmarks' processes: the simulator, one agent server and the fleet
+    recorded as running on it; ``web`` makes (does not start) a web whose upstream is
+    the simulator."""
+
+    workdir: Path
+    sim: SimulatorProcess
+    server: AgentServerProcess
+    secret: str
+    fleet: Fleet
+
+    def web(self, log_name: str, *, root: Path = ROOT, **overrides: str) -> WebProcess:
+        environ = web_environ(TRINITY_ANTHROPIC_BASE_URL=self.sim.base_url, **overrides)
+        return WebProcess(environ=environ, log_path=self.workdir / f"{log_name}.log", root=root)
+
+    def candidates(self, roots: list[Path]) -> dict[str, WebProcess]:
+        """A web per other checkout (a proposed change), each run from its own tree."""
+        return {
+            f"candidate {root.name}": self.web(f"web-{root.name}", root=root.resolve())
+            for root in roots
+        }
+
+
+@contextmanager
+def turn_rig(workdir: Path, *, subscriptions: int, agents: int) -> Iterator[TurnRig]:
+    """Start the simulator and an agent server upstream of it, create the fleet
+    (``fleet_create``) on that server; both processes are stopped on the way out."""
+    secret = secrets.token_urlsafe(32)
+    home = workdir / "agent-home"
+    home.mkdir()
+    with (
+        SimulatorProcess(log_path=workdir / "simulator.log", log_level="warning") as sim,
+        AgentServerProcess(
+            home=home,
+            secret=secret,
+            simulator_url=sim.base_url,
+            log_path=workdir / "agent-server.log",
+        ) as server,
+    ):
+        assert server.pid is not None
+        fleet = fleet_create(
+            subscriptions=subscriptions,
+            agents=agents,
+            endpoint=server.base_url,
+            handle=str(server.pid),
+            secret=secret,
+            now=datetime.now(tz=UTC),
+        )
+        yield TurnRig(workdir=workdir, sim=sim, server=server, secret=secret, fleet=fleet)
 
 
 def direct_body(*, token: str, timeout_seconds: float = 600.0) -> dict[str, object]:

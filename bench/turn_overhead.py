@@ -34,20 +34,17 @@ from __future__ import annotations
 
 import argparse
 import runpy
-import secrets
 import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 from _setup import (
     TURN_MESSAGE,
     WEB_CONF,
-    AgentServerProcess,
     Fleet,
     WebProcess,
     backends,
@@ -55,14 +52,13 @@ from _setup import (
     cpu_and_wall_profiles,
     direct_body,
     empty_redis,
-    fleet_create,
     line,
     log_as_deployed,
     machine,
     quantile,
     throwaway_postgres,
     turn_backends,
-    web_environ,
+    turn_rig,
     wsgi_turn,
 )
 
@@ -102,63 +98,33 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, workdir: Path, bench_db: str) -> None:
-    from simulator.process import SimulatorProcess
-
-    secret = secrets.token_urlsafe(32)
-    home = workdir / "agent-home"
-    home.mkdir()
-    with ExitStack() as stack:
-        sim = stack.enter_context(
-            SimulatorProcess(log_path=workdir / "simulator.log", log_level="warning")
-        )
-        server = stack.enter_context(
-            AgentServerProcess(
-                home=home,
-                secret=secret,
-                simulator_url=sim.base_url,
-                log_path=workdir / "agent-server.log",
-            )
-        )
-        assert server.pid is not None
-        fleet = fleet_create(
-            subscriptions=SUBSCRIPTIONS,
-            agents=AGENTS,
-            endpoint=server.base_url,
-            handle=str(server.pid),
-            secret=secret,
-            now=datetime.now(tz=UTC),
-        )
-        upstream = {"TRINITY_ANTHROPIC_BASE_URL": sim.base_url}
-        webs = {"web": WebProcess(environ=web_environ(**upstream), log_path=workdir / "web.log")}
+    with turn_rig(workdir, subscriptions=SUBSCRIPTIONS, agents=AGENTS) as rig:
+        webs = {"web": rig.web("web")}
         if args.conn_max_age:
-            webs["web, conn_max_age=600"] = WebProcess(
-                environ=web_environ(**upstream, DATABASE_URL=f"{bench_db}?conn_max_age=600"),
-                log_path=workdir / "web-persistent.log",
+            webs["web, conn_max_age=600"] = rig.web(
+                "web-persistent", DATABASE_URL=f"{bench_db}?conn_max_age=600"
             )
-        for root in args.candidate:
-            webs[f"candidate {root.name}"] = WebProcess(
-                environ=web_environ(**upstream),
-                log_path=workdir / f"web-{root.name}.log",
-                root=root.resolve(),
-            )
+        webs |= rig.candidates(args.candidate)
         with ExitStack() as web_stack:
             for web in webs.values():
                 web_stack.enter_context(web)
             samples, cpu = measure(
-                fleet,
-                server_url=server.base_url,
-                secret=secret,
+                rig.fleet,
+                server_url=rig.server.base_url,
+                secret=rig.secret,
                 webs=webs,
                 pairs=args.pairs,
                 max_seconds=args.max_seconds,
             )
             threads = int(runpy.run_path(str(WEB_CONF))["threads"])
-            sim.control.set_latency(CONCURRENT_LATENCY_MS)
-            concurrent = concurrent_turns(webs["web"], fleet, threads)
-            sim.control.set_latency(0)
+            rig.sim.control.set_latency(CONCURRENT_LATENCY_MS)
+            concurrent = concurrent_turns(webs["web"], rig.fleet, threads)
+            rig.sim.control.set_latency(0)
         report(samples, cpu, concurrent, threads)
         if args.profile:
-            profile(fleet, turns=args.profile, server_url=server.base_url, secret=secret)
+            profile(
+                rig.fleet, turns=args.profile, server_url=rig.server.base_url, secret=rig.secret
+            )
         print(f"  (logs under {workdir})")
 
 

@@ -28,7 +28,6 @@ is stopped on the way out.
 from __future__ import annotations
 
 import argparse
-import secrets
 import statistics
 import time
 from collections.abc import Callable
@@ -39,22 +38,19 @@ from pathlib import Path
 import httpx
 from _setup import (
     TURN_MESSAGE,
-    AgentServerProcess,
     Fleet,
-    WebProcess,
     backends,
     boot,
     cpu_and_wall_profiles,
     direct_body,
     empty_redis,
-    fleet_create,
     line,
     log_as_deployed,
     machine,
     quantile,
     throwaway_postgres,
     turn_backends,
-    web_environ,
+    turn_rig,
     wsgi_turn,
 )
 
@@ -95,40 +91,10 @@ def main() -> None:
 def run(
     workdir: Path, *, turns: int, max_seconds: float, candidates: list[Path], profiled: int
 ) -> None:
-    from simulator.process import SimulatorProcess
-
-    secret = secrets.token_urlsafe(32)
-    home = workdir / "agent-home"
-    home.mkdir()
     with ExitStack() as stack:
-        sim = stack.enter_context(
-            SimulatorProcess(log_path=workdir / "simulator.log", log_level="warning")
-        )
-        server = stack.enter_context(
-            AgentServerProcess(
-                home=home,
-                secret=secret,
-                simulator_url=sim.base_url,
-                log_path=workdir / "agent-server.log",
-            )
-        )
-        assert server.pid is not None
-        fleet = fleet_create(
-            subscriptions=SUBSCRIPTIONS,
-            agents=AGENTS,
-            endpoint=server.base_url,
-            handle=str(server.pid),
-            secret=secret,
-            now=datetime.now(tz=UTC),
-        )
-        upstream = {"TRINITY_ANTHROPIC_BASE_URL": sim.base_url}
-        webs = {"web": WebProcess(environ=web_environ(**upstream), log_path=workdir / "web.log")}
-        for root in candidates:
-            webs[f"candidate {root.name}"] = WebProcess(
-                environ=web_environ(**upstream),
-                log_path=workdir / f"web-{root.name}.log",
-                root=root.resolve(),
-            )
+        rig = stack.enter_context(turn_rig(workdir, subscriptions=SUBSCRIPTIONS, agents=AGENTS))
+        sim, server, secret, fleet = rig.sim, rig.server, rig.secret, rig.fleet
+        webs = {"web": rig.web("web"), **rig.candidates(candidates)}
         for web in webs.values():
             stack.enter_context(web)
 
