@@ -35,7 +35,7 @@ from agents.rung import Rung, RungKind
 from execution.models import Execution, Status
 from execution.selectors import notifications_visible_to
 from subscriptions import pool
-from subscriptions.classifier import Refusal, classify_refusal
+from subscriptions.classifier import QUOTA_REASONS, Refusal, classify_refusal
 from subscriptions.headroom.rules import Selection, earliest_known_reset
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import snapshots_read, turn_evidence_read
@@ -45,13 +45,13 @@ from subscriptions.services import (
     switch_explanation,
 )
 from subscriptions.walk import (
-    REISSUE_FLOOR,
-    REISSUE_SLACK,
     Pick,
     Stop,
     Walk,
     Why,
+    may_reissue,
     pre_dispatch_pick,
+    walk_gate,
     walk_next,
     walk_start,
 )
@@ -324,7 +324,7 @@ class _Turn:
         """
         if refusal.error_code != "upstream_error" or self.upstream_retried:
             return False
-        if self.budget_end - clock.now() < REISSUE_FLOOR + REISSUE_SLACK:
+        if not may_reissue(self.budget_end, now=clock.now()):
             return False
         self.upstream_retried = True
         return True
@@ -370,7 +370,7 @@ class _Turn:
                 return None
             if self.switching_stop() is not None:
                 return None
-            walk = self._walk(now)
+            walk = self._walk()
             pick = pre_dispatch_pick(
                 walk,
                 selection=self._selection(now),
@@ -396,7 +396,7 @@ class _Turn:
 
     # After a refusal
 
-    def _walk(self, now: datetime) -> Walk:
+    def _walk(self) -> Walk:
         if self.walk is None:
             self.walk = walk_start(
                 origin=self.origin,
@@ -407,8 +407,7 @@ class _Turn:
         return self.walk
 
     def _selection(self, now: datetime) -> Selection:
-        walk = self._walk(now)
-        selection = rank_alternatives(agent=self.agent, exclude_ids=walk.tried, now=now)
+        selection = rank_alternatives(agent=self.agent, exclude_ids=self._walk().tried, now=now)
         self.last_selection = selection
         return selection
 
@@ -420,15 +419,11 @@ class _Turn:
     def _next(
         self, ran_on: Rung | None, why: Why, refusal: Refusal, outcome: TurnOutcome
     ) -> Pick | Stop:
-        if not refusal.walks:
-            return Stop.NOT_A_CREDENTIAL_REFUSAL
-        if self.origin is None:
-            return Stop.NO_SUBSCRIPTION
-        stop = self.switching_stop()
+        stop = walk_gate(refusal=refusal, origin=self.origin) or self.switching_stop()
         if stop is not None:
             return stop
         now = clock.now()
-        walk = self._walk(now)
+        walk = self._walk()
         walk.record(
             kind=ran_on.kind if ran_on else RungKind.SUBSCRIPTION,
             subscription_id=ran_on.subscription_id if ran_on else self.origin,
@@ -679,13 +674,14 @@ class _Turn:
         now = clock.now()
         execution = self.execution
         walk = self.walk
-        error_code = _final_code(refusal)
+        # A quota or credit refusal that ends the turn is billing; the rest keep theirs.
+        error_code = "billing" if refusal.quota else refusal.error_code
         detail = outcome.detail
         resets_at = outcome.resets_at if outcome.resets_at and outcome.resets_at > now else None
         if walk is not None and walk.trail and stop in EXHAUSTED_STOPS:
             # Quota or credit anywhere on the trail is billing; only dead credentials
             # everywhere is auth (no reset will bring those back).
-            quota = any(t.reason in ("rate limit", "billing") for t in walk.trail)
+            quota = any(t.reason in QUOTA_REASONS for t in walk.trail)
             error_code = "billing" if quota else "auth"
             self.exhausted = True
             detail = f"{walk.trail_text()}; every candidate refused."
@@ -704,7 +700,10 @@ class _Turn:
                 agent_name=self.agent.name,
                 dedup_key=f"pool-exhausted:{self.agent.pk}",
                 dedup_ttl=EXHAUSTED_NOTICE_TTL,
-                data={"trail": self.attempts_public(), "earliest_reset": _iso(resets_at)},
+                data={
+                    "trail": self.attempts_public(),
+                    "earliest_reset": resets_at.isoformat() if resets_at else None,
+                },
                 now=now,
             )
         elif walk is not None and walk.trail and stop is Stop.BUDGET:
@@ -722,17 +721,6 @@ class _Turn:
     def _fail(self, error_code: str, detail: str) -> Execution:
         self.execution.attempts = self.attempts
         return _finish_failed(self.execution, error_code=error_code, detail=detail)
-
-
-def _final_code(refusal: Refusal) -> str:
-    """A quota or credit refusal that ends the turn is ``billing``; the rest keep theirs."""
-    if refusal.failure_kind == "rate_limit" or refusal.reason == "billing":
-        return "billing"
-    return refusal.error_code
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _finish_after_database_loss(execution: Execution) -> Execution:

@@ -52,6 +52,10 @@ _MODEL_TEXT = re.compile(
 )
 
 
+# The trail's words for a refusal a reset or a top-up fixes (not a dead credential).
+QUOTA_REASONS = frozenset({"rate limit", "billing"})
+
+
 class Refusal(NamedTuple):
     """What one refused attempt means.
 
@@ -63,6 +67,11 @@ class Refusal(NamedTuple):
     error_code: str
     failure_kind: str | None
     reason: str
+
+    @property
+    def quota(self) -> bool:
+        """A plan out of quota or a key out of credit: a turn it ends is ``billing``."""
+        return self.reason in QUOTA_REASONS
 
     @property
     def walks(self) -> bool:

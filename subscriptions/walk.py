@@ -131,9 +131,6 @@ class Walk:
             self.concurrent_rerun = True
         return trial
 
-    def remaining(self, now: datetime) -> timedelta:
-        return self.deadline - now
-
     def trail_text(self) -> str:
         """``Tried: A (rate limit) -> B (auth) -> platform API key (billing)``."""
         steps = [
@@ -188,6 +185,24 @@ def _pick(
     return Stop.EXHAUSTED
 
 
+def walk_gate(*, refusal: Refusal, origin: int | None) -> Stop | None:
+    """Why a refusal cannot walk at all, before anything is ranked; None when it may.
+
+    Only a quota or credential refusal walks, and only a turn that started on a
+    subscription (an agent without one has no pool to walk).
+    """
+    if not refusal.walks:
+        return Stop.NOT_A_CREDENTIAL_REFUSAL
+    if origin is None:
+        return Stop.NO_SUBSCRIPTION
+    return None
+
+
+def may_reissue(deadline: datetime, *, now: datetime) -> bool:
+    """Whether enough of the turn's budget is left to send it again (the re-issue floor)."""
+    return deadline - now >= REISSUE_FLOOR + REISSUE_SLACK
+
+
 def walk_next(
     walk: Walk,
     *,
@@ -204,13 +219,12 @@ def walk_next(
     agent's assignment as it reads now (another turn may have committed a switch).
     The caller has already recorded the refused attempt with ``walk.record``.
     """
-    if not refusal.walks:
-        return Stop.NOT_A_CREDENTIAL_REFUSAL
-    if walk.origin is None:
-        return Stop.NO_SUBSCRIPTION
+    gate = walk_gate(refusal=refusal, origin=walk.origin)
+    if gate is not None:
+        return gate
     if len(walk.trail) >= walk.rung_cap:
         return Stop.RUNG_CAP
-    if walk.remaining(now) < REISSUE_FLOOR + REISSUE_SLACK:
+    if not may_reissue(walk.deadline, now=now):
         return Stop.BUDGET
     if (
         current_assignment is not None

@@ -47,7 +47,16 @@ from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import RefusalMark, TurnEvidence
 from subscriptions.models import CredentialKind
 from subscriptions.selectors import skip_window_start
-from subscriptions.walk import Pick, Stop, Walk, Why, pre_dispatch_pick, walk_next, walk_start
+from subscriptions.walk import (
+    Pick,
+    Stop,
+    Walk,
+    Why,
+    pre_dispatch_pick,
+    walk_gate,
+    walk_next,
+    walk_start,
+)
 
 
 @dataclass(frozen=True)
@@ -400,10 +409,9 @@ class _ProjectTurn:
         )
 
     def _next(self, ran_on: Rung, why: Why, refusal: Refusal, outcome: TurnOutcome) -> Pick | Stop:
-        if not refusal.walks:
-            return Stop.NOT_A_CREDENTIAL_REFUSAL
-        if self.origin is None:
-            return Stop.NO_SUBSCRIPTION
+        stop = walk_gate(refusal=refusal, origin=self.origin)
+        if stop is not None:
+            return stop
         walk = self._walk()
         walk.record(
             kind=ran_on.kind,
