@@ -32,7 +32,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from bench._setup import free_port, machine, quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -269,28 +270,7 @@ class StormResult:
         return lines
 
 
-# Processes (free_port, quantile and machine as in bench/_setup.py, whose other
-# helpers this harness does not need)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def quantile(values: list[float], q: float) -> float:
-    """The q-quantile by linear interpolation (statistics.quantiles' inclusive method)."""
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def machine() -> str:
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return f"{os.cpu_count()} CPUs, load {load}"
+# Processes
 
 
 def platform_environ(
