@@ -11,6 +11,8 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from tests.agents.factories import AgentFactory
+from trinity import clock
+from trinity.notification_channels import notification_channel_create
 from trinity.selectors import system_settings_get
 
 pytestmark = pytest.mark.django_db
@@ -96,6 +98,26 @@ def test_a_form_body_cannot_turn_a_switch_off(
     if status == 400:
         assert set(response.json()) == {"enabled"}
     assert system_settings_get().auto_switch_subscriptions is True
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/x-www-form-urlencoded", "multipart/form-data; boundary=BoUnDaRy"]
+)
+def test_an_empty_form_patch_leaves_a_notification_channel_enabled(
+    admin_client_api: APIClient, content_type: str
+) -> None:
+    """The same form quirk on a PATCH, where every field is optional: an empty form
+    body read ``enabled`` as False and silenced the channel."""
+    channel = notification_channel_create(
+        name="hook", kind="json", url="https://hooks.example.test/h/abc", now=clock.now()
+    )
+    response = admin_client_api.generic(
+        "PATCH", f"/api/notification-channels/{channel.pk}", "", content_type=content_type
+    )
+    assert response.status_code == 200
+    assert response.json()["enabled"] is True
+    channel.refresh_from_db()
+    assert channel.enabled is True
 
 
 def test_the_schema_offers_json_request_bodies_only(schema: dict[str, Any]) -> None:
