@@ -136,7 +136,8 @@ def usage_report(
 
     rows: dict[str, dict[str, Any]] = {}
     if group == "day":
-        day, last = start.astimezone(UTC).date(), (end - timedelta(microseconds=1)).date()
+        day = start.astimezone(UTC).date()
+        last = (end - timedelta(microseconds=1)).astimezone(UTC).date()
         while day <= last:
             rows[day.isoformat()] = _empty_row(day.isoformat())
             day += timedelta(days=1)

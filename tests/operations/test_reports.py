@@ -131,6 +131,18 @@ def test_days_are_utc_days_and_every_day_of_the_range_has_a_row(
     assert (days["2026-11-29"]["turns"], days["2026-11-29"]["key_spend_usd"]) == (3, 1.75)
 
 
+def test_a_range_given_with_an_offset_has_a_row_for_every_utc_day_it_touches(
+    admin_client_api: APIClient, fleet: dict[str, Any]
+) -> None:
+    # 19:00-05:00 on the 27th is midnight UTC on the 28th; 20:00-05:00 on the 30th is
+    # 01:00 UTC on December 1st, a day with no turns that still gets its row.
+    body = report(
+        admin_client_api, "?from=2026-11-27T19:00:00-05:00&to=2026-11-30T20:00:00-05:00"
+    ).json()
+    assert list(by_group(body)) == ["2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01"]
+    assert by_group(body)["2026-12-01"]["turns"] == 0
+
+
 def test_the_default_range_is_the_last_30_days(
     admin_client_api: APIClient, fleet: dict[str, Any]
 ) -> None:
