@@ -42,7 +42,7 @@ from subscriptions.headroom.store import snapshots_read, turn_evidence_read
 from subscriptions.services import (
     assignment_commit,
     record_rate_limit_event,
-    switch_explanation,
+    switch_record,
 )
 from subscriptions.walk import (
     Pick,
@@ -389,7 +389,7 @@ class _Turn:
         logger.info(
             "turn %s: %s is known not to serve; first attempt on %s",
             self.execution.pk,
-            self.agent.subscription.name if self.agent.subscription else self.origin,
+            self._origin_name() or self.origin,
             rung.name,
         )
         return rung, Why.API_KEY if rung.kind is RungKind.API_KEY else Why.PRE_DISPATCH
@@ -508,6 +508,7 @@ class _Turn:
         self.legacy_committed = assignment_commit(
             agent=self.agent,
             expected_subscription_id=current,
+            expected_subscription_name=self._origin_name(),
             subscription_id=rung.subscription_id,
             subscription_name=rung.name,
             why={"why": "legacy", "refused": "its subscription refused the turn"},
@@ -572,14 +573,17 @@ class _Turn:
 
     def _switch(self, ran_on: Rung, why: Why, now: datetime) -> dict[str, Any]:
         reason = self._why(ran_on, why)
+        origin_name = self._origin_name()
         switch = {
-            "from": self.origin,
-            "from_name": self.agent.subscription.name if self.agent.subscription else None,
-            "to": ran_on.subscription_id,
-            "to_name": ran_on.name,
+            **switch_record(
+                from_id=self.origin,
+                from_name=origin_name,
+                to_id=ran_on.subscription_id,
+                to_name=ran_on.name,
+                why=reason,
+                now=now,
+            ),
             "kind": ran_on.kind.value,
-            "why": reason,
-            "explanation": switch_explanation(reason),
             "attempts": len(self.attempts),
             # A legacy walk committed each rung as it applied it.
             "committed": self.legacy_committed,
@@ -593,12 +597,17 @@ class _Turn:
             switch["committed"] = assignment_commit(
                 agent=self.agent,
                 expected_subscription_id=self.origin,
+                expected_subscription_name=origin_name,
                 subscription_id=ran_on.subscription_id,
                 subscription_name=ran_on.name,
                 why=reason,
                 now=now,
             )
         return switch
+
+    def _origin_name(self) -> str | None:
+        """The agent's assigned subscription's name, as loaded with the agent."""
+        return self.agent.subscription.name if self.agent.subscription else None
 
     def _why(self, ran_on: Rung, why: Why) -> dict[str, Any]:
         """The served rung's reason: how it was chosen and what refused before it."""

@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
+from agents.runtimes import get_runtime
 from subscriptions import billing
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
@@ -83,7 +84,6 @@ def _apply_credentials_after_commit(agent_id: int) -> None:
 
 
 @transaction.atomic
-@transaction.atomic
 def subscription_delete(*, subscription: Subscription) -> None:
     """Delete it; assigned agents become unassigned (SET_NULL), its events go with it.
 
@@ -92,8 +92,6 @@ def subscription_delete(*, subscription: Subscription) -> None:
     baseline (a mode change, so it is recreated and its boot environment no longer
     carries the deleted plan's token).
     """
-    from agents.runtimes import get_runtime  # needed by this delete only
-
     # The row lock makes a concurrent assignment onto this plan wait for the delete
     # (its foreign-key check needs the row), so the list below is complete.
     Subscription.objects.select_for_update().filter(pk=subscription.pk).first()
@@ -160,11 +158,34 @@ def assignment_clear(*, agent: Agent) -> Agent:
     return agent
 
 
+def switch_record(
+    *,
+    from_id: int | None,
+    from_name: str | None,
+    to_id: int | None,
+    to_name: str,
+    why: dict[str, Any],
+    now: datetime,
+) -> dict[str, Any]:
+    """What a switch says about itself (the agent's ``last_switch``, the execution's
+    ``subscription_switch``, the notice's data): where from and to, why, in a sentence."""
+    return {
+        "from": from_id,
+        "from_name": from_name,
+        "to": to_id,
+        "to_name": to_name,
+        "why": why,
+        "explanation": switch_explanation(why),
+        "at": now.isoformat(),
+    }
+
+
 @transaction.atomic
 def assignment_commit(
     *,
     agent: Agent,
     expected_subscription_id: int,
+    expected_subscription_name: str | None,
     subscription_id: int,
     subscription_name: str,
     why: dict[str, Any],
@@ -177,17 +198,14 @@ def assignment_commit(
     on the agent, its server is hot-reloaded after the commit, and ONE notification
     says where it went and why. Returns whether this call won.
     """
-    switch = {
-        "from": expected_subscription_id,
-        "from_name": Subscription.objects.filter(pk=expected_subscription_id)
-        .values_list("name", flat=True)
-        .first(),
-        "to": subscription_id,
-        "to_name": subscription_name,
-        "why": why,
-        "explanation": switch_explanation(why),
-        "at": now.isoformat(),
-    }
+    switch = switch_record(
+        from_id=expected_subscription_id,
+        from_name=expected_subscription_name,
+        to_id=subscription_id,
+        to_name=subscription_name,
+        why=why,
+        now=now,
+    )
     won = (
         Agent.objects.filter(pk=agent.pk, subscription_id=expected_subscription_id).update(
             subscription_id=subscription_id, last_switch=switch

@@ -52,6 +52,7 @@ def fleet(owner: User, other_user: User) -> dict[str, object]:
     assert assignment_commit(
         agent=bot,
         expected_subscription_id=full.pk,
+        expected_subscription_name="full",
         subscription_id=roomy.pk,
         subscription_name="roomy",
         why={
