@@ -5,7 +5,6 @@ that is still starting. Real agent server, real CLI, simulator, real database.""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -21,6 +20,7 @@ from execution.models import Execution, Status
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
+from tests.execution.support import wait_until
 from tests.subscriptions.factories import plan_token
 from trinity import clock
 
@@ -154,12 +154,9 @@ def test_a_bug_in_the_loop_still_finishes_the_row_and_logs_its_traceback(
 def test_a_first_turn_waits_for_the_start_another_process_is_running(
     bot: Agent, control: SimulatorControl, owner_client: APIClient
 ) -> None:
-    started = threading.Event()
-
     def start_elsewhere() -> None:
         from django.db import connection
 
-        started.set()
         try:
             lifecycle.agent_start(agent=Agent.objects.get(pk=bot.pk))
         finally:
@@ -167,11 +164,12 @@ def test_a_first_turn_waits_for_the_start_another_process_is_running(
 
     starter = threading.Thread(target=start_elsewhere)
     starter.start()
-    started.wait(5)
-    # Wait until the other start holds its marker, as a worker starting the agent does.
-    deadline = time.monotonic() + 10
-    while cache.get(f"marker:agent-start:{bot.pk}") is None and time.monotonic() < deadline:
-        time.sleep(0.01)  # polling another thread's real progress
+    # The other start holds its marker, as a worker starting the agent does.
+    wait_until(
+        lambda: cache.get(f"marker:agent-start:{bot.pk}"),
+        seconds=10,
+        what="the other start's marker",
+    )
     assert Agent.objects.get(pk=bot.pk).endpoint == ""  # not up yet
 
     response = owner_client.post("/api/agents/bot/task", {"message": "say hi"}, format="json")
