@@ -174,17 +174,22 @@ def _remember_retry_at(subscription_id: int, collected: Collected, *, now: datet
     )
 
 
-def _read_one(subscription: Subscription, *, client: object, now: datetime) -> Collected:
+def _read_one(subscription: Subscription, *, client: httpx.Client, now: datetime) -> Collected:
+    """Read one subscription's usage, timed into the probe metric; never raises.
+
+    A collector that raises becomes an ``error`` reading: in a sweep it must not end
+    the sweep, and on a refresh it is a probe like any other (recorded, floored).
+    """
     started = time.perf_counter()
     try:
         collected = collectors.read(
             provider=subscription.provider,
             token=subscription.token,
-            client=client,  # type: ignore[arg-type]
+            client=client,
             now=now,
             label=subscription.name,
         )
-    except Exception:  # one broken collector must not end the sweep
+    except Exception:
         logger.exception("headroom probe of %s failed", subscription.name)
         collected = Collected(
             Reading(fetched_at=now, status=ReadingStatus.ERROR, detail="collector failed")
@@ -424,7 +429,8 @@ def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
     Raises ProbeTooSoon within the floor after the last probe, while another probe
     of it is running, or before the instant its usage endpoint's Retry-After named.
     With the store unreachable the history still enforces the floor and the probe
-    goes ahead: the operator asked for it explicitly.
+    goes ahead: the operator asked for it explicitly. A collector that fails is
+    recorded as an ``error`` reading, as in a sweep.
     """
     floor = settings.TRINITY_HEADROOM_REFRESH_FLOOR_SECONDS
     last = last_probe_at(subscription.pk)
@@ -456,18 +462,8 @@ def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
     try:
         previous = snapshot_read(subscription.pk)
         timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS
-        started = time.perf_counter()
         with collectors.http_client(timeout=timeout, max_connections=1) as client:
-            collected = collectors.read(
-                provider=subscription.provider,
-                token=subscription.token,
-                client=client,
-                now=now,
-                label=subscription.name,
-            )
-        metrics.probe_observed(
-            result=collected.reading.status.value, seconds=time.perf_counter() - started
-        )
+            collected = _read_one(subscription, client=client, now=now)
         _remember_retry_at(subscription.pk, collected, now=now)
         headroom_readings_record(
             readings={subscription.pk: collected.reading},

@@ -433,6 +433,24 @@ class TestRefresh:
             headroom_refresh(subscription=plan, now=T0)
         assert served(sim) == []
 
+    def test_a_broken_collector_is_recorded_as_an_error_that_counts_toward_the_floor(
+        self, sim: SimulatorControl, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        plan = plan_on(sim)
+
+        def broken(**kwargs: Any) -> Collected:
+            raise RuntimeError("parser bug")
+
+        monkeypatch.setattr(collectors, "read", broken)
+
+        reading = headroom_refresh(subscription=plan, now=T0)
+
+        assert (reading.status, reading.detail) == (ReadingStatus.ERROR, "collector failed")
+        assert HeadroomSample.objects.get(subscription=plan).detail == "collector failed"
+        # the operator cannot hammer a broken collector: the error is a probe like any other
+        with pytest.raises(ProbeTooSoon):
+            headroom_refresh(subscription=plan, now=T0 + 30 * SECOND)
+
     def test_with_the_store_down_the_history_still_enforces_the_floor(
         self, sim: SimulatorControl
     ) -> None:
