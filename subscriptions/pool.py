@@ -8,7 +8,7 @@ Nothing here probes a provider or writes; the decisions are the pure rules'
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from agents.lifecycle import platform_key_allowed
 from agents.models import Agent
@@ -18,11 +18,8 @@ from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
+from subscriptions.walk import key_refused_recently
 from trinity.models import SystemSettings
-
-# A 429 on the key is a burst, not "no credit": closing the last rung of every agent
-# for two hours on one spike would fail turns the key could serve minutes later.
-KEY_RATE_LIMIT_PAUSE = timedelta(minutes=5)
 
 
 def assigned_refusing(evidence: TurnEvidence, *, now: datetime) -> bool:
@@ -67,9 +64,7 @@ def key_rung_available(*, agent: Agent, system: SystemSettings, now: datetime) -
     if latest is None:
         return True
     kind, occurred_at = latest
-    if kind == FailureKind.RATE_LIMIT:
-        return now - occurred_at >= KEY_RATE_LIMIT_PAUSE
-    return False
+    return not key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now)
 
 
 def subscription_count(provider: str) -> int:

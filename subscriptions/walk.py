@@ -35,6 +35,9 @@ LAST_RESORT_MIN_AGE_AUTONOMOUS = timedelta(minutes=30)
 # billed and blamed on the rung. 30 s for the turn plus slack for the round trip.
 REISSUE_FLOOR = timedelta(seconds=30)
 REISSUE_SLACK = timedelta(seconds=5)
+# A 429 on the key is a burst, not "no credit": closing the last rung of every agent
+# for two hours on one spike would fail turns the key could serve minutes later.
+KEY_RATE_LIMIT_PAUSE = timedelta(minutes=5)
 # Beyond every subscription once: the key rung and one concurrent-switch re-run.
 RUNG_CAP_EXTRA = 2
 
@@ -183,6 +186,14 @@ def _pick(
     if key_available and not walk.key_tried:
         return Pick(RungKind.API_KEY, None, PLATFORM_KEY_LABEL, Why.API_KEY)
     return Stop.EXHAUSTED
+
+
+def key_refused_recently(*, failure_kind: str | None, occurred_at: datetime, now: datetime) -> bool:
+    """Whether the key's latest refusal (inside the 2h window) still closes its rung:
+    always for an auth or billing refusal, for 5 minutes after a 429."""
+    if failure_kind == "rate_limit":
+        return now - occurred_at < KEY_RATE_LIMIT_PAUSE
+    return True
 
 
 def walk_gate(*, refusal: Refusal, origin: int | None) -> Stop | None:

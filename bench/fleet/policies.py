@@ -52,6 +52,7 @@ from subscriptions.walk import (
     Stop,
     Walk,
     Why,
+    key_refused_recently,
     pre_dispatch_pick,
     walk_gate,
     walk_next,
@@ -254,9 +255,9 @@ class MemoryPool:
                     latest = event
         if latest is None:
             return True
-        if latest.failure_kind == "rate_limit":
-            return now - latest.occurred_at >= pool.KEY_RATE_LIMIT_PAUSE
-        return False
+        return not key_refused_recently(
+            failure_kind=latest.failure_kind, occurred_at=latest.occurred_at, now=now
+        )
 
 
 class ProjectPolicy(Policy):

@@ -17,6 +17,7 @@ from subscriptions.headroom.rules import (
     Verdict,
 )
 from subscriptions.walk import (
+    KEY_RATE_LIMIT_PAUSE,
     LAST_RESORT_MIN_AGE_AUTONOMOUS,
     REISSUE_FLOOR,
     REISSUE_SLACK,
@@ -24,6 +25,7 @@ from subscriptions.walk import (
     Stop,
     Walk,
     Why,
+    key_refused_recently,
     pre_dispatch_pick,
     walk_next,
     walk_start,
@@ -258,3 +260,18 @@ def test_pre_dispatch_never_routes_to_a_skip_listed_plan() -> None:
     assert pre_dispatch_pick(state, selection=sel, key_available=False, now=T0) is None
     key = pre_dispatch_pick(state, selection=sel, key_available=True, now=T0)
     assert key is not None and key.kind is RungKind.API_KEY
+
+
+@pytest.mark.parametrize(
+    ("kind", "ago", "closed"),
+    [
+        ("rate_limit", KEY_RATE_LIMIT_PAUSE - timedelta(seconds=1), True),
+        ("rate_limit", KEY_RATE_LIMIT_PAUSE, False),  # the edge: a burst is over
+        ("auth", timedelta(hours=1), True),  # dead or out of credit: the whole window
+        (None, timedelta(hours=1), True),  # a legacy row of unknown kind closes it too
+    ],
+)
+def test_a_key_refusal_closes_its_rung_for_its_kind(
+    kind: str | None, ago: timedelta, closed: bool
+) -> None:
+    assert key_refused_recently(failure_kind=kind, occurred_at=T0 - ago, now=T0) is closed
