@@ -122,6 +122,39 @@ def test_the_agent_servers_lines_carry_the_execution_id_redacted() -> None:
     assert "execution_id" not in idle and idle["agent"] == "bot"
 
 
+def test_the_platform_and_the_agent_server_write_one_format() -> None:
+    """Two formatters, one format: agent_server/ imports nothing from the Django side,
+    so the copy is deliberate and this keeps the two from drifting apart."""
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord(
+        "tests.same", logging.ERROR, __file__, 1, "turn %s", ("x",), exc_info
+    )
+    record.execution_id, record.agent = "exec-1", "bot"
+    platform = json.loads(JsonFormatter().format(record))
+    server = json.loads(ServerJsonFormatter(Redactor(), agent="bot").format(record))
+    assert (
+        set(platform)
+        == set(server)
+        == {
+            "ts",
+            "level",
+            "logger",
+            "message",
+            "pid",
+            "execution_id",
+            "agent",
+            "exc",
+        }
+    )
+    assert {k: v for k, v in platform.items() if k != "exc"} == {
+        k: v for k, v in server.items() if k != "exc"
+    }
+    assert "RuntimeError: boom" in platform["exc"] and "RuntimeError: boom" in server["exc"]
+
+
 def test_a_bad_log_format_stops_the_process_with_its_name(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
