@@ -40,9 +40,9 @@ class TestAnthropic:
         sim.set_usage(OAUTH, "five_hour", percent=42)
         sim.set_usage(OAUTH, "seven_day_sonnet", percent=7.5)
 
-        reading = collectors.collect(
+        reading = collectors.read(
             provider="anthropic", token=Secret(OAUTH), client=client, now=T0
-        )
+        ).reading
 
         assert reading.status is ReadingStatus.OK
         assert reading.source == "usage"
@@ -64,7 +64,7 @@ class TestAnthropic:
         sim.register(OAUTH, kind="oauth", label="plan-a")
         sim.set_usage(OAUTH, "seven_day", percent=100)
 
-        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+        reading = anthropic.read(token=Secret(OAUTH), client=client, now=T0).reading
 
         assert reading.status is ReadingStatus.RATE_LIMITED
         assert reading.windows["seven_day"].status == "rejected"
@@ -78,7 +78,7 @@ class TestAnthropic:
         sim.set_usage(OAUTH, "five_hour", percent=42.34)
         sim.set_usage(OAUTH, "seven_day", percent=85)
 
-        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+        reading = anthropic.read(token=Secret(OAUTH), client=client, now=T0).reading
 
         assert reading.status is ReadingStatus.OK
         assert reading.source == "probe"
@@ -118,9 +118,10 @@ class TestAnthropic:
     ) -> None:
         sim.register(OAUTH, kind="oauth", label="plan-a")
         sim.revoke(OAUTH)
-        read = anthropic.collect if endpoint == "usage" else anthropic.probe
-
-        reading = read(token=Secret(OAUTH), client=client, now=T0)
+        if endpoint == "usage":
+            reading = anthropic.read(token=Secret(OAUTH), client=client, now=T0).reading
+        else:
+            reading = anthropic.probe(token=Secret(OAUTH), client=client, now=T0)
 
         assert reading.status is ReadingStatus.INVALID_TOKEN
         assert reading.detail == "HTTP 401"
@@ -157,7 +158,7 @@ class TestAnthropic:
         sim.set_usage_scope(OAUTH, allowed=False)
         sim.set_usage(OAUTH, "five_hour", percent=100)
 
-        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+        reading = anthropic.read(token=Secret(OAUTH), client=client, now=T0).reading
 
         assert reading.status is ReadingStatus.RATE_LIMITED
         assert OAUTH not in caplog.text
@@ -170,7 +171,7 @@ class TestTransport:
     ) -> None:
         settings.TRINITY_ANTHROPIC_BASE_URL = "http://127.0.0.1:9"
 
-        reading = anthropic.collect(token=Secret(OAUTH), client=client, now=T0)
+        reading = anthropic.read(token=Secret(OAUTH), client=client, now=T0).reading
 
         assert (reading.status, reading.detail) == (ReadingStatus.ERROR, "unreachable")
 
@@ -179,7 +180,7 @@ class TestTransport:
         sim.set_latency(600, scope="usage")
 
         with collectors.http_client(timeout=0.2, max_connections=1) as slow:
-            reading = anthropic.collect(token=Secret(OAUTH), client=slow, now=T0)
+            reading = anthropic.read(token=Secret(OAUTH), client=slow, now=T0).reading
 
         assert (reading.status, reading.detail) == (ReadingStatus.ERROR, "timeout")
 
@@ -192,9 +193,9 @@ class TestCodex:
         sim.set_usage(CODEX, "five_hour", percent=30)
         sim.set_usage(CODEX, "seven_day", percent=55)
 
-        reading = collectors.collect(
+        reading = collectors.read(
             provider="openai-codex", token=Secret(CODEX), client=client, now=T0
-        )
+        ).reading
 
         assert reading.status is ReadingStatus.OK
         assert reading.windows["five_hour"].utilization == 30.0
@@ -209,7 +210,7 @@ class TestCodex:
         sim.register(CODEX, kind="codex", label="codex-a")
         sim.set_usage(CODEX, "five_hour", percent=100)
 
-        reading = openai_codex.collect(token=Secret(CODEX), client=client, now=T0)
+        reading = openai_codex.read(token=Secret(CODEX), client=client, now=T0).reading
 
         assert reading.status is ReadingStatus.RATE_LIMITED
         assert reading.windows["five_hour"].status == "rejected"
@@ -221,7 +222,7 @@ class TestCodex:
         sim.register(CODEX, kind="codex", label="codex-a")
         sim.revoke(CODEX)
 
-        reading = openai_codex.collect(token=Secret(CODEX), client=client, now=T0)
+        reading = openai_codex.read(token=Secret(CODEX), client=client, now=T0).reading
 
         assert reading.status is ReadingStatus.INVALID_TOKEN
 

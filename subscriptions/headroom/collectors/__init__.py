@@ -2,7 +2,7 @@
 
 Base URLs come from settings at call time (tests point them at the simulator). A
 collector never raises for what the provider or the network did: every outcome is a
-``Reading``, and none of them carries the token.
+``Collected`` (a ``Reading``, and when to ask again), and none of them carries the token.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import httpx
 
 from subscriptions.headroom.collectors import anthropic, openai_codex
 from subscriptions.headroom.collectors.common import Collected
-from subscriptions.headroom.reading import Reading
 from subscriptions.models import Provider
 from trinity.crypto import Secret
 
@@ -29,18 +28,11 @@ def http_client(*, timeout: float, max_connections: int) -> httpx.Client:
     )
 
 
-def collect(
-    *, provider: str, token: Secret, client: httpx.Client, now: datetime, label: str = ""
-) -> Reading:
-    """Read one subscription's usage. Raises ValueError only for an unknown provider."""
-    return read(provider=provider, token=token, client=client, now=now, label=label).reading
-
-
 def read(
     *, provider: str, token: Secret, client: httpx.Client, now: datetime, label: str = ""
 ) -> Collected:
-    """``collect``, plus when the usage endpoint said to ask again (a Retry-After).
-    Raises ValueError only for an unknown provider."""
+    """Read one subscription's usage, and when the usage endpoint said to ask again
+    (a Retry-After). Raises ValueError only for an unknown provider."""
     if provider == Provider.ANTHROPIC:
         return anthropic.read(token=token, client=client, now=now, label=label)
     if provider == Provider.OPENAI_CODEX:

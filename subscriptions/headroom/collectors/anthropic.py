@@ -178,11 +178,6 @@ def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
     return Reading(fetched_at=now, status=ReadingStatus.OK, windows=windows, source="usage")
 
 
-def collect(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Reading:
-    """``read``'s reading."""
-    return read(token=token, client=client, now=now, label=label).reading
-
-
 def read(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Collected:
     """The usage endpoint's reading, or the probe's when the endpoint will not answer.
 

@@ -75,11 +75,6 @@ def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
     )
 
 
-def collect(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Reading:
-    """``read``'s reading."""
-    return read(token=token, client=client, now=now, label=label).reading
-
-
 def read(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Collected:
     """The wham/usage reading; a 429 carries its Retry-After, if any, as ``retry_at``."""
     url = settings.TRINITY_CODEX_BASE_URL + USAGE_PATH
