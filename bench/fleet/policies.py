@@ -76,8 +76,6 @@ class TurnResult:
 
     served_by: Rung | None
     attempts: list[Attempt] = field(default_factory=list)
-    error_code: str = ""
-    walk_stop: str = ""
 
     @property
     def refusals(self) -> int:
@@ -333,7 +331,6 @@ class _ProjectTurn:
             rung, why = routed
         while True:
             if rung is None:
-                self.result.error_code = "auth"
                 return self.result
             outcome = self.policy._try(self.result, rung, self.turn, self.now)
             if outcome.ok:
@@ -343,7 +340,7 @@ class _ProjectTurn:
             self._record_refusal(rung, refusal, outcome)
             step = self._next(rung, why, refusal, outcome)
             if not isinstance(step, Pick):
-                self._refused(refusal, step)
+                self._refused(step)
                 return self.result
             rung, why = self._materialize(step), step.why
 
@@ -461,11 +458,8 @@ class _ProjectTurn:
             since[self.agent] = None
             self.pool.notify(now=self.now)  # "Back on subscription"
 
-    def _refused(self, refusal: Refusal, stop: Stop) -> None:
-        self.result.error_code = "billing" if refusal.failure_kind == "rate_limit" else "auth"
-        if not refusal.walks:
-            self.result.error_code = refusal.error_code
-        self.result.walk_stop = stop.value if refusal.walks else ""
+    def _refused(self, stop: Stop) -> None:
+        """``_refused``: an exhausted walk tells the operator (deduped per agent)."""
         walk = self.walk
         if walk is not None and walk.trail and stop in EXHAUSTED_STOPS:
             self.pool.notify(
@@ -511,7 +505,6 @@ class FixedPolicy(Policy):
         if assigned is not None:
             outcome = self._try(result, self.world.subscriptions[assigned].rung, turn, now)
             if not outcome.ok and not _walks(outcome):
-                result.error_code = outcome.error_code
                 return result
         if result.served_by is None:
             self._try(result, self.world.key_rung, turn, now)
@@ -544,7 +537,6 @@ class RoundRobinPolicy(Policy):
             if outcome.ok:
                 break
             if not _walks(outcome):
-                result.error_code = outcome.error_code
                 return result
         if result.served_by is None:
             self._try(result, self.world.key_rung, turn, now)
@@ -594,7 +586,6 @@ class SwitchOnFailurePolicy(Policy):
             outcome = self._try(result, self.world.subscriptions[assigned].rung, turn, now)
             if not outcome.ok:
                 if not _walks(outcome):
-                    result.error_code = outcome.error_code
                     return result
                 self.failed_at[assigned] = now
                 for pk in self._order({assigned}, now):
