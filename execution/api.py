@@ -19,7 +19,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import Agent
 from agents.selectors import agent_get_visible
 from execution import services
 from execution.models import AUTONOMOUS_TRIGGERS, Execution, Status, Trigger
@@ -33,7 +32,6 @@ from execution.selectors import (
     usage_totals,
 )
 from execution.services import notifications_mark_read
-from subscriptions.models import Subscription
 from subscriptions.walk import Stop
 from trinity import clock
 from trinity.api import MAX_ID
@@ -54,9 +52,6 @@ ERROR_HTTP_STATUS = {
     "worker_lost": 503,
 }
 LIST_LIMIT = 200
-_SERVED_BY = Execution._meta.get_field("served_by_subscription")
-_AGENT = Execution._meta.get_field("agent")
-_AGENT_SUBSCRIPTION = Agent._meta.get_field("subscription")
 
 
 class FieldsBuiltOnce:
@@ -116,33 +111,12 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
         ]
 
     def get_served_by_subscription(self, obj: Execution) -> dict[str, Any] | None:
-        sub = _served_by_subscription(obj)
+        sub = obj.served_by_subscription
         return None if sub is None else {"id": sub.pk, "name": sub.name}
 
     def get_retryable(self, obj: Execution) -> bool:
         """A fresh send gets a fresh budget: worth it only when the budget ran out."""
         return obj.walk_stop == Stop.BUDGET
-
-
-def _served_by_subscription(execution: Execution) -> Subscription | None:
-    """The subscription that served, without a query when it is already in memory.
-
-    A served turn is nearly always served by the agent's own subscription, loaded with
-    the agent (``agent_get_visible``); a turn that walked elsewhere moved the agent's
-    ``subscription_id``, which drops that cached row, so the served one is loaded.
-    """
-    served_id = execution.served_by_subscription_id
-    if served_id is None:
-        return None
-    if not _SERVED_BY.is_cached(execution) and _AGENT.is_cached(execution):
-        agent = execution.agent
-        if (
-            agent is not None
-            and agent.subscription_id == served_id
-            and _AGENT_SUBSCRIPTION.is_cached(agent)
-        ):
-            return agent.subscription
-    return execution.served_by_subscription
 
 
 def turn_response(execution: Execution) -> Response:

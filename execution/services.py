@@ -556,7 +556,11 @@ class _Turn:
             execution.response = outcome.response
             execution.model = outcome.model or execution.model or self.agent.model
             execution.served_by_kind = ran_on.kind.value if ran_on else ""
-            execution.served_by_subscription_id = ran_on.subscription_id if ran_on else None
+            if switched or ran_on is None:
+                execution.served_by_subscription_id = ran_on.subscription_id if ran_on else None
+            else:
+                # Its own plan, loaded with the agent: the answer names it without a query.
+                execution.served_by_subscription = self.agent.subscription
             execution.input_tokens = outcome.input_tokens
             execution.output_tokens = outcome.output_tokens
             if outcome.cost_usd is not None:

@@ -12,10 +12,13 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework import serializers
 
+from agents import lifecycle
+from agents.client import TurnOutcome
 from agents.selectors import agent_get_visible
 from execution import services
 from execution.api import ExecutionOutput
 from execution.models import Execution, Status
+from subscriptions.walk import Why
 from tests.agents.factories import AgentFactory
 from tests.subscriptions.factories import SubscriptionFactory
 
@@ -37,12 +40,18 @@ def test_it_names_the_agents_own_subscription_without_a_query(
     AgentFactory.create(name="busy", owner=owner, subscription=plan)
     agent = agent_get_visible(user=owner, name="busy")
     execution = services.execution_create(agent=agent, message="hi", trigger="api")
-    _served_by(execution, plan.pk)
+    # The dispatch loop's own finish of a turn served on the agent's plan.
+    turn = services._Turn(execution, agent, origin=agent.subscription_id)
+    turn._served(
+        lifecycle.baseline_rung(agent), Why.ASSIGNED, TurnOutcome(status_code=200, ok=True)
+    )
 
     with django_assert_num_queries(0):
         data = ExecutionOutput(execution).data
 
     assert data["served_by_subscription"] == {"id": plan.pk, "name": "plan-own"}
+    execution.refresh_from_db()
+    assert execution.served_by_subscription_id == plan.pk
 
 
 def test_it_loads_the_subscription_that_served_when_the_turn_walked_to_another(
