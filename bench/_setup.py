@@ -469,7 +469,14 @@ def wsgi_turn(agent_name: str, api_token: str) -> tuple[int, dict[str, object]]:
         "wsgi.run_once": False,
     }
     status: list[str] = []
-    chunks = application(environ, lambda s, h, exc_info=None: status.append(s))
+
+    def start_response(
+        code: str, headers: list[tuple[str, str]], exc_info: object = None
+    ) -> Callable[[bytes], object]:
+        status.append(code)
+        return lambda _: None  # the WSGI write(): Django never calls it
+
+    chunks = application(environ, start_response)
     return int(status[0].split()[0]), json.loads(b"".join(chunks))
 
 
