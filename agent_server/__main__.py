@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import socket
 import sys
 
@@ -17,7 +16,7 @@ import uvicorn
 
 from agent_server.app import create_app
 from agent_server.config import ConfigError, load_config
-from agent_server.logjson import JsonFormatter, log_format
+from agent_server.logjson import JsonFormatter
 from agent_server.redaction import Redactor, install_log_redaction
 
 # How long an idle client connection stays open; the platform's client gives up on an
@@ -25,10 +24,11 @@ from agent_server.redaction import Redactor, install_log_redaction
 SERVER_KEEPALIVE_SECONDS = 75
 
 
-def configure_logging(redactor: Redactor, level: str, fmt: str = "plain") -> None:
+def configure_logging(
+    redactor: Redactor, level: str, fmt: str = "plain", *, agent: str = ""
+) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        agent = os.environ.get("TRINITY_AGENT_NAME", "")
         handler.setFormatter(JsonFormatter(redactor, agent=agent))
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -51,13 +51,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         config = load_config()
-        fmt = log_format()
-    except (ConfigError, ValueError) as exc:
+    except ConfigError as exc:
         print(f"agent server: refusing to start: {exc}", file=sys.stderr, flush=True)
         return 2
 
     redactor = Redactor()
-    configure_logging(redactor, args.log_level, fmt)
+    configure_logging(redactor, args.log_level, config.log_format, agent=config.agent_name)
     app = create_app(config, redactor=redactor)
 
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         config.claude_bin if config.runtime == "claude-code" else "-",
     )
     banner = f"agent server listening on http://{args.host}:{port}"
-    if fmt == "json":
+    if config.log_format == "json":
         # Every line is one JSON object; this one's message is the same banner.
         logging.getLogger("agent_server").info(banner)
     else:

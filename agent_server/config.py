@@ -33,6 +33,10 @@ class AgentConfig:
     timeout_max: float | None
     claude_bin: str
     boot_guard: bool
+    # How the server logs (LOG_FORMAT: plain or json) and the agent it serves (its JSON
+    # lines carry the name).
+    log_format: str = "plain"
+    agent_name: str = ""
 
     @property
     def dotenv_path(self) -> Path:
@@ -46,6 +50,9 @@ class AgentConfig:
     @property
     def token_path(self) -> Path:
         return self.state_dir / "oauth_token"
+
+
+LOG_FORMATS = ("plain", "json")
 
 
 def resolve_claude_bin(environ: Mapping[str, str]) -> str:
@@ -100,6 +107,9 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
     raw_guard = env.get("TRINITY_AGENT_BOOT_GUARD", "1").strip().lower()
     if raw_guard not in _TRUE | _FALSE:
         raise ConfigError(f"TRINITY_AGENT_BOOT_GUARD={raw_guard!r} is not a boolean (1/0)")
+    log_format = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"LOG_FORMAT={log_format!r} is not 'plain' or 'json'")
     return AgentConfig(
         secret=secret,
         runtime=cast(RuntimeName, runtime),
@@ -108,4 +118,6 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         timeout_max=timeout_max,
         claude_bin=resolve_claude_bin(env),
         boot_guard=raw_guard in _TRUE,
+        log_format=log_format,
+        agent_name=env.get("TRINITY_AGENT_NAME", "").strip(),
     )

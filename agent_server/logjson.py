@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -21,8 +20,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_server.redaction import Redactor
-
-FORMATS = ("plain", "json")
 
 _execution_id: ContextVar[str | None] = ContextVar("agent_server_execution_id", default=None)
 
@@ -52,7 +49,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "pid": record.process,
         }
-        execution_id = getattr(record, "execution_id", None) or _execution_id.get()
+        execution_id = _execution_id.get()
         if execution_id:
             entry["execution_id"] = execution_id
         if self.agent:
@@ -65,12 +62,3 @@ class JsonFormatter(logging.Formatter):
             {k: self.redactor.redact(v) if isinstance(v, str) else v for k, v in entry.items()},
             ensure_ascii=False,
         )
-
-
-def log_format(environ: dict[str, str] | None = None) -> str:
-    """``LOG_FORMAT`` (plain by default); raises ValueError naming a bad value."""
-    env = os.environ if environ is None else environ
-    value = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
-    if value not in FORMATS:
-        raise ValueError(f"LOG_FORMAT={value!r} is not 'plain' or 'json'")
-    return value

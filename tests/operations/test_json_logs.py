@@ -134,7 +134,8 @@ def test_the_platform_and_the_agent_server_write_one_format() -> None:
     )
     record.execution_id, record.agent = "exec-1", "bot"
     platform = json.loads(JsonFormatter().format(record))
-    server = json.loads(ServerJsonFormatter(Redactor(), agent="bot").format(record))
+    with turn_log_context("exec-1"):  # where the agent server's lines take it from
+        server = json.loads(ServerJsonFormatter(Redactor(), agent="bot").format(record))
     assert (
         set(platform)
         == set(server)
