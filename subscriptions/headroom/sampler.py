@@ -46,9 +46,11 @@ _CHUNK = 500
 
 # The one bound everything else derives from: how long one probe can hold its claim.
 # A probe is at most two requests (the usage endpoint, then the 1-token probe when
-# the endpoint will not answer); httpx bounds a request's connect and its read each
-# by the probe timeout; storing the reading and releasing the claim gets a few
-# seconds of its own.
+# the endpoint will not answer); httpx bounds a request's connect and each of its
+# reads by the probe timeout, so a request takes about two timeouts at most (a body
+# trickled in byte by byte could take longer: these are a few hundred bytes, and the
+# task's time limit stays the backstop); storing the reading and releasing the claim
+# gets a few seconds of its own.
 REQUESTS_PER_PROBE = 2
 TIMED_PHASES_PER_REQUEST = 2
 STORE_SECONDS = 5
