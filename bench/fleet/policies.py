@@ -42,6 +42,7 @@ from subscriptions.headroom.rules import (
     family_window,
     probe_due,
     rank_candidates,
+    reading_replaces,
 )
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import RefusalMark, TurnEvidence
@@ -179,8 +180,7 @@ class MemoryPool:
 
     def readings_record(self, readings: dict[int, Reading]) -> None:
         for pk, reading in readings.items():
-            prior = self.snapshots.get(pk)
-            if reading.answered or prior is None or not prior.answered:
+            if reading_replaces(self.snapshots.get(pk), reading):
                 self.snapshots[pk] = reading
 
     def notify(self, *, dedup_key: str = "", ttl: int = 0, now: datetime) -> bool:

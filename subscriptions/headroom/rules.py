@@ -347,6 +347,13 @@ def earliest_known_reset(
     return found
 
 
+def reading_replaces(prior: Reading | None, reading: Reading) -> bool:
+    """Whether a new reading replaces the stored one: an ``error`` never replaces an
+    answer (the answer stays evidence until it goes stale, and a limited reading keeps
+    the reset a readmission needs)."""
+    return reading.answered or prior is None or not prior.answered
+
+
 # The sampler's cadence
 
 

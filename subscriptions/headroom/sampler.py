@@ -28,7 +28,7 @@ from django.db import connections, transaction
 from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.collectors.common import Collected, from_iso
 from subscriptions.headroom.reading import Reading, ReadingStatus, window_to_json
-from subscriptions.headroom.rules import probe_due
+from subscriptions.headroom.rules import probe_due, reading_replaces
 from subscriptions.headroom.selection import last_failure_subquery
 from subscriptions.headroom.store import Snapshots, snapshot_read, snapshots_read, snapshots_write
 from subscriptions.models import HeadroomSample, Subscription
@@ -274,7 +274,7 @@ def headroom_readings_record(
     keep = {
         pk: reading
         for pk, reading in readings.items()
-        if reading.answered or (prior := previous.get(pk)) is None or not prior.answered
+        if reading_replaces(previous.get(pk), reading)
     }
     snapshots_write(keep)
     HeadroomSample.objects.bulk_create(

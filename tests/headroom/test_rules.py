@@ -20,6 +20,7 @@ from subscriptions.headroom.rules import (
     probe_due,
     rank_candidates,
     reading_gate,
+    reading_replaces,
     recovery_verdict,
     resolve_rate_limited_now,
 )
@@ -583,3 +584,19 @@ def test_skip_listed_candidates_rank_only_when_readmitted() -> None:
         (2, Tier.UNKNOWN, Verdict.WINDOW_RESET),
     ]
     assert [c.subscription_id for c in ranking.last_resort] == [3]
+
+
+@pytest.mark.parametrize(
+    ("prior", "new", "replaces"),
+    [
+        (None, Reading(fetched_at=T0, status=ReadingStatus.ERROR), True),  # nothing to keep
+        (reading(), Reading(fetched_at=T0, status=ReadingStatus.ERROR), False),
+        (limited(), Reading(fetched_at=T0, status=ReadingStatus.ERROR), False),  # keeps its reset
+        (Reading(fetched_at=T0, status=ReadingStatus.ERROR), reading(), True),
+        (reading(), limited(), True),
+    ],
+)
+def test_an_error_reading_never_replaces_an_answer(
+    prior: Reading | None, new: Reading, replaces: bool
+) -> None:
+    assert reading_replaces(prior, new) is replaces
