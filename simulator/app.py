@@ -10,6 +10,7 @@ that only one of them should: no lock is needed, and none may be added around an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -193,10 +194,39 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         )
         return response
 
+    # Held answers wait on this event as well as on their delay: a latency change
+    # releases every answer the old latency was holding, so a test that made the
+    # upstream hang can end the hang instead of waiting it out.
+    held: dict[str, Any] = {"release": None, "in_flight": 0}
+
+    def release_held() -> None:
+        if held["release"] is not None:
+            held["release"].set()
+        held["release"] = None
+
     async def inject_latency(*, usage: bool) -> None:
         delay_ms = sim.latency_all_ms + (sim.latency_usage_ms if usage else 0)
         if delay_ms:
-            await asyncio.sleep(delay_ms / 1000)
+            if held["release"] is None:
+                held["release"] = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(held["release"].wait(), delay_ms / 1000)
+
+    @contextlib.asynccontextmanager
+    async def in_flight() -> AsyncIterator[None]:
+        """Count an API request until it is answered (and recorded) or abandoned."""
+        held["in_flight"] += 1
+        try:
+            yield
+        finally:
+            held["in_flight"] -= 1
+
+    def latency_view() -> dict[str, Any]:
+        return {
+            "all_ms": sim.latency_all_ms,
+            "usage_ms": sim.latency_usage_ms,
+            "in_flight": held["in_flight"],
+        }
 
     # the Messages API
 
@@ -300,16 +330,18 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     @app.post("/v1/messages")
     async def messages(request: Request) -> Response:
         outcome = Outcome(request)
-        await inject_latency(usage=False)
-        raw = await request.body()
-        return finish(outcome, serve_messages(raw, request, outcome, count=False))
+        async with in_flight():
+            await inject_latency(usage=False)
+            raw = await request.body()
+            return finish(outcome, serve_messages(raw, request, outcome, count=False))
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
         outcome = Outcome(request)
-        await inject_latency(usage=False)
-        raw = await request.body()
-        return finish(outcome, serve_messages(raw, request, outcome, count=True))
+        async with in_flight():
+            await inject_latency(usage=False)
+            raw = await request.body()
+            return finish(outcome, serve_messages(raw, request, outcome, count=True))
 
     # usage endpoints
 
@@ -362,9 +394,10 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     @app.get("/api/oauth/usage")
     async def oauth_usage(request: Request) -> Response:
         outcome = Outcome(request)
-        await inject_latency(usage=True)
-        await credential_delay(request)
-        return finish(outcome, serve_oauth_usage(request, outcome))
+        async with in_flight():
+            await inject_latency(usage=True)
+            await credential_delay(request)
+            return finish(outcome, serve_oauth_usage(request, outcome))
 
     def codex_window(window: Window, now: float) -> dict[str, Any]:
         reset_at = window.reset_unix(now)
@@ -410,9 +443,10 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     @app.get("/backend-api/wham/usage")
     async def codex_usage(request: Request) -> Response:
         outcome = Outcome(request)
-        await inject_latency(usage=True)
-        await credential_delay(request)
-        return finish(outcome, serve_codex_usage(request, outcome))
+        async with in_flight():
+            await inject_latency(usage=True)
+            await credential_delay(request)
+            return finish(outcome, serve_codex_usage(request, outcome))
 
     # the control API
 
@@ -530,7 +564,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
 
     @control.get("/latency")
     async def latency() -> dict[str, Any]:
-        return {"all_ms": sim.latency_all_ms, "usage_ms": sim.latency_usage_ms}
+        return latency_view()
 
     @control.post("/latency")
     async def set_latency(body: LatencyIn) -> dict[str, Any]:
@@ -538,7 +572,8 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             sim.latency_all_ms = body.ms
         else:
             sim.latency_usage_ms = body.ms
-        return {"all_ms": sim.latency_all_ms, "usage_ms": sim.latency_usage_ms}
+        release_held()
+        return latency_view()
 
     def upstream_error_view() -> dict[str, Any]:
         return {"status": sim.upstream_error_status, "retryable": sim.upstream_error_retryable}
@@ -570,6 +605,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     @control.post("/reset")
     async def reset() -> dict[str, Any]:
         sim.reset()
+        release_held()
         return {"ok": True}
 
     app.include_router(control)

@@ -56,6 +56,7 @@ class ClockView(TypedDict):
 class LatencyView(TypedDict):
     all_ms: int
     usage_ms: int
+    in_flight: int  # API requests not yet answered (a held one included)
 
 
 class UpstreamErrorView(TypedDict):
@@ -205,8 +206,13 @@ class SimulatorControl:
 
     # latency and models
 
+    def latency(self) -> LatencyView:
+        return cast(LatencyView, self._call("GET", "/latency"))
+
     def set_latency(self, ms: int, *, scope: LatencyScope = "all") -> LatencyView:
-        """Delay every API answer (``all``) or, on top of that, the usage endpoints."""
+        """Delay every API answer (``all``) or, on top of that, the usage endpoints.
+
+        A change releases every answer the previous latency was holding."""
         return cast(LatencyView, self._call("POST", "/latency", {"ms": ms, "scope": scope}))
 
     def set_upstream_error(self, status: int, *, retryable: bool = True) -> UpstreamErrorView:

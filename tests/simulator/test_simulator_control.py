@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -187,7 +188,7 @@ def test_injected_latency_delays_usage_answers_without_blocking_others(
 def test_latency_for_all_applies_to_messages(
     control: SimulatorControl, post_message: PostMessage
 ) -> None:
-    assert control.set_latency(200) == {"all_ms": 200, "usage_ms": 0}
+    assert control.set_latency(200) == {"all_ms": 200, "usage_ms": 0, "in_flight": 0}
 
     started = time.monotonic()
     post_message(token=OAUTH)
@@ -227,7 +228,7 @@ def test_reset_forgets_credentials_requests_models_latency_and_time(
     assert control.requests() == []
     assert "claude-extra-1" not in control.models()
     assert control.clock()["frozen"] is False
-    assert control.set_latency(0, scope="usage") == {"all_ms": 0, "usage_ms": 0}
+    assert control.set_latency(0, scope="usage") == {"all_ms": 0, "usage_ms": 0, "in_flight": 0}
 
 
 def test_registering_an_unknown_window_is_refused(control: SimulatorControl) -> None:
@@ -250,3 +251,26 @@ def test_a_simulator_process_reports_its_port_and_stops_for_good() -> None:
     assert process.pid is None
     with pytest.raises(httpx.ConnectError), httpx.Client(timeout=2) as client:
         client.get(url + "/_control/health")
+
+
+def test_a_latency_change_releases_the_answers_the_old_latency_held(
+    control: SimulatorControl, post_message: PostMessage
+) -> None:
+    control.register(OAUTH, kind="oauth", label="plan-a")
+    control.set_latency(60_000)
+    answered: list[httpx.Response] = []
+    poster = threading.Thread(target=lambda: answered.append(post_message(token=OAUTH)))
+    started = time.monotonic()
+    poster.start()
+    deadline = time.monotonic() + 10
+    while control.latency()["in_flight"] != 1:
+        assert time.monotonic() < deadline, "the message never reached the simulator"
+        time.sleep(0.02)  # polling the real server's state
+
+    control.set_latency(0)
+    poster.join(timeout=10)
+
+    assert answered and answered[0].status_code == 200
+    assert time.monotonic() - started < 20  # not the 60 s it was held for
+    assert control.latency()["in_flight"] == 0
+    assert [r["status"] for r in control.requests()] == [200]
