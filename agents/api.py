@@ -14,7 +14,6 @@ from rest_framework.views import APIView
 from agents import lifecycle, services
 from agents.models import Agent, ProcessState, RoutingPolicy, Runtime
 from agents.selectors import agent_get_visible, agents_visible_to
-from trinity.api import StrictBooleanField
 from trinity.schema import CONFLICT
 
 
@@ -51,7 +50,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
 class AgentUpdateInput(serializers.Serializer[Any]):
     runtime = serializers.ChoiceField(choices=Runtime.choices, required=False)
     model = serializers.CharField(max_length=100, allow_blank=True, required=False)
-    use_platform_api_key = StrictBooleanField(allow_null=True, required=False)
+    use_platform_api_key = serializers.BooleanField(allow_null=True, required=False)
     routing_policy = serializers.ChoiceField(choices=RoutingPolicy.choices, required=False)
 
 

@@ -16,7 +16,7 @@ from subscriptions import services
 from subscriptions.models import Provider, Subscription
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
 from trinity import services as trinity_services
-from trinity.api import MAX_ID, AdminForWrites, IsAdmin, StrictBooleanField, name_field
+from trinity.api import MAX_ID, AdminForWrites, IsAdmin, name_field
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
 
@@ -151,7 +151,7 @@ class SwitchSettingApi(APIView):
     setting: ClassVar[str] = ""
 
     class Input(serializers.Serializer[Any]):
-        enabled = StrictBooleanField()
+        enabled = serializers.BooleanField()
 
     def render(self) -> dict[str, Any]:
         return {"enabled": getattr(system_settings_get(), self.setting)}

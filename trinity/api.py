@@ -110,25 +110,19 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
 
 
-class StrictBooleanField(serializers.BooleanField):
-    """A boolean read only from what was sent.
+def strict_input_fields() -> None:
+    """Make every DRF input field read only what was sent, as the schema says it.
 
-    DRF reads a boolean missing from a form body as False (an unticked checkbox), and
-    it parses an empty body sent as a form even though the API parses only JSON: an
-    empty form PUT turned a switch off. Missing stays missing here.
+    - A string field (and its slug, regex, URL... kin) refuses a number: DRF coerced
+      one into a string (``"model": -4.8e16`` was kept as the model "-4.8e+16").
+    - A boolean missing from the body stays missing: DRF reads one missing from a form
+      body as False (an unticked checkbox), and it parses an empty body as a form even
+      though the API parses only JSON, so an empty PUT turned a switch off.
+
+    Done once, here, rather than in every Input serializer (including those written
+    later); called from ``TrinityConfig.ready``. Output is unaffected.
     """
-
-    default_empty_html = empty
-
-
-def require_strings_for_string_fields() -> None:
-    """Make every DRF string field (and its slug, regex, URL... kin) refuse a number.
-
-    DRF coerces a JSON number into a string (``"model": -4.8e16`` was kept as the
-    model "-4.8e+16"), though the schema says string: a wrong type is a 400 naming
-    the field. Done once, here, rather than in every Input serializer (including those
-    written later); called from ``TrinityConfig.ready``. Output is unaffected.
-    """
+    serializers.BooleanField.default_empty_html = empty
     lenient = serializers.CharField.to_internal_value
     if getattr(lenient, "strict", False):
         return

@@ -9,6 +9,6 @@ class TrinityConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from trinity.api import require_strings_for_string_fields
+        from trinity.api import strict_input_fields
 
-        require_strings_for_string_fields()
+        strict_input_fields()

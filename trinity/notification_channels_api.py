@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from trinity import clock
 from trinity import notification_channels as services
-from trinity.api import IsAdmin, StrictBooleanField, name_field
+from trinity.api import IsAdmin, name_field
 from trinity.models import (
     Notification,
     NotificationChannel,
@@ -129,7 +129,7 @@ class ChannelDetailApi(APIView):
         )
         min_level = serializers.ChoiceField(choices=Notification.Level.choices, required=False)
         kinds = _kinds_field()
-        enabled = StrictBooleanField(required=False)
+        enabled = serializers.BooleanField(required=False)
 
     @extend_schema(responses=ChannelOutput)
     def get(self, request: Request, pk: int) -> Response:

@@ -235,3 +235,18 @@ def test_every_status_a_failed_turn_answers_is_documented_with_its_execution(
     for code in {*ERROR_HTTP_STATUS.values(), 503} - {400}:
         body = responses[str(code)]["content"]["application/json"]["schema"]
         assert body == {"$ref": "#/components/schemas/ExecutionOutput"}, code
+
+
+def test_every_boolean_field_reads_a_missing_form_value_as_missing() -> None:
+    """The form quirk is fixed once for every boolean, including ones written later:
+    one missing from a form body is left out (or takes its own default), never False."""
+    from django.http import QueryDict
+    from rest_framework import serializers
+
+    class Later(serializers.Serializer[Any]):
+        flag = serializers.BooleanField(required=False)
+        on_by_default = serializers.BooleanField(default=True)
+
+    form = Later(data=QueryDict(""))
+    assert form.is_valid(), form.errors
+    assert form.validated_data == {"on_by_default": True}
