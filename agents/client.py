@@ -7,8 +7,6 @@ pinned by tests on both sides; this module does not import agent_server.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from agents.rung import Rung
 from trinity.crypto import Secret
+from trinity.http import ProcessClient
 from trinity.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -39,25 +38,8 @@ POOL_LIMITS = httpx.Limits(
     max_connections=256, max_keepalive_connections=64, keepalive_expiry=KEEPALIVE_SECONDS
 )
 
-_pool: tuple[int, httpx.Client] | None = None
-_pool_lock = threading.Lock()
-
-
-def _http() -> httpx.Client:
-    """This process's one pooled client: no client, TLS context or connection per turn.
-
-    Keyed by pid: a forked child (a Celery or gunicorn worker) must not share its
-    parent's sockets, so it builds its own on first use.
-    """
-    global _pool
-    pool = _pool
-    pid = os.getpid()
-    if pool is not None and pool[0] == pid:
-        return pool[1]
-    with _pool_lock:
-        if _pool is None or _pool[0] != pid:
-            _pool = (pid, httpx.Client(limits=POOL_LIMITS, trust_env=False))
-        return _pool[1]
+# The one pooled client of this process: no client, TLS context or connection per turn.
+_http = ProcessClient(lambda: httpx.Client(limits=POOL_LIMITS, trust_env=False))
 
 
 @dataclass(frozen=True)
@@ -95,7 +77,7 @@ class AgentServerClient:
         self, method: str, path: str, *, json: dict[str, Any] | None = None, timeout: float
     ) -> httpx.Response:
         try:
-            return _http().request(
+            return _http.get().request(
                 method,
                 f"{self.endpoint}{path}",
                 json=json,

@@ -8,14 +8,13 @@ the URL into a result, an exception or a log line (the URL is the credential).
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from trinity.crypto import Secret
+from trinity.http import ProcessClient
 from trinity.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -26,29 +25,16 @@ TOTAL_TIMEOUT = 10.0
 ERROR_LENGTH = 300
 USER_AGENT = "trinity-notifications/1"
 
-_pool: tuple[int, httpx.Client] | None = None
-_pool_lock = threading.Lock()
-
-
-def _http() -> httpx.Client:
-    """This process's one pooled client (rebuilt after a fork: pools don't survive one)."""
-    global _pool
-    pid = os.getpid()
-    current = _pool
-    if current is not None and current[0] == pid:
-        return current[1]
-    with _pool_lock:
-        if _pool is None or _pool[0] != pid:
-            client = httpx.Client(
-                timeout=httpx.Timeout(TOTAL_TIMEOUT, connect=CONNECT_TIMEOUT),
-                # A redirect would send the payload somewhere the admin never configured.
-                follow_redirects=False,
-                headers={"User-Agent": USER_AGENT},
-                # Proxies from the environment do not apply to operator-configured hooks.
-                trust_env=False,
-            )
-            _pool = (pid, client)
-        return _pool[1]
+_http = ProcessClient(
+    lambda: httpx.Client(
+        timeout=httpx.Timeout(TOTAL_TIMEOUT, connect=CONNECT_TIMEOUT),
+        # A redirect would send the payload somewhere the admin never configured.
+        follow_redirects=False,
+        headers={"User-Agent": USER_AGENT},
+        # Proxies from the environment do not apply to operator-configured hooks.
+        trust_env=False,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +60,7 @@ def _retry_after(response: httpx.Response) -> int | None:
 def post(*, url: Secret, payload: dict[str, Any]) -> PostResult:
     """POST ``payload`` as JSON to ``url``. Never raises for the receiver's fault."""
     try:
-        response = _http().post(url.reveal(), json=payload)
+        response = _http.get().post(url.reveal(), json=payload)
     except httpx.HTTPError as exc:
         # httpx's messages name the failure, not the URL; redact anyway (a proxy or
         # resolver message may quote the host and path).
