@@ -811,7 +811,7 @@ def execution_run_queued(*, execution_id: str) -> str:
             return "not_queued"
         if execution.agent is None:
             _finish_failed(execution, error_code="container_fault", detail="the agent was deleted")
-            metrics.TURNS.labels("failed", "container_fault", metrics.NONE).inc()
+            metrics.turns_failed_outside_the_loop(error_code="container_fault")
             return "ran"
         execution_dispatch(execution=execution, agent=execution.agent)
         return "ran"
@@ -841,5 +841,5 @@ def executions_reap(*, now: datetime) -> int:
         error_detail="the process running this turn was lost before it finished",
         finished_at=now,
     )
-    metrics.turns_reaped(reaped)
+    metrics.turns_failed_outside_the_loop(error_code="worker_lost", count=reaped)
     return reaped

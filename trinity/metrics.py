@@ -157,10 +157,11 @@ def turn_finished(
     TURN_OVERHEAD.observe(max(0.0, overhead_seconds))
 
 
-def turns_reaped(count: int) -> None:
-    """Count turns the reaper failed (``worker_lost``): no process finished them."""
+def turns_failed_outside_the_loop(*, error_code: str, count: int = 1) -> None:
+    """Count turns failed without the dispatch loop finishing them: the reaper's
+    (``worker_lost``), or a queued turn whose agent was deleted."""
     if count:
-        TURNS.labels("failed", "worker_lost", NONE).inc(count)
+        TURNS.labels("failed", error_code, NONE).inc(count)
 
 
 def probe_observed(*, result: str, seconds: float) -> None:
