@@ -58,6 +58,8 @@ class JsonFormatter(logging.Formatter):
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             entry["exc"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = record.stack_info
         return json.dumps(
             {k: self.redactor.redact(v) if isinstance(v, str) else v for k, v in entry.items()},
             ensure_ascii=False,

@@ -133,6 +133,7 @@ def test_the_platform_and_the_agent_server_write_one_format() -> None:
         "tests.same", logging.ERROR, __file__, 1, "turn %s", ("x",), exc_info
     )
     record.execution_id, record.agent = "exec-1", "bot"
+    record.stack_info = "Stack (most recent call last):\n  in the test"
     platform = json.loads(JsonFormatter().format(record))
     with turn_log_context("exec-1"):  # where the agent server's lines take it from
         server = json.loads(ServerJsonFormatter(Redactor(), agent="bot").format(record))
@@ -148,6 +149,7 @@ def test_the_platform_and_the_agent_server_write_one_format() -> None:
             "execution_id",
             "agent",
             "exc",
+            "stack",
         }
     )
     assert {k: v for k, v in platform.items() if k != "exc"} == {
