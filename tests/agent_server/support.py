@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from simulator.process import ChildStartError, ListeningProcess
+from tests.procs import children_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,18 +98,8 @@ class AgentServer(ListeningProcess):
 
     def children(self) -> list[int]:
         """Live child processes of the server (the CLI runs as a direct child)."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[-1].split()
-            if int(fields[1]) == self.pid and fields[0] != "Z":
-                found.append(int(entry.name))
-        return found
+        assert self.pid is not None
+        return [child.pid for child in children_of(self.pid) if child.state != "Z"]
 
     def await_child(self, within: float = 20.0) -> int:
         """The first CLI child to appear; polls /proc for it, bounded by `within`."""

@@ -23,6 +23,7 @@ from agents.models import Agent, ProcessState
 from agents.runtimes.local import LocalProcessRuntime
 from simulator.control import SimulatorControl
 from tests.agents.factories import AgentFactory
+from tests.procs import children_of, proc_stat
 
 STARTER = r"""
 import sys
@@ -51,25 +52,8 @@ sys.stdin.read()  # stay up, as a worker does, until the test closes stdin
 REAP_DEADLINE = 10.0  # seconds the starter has to reap its stopped child
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, ppid) from /proc/<pid>/stat, or None when the pid is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may hold spaces: split after the last ')'.
-    fields = raw.rsplit(")", 1)[1].split()
-    return fields[0], int(fields[1])
-
-
 def _zombie_children(parent: int) -> list[int]:
-    zombies = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat is not None and stat == ("Z", parent):
-                zombies.append(int(entry.name))
-    return zombies
+    return [child.pid for child in children_of(parent) if child.state == "Z"]
 
 
 @pytest.mark.e2e
@@ -94,8 +78,9 @@ def test_a_server_stopped_by_another_process_is_reaped_by_the_process_that_start
         handle = starter.stdout.readline().strip()
         assert handle.isdigit(), f"the starter printed {handle!r}"
         server = int(handle)
-        assert _stat(server) is not None
-        assert _stat(server)[1] == starter.pid  # type: ignore[index]
+        stat = proc_stat(server)
+        assert stat is not None
+        assert stat.ppid == starter.pid
 
         LocalProcessRuntime().stop(name="reaped", handle=handle)  # the "web" process
 
@@ -103,7 +88,7 @@ def test_a_server_stopped_by_another_process_is_reaped_by_the_process_that_start
         while _zombie_children(starter.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _zombie_children(starter.pid) == []
-        assert _stat(server) is None
+        assert proc_stat(server) is None
     finally:
         if starter.stdin is not None:
             starter.stdin.close()

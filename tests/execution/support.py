@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,9 @@ from agents.models import Agent
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from subscriptions.models import Subscription
+from tests import procs
 from tests.agents.factories import AgentFactory
+from tests.procs import cmdline
 from tests.subscriptions.factories import plan_token
 
 
@@ -88,27 +89,8 @@ def turn_in_background(
 
 
 def children_of(pid: int) -> list[tuple[int, bytes]]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append((int(entry.name), cmdline))
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    """The children of ``pid`` with their command lines."""
+    return [(child.pid, cmdline(child.pid)) for child in procs.children_of(pid)]
 
 
 def cli_child(agent: Agent, *, seconds: float = 30.0) -> int:
@@ -116,8 +98,8 @@ def cli_child(agent: Agent, *, seconds: float = 30.0) -> int:
     server = int(agent.process_handle)
 
     def find() -> int | None:
-        for pid, cmdline in children_of(server):
-            if b"claude" in cmdline:
+        for pid, command in children_of(server):
+            if b"claude" in command:
                 return pid
         return None
 

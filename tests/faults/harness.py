@@ -25,7 +25,6 @@ from django.test import override_settings
 
 from tests.execution.support import (
     agent_on,
-    alive,
     children_of,
     cli_child,
     messages_sent,
@@ -46,6 +45,7 @@ from tests.operations.services import (
     throwaway_postgres,
     throwaway_redis,
 )
+from tests.procs import alive
 
 __all__ = [
     "PostgresCluster",

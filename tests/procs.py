@@ -1,0 +1,46 @@
+"""What /proc says about processes the tests start (Linux): one reader for all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+
+class ProcStat(NamedTuple):
+    pid: int
+    state: str  # "R", "S", "Z" (a zombie), ...
+    ppid: int
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """The process's state and parent, or None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may hold spaces: split after the last ')'.
+    fields = raw.rsplit(")", 1)[1].split()
+    return ProcStat(pid, fields[0], int(fields[1]))
+
+
+def children_of(pid: int) -> list[ProcStat]:
+    """Every process whose parent is ``pid`` (zombies included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None:
+            if stat.ppid == pid:
+                found.append(stat)
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    stat = proc_stat(pid)
+    return stat is not None and stat.state != "Z"
