@@ -5,6 +5,8 @@ from django.db import models
 
 from agents.rung import RungKind
 from trinity.crypto import EncryptedSecretField
+from trinity.models import USD_FIELD
+from trinity.models import RoutingPolicy as RoutingPolicy  # its home is trinity (settings)
 
 
 class Runtime(models.TextChoices):
@@ -12,11 +14,12 @@ class Runtime(models.TextChoices):
     ANTHROPIC_API = "anthropic-api", "Anthropic Messages API"
 
 
-class RoutingPolicy(models.TextChoices):
-    # Plans first, the platform key only as the last rung of a walk.
-    SUBSCRIPTION_FIRST = "subscription_first", "Subscriptions first"
-    # Never leave the assigned subscription; refusals fail the turn.
-    PINNED = "pinned", "Pinned to its subscription"
+class WaitPolicy(models.TextChoices):
+    """What an autonomous turn does when every credential refused it."""
+
+    # Park until the earliest known reset (at most ``max_wait_seconds`` away).
+    WAIT = "wait", "Wait for the earliest reset"
+    FAIL = "fail", "Fail at once"
 
 
 class AuthMode(models.TextChoices):
@@ -51,9 +54,18 @@ class Agent(models.Model):
         related_name="agents",
     )
     use_platform_api_key = models.BooleanField(null=True, default=True)
+    # Created from ``SystemSettings.default_routing_policy`` unless given.
     routing_policy = models.CharField(
-        max_length=30, choices=RoutingPolicy.choices, default=RoutingPolicy.SUBSCRIPTION_FIRST
+        max_length=30, choices=RoutingPolicy.choices, default=RoutingPolicy.THRIFTY
     )
+    wait_policy = models.CharField(
+        max_length=10, choices=WaitPolicy.choices, default=WaitPolicy.WAIT
+    )
+    # An autonomous turn parks only for a reset at most this far away.
+    max_wait_seconds = models.PositiveIntegerField(default=6 * 3600)
+    # This agent's caps on what the platform key may bill (USD); null means no cap.
+    key_budget_daily_usd = models.DecimalField(**USD_FIELD)
+    key_budget_monthly_usd = models.DecimalField(**USD_FIELD)
     endpoint = models.CharField(max_length=200, blank=True, editable=False)
     # The running agent server: a pid (local) or container id (docker), the credential
     # mode it booted with, and whether it is up. Recorded so a restarted web process

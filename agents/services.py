@@ -13,6 +13,7 @@ from agents.runtimes import get_runtime
 from agents.signals import agent_created
 from trinity.crypto import Secret
 from trinity.errors import Conflict
+from trinity.selectors import system_settings_get
 
 UPDATABLE_FIELDS = ("runtime", "model", "use_platform_api_key", "routing_policy")
 
@@ -42,8 +43,8 @@ def agent_create(
         use_platform_api_key=use_platform_api_key,
         shared_secret=Secret(secrets.token_urlsafe(32)),
     )
-    if routing_policy:
-        agent.routing_policy = routing_policy
+    # A policy not given is the system's default, fixed on the agent at creation.
+    agent.routing_policy = routing_policy or system_settings_get().default_routing_policy
     try:
         with transaction.atomic():
             agent.save()

@@ -27,6 +27,35 @@ class Status(models.TextChoices):
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
+    # An autonomous turn every credential refused, waiting for the earliest reset.
+    PARKED = "parked", "Parked"
+
+
+class Schedule(models.Model):
+    """A cron expression that fires autonomous ``schedule`` turns of one agent."""
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="schedules")
+    name = models.SlugField(max_length=100)
+    # Five fields, UTC (validated with croniter when saved through the service).
+    cron = models.CharField(max_length=100)
+    message = models.TextField()
+    model = models.CharField(max_length=100, blank=True)
+    enabled = models.BooleanField(default=True)
+    # The next instant it fires; beat claims it by compare-and-set on this column.
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["agent_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "name"], name="schedule_agent_name"),
+        ]
+        indexes = [models.Index(fields=["enabled", "next_fire_at"], name="schedule_due")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron})"
 
 
 class Execution(models.Model):
@@ -75,6 +104,15 @@ class Execution(models.Model):
     # unknown (its worker died) is failed, never re-run blind (that could bill twice).
     dispatched_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A parked turn is re-dispatched at this instant (Celery eta; beat re-sends any
+    # that a lost broker message left behind).
+    parked_until = models.DateTimeField(null=True, blank=True)
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.SET_NULL, null=True, blank=True, related_name="executions"
+    )
+    # What the platform key's budgets reserved for this turn: {"usd": "...", "ledgers":
+    # [ids]}; released (and the real cost spent) when the turn finishes.
+    key_reservation = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -84,6 +122,7 @@ class Execution(models.Model):
                 fields=["served_by_subscription", "created_at"], name="execution_sub_created"
             ),
             models.Index(fields=["status", "deadline"], name="execution_status_deadline"),
+            models.Index(fields=["status", "parked_until"], name="execution_status_parked"),
         ]
 
     def __str__(self) -> str:

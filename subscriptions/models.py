@@ -127,3 +127,39 @@ class HeadroomSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.status} on {self.subscription_id} at {self.fetched_at:%Y-%m-%d %H:%M:%S}"
+
+
+class BudgetPeriod(models.TextChoices):
+    DAY = "day", "Day"
+    MONTH = "month", "Month"
+
+
+FLEET_SCOPE = "fleet"
+
+
+class KeySpend(models.Model):
+    """The spend ledger of the platform key: one row per scope and budget period.
+
+    ``scope`` is ``fleet`` or ``agent:<id>``; ``starts_on`` the period's first day (UTC).
+    ``reserved_usd`` holds what turns now running on the key were admitted with; a
+    finished key-served turn moves its reservation to ``spent_usd`` at its real cost.
+    Admission is one conditional update (``spent + reserved < budget``), so concurrent
+    turns cannot both pass a read-then-check.
+    """
+
+    scope = models.CharField(max_length=60)
+    period = models.CharField(max_length=10, choices=BudgetPeriod.choices)
+    starts_on = models.DateField()
+    spent_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    reserved_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope", "period", "starts_on"], name="key_spend_scope_period"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.period} {self.starts_on}: ${self.spent_usd}"

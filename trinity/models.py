@@ -17,6 +17,32 @@ def validate_alert_threshold(value: int) -> None:
         raise ValidationError("The alert threshold is 0 (off) or a percentage from 50 to 99.")
 
 
+class RoutingPolicy(models.TextChoices):
+    """How an agent's turns may be paid for (``agents.Agent.routing_policy``)."""
+
+    # Plans first, the platform key as the last rung. Fails open: a plan without a
+    # usable reading is still tried first (one refusal is cheaper than billing the key
+    # on missing telemetry).
+    THRIFTY = "thrifty", "Thrifty: plans first, the API key last"
+    # Fails closed: only plans whose overage is a documented hard stop, never the key.
+    SUBSCRIPTION_ONLY = "subscription-only", "Subscriptions only: never the API key"
+    # Never leave the assigned subscription; refusals fail the turn.
+    PINNED = "pinned", "Pinned to its subscription"
+
+
+class RoutingStrategy(models.TextChoices):
+    """How a walk ranks the subscriptions it may try next."""
+
+    # By 10-point band of the fullest deciding window, then by agent count.
+    BANDED = "banded", "Banded headroom"
+    # By remaining quota per unit of time left in each window (reset-aware), with
+    # hysteresis so a plan in use is not dropped or displaced on noise.
+    BALANCED = "balanced", "Balanced, reset-aware"
+
+
+USD_FIELD = {"max_digits": 12, "decimal_places": 2, "null": True, "blank": True}
+
+
 class SystemSettings(models.Model):
     """The platform's switches: one row, created on first read."""
 
@@ -30,6 +56,16 @@ class SystemSettings(models.Model):
     )
     platform_api_key = EncryptedSecretField(null=True, blank=True, editable=False)
     platform_api_key_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
+    # The policy a new agent gets when it is created without one.
+    default_routing_policy = models.CharField(
+        max_length=30, choices=RoutingPolicy.choices, default=RoutingPolicy.THRIFTY
+    )
+    routing_strategy = models.CharField(
+        max_length=20, choices=RoutingStrategy.choices, default=RoutingStrategy.BANDED
+    )
+    # Fleet-wide caps on what the platform key may bill (USD); null means no cap.
+    key_budget_daily_usd = models.DecimalField(**USD_FIELD)
+    key_budget_monthly_usd = models.DecimalField(**USD_FIELD)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

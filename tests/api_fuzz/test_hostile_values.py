@@ -47,7 +47,7 @@ CHOICE: list[tuple[str, Any]] = [
     *WRONG_TYPES,
     ("unknown", "no-such-choice"),
     ("SQL", "' OR 1=1 --"),
-    ("a NUL character", "subscription_first\x00"),
+    ("a NUL character", "thrifty\x00"),
 ]
 INTEGER: list[tuple[str, Any]] = [
     *WRONG_TYPES,
