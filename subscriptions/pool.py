@@ -8,7 +8,9 @@ Nothing here probes a provider or writes; the decisions are the pure rules'
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from agents.lifecycle import platform_key_allowed
 from agents.models import Agent
@@ -45,14 +47,45 @@ def assigned_refusing(evidence: TurnEvidence, *, now: datetime) -> bool:
     )
 
 
-def key_rung_available(*, agent: Agent, system: SystemSettings, now: datetime) -> bool:
-    """The key rung is offered when the fallback is on, the agent is a Claude runtime
-    that may bill the key, a key is configured, and the key was not refused recently
-    (2h after an auth or billing refusal, 5 minutes after a 429)."""
-    if not system.subscription_api_key_fallback or not system.platform_api_key:
-        return False
+class KeyClosed(StrEnum):
+    """Why the key rung is not offered (``key_rung_state``)."""
+
+    FALLBACK_OFF = "fallback_off"
+    NO_KEY = "no_key"
+    AGENT_OPTED_OUT = "agent_opted_out"
+    NOT_A_CLAUDE_RUNTIME = "not_a_claude_runtime"
+    REFUSED_RECENTLY = "refused_recently"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRungState:
+    """Whether the key rung is open, and if not, why; with the refusal that closed it."""
+
+    closed: KeyClosed | None = None
+    refused_at: datetime | None = None
+    failure_kind: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.closed is None
+
+
+def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> KeyRungState:
+    """Whether the key rung is offered, and the first gate that closes it: the
+    fallback is off, no key is configured, the agent may not bill the key (opted out,
+    or not a Claude runtime), or the key was refused recently (2h after an auth or
+    billing refusal, 5 minutes after a 429). Reads one row at most; writes nothing.
+    The turn (``key_rung_available``) and the explainer both ask this, so they agree.
+    """
+    if not system.subscription_api_key_fallback:
+        return KeyRungState(KeyClosed.FALLBACK_OFF)
+    if not system.platform_api_key:
+        return KeyRungState(KeyClosed.NO_KEY)
     if not platform_key_allowed(agent, system):
-        return False
+        opted_out = agent.use_platform_api_key is False
+        return KeyRungState(
+            KeyClosed.AGENT_OPTED_OUT if opted_out else KeyClosed.NOT_A_CLAUDE_RUNTIME
+        )
     latest = (
         RateLimitEvent.objects.filter(
             credential_kind=CredentialKind.API_KEY, occurred_at__gt=skip_window_start(now)
@@ -62,9 +95,16 @@ def key_rung_available(*, agent: Agent, system: SystemSettings, now: datetime) -
         .first()
     )
     if latest is None:
-        return True
+        return KeyRungState()
     kind, occurred_at = latest
-    return not key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now)
+    if key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now):
+        return KeyRungState(KeyClosed.REFUSED_RECENTLY, occurred_at, kind)
+    return KeyRungState()
+
+
+def key_rung_available(*, agent: Agent, system: SystemSettings, now: datetime) -> bool:
+    """The key rung is offered when ``key_rung_state`` finds no gate closed."""
+    return key_rung_state(agent=agent, system=system, now=now).available
 
 
 def subscription_count(provider: str) -> int:
