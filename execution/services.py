@@ -30,9 +30,9 @@ from django.db.models import Count, Sum
 
 from agents import lifecycle
 from agents.client import TURN_TIMEOUT_MARGIN, AgentServerUnavailable, TurnOutcome
-from agents.models import Agent, ProcessState, RoutingPolicy
+from agents.models import Agent, ProcessState
 from agents.rung import Rung, RungKind
-from execution.models import Execution, Status
+from execution.models import Execution, Schedule, Status
 from execution.selectors import notifications_visible_to
 from subscriptions import pool
 from subscriptions.classifier import QUOTA_REASONS, Refusal, classify_refusal
@@ -108,11 +108,12 @@ def execution_create(
     timeout_seconds: float | None = None,
     session_id: str = "",
     queued: bool = False,
+    schedule: Schedule | None = None,
 ) -> Execution:
     """Create the turn's row: ``running`` (about to dispatch) or ``queued`` (async).
 
     The deadline covers the whole turn, walk included; the reaper fails a row left
-    ``running`` past it.
+    ``running`` past it. ``schedule`` is the schedule that fired it, if one did.
     """
     now = clock.now()
     timeout = turn_timeout(timeout_seconds)
@@ -127,6 +128,7 @@ def execution_create(
         created_at=now,
         deadline=now + timedelta(seconds=timeout) + DEADLINE_SLACK,
         dispatched_at=None if queued else now,
+        schedule=schedule,
     )
 
 
@@ -230,11 +232,7 @@ class _Turn:
 
     def switching_stop(self) -> Stop | None:
         """Why this agent may not switch at all (auto-switch off, pinned), or None."""
-        if not self.settings().auto_switch_subscriptions:
-            return Stop.AUTO_SWITCH_OFF
-        if self.agent.routing_policy == RoutingPolicy.PINNED:
-            return Stop.PINNED
-        return None
+        return pool.switching_stop(agent=self.agent, system=self.settings())
 
     @contextlib.contextmanager
     def _agent_server_wait(self) -> Iterator[None]:
@@ -781,6 +779,7 @@ def execution_enqueue(
     trigger: str,
     model: str | None = None,
     timeout_seconds: float | None = None,
+    schedule: Schedule | None = None,
 ) -> Execution:
     """Create a queued turn and hand it to a worker once the row is committed."""
     from execution import tasks  # the task module imports this one
@@ -793,6 +792,7 @@ def execution_enqueue(
             model=model,
             timeout_seconds=timeout_seconds,
             queued=True,
+            schedule=schedule,
         )
         execution_id = str(execution.pk)
         transaction.on_commit(lambda: tasks.run_turn.delay(execution_id))

@@ -20,8 +20,8 @@ from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
-from subscriptions.walk import key_refused_recently
-from trinity.models import SystemSettings
+from subscriptions.walk import Stop, key_refused_recently
+from trinity.models import RoutingPolicy, SystemSettings
 
 
 def assigned_refusing(evidence: TurnEvidence, *, now: datetime) -> bool:
@@ -52,6 +52,8 @@ class KeyClosed(StrEnum):
 
     FALLBACK_OFF = "fallback_off"
     NO_KEY = "no_key"
+    # A subscription-only agent never bills the key.
+    POLICY = "policy"
     AGENT_OPTED_OUT = "agent_opted_out"
     NOT_A_CLAUDE_RUNTIME = "not_a_claude_runtime"
     REFUSED_RECENTLY = "refused_recently"
@@ -72,20 +74,23 @@ class KeyRungState:
 
 def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> KeyRungState:
     """Whether the key rung is offered, and the first gate that closes it: the
-    fallback is off, no key is configured, the agent may not bill the key (opted out,
-    or not a Claude runtime), or the key was refused recently (2h after an auth or
-    billing refusal, 5 minutes after a 429). Reads one row at most; writes nothing.
-    The turn (``key_rung_available``) and the explainer both ask this, so they agree.
+    fallback is off, no key is configured, the agent may not bill the key (its
+    subscription-only policy, opted out, or not a Claude runtime), or the key was
+    refused recently (2h after an auth or billing refusal, 5 minutes after a 429).
+    Reads one row at most; writes nothing. The turn (``key_rung_available``) and the
+    routing explainer both ask this, so they agree.
     """
     if not system.subscription_api_key_fallback:
         return KeyRungState(KeyClosed.FALLBACK_OFF)
     if not system.platform_api_key:
         return KeyRungState(KeyClosed.NO_KEY)
     if not platform_key_allowed(agent, system):
-        opted_out = agent.use_platform_api_key is False
-        return KeyRungState(
-            KeyClosed.AGENT_OPTED_OUT if opted_out else KeyClosed.NOT_A_CLAUDE_RUNTIME
-        )
+        # The rule said no; name which of its conditions did, in its own order.
+        if agent.routing_policy == RoutingPolicy.SUBSCRIPTION_ONLY:
+            return KeyRungState(KeyClosed.POLICY)
+        if agent.use_platform_api_key is False:
+            return KeyRungState(KeyClosed.AGENT_OPTED_OUT)
+        return KeyRungState(KeyClosed.NOT_A_CLAUDE_RUNTIME)
     latest = (
         RateLimitEvent.objects.filter(
             credential_kind=CredentialKind.API_KEY, occurred_at__gt=skip_window_start(now)
@@ -100,6 +105,16 @@ def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> Ke
     if key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now):
         return KeyRungState(KeyClosed.REFUSED_RECENTLY, occurred_at, kind)
     return KeyRungState()
+
+
+def switching_stop(*, agent: Agent, system: SystemSettings) -> Stop | None:
+    """Why ``agent``'s turns may not leave its assignment at all, or None: auto-switch
+    is off, or the agent is pinned. Pre-dispatch and the walk both stop on it."""
+    if not system.auto_switch_subscriptions:
+        return Stop.AUTO_SWITCH_OFF
+    if agent.routing_policy == RoutingPolicy.PINNED:
+        return Stop.PINNED
+    return None
 
 
 def key_rung_available(*, agent: Agent, system: SystemSettings, now: datetime) -> bool:
