@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from agents.models import Agent
+from subscriptions import billing, policy
 from subscriptions.headroom.rules import (
     NO_EVIDENCE,
     Candidate,
@@ -57,14 +58,23 @@ def last_failure_subquery(now: datetime) -> Subquery:
 
 
 def candidates_filtered(
-    *, provider: str, exclude_ids: Iterable[int], now: datetime
+    *, provider: str, exclude_ids: Iterable[int], now: datetime, only_hard_stop: bool = False
 ) -> list[Candidate]:
     """The provider's subscriptions minus ``exclude_ids``, in load-balance order.
 
     One query: agent count and the latest recent refusal come as annotations. A
-    candidate with ``last_failure_at`` set is skip-listed.
+    candidate with ``last_failure_at`` set is skip-listed. ``only_hard_stop`` keeps
+    only plans whose overage is a documented hard stop (``subscription-only``).
     """
     queryset: QuerySet[Subscription] = Subscription.objects.filter(provider=provider)
+    if only_hard_stop:
+        # The catalog decides, not only the columns copied at registration: a row whose
+        # plan type is uncurated (edited, or dropped from the catalog) is ``unknown``.
+        queryset = queryset.filter(
+            plan_type__in=billing.hard_stop_plan_types(provider),
+            billing_class=billing.PLAN,
+            overage=billing.REFUSE,
+        )
     excluded = list(exclude_ids)
     if excluded:
         queryset = queryset.exclude(pk__in=excluded)
@@ -111,16 +121,27 @@ def candidates_rank(
     return Selection(ranking.ranked, ranking.last_resort, ranking.dropped, now=now)
 
 
-def rank_alternatives(*, agent: Agent, exclude_ids: Iterable[int] = (), now: datetime) -> Selection:
+def rank_alternatives(
+    *,
+    agent: Agent,
+    exclude_ids: Iterable[int] = (),
+    now: datetime,
+    only_hard_stop: bool | None = None,
+) -> Selection:
     """The subscriptions ``agent`` could run on instead of its own, best first.
 
     Excludes the agent's current subscription and ``exclude_ids`` (those a walk
-    already tried). Never probes and never raises for a store outage.
+    already tried). ``only_hard_stop`` (None: as the agent's routing policy says)
+    keeps only hard-stop plans. Never probes and never raises for a store outage.
     """
     excluded = set(exclude_ids)
     if agent.subscription_id is not None:
         excluded.add(agent.subscription_id)
-    candidates = candidates_filtered(provider=agent.provider, exclude_ids=excluded, now=now)
+    if only_hard_stop is None:
+        only_hard_stop = policy.only_hard_stop(agent.routing_policy)
+    candidates = candidates_filtered(
+        provider=agent.provider, exclude_ids=excluded, now=now, only_hard_stop=only_hard_stop
+    )
     return candidates_rank(candidates, now=now, family=family_window(agent.model))
 
 
