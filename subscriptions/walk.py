@@ -54,6 +54,12 @@ class Why(StrEnum):
     CONCURRENT_SWITCH = "concurrent_switch"
     # The same rung once more after a provider 5xx (the dispatch loop's single retry).
     RETRY = "retry"
+    # A chat turn on the plan that served its session's previous turn (a warm prompt
+    # cache); it commits no switch.
+    AFFINITY = "affinity"
+    # The assignment is a plan the agent's routing policy does not allow (a
+    # subscription-only agent on a plan that bills overage): routed to one it does.
+    POLICY = "policy"
 
 
 class Stop(StrEnum):
@@ -67,6 +73,10 @@ class Stop(StrEnum):
     ALREADY_TRIED = "already_tried"
     RUNG_CAP = "rung_cap"
     BUDGET = "budget"
+    # The routing policy leaves no credential this turn may use (subscription-only).
+    POLICY = "policy"
+    # The key rung's spend budget (agent or fleet, day or month) is consumed.
+    KEY_BUDGET = "key_budget"
 
 
 class Pick(NamedTuple):
