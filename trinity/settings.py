@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import django_stubs_ext
@@ -422,6 +423,23 @@ TRINITY_TURN_TIMEOUT_SECONDS = _env_int(
     "TRINITY_TURN_TIMEOUT_SECONDS", 600, minimum=5, maximum=TRINITY_TURN_TIMEOUT_MAX_SECONDS
 )
 
+
+def _env_usd(name: str, default: str) -> Decimal:
+    """A positive USD amount, at most $1000."""
+    raw = env.str(name, default="") or default
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an amount in USD") from None
+    if not value.is_finite() or not Decimal("0") < value <= Decimal("1000"):
+        raise ImproperlyConfigured(f"{name}={raw!r} is outside (0, 1000] USD")
+    return value
+
+
+# What a key turn reserves against the key budgets when its agent has no key-served
+# turn to take the mean of yet (too low lets concurrent first turns overshoot a cap).
+TRINITY_KEY_TURN_ESTIMATE_USD = _env_usd("TRINITY_KEY_TURN_ESTIMATE_USD", "0.25")
+
 # Headroom: the sampler's cadence, how long a reading counts as evidence, and how hard
 # a sweep may push the providers.
 TRINITY_HEADROOM_SAMPLE_SECONDS = _env_int(
@@ -444,6 +462,12 @@ TRINITY_HEADROOM_REFRESH_FLOOR_SECONDS = _env_int(
 TRINITY_HEADROOM_HISTORY_DAYS = _env_int(
     "TRINITY_HEADROOM_HISTORY_DAYS", 30, minimum=1, maximum=365
 )
+# How long a turn is expected to run, for the exhaustion forecast: a turn starts
+# elsewhere when its plan is forecast to run out sooner (capped by the turn's own
+# budget). 300 s covers a typical multi-step CLI turn; 0 turns the forecast routing off.
+TRINITY_FORECAST_TURN_SECONDS = _env_int(
+    "TRINITY_FORECAST_TURN_SECONDS", 300, minimum=0, maximum=TRINITY_TURN_TIMEOUT_MAX_SECONDS
+)
 # The cheapest model the provider serves: a probe spends one output token on it.
 TRINITY_HEADROOM_PROBE_MODEL = env.str("TRINITY_HEADROOM_PROBE_MODEL", default="claude-haiku-4-5")
 if not TRINITY_HEADROOM_PROBE_MODEL or any(c.isspace() for c in TRINITY_HEADROOM_PROBE_MODEL):
@@ -456,4 +480,27 @@ if TRINITY_HEADROOM_FRESH_SECONDS < TRINITY_HEADROOM_SAMPLE_SECONDS:
     raise ImproperlyConfigured(
         "TRINITY_HEADROOM_FRESH_SECONDS must be at least TRINITY_HEADROOM_SAMPLE_SECONDS "
         "(otherwise every reading goes stale before the next sweep)"
+    )
+
+# The provider circuit breaker (subscriptions/breaker.py): provider-level failures (5xx,
+# timeouts) in a sliding window, across at least MIN_CREDENTIALS distinct credentials,
+# degrade it at DEGRADED_FAILURES and open it at OPEN_FAILURES for COOLDOWN seconds.
+TRINITY_BREAKER_WINDOW_SECONDS = _env_int(
+    "TRINITY_BREAKER_WINDOW_SECONDS", 60, minimum=1, maximum=3600
+)
+TRINITY_BREAKER_DEGRADED_FAILURES = _env_int(
+    "TRINITY_BREAKER_DEGRADED_FAILURES", 3, minimum=1, maximum=10_000
+)
+TRINITY_BREAKER_OPEN_FAILURES = _env_int(
+    "TRINITY_BREAKER_OPEN_FAILURES", 5, minimum=1, maximum=10_000
+)
+TRINITY_BREAKER_MIN_CREDENTIALS = _env_int(
+    "TRINITY_BREAKER_MIN_CREDENTIALS", 2, minimum=1, maximum=1000
+)
+TRINITY_BREAKER_COOLDOWN_SECONDS = _env_int(
+    "TRINITY_BREAKER_COOLDOWN_SECONDS", 30, minimum=1, maximum=3600
+)
+if TRINITY_BREAKER_OPEN_FAILURES < TRINITY_BREAKER_DEGRADED_FAILURES:
+    raise ImproperlyConfigured(
+        "TRINITY_BREAKER_OPEN_FAILURES must be at least TRINITY_BREAKER_DEGRADED_FAILURES"
     )

@@ -1,0 +1,283 @@
+"""The provider circuit breaker: closed, degraded, open, half-open; one per provider,
+shared by every process through Redis.
+
+Only provider-level failures drive it: a 5xx (``upstream_error``) or a turn that ran
+out of time waiting on the upstream (``timeout``). An account refusal (429, 401,
+billing) says the provider answered, so it never counts and never trips it. Failures
+count across the provider's credentials, and only when at least ``min_credentials``
+distinct ones failed: one broken plan is that plan's problem, not an outage.
+
+- closed: nothing to see.
+- degraded (``degraded_at`` failures in the window): turns run as usual; a provider
+  error is still retried once on the same rung and never walks (the dispatch loop's
+  rule), so the state is for the operator and the explainer.
+- open (``open_at`` failures in the window): for ``cooldown`` new turns fail fast as
+  ``upstream_error`` instead of walking the pool into the outage or dispatching.
+- half-open (the cooldown is over): one trial turn goes through (a single-flight
+  marker with a TTL, so a trial whose worker died does not hold the door shut); its
+  success closes the breaker, its provider failure re-opens it.
+
+The state machine is pure (``breaker_state``, a ``now`` argument, no Django, no
+Redis); the store below it keeps the failures in a sorted set per provider and the
+instant it opened. Redis unreachable (or not configured): the breaker reads closed.
+It fails safe, because an outage of the breaker's store must never block turns; a
+warning says so once per outage.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django_redis import get_redis_connection
+
+from trinity.markers import STORE_ERRORS, marker_claim, marker_release
+
+# The codes the agent server's contract gives a provider-level failure.
+PROVIDER_FAILURE_CODES = frozenset({"upstream_error", "timeout"})
+
+logger = logging.getLogger(__name__)
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    DEGRADED = "degraded"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True)
+class BreakerRules:
+    """The thresholds (trinity/settings.py reads them from the environment)."""
+
+    window: timedelta = timedelta(seconds=60)
+    degraded_at: int = 3
+    open_at: int = 5
+    min_credentials: int = 2
+    cooldown: timedelta = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One provider-level failure: when, and on which credential (an id, never a secret)."""
+
+    at: datetime
+    credential: str
+
+
+def is_provider_failure(error_code: str) -> bool:
+    """Whether an attempt's typed error code counts against its provider."""
+    return error_code in PROVIDER_FAILURE_CODES
+
+
+def failures_state(
+    failures: Sequence[Failure], *, now: datetime, rules: BreakerRules
+) -> BreakerState:
+    """What the failures in the window say: closed, degraded or open.
+
+    A failure exactly ``window`` old is out of it: the window is ``(now - window, now]``.
+    """
+    recent = [f for f in failures if now - rules.window < f.at <= now]
+    if len({f.credential for f in recent}) < rules.min_credentials:
+        return BreakerState.CLOSED
+    if len(recent) >= rules.open_at:
+        return BreakerState.OPEN
+    if len(recent) >= rules.degraded_at:
+        return BreakerState.DEGRADED
+    return BreakerState.CLOSED
+
+
+def breaker_state(
+    *,
+    failures: Sequence[Failure],
+    opened_at: datetime | None,
+    now: datetime,
+    rules: BreakerRules,
+) -> BreakerState:
+    """The breaker's state now. Once opened it stays open for ``cooldown`` (whatever the
+    failures say: they stop coming when nothing is sent), then half-open until a trial
+    closes or re-opens it; the cooldown's last instant is already half-open."""
+    if opened_at is not None:
+        return BreakerState.OPEN if now < opened_at + rules.cooldown else BreakerState.HALF_OPEN
+    return failures_state(failures, now=now, rules=rules)
+
+
+def opens_on_failure(state_before: BreakerState, state_after: BreakerState) -> bool:
+    """Whether a new failure (already counted into ``state_after``) opens the breaker:
+    the failures crossed ``open_at``, or it is a provider failure seen half-open (the
+    trial's, or a turn's that started before the breaker opened: the outage is on)."""
+    if state_before is BreakerState.OPEN:
+        return False  # already open: a late failure must not extend the cooldown
+    return state_before is BreakerState.HALF_OPEN or state_after is BreakerState.OPEN
+
+
+# The store (Redis)
+
+
+@dataclass(frozen=True)
+class BreakerView:
+    """What the store says of one provider's breaker; ``reachable`` False reads closed."""
+
+    state: BreakerState
+    opened_at: datetime | None = None
+    failures: int = 0
+    reachable: bool = True
+
+
+_outage_logged = False
+
+
+def _store_down(what: str) -> None:
+    """Log an unreachable store once per outage (every turn would repeat it)."""
+    global _outage_logged
+    if not _outage_logged:
+        _outage_logged = True
+        logger.warning("breaker store unreachable (%s): the breaker reads closed", what)
+
+
+def _store_up() -> None:
+    global _outage_logged
+    _outage_logged = False
+
+
+def rules_from_settings() -> BreakerRules:
+    return BreakerRules(
+        window=timedelta(seconds=settings.TRINITY_BREAKER_WINDOW_SECONDS),
+        degraded_at=settings.TRINITY_BREAKER_DEGRADED_FAILURES,
+        open_at=settings.TRINITY_BREAKER_OPEN_FAILURES,
+        min_credentials=settings.TRINITY_BREAKER_MIN_CREDENTIALS,
+        cooldown=timedelta(seconds=settings.TRINITY_BREAKER_COOLDOWN_SECONDS),
+    )
+
+
+def _redis() -> Any:
+    """The raw Redis client behind the cache; raises NotImplementedError without Redis."""
+    return get_redis_connection("default")
+
+
+def _keys(provider: str) -> tuple[str, str]:
+    return (
+        cache.make_key(f"breaker:{provider}:failures"),
+        cache.make_key(f"breaker:{provider}:opened"),
+    )
+
+
+def _trial_marker(provider: str) -> str:
+    return f"breaker-trial:{provider}"
+
+
+# Unreachable, or no Redis at all (the embedded database cache has no sorted sets).
+STORE_DOWN: tuple[type[Exception], ...] = (*STORE_ERRORS, NotImplementedError)
+
+
+def _decode(raw: Sequence[tuple[bytes | str, float]]) -> list[Failure]:
+    found = []
+    for member, score in raw:
+        text = member.decode() if isinstance(member, bytes) else member
+        found.append(Failure(datetime.fromtimestamp(score, UTC), text.rsplit("|", 1)[0]))
+    return found
+
+
+def _opened(raw: bytes | str | None) -> datetime | None:
+    if raw is None:
+        return None
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    return datetime.fromtimestamp(float(text), UTC)
+
+
+def breaker_read(*, provider: str, now: datetime, rules: BreakerRules | None = None) -> BreakerView:
+    """The breaker of ``provider`` now: one round trip; never raises (closed if unreachable)."""
+    rules = rules or rules_from_settings()
+    failures_key, opened_key = _keys(provider)
+    try:
+        pipe = _redis().pipeline(transaction=False)
+        pipe.zrangebyscore(failures_key, (now - rules.window).timestamp(), "+inf", withscores=True)
+        pipe.get(opened_key)
+        raw_failures, raw_opened = pipe.execute()
+    except STORE_DOWN:
+        _store_down("read")
+        return BreakerView(BreakerState.CLOSED, reachable=False)
+    _store_up()
+    failures, opened_at = _decode(raw_failures), _opened(raw_opened)
+    state = breaker_state(failures=failures, opened_at=opened_at, now=now, rules=rules)
+    return BreakerView(state, opened_at, len(failures))
+
+
+def breaker_failure_record(
+    *, provider: str, credential: str, now: datetime, rules: BreakerRules | None = None
+) -> tuple[BreakerState, bool]:
+    """Count one provider-level failure on ``credential``; returns the state after it and
+    whether this failure opened the breaker (exactly one process sees True per opening:
+    the instant is written with SET NX, or over a half-open one by compare-and-set).
+
+    Unreachable: (closed, False), nothing counted.
+    """
+    rules = rules or rules_from_settings()
+    failures_key, opened_key = _keys(provider)
+    ttl = int(rules.window.total_seconds()) + 60
+    try:
+        client = _redis()
+        pipe = client.pipeline(transaction=True)
+        pipe.zadd(failures_key, {f"{credential}|{uuid.uuid4().hex}": now.timestamp()})
+        pipe.zremrangebyscore(failures_key, "-inf", (now - rules.window).timestamp())
+        pipe.expire(failures_key, ttl)
+        pipe.zrangebyscore(failures_key, "-inf", "+inf", withscores=True)
+        pipe.get(opened_key)
+        _, _, _, raw_failures, raw_opened = pipe.execute()
+        failures, opened_at = _decode(raw_failures), _opened(raw_opened)
+        before = breaker_state(
+            failures=[f for f in failures if f.at < now], opened_at=opened_at, now=now, rules=rules
+        )
+        after = breaker_state(failures=failures, opened_at=opened_at, now=now, rules=rules)
+        if not opens_on_failure(before, after):
+            _store_up()
+            return after, False
+        stamp = repr(now.timestamp())
+        if opened_at is None:
+            opened = bool(client.set(opened_key, stamp, nx=True))
+        else:
+            # Half-open: re-open over the instant we read, once (two late failures
+            # must not both notify).
+            opened = bool(client.eval(_REOPEN, 1, opened_key, raw_opened, stamp))
+    except STORE_DOWN:
+        _store_down("record")
+        return BreakerState.CLOSED, False
+    _store_up()
+    return BreakerState.OPEN, opened
+
+
+# Compare-and-set of the opened instant.
+_REOPEN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+def breaker_trial_claim(*, provider: str, ttl_seconds: int) -> bool:
+    """Claim the half-open breaker's one trial for ``ttl_seconds`` (the trial turn's
+    budget, so a dead worker's claim lapses); True also when the store is unreachable
+    (fail safe: let the turn through)."""
+    return marker_claim(_trial_marker(provider), ttl=max(1, ttl_seconds)) is not False
+
+
+def breaker_trial_end(*, provider: str, provider_failed: bool | None) -> None:
+    """End the trial: ``False`` (the provider answered) closes the breaker and forgets
+    the failures; ``True`` was already recorded as a failure (which re-opened it);
+    ``None`` (the attempt said nothing about the provider) only frees the trial."""
+    if provider_failed is False:
+        failures_key, opened_key = _keys(provider)
+        try:
+            _redis().delete(failures_key, opened_key)
+        except STORE_DOWN:
+            _store_down("close")
+    marker_release(_trial_marker(provider))
