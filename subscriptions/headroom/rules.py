@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
 from subscriptions.headroom.reading import (
@@ -207,13 +208,15 @@ def reading_says_limited(
     now: datetime,
     max_age: timedelta,
     last_refusal_at: datetime | None = None,
+    family: str | None = None,
 ) -> bool | None:
     """True/False when a usable reading decides whether the provider limits now, else None.
 
     A healthy reading taken at or before the latest refusal decides nothing: the
-    refusal is newer. An ``invalid_token`` reading is not about rate limits.
+    refusal is newer. An ``invalid_token`` reading is not about rate limits. With
+    ``family`` (a turn's family window) that window's block limits too.
     """
-    headroom = classify_headroom(reading, now=now, max_age=max_age)
+    headroom = classify_headroom(reading, now=now, max_age=max_age, family=family)
     if reading is None or headroom.gate is not Gate.USABLE:
         return None
     if reading.status is ReadingStatus.RATE_LIMITED:
@@ -235,6 +238,7 @@ def resolve_rate_limited_now(
     events_say_limited: Callable[[], bool],
     last_refusal_at: datetime | None = None,
     refusal_resets_at: datetime | None = None,
+    family: str | None = None,
 ) -> bool:
     """Three-state: a usable reading decides; only without one do the 2h events decide.
 
@@ -243,9 +247,11 @@ def resolve_rate_limited_now(
     refusal predates (the reading's blocked window, or the refusal's own reset)
     means the quota is back: the same evidence that readmits a candidate in
     ``recovery_verdict``, so display, pre-dispatch and ranking agree on one reading.
+    ``family`` is the turn's family window (None for the display): its block limits
+    too. The caller passes only a refusal that blocks that family (``refusal_blocks``).
     """
     decided = reading_says_limited(
-        reading, now=now, max_age=max_age, last_refusal_at=last_refusal_at
+        reading, now=now, max_age=max_age, last_refusal_at=last_refusal_at, family=family
     )
     if decided is not None:
         return decided
@@ -255,6 +261,7 @@ def resolve_rate_limited_now(
             now=now,
             max_age=max_age,
             last_failure_at=last_refusal_at,
+            family=family,
             refusal_resets_at=refusal_resets_at,
         )
         is Verdict.WINDOW_RESET
@@ -266,6 +273,101 @@ def resolve_rate_limited_now(
 class Verdict(StrEnum):
     SERVING_NOW = "serving_now"
     WINDOW_RESET = "window_reset"
+
+
+# What a refusal names, and how long it keeps a subscription out
+
+# The ``limiting_window`` of a throttle: a 429 that carried no quota evidence (no reset,
+# no window). No quota window limits; the subscription backs off briefly.
+THROTTLE = "throttle"
+_FAMILY_WINDOW_PREFIX = "seven_day_"
+# The CLI prints a reset to the minute ("resets 4:10am"), truncated or rounded, and a
+# provider's reset jitters by seconds: within a minute is the same instant.
+RESET_MATCH = timedelta(minutes=1)
+THROTTLE_FIRST_BACKOFF = timedelta(minutes=1)
+THROTTLE_MAX_BACKOFF = timedelta(minutes=15)
+# A throttle continues a streak only when it follows the previous one this closely:
+# twice the longest backoff, so a plan readmitted after 15 minutes and throttled at
+# once still doubles, while one throttled again next hour starts over at a minute.
+THROTTLE_STREAK_GAP = 2 * THROTTLE_MAX_BACKOFF
+
+
+def refusal_blocks(limiting_window: str | None, family: str | None) -> bool:
+    """Whether a refusal that named ``limiting_window`` keeps out a turn of ``family``.
+
+    A family window (``seven_day_sonnet``) keeps out only that family's turns; the core
+    windows, a throttle and an unknown window ("") keep out every turn. A turn whose
+    family is unknown (None: a model naming none, or no model, where the runtime picks
+    its default) is kept out by any family's block: the block may be about it.
+    """
+    if not limiting_window or not limiting_window.startswith(_FAMILY_WINDOW_PREFIX):
+        return True
+    return family is None or limiting_window == family
+
+
+def refusal_window(
+    reading: Reading | None,
+    *,
+    resets_at: datetime | None,
+    now: datetime,
+    claim: str = "",
+) -> str:
+    """The window a refusal was limited by ("" when nothing says).
+
+    The provider's representative claim (``claim``) when the runtime saw it; else the
+    cached reading's window whose reset is the refusal's (within ``RESET_MATCH``); else
+    the reading's blocked windows that have not reset. Among several, a blocked one
+    first, then a core window (it keeps out every family: the safe side of an
+    ambiguity, e.g. a weekly and a family window that started together), then the
+    latest reset.
+    """
+    if claim:
+        return claim
+    if reading is None:
+        return ""
+    windows = reading.windows
+    found: list[str] = []
+    if resets_at is not None:
+        found = [
+            name
+            for name, window in windows.items()
+            if window.resets_at is not None and abs(window.resets_at - resets_at) <= RESET_MATCH
+        ]
+    if not found:
+        found = [
+            name
+            for name, window in windows.items()
+            if window.blocking and (window.resets_at is None or window.resets_at > now)
+        ]
+    if not found:
+        return ""
+
+    def preference(name: str) -> tuple[bool, bool, float]:
+        window = windows[name]
+        reset = window.resets_at.timestamp() if window.resets_at is not None else 0.0
+        return (not window.blocking, name not in CORE_WINDOWS, -reset)
+
+    return min(found, key=preference)
+
+
+def throttle_backoff(earlier: Iterable[tuple[str, datetime]], *, now: datetime) -> timedelta:
+    """How long a throttled subscription backs off: 1 minute, doubling per consecutive
+    throttle, at most 15 minutes.
+
+    ``earlier`` is the subscription's earlier refusals as (limiting_window, occurred_at),
+    newest first. The streak counts throttles back from ``now`` while each follows the
+    previous within ``THROTTLE_STREAK_GAP``; any other refusal ends it.
+    """
+    streak = 0
+    later = now
+    for window, at in earlier:
+        if window != THROTTLE or later - at > THROTTLE_STREAK_GAP:
+            break
+        streak += 1
+        later = at
+        if THROTTLE_FIRST_BACKOFF * 2**streak >= THROTTLE_MAX_BACKOFF:
+            break
+    return min(THROTTLE_FIRST_BACKOFF * 2**streak, THROTTLE_MAX_BACKOFF)
 
 
 def _binding_reset(reading: Reading, family: str | None) -> datetime | None:
@@ -432,7 +534,8 @@ def alert_crossings(reading: Reading, *, threshold: int) -> list[AlertCrossing]:
 class Candidate(NamedTuple):
     """A subscription the filter let through, in load-balance (DB) order.
 
-    ``last_failure_at`` is set when it refused within the skip window (skip-listed).
+    ``last_failure_at`` is set when it refused within the skip window (skip-listed),
+    unless that refusal named another model family's window (``refusal_blocks``).
     """
 
     subscription_id: int
@@ -441,13 +544,159 @@ class Candidate(NamedTuple):
     last_failure_at: datetime | None = None
     # The reset instant the latest refusal carried, when it carried one.
     last_failure_resets_at: datetime | None = None
+    # The window the latest refusal named (``limiting_window``; "" when unknown).
+    last_failure_window: str = ""
 
 
 class Ranked(NamedTuple):
+    """One ranked candidate. ``score`` and ``limiting_window`` are the balanced
+    strategy's (``balance_of``); the banded strategy leaves them None."""
+
     candidate: Candidate
     tier: Tier
     headroom: Headroom
     readmitted: Verdict | None = None
+    score: float | None = None
+    limiting_window: str | None = None
+
+
+# The balanced (reset-aware) strategy and its hysteresis
+
+BANDED, BALANCED = "banded", "balanced"  # trinity.models.RoutingStrategy's values
+WINDOW_DURATIONS = {
+    FIVE_HOUR: timedelta(hours=5),
+    SEVEN_DAY: timedelta(days=7),
+    "seven_day_opus": timedelta(days=7),
+    "seven_day_sonnet": timedelta(days=7),
+}
+# A window about to reset is worth more than its remaining figure, but not without
+# bound: 5 % of the window left weighs as much as any less.
+PACE_FLOOR = 0.05
+# Hysteresis, in percent remaining of the limiting window: a plan in use keeps its
+# agents down to INCUMBENT_FLOOR (it leaves strictly below); any other plan is
+# admitted only strictly above ADMISSION_FLOOR; a challenger displaces the incumbent
+# only when its score is strictly more than DISPLACE_MARGIN times the incumbent's.
+INCUMBENT_FLOOR = 2.0
+ADMISSION_FLOOR = 5.0
+# 1.2 as a ratio of integers: ``score * 5 > incumbent * 6`` is exact at the boundary
+# where ``score > incumbent * 1.2`` is at the mercy of 1.2's binary rounding.
+DISPLACE_OVER, DISPLACE_UNDER = 6, 5
+
+
+class Balance(NamedTuple):
+    """What the balanced strategy reads from one serving reading.
+
+    ``score`` is the tightest window's remaining / pace; ``remaining`` the lowest
+    remaining percent of the deciding windows (the one nearest to refusing);
+    ``window`` the name of the window that set the score.
+    """
+
+    score: float
+    remaining: float
+    window: str
+
+
+def window_score(
+    utilization: float, resets_at: datetime | None, duration: timedelta, now: datetime
+) -> float:
+    """remaining / clamp(time_left / duration, 0.05, 1); an unknown reset counts as
+    a whole window left (the least the figure can be worth)."""
+    remaining = 100.0 - utilization
+    if resets_at is None:
+        return remaining
+    pace = (resets_at - now) / duration
+    if pace < PACE_FLOOR:
+        pace = PACE_FLOOR
+    elif pace > 1.0:
+        pace = 1.0
+    return remaining / pace
+
+
+def _balance(
+    reading: Reading, now: datetime, five_hour_since: datetime, family: str | None
+) -> Balance:
+    # Called only for a measured (serving, usable) reading: every deciding window
+    # present carries a figure. The 5h figure counts while it counts for banded.
+    windows = reading.windows
+    best: Balance | None = None
+    remaining = 100.0
+    for name in (FIVE_HOUR, SEVEN_DAY, family):
+        if name is None:
+            continue
+        window = windows.get(name)
+        if window is None or window.utilization is None:
+            continue
+        if name == FIVE_HOUR and reading.fetched_at < five_hour_since:
+            continue
+        score = window_score(
+            window.utilization, window.resets_at, WINDOW_DURATIONS.get(name, _WEEK), now
+        )
+        left = 100.0 - window.utilization
+        if left < remaining:
+            remaining = left
+        if best is None or score < best.score:
+            best = Balance(score, remaining, name)
+    if best is None:  # unreachable for a measured reading (it has a weekly figure)
+        return Balance(100.0, 100.0, SEVEN_DAY)
+    return Balance(best.score, remaining, best.window)
+
+
+_WEEK = timedelta(days=7)
+_first = itemgetter(0)
+
+
+def balance_of(
+    reading: Reading | None, *, now: datetime, max_age: timedelta, family: str | None = None
+) -> Balance | None:
+    """The balanced figures of a measured reading at ``now``; None when it is not
+    measured (unknown or refusing: see ``classify_headroom``)."""
+    five_hour_since = now - FIVE_HOUR_COUNTS_FOR
+    headroom = _classify(reading, now, now - max_age, five_hour_since, family)
+    if reading is None or headroom.tier is not Tier.MEASURED:
+        return None
+    return _balance(reading, now, five_hour_since, family)
+
+
+def admitted(balance: Balance) -> bool:
+    """Whether a plan not in use may take an agent: strictly above 5 % remaining."""
+    return balance.remaining > ADMISSION_FLOOR
+
+
+def incumbent_holds(balance: Balance) -> bool:
+    """Whether the plan in use keeps its agent: down to 2 % remaining, inclusive."""
+    return balance.remaining >= INCUMBENT_FLOOR
+
+
+class Move(StrEnum):
+    STAY = "stay"
+    # The incumbent fell below its floor (or refuses) and an admitted plan exists.
+    LEAVE = "leave"
+    # Both hold, and the challenger scores strictly more than 20 % better.
+    DISPLACE = "displace"
+
+
+def hysteresis_move(
+    incumbent: Balance | None, challenger: Balance | None, *, incumbent_refusing: bool = False
+) -> Move:
+    """Whether an agent on ``incumbent`` should move to ``challenger``.
+
+    A challenger must be admitted (strictly above 5 %). An incumbent with no measure
+    (no usable reading) stays: moving on missing telemetry is the walk's business,
+    on a real refusal. A refusing incumbent, or one strictly below 2 %, leaves for
+    any admitted challenger; otherwise the challenger must score strictly more than
+    1.2 times the incumbent (exactly 20 % better does not displace).
+    """
+    if challenger is None or not admitted(challenger):
+        return Move.STAY
+    if incumbent_refusing:
+        return Move.LEAVE
+    if incumbent is None:
+        return Move.STAY
+    if not incumbent_holds(incumbent):
+        return Move.LEAVE
+    if challenger.score * DISPLACE_UNDER > incumbent.score * DISPLACE_OVER:
+        return Move.DISPLACE
+    return Move.STAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,17 +718,26 @@ def rank_candidates(
     now: datetime,
     max_age: timedelta,
     family: str | None = None,
+    strategy: str = BANDED,
 ) -> Ranking:
     """Order ``candidates`` (given in load-balance order) by what their readings say.
 
-    Measured candidates come first, by 10-point band of their fullness, then by
-    agent count; unknown ones follow in the order given. A fresh refusal is dropped;
+    Banded (the default): measured candidates come first, by 10-point band of their
+    fullness, then by agent count; unknown ones follow in the order given.
+    Balanced: measured candidates the hysteresis admits (strictly above 5 %
+    remaining) come first by score (``balance_of``), highest first, equal scores in
+    the order given; then unknown ones; then measured ones not admitted, by score
+    (a nearly spent plan is still a plan before the key). A fresh refusal is dropped;
     a skip-listed candidate is ranked only if readmitted, and a ``window_reset``
-    readmission ranks as unknown (its figures describe the window that reset).
+    readmission ranks as unknown (its figures describe the window that reset). A
+    refusal that named another family's window does not skip-list (``refusal_blocks``).
     """
     # Measured candidates go to (band, agent count) buckets, each kept in the given
     # order: a handful of keys to sort instead of thousands of candidates.
     measured: dict[tuple[int, int], list[Ranked]] = {}
+    balanced = strategy == BALANCED
+    scored: list[tuple[float, Ranked]] = []  # balanced: (-score, ranked), admitted
+    spent: list[tuple[float, Ranked]] = []  # balanced: measured, not admitted
     unknown: list[Ranked] = []
     last_resort: list[Candidate] = []
     dropped: list[Candidate] = []
@@ -495,13 +753,20 @@ def rank_candidates(
             continue
         verdict = None
         last_failure_at = candidate[3]
-        if last_failure_at is not None:
+        if last_failure_at is not None and refusal_blocks(candidate[5], family):
             verdict = _verdict(reading, headroom, now, last_failure_at, family, candidate[4])
             if verdict is None:
                 last_resort.append(candidate)
                 continue
         if tier is _MEASURED and verdict is not window_reset:
-            ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict))
+            if balanced:
+                score, remaining, limiting = _balance(
+                    cast(Reading, reading), now, five_hour_since, family
+                )
+                ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, score, limiting))
+                (scored if remaining > ADMISSION_FLOOR else spent).append((-score, ranked))
+                continue
+            ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, None, None))
             key = (headroom[6] or 0, candidate[2])  # a measured band is never None
             bucket = measured.get(key)
             if bucket is None:
@@ -509,11 +774,18 @@ def rank_candidates(
             else:
                 bucket.append(ranked)
         else:
-            unknown.append(_new(Ranked, (candidate, _UNKNOWN, headroom, verdict)))
+            unknown.append(_new(Ranked, (candidate, _UNKNOWN, headroom, verdict, None, None)))
     ordered: list[Ranked] = []
+    if balanced:
+        scored.sort(key=_first)  # stable: equal scores keep the load-balance order
+        spent.sort(key=_first)
+        ordered.extend(r for _, r in scored)
+        ordered.extend(unknown)
+        ordered.extend(r for _, r in spent)
     for key in sorted(measured):
         ordered.extend(measured[key])
-    ordered.extend(unknown)
+    if not balanced:
+        ordered.extend(unknown)
     return Ranking(
         ranked=tuple(ordered),
         last_resort=tuple(last_resort),
@@ -557,6 +829,8 @@ class Selection:
             "five_hour": headroom.five_hour,
             "seven_day": headroom.seven_day,
             "band": headroom.band if chosen and chosen.tier is Tier.MEASURED else None,
+            "score": round(chosen.score, 1) if chosen and chosen.score is not None else None,
+            "limiting_window": chosen.limiting_window if chosen else None,
             "reading_age_seconds": int(age) if age is not None else None,
             "candidate_count": len(self.ranked),
             "last_resort_count": len(self.last_resort),

@@ -1,0 +1,223 @@
+"""Table tests for the balanced (reset-aware) strategy and its hysteresis, boundaries
+included: pace clamped at 0.05 and 1, a reset equal to now, exactly 2 % and 5 %
+remaining, exactly 20 % better."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from subscriptions.headroom.reading import Reading, ReadingStatus
+from subscriptions.headroom.rules import (
+    BALANCED,
+    Balance,
+    Candidate,
+    Move,
+    Tier,
+    Verdict,
+    admitted,
+    balance_of,
+    hysteresis_move,
+    incumbent_holds,
+    rank_candidates,
+    window_score,
+)
+from tests.headroom.readings import T0, limited, reading, window
+
+HOUR = timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
+DAY = timedelta(days=1)
+FIVE_H = 5 * HOUR
+WEEK = 7 * DAY
+MAX_AGE = HOUR
+
+
+@pytest.mark.parametrize(
+    ("utilization", "time_left", "duration", "score"),
+    [
+        (40.0, FIVE_H, FIVE_H, 60.0),  # a whole window left: the remaining figure
+        (40.0, 2 * FIVE_H, FIVE_H, 60.0),  # more than a window (clock skew): clamped at 1
+        (40.0, FIVE_H / 2, FIVE_H, 120.0),  # half the window left: worth twice
+        (40.0, FIVE_H * 0.05, FIVE_H, 1200.0),  # exactly the floor
+        (40.0, FIVE_H * 0.01, FIVE_H, 1200.0),  # below the floor: clamped at 0.05
+        (40.0, timedelta(0), FIVE_H, 1200.0),  # a reset equal to now: clamped too
+        (100.0, HOUR, FIVE_H, 0.0),  # spent is spent, however soon it resets
+        (30.0, 3.5 * DAY, WEEK, 140.0),  # the weekly window, half left
+        (30.0, None, WEEK, 70.0),  # no reset known: a whole window left
+    ],
+)
+def test_window_score_is_remaining_over_the_clamped_share_of_time_left(
+    utilization: float, time_left: timedelta | None, duration: timedelta, score: float
+) -> None:
+    resets_at = T0 + time_left if time_left is not None else None
+    assert window_score(utilization, resets_at, duration, T0) == pytest.approx(score)
+
+
+@pytest.mark.parametrize(
+    ("five", "five_left", "seven", "seven_left", "family", "expected"),
+    [
+        # 5h: 50 left over 0.5 → 100; 7d: 80 left over 1 → 80: the weekly limits.
+        (50.0, FIVE_H / 2, 20.0, WEEK, None, Balance(80.0, 50.0, "seven_day")),
+        # 5h: 10 left over 1 → 10: the 5h limits and has the least remaining.
+        (90.0, FIVE_H, 20.0, WEEK, None, Balance(10.0, 10.0, "five_hour")),
+        # 7d: 60 left over 0.05 (an hour to go, clamped) → 1200; 5h 70 left → 70.
+        (30.0, FIVE_H, 40.0, HOUR, None, Balance(70.0, 60.0, "five_hour")),
+        # The family window (sonnet weekly 95 % used, a full week) limits a sonnet turn...
+        (10.0, FIVE_H, 20.0, WEEK, "seven_day_sonnet", Balance(5.0, 5.0, "seven_day_sonnet")),
+        # ... and not an opus one.
+        (10.0, FIVE_H, 20.0, WEEK, "seven_day_opus", Balance(80.0, 80.0, "seven_day")),
+    ],
+)
+def test_the_tightest_window_sets_the_score_and_the_lowest_remaining_counts(
+    five: float,
+    five_left: timedelta,
+    seven: float,
+    seven_left: timedelta,
+    family: str | None,
+    expected: Balance,
+) -> None:
+    found = balance_of(
+        reading(
+            five_hour=five,
+            seven_day=seven,
+            five_hour_resets_in=five_left,
+            seven_day_resets_in=seven_left,
+            extra={"seven_day_sonnet": window(95.0, resets_in=WEEK)},
+        ),
+        now=T0,
+        max_age=MAX_AGE,
+        family=family,
+    )
+    assert found is not None
+    assert found.score == pytest.approx(expected.score)
+    assert found.remaining == pytest.approx(expected.remaining)
+    assert found.window == expected.window
+
+
+def test_a_five_hour_figure_older_than_half_an_hour_does_not_count() -> None:
+    old = reading(five_hour=99.0, seven_day=20.0, seven_day_resets_in=WEEK, age=31 * MINUTE)
+    found = balance_of(old, now=T0, max_age=MAX_AGE)
+    assert found == Balance(80.0, 80.0, "seven_day")
+    edge = reading(five_hour=99.0, seven_day=20.0, five_hour_resets_in=FIVE_H, age=30 * MINUTE)
+    found = balance_of(edge, now=T0, max_age=MAX_AGE)
+    assert found is not None and found.window == "five_hour"
+
+
+@pytest.mark.parametrize(
+    "unmeasured",
+    [
+        None,
+        reading(age=2 * HOUR),  # stale
+        limited(),  # refusing
+        Reading(fetched_at=T0, status=ReadingStatus.ERROR),
+        reading(five_hour_resets_in=timedelta(0)),  # a window that resets at now
+    ],
+)
+def test_only_a_measured_reading_has_a_balance(unmeasured: Reading | None) -> None:
+    assert balance_of(unmeasured, now=T0, max_age=MAX_AGE) is None
+
+
+@pytest.mark.parametrize(
+    ("remaining", "holds", "admits"),
+    [
+        (1.9, False, False),
+        (2.0, True, False),  # exactly 2 %: the incumbent stays
+        (4.9, True, False),
+        (5.0, True, False),  # exactly 5 %: not admitted
+        (5.1, True, True),
+        (100.0, True, True),
+    ],
+)
+def test_the_incumbent_floor_is_inclusive_and_the_admission_floor_strict(
+    remaining: float, holds: bool, admits: bool
+) -> None:
+    balance = Balance(remaining, remaining, "seven_day")
+    assert incumbent_holds(balance) is holds
+    assert admitted(balance) is admits
+
+
+def _b(score: float, remaining: float = 50.0) -> Balance:
+    return Balance(score, remaining, "seven_day")
+
+
+@pytest.mark.parametrize(
+    ("incumbent", "challenger", "refusing", "move"),
+    [
+        (_b(50.0), _b(60.0), False, Move.STAY),  # exactly 20 % better: stays
+        (_b(50.0), _b(60.1), False, Move.DISPLACE),  # strictly more
+        (_b(100.0), _b(120.0), False, Move.STAY),
+        (_b(100.0), _b(120.000001), False, Move.DISPLACE),
+        (_b(50.0), _b(500.0, remaining=5.0), False, Move.STAY),  # not admitted at 5 %
+        (_b(50.0), _b(500.0, remaining=5.1), False, Move.DISPLACE),
+        (_b(2.0, remaining=2.0), _b(2.3, remaining=5.1), False, Move.STAY),  # holds at 2 %
+        (_b(1.9, remaining=1.9), _b(2.0, remaining=5.1), False, Move.LEAVE),  # below: leaves
+        (_b(1.9, remaining=1.9), _b(9.0, remaining=5.0), False, Move.STAY),  # nowhere to go
+        (_b(1.9, remaining=1.9), None, False, Move.STAY),
+        (None, _b(90.0), False, Move.STAY),  # no measure of the incumbent: the walk decides
+        (None, _b(90.0), True, Move.LEAVE),  # a refusing incumbent leaves
+        (_b(80.0), _b(10.0, remaining=6.0), True, Move.LEAVE),
+    ],
+)
+def test_hysteresis_moves_only_past_the_floors_and_the_margin(
+    incumbent: Balance | None, challenger: Balance | None, refusing: bool, move: Move
+) -> None:
+    assert hysteresis_move(incumbent, challenger, incumbent_refusing=refusing) is move
+
+
+def _c(pk: int, agents: int = 0, failed: object = None) -> Candidate:
+    return Candidate(pk, f"plan-{pk}", agents, failed)  # type: ignore[arg-type]
+
+
+def test_balanced_ranks_admitted_by_score_then_unknown_then_spent() -> None:
+    candidates = [_c(1), _c(2), _c(3), _c(4), _c(5), _c(6), _c(7)]
+    readings = {
+        # 7d 50 % used, resets in a day (pace 1/7): 350; the empty 5h window over a
+        # whole 5 h: 100, the tighter. Banded puts it after 2 and 6 (band 5).
+        1: reading(
+            five_hour=0, seven_day=50.0, five_hour_resets_in=FIVE_H, seven_day_resets_in=DAY
+        ),
+        # 7d 10 % used, a whole week left: 90.
+        2: reading(five_hour=0, seven_day=10.0, seven_day_resets_in=WEEK),
+        # 95 % used: exactly 5 % remaining, not admitted; ranks after the unknown.
+        3: reading(five_hour=0, seven_day=95.0, seven_day_resets_in=DAY),
+        # 4: no reading (unknown)
+        5: limited(),  # a fresh refusal: dropped
+        # Equal to 2's score (90): keeps the given order, after 2.
+        6: reading(five_hour=10.0, seven_day=0, five_hour_resets_in=FIVE_H),
+        # 99 % used: spent, a lower score than 3's.
+        7: reading(five_hour=0, seven_day=99.0, seven_day_resets_in=3 * DAY),
+    }
+    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE, strategy=BALANCED)
+    assert [(r.candidate.subscription_id, r.tier) for r in ranking.ranked] == [
+        (1, Tier.MEASURED),
+        (2, Tier.MEASURED),
+        (6, Tier.MEASURED),
+        (4, Tier.UNKNOWN),
+        (3, Tier.MEASURED),
+        (7, Tier.MEASURED),
+    ]
+    first = ranking.ranked[0]
+    assert first.score == pytest.approx(100.0) and first.limiting_window == "five_hour"
+    assert ranking.ranked[3].score is None
+    assert [c.subscription_id for c in ranking.dropped] == [5]
+    banded = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE)
+    assert [r.candidate.subscription_id for r in banded.ranked] == [2, 6, 1, 3, 7, 4]
+    assert all(r.score is None for r in banded.ranked)
+
+
+def test_balanced_keeps_the_skip_list_rules_of_banded() -> None:
+    failed = T0 - 30 * MINUTE
+    candidates = [_c(1, failed=failed), _c(2, failed=failed), _c(3, failed=failed), _c(4)]
+    readings = {
+        1: reading(seven_day=10.0, age=MINUTE),  # serving since the failure
+        2: limited(age=50 * MINUTE, resets_in=-MINUTE),  # its window reset after the failure
+        4: reading(seven_day=60.0),
+    }
+    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE, strategy=BALANCED)
+    assert [(r.candidate.subscription_id, r.tier, r.readmitted) for r in ranking.ranked] == [
+        (1, Tier.MEASURED, Verdict.SERVING_NOW),
+        (4, Tier.MEASURED, None),
+        (2, Tier.UNKNOWN, Verdict.WINDOW_RESET),
+    ]
+    assert [c.subscription_id for c in ranking.last_resort] == [3]
