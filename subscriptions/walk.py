@@ -77,6 +77,11 @@ class Stop(StrEnum):
     POLICY = "policy"
     # The key rung's spend budget (agent or fleet, day or month) is consumed.
     KEY_BUDGET = "key_budget"
+    # The provider's circuit breaker is open: the turn fails fast instead of dispatching
+    # or walking the pool into an outage (subscriptions/breaker.py).
+    PROVIDER_OUTAGE = "provider_outage"
+    # Every credential the turn could use is serving its concurrency cap.
+    AT_CAPACITY = "at_capacity"
 
 
 class Pick(NamedTuple):
