@@ -112,6 +112,15 @@ PROBE_SECONDS = Histogram(
     "How long one usage probe took.",
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0),
 )
+BREAKER_TRANSITIONS = Counter(
+    "trinity_breaker_transitions",
+    "Provider circuit breaker transitions by provider and the state entered (open, closed).",
+    ["provider", "state"],
+)
+TURNS_AT_CAPACITY = Counter(
+    "trinity_turns_routed_at_capacity",
+    "Attempts routed away from a subscription serving its concurrency cap.",
+)
 
 WINDOWS = {"five_hour": "5h", "seven_day": "7d"}
 
@@ -162,6 +171,15 @@ def turns_failed_outside_the_loop(*, error_code: str, count: int = 1) -> None:
     (``worker_lost``), or a queued turn whose agent was deleted."""
     if count:
         TURNS.labels("failed", error_code, NONE).inc(count)
+
+
+def breaker_transition(*, provider: str, state: str) -> None:
+    """Count the provider's breaker opening (or re-opening) or a trial closing it."""
+    BREAKER_TRANSITIONS.labels(provider, state).inc()
+
+
+def routed_at_capacity() -> None:
+    TURNS_AT_CAPACITY.inc()
 
 
 def probe_observed(*, result: str, seconds: float) -> None:
