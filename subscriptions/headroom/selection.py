@@ -19,6 +19,7 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from agents.models import Agent
 from subscriptions import billing, policy
 from subscriptions.headroom.rules import (
+    BANDED,
     NO_EVIDENCE,
     Candidate,
     Ranked,
@@ -30,6 +31,7 @@ from subscriptions.headroom.rules import (
 from subscriptions.headroom.store import snapshots_read
 from subscriptions.models import RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
+from trinity.selectors import system_settings_get
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +85,17 @@ def candidates_filtered(
             agent_count=Count("agents", distinct=True),
             last_failure_at=last_failure_subquery(now),
             last_failure_resets_at=latest_failure_subquery(now, "resets_at"),
+            last_failure_window=latest_failure_subquery(now, "limiting_window"),
         )
         .order_by("agent_count", "name")
-        .values_list("pk", "name", "agent_count", "last_failure_at", "last_failure_resets_at")
+        .values_list(
+            "pk",
+            "name",
+            "agent_count",
+            "last_failure_at",
+            "last_failure_resets_at",
+            "last_failure_window",
+        )
     )
     return [Candidate(*row) for row in rows]
 
@@ -102,9 +112,14 @@ def _db_order(candidates: Sequence[Candidate], fallback: str, now: datetime) -> 
 
 
 def candidates_rank(
-    candidates: Sequence[Candidate], *, now: datetime, family: str | None = None
+    candidates: Sequence[Candidate],
+    *,
+    now: datetime,
+    family: str | None = None,
+    strategy: str = BANDED,
 ) -> Selection:
-    """Rank ``candidates`` by their cached readings; DB order if that cannot be done."""
+    """Rank ``candidates`` by their cached readings with ``strategy`` (banded or
+    balanced: ``rank_candidates``); DB order if that cannot be done."""
     snapshots = snapshots_read(c.subscription_id for c in candidates)
     if not snapshots.reachable:
         logger.warning(
@@ -113,7 +128,12 @@ def candidates_rank(
         return _db_order(candidates, "store_unreachable", now)
     try:
         ranking = rank_candidates(
-            candidates, snapshots.readings, now=now, max_age=fresh_for(), family=family
+            candidates,
+            snapshots.readings,
+            now=now,
+            max_age=fresh_for(),
+            family=family,
+            strategy=strategy,
         )
     except Exception:  # a ranking bug must not fail a turn: fall back, loudly
         logger.warning("headroom ranking failed: using DB order", exc_info=True)
@@ -127,8 +147,13 @@ def rank_alternatives(
     exclude_ids: Iterable[int] = (),
     now: datetime,
     only_hard_stop: bool | None = None,
+    model: str | None = None,
+    strategy: str | None = None,
 ) -> Selection:
     """The subscriptions ``agent`` could run on instead of its own, best first.
+
+    Ranked for ``model``'s family (the turn's model; None: the agent's), with
+    ``strategy`` (None: the system setting ``routing_strategy``).
 
     Excludes the agent's current subscription and ``exclude_ids`` (those a walk
     already tried). ``only_hard_stop`` (None: as the agent's routing policy says)
@@ -142,7 +167,11 @@ def rank_alternatives(
     candidates = candidates_filtered(
         provider=agent.provider, exclude_ids=excluded, now=now, only_hard_stop=only_hard_stop
     )
-    return candidates_rank(candidates, now=now, family=family_window(agent.model))
+    if strategy is None:
+        strategy = system_settings_get().routing_strategy
+    return candidates_rank(
+        candidates, now=now, family=family_window(model or agent.model), strategy=strategy
+    )
 
 
 @dataclass(frozen=True)

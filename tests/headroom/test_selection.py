@@ -26,6 +26,8 @@ from tests.headroom.factories import plan_on, served
 from tests.headroom.readings import T0, limited, reading, window
 from tests.headroom.test_store import UNREACHABLE_REDIS
 from tests.subscriptions.factories import RateLimitEventFactory, SubscriptionFactory
+from trinity.models import RoutingStrategy
+from trinity.selectors import system_settings_get
 
 pytestmark = pytest.mark.django_db
 SECOND = timedelta(seconds=1)
@@ -112,6 +114,8 @@ class TestRankAlternatives:
             "five_hour": 5.0,
             "seven_day": 12.0,
             "band": 1,
+            "score": None,
+            "limiting_window": None,
             "reading_age_seconds": 180,
             "candidate_count": 3,
             "last_resort_count": 0,
@@ -153,6 +157,37 @@ class TestRankAlternatives:
 
         assert rank_alternatives(agent=sonnet, now=T0).order() == [other.pk]
         assert rank_alternatives(agent=haiku, now=T0).order() == [sonnet_full.pk, other.pk]
+
+    def test_the_balanced_setting_ranks_by_remaining_over_time_left(self) -> None:
+        own = SubscriptionFactory.create(name="own")
+        roomy = SubscriptionFactory.create(name="a-roomy")
+        resetting = SubscriptionFactory.create(name="b-resetting")
+        snapshots_write(
+            {
+                # Banded first (band 1); balanced: 80 left over a whole week → 80.
+                roomy.pk: reading(
+                    five_hour=0, seven_day=10.0, seven_day_resets_in=timedelta(days=7)
+                ),
+                # Banded second (band 5); balanced: 50 left with a day to go → 350,
+                # limited by its 5h window (100 left over 3 of 5 hours → 166.7).
+                resetting.pk: reading(
+                    five_hour=0, seven_day=50.0, seven_day_resets_in=timedelta(days=1)
+                ),
+            }
+        )
+        agent = AgentFactory.create(subscription=own, model="claude-haiku-4-5")
+        assert rank_alternatives(agent=agent, now=T0).order() == [roomy.pk, resetting.pk]
+        system = system_settings_get()
+        system.routing_strategy = RoutingStrategy.BALANCED
+        system.save()
+
+        chosen = rank_alternatives(agent=agent, now=T0)
+
+        assert chosen.order() == [resetting.pk, roomy.pk]
+        reason = chosen.reason()
+        assert (reason["score"], reason["limiting_window"]) == (166.7, "five_hour")
+        banded = rank_alternatives(agent=agent, now=T0, strategy=RoutingStrategy.BANDED)
+        assert banded.order() == [roomy.pk, resetting.pk]
 
     def test_with_the_store_down_it_returns_db_order_and_warns(
         self, caplog: pytest.LogCaptureFixture
