@@ -108,6 +108,7 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
             "created_at",
             "deadline",
             "finished_at",
+            "parked_until",
         ]
 
     def get_served_by_subscription(self, obj: Execution) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from execution import services
+from execution import parking, schedules, services
 from trinity import clock
 
 # A worker runs the whole turn, walk included: its hard limit is the longest turn
@@ -32,3 +32,27 @@ def run_turn(execution_id: str) -> str:
 def reap_lost_turns() -> int:
     """Fail turns left running or queued past their deadline (worker_lost)."""
     return services.executions_reap(now=clock.now())
+
+
+@shared_task(
+    name="execution.run_parked_turn",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=_TURN_LIMIT,
+    time_limit=_TURN_LIMIT + 30,
+)
+def run_parked_turn(execution_id: str) -> str:
+    """Re-dispatch a parked turn at its instant; a duplicate or early delivery is a no-op."""
+    return parking.execution_run_parked(execution_id=execution_id, now=clock.now())
+
+
+@shared_task(name="execution.resend_parked_turns", soft_time_limit=50, time_limit=60)
+def resend_parked_turns() -> int:
+    """Re-send parked turns whose instant passed without their eta message arriving."""
+    return parking.executions_parked_resend(now=clock.now())
+
+
+@shared_task(name="execution.fire_schedules", soft_time_limit=50, time_limit=60)
+def fire_schedules() -> int:
+    """Fire the due agent schedules as queued ``schedule`` turns."""
+    return schedules.schedules_fire(now=clock.now())

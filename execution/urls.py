@@ -2,11 +2,21 @@ from __future__ import annotations
 
 from django.urls import path
 
-from execution import api
+from execution import api, schedules_api
 
 urlpatterns = [
     path("agents/<slug:name>/task", api.AgentTaskApi.as_view(), name="agent-task"),
     path("agents/<slug:name>/chat", api.AgentChatApi.as_view(), name="agent-chat"),
+    path(
+        "agents/<slug:name>/schedules",
+        schedules_api.ScheduleListApi.as_view(),
+        name="agent-schedule-list",
+    ),
+    path(
+        "agents/<slug:name>/schedules/<slug:schedule>",
+        schedules_api.ScheduleDetailApi.as_view(),
+        name="agent-schedule-detail",
+    ),
     path("executions", api.ExecutionListApi.as_view(), name="execution-list"),
     path("executions/<uuid:pk>", api.ExecutionDetailApi.as_view(), name="execution-detail"),
     path("notifications", api.NotificationListApi.as_view(), name="notification-list"),

@@ -52,6 +52,18 @@ app.conf.beat_schedule = {
         "schedule": 60,
         "options": {"expires": 60},
     },
+    # Every minute: fire due agent schedules (cron has minute resolution).
+    "fire-schedules": {
+        "task": "execution.fire_schedules",
+        "schedule": 60,
+        "options": {"expires": 60},
+    },
+    # Every minute: re-send parked turns whose eta message a broker or worker lost.
+    "resend-parked-turns": {
+        "task": "execution.resend_parked_turns",
+        "schedule": 60,
+        "options": {"expires": 60},
+    },
     # Every 5 minutes: re-enqueue webhook deliveries whose message a broker or worker lost.
     "resume-notification-deliveries": {
         "task": "trinity.resume_notification_deliveries",

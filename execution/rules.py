@@ -1,0 +1,80 @@
+"""Pure rules for autonomous turns: when a schedule fires next, whether a turn parks.
+
+No Django, no Redis: each takes ``now`` (or the instant to start from), so the tests
+read as tables.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from croniter import croniter  # type: ignore[import-untyped]  # no stubs shipped
+
+# Five fields, minute first: croniter also accepts a sixth (seconds) and a seventh
+# (year) field, which would let a schedule fire more often than once a minute.
+CRON_FIELDS = 5
+
+
+class InvalidCron(ValueError):
+    """The expression is not a 5-field cron expression croniter can evaluate."""
+
+
+def cron_check(expression: str) -> str:
+    """Return the expression, normalised (single spaces); raise InvalidCron if bad."""
+    fields = expression.split()
+    if len(fields) != CRON_FIELDS:
+        raise InvalidCron(
+            f"A schedule needs 5 cron fields (minute hour day month weekday), got {len(fields)}."
+        )
+    normalised = " ".join(fields)
+    if not croniter.is_valid(normalised):
+        raise InvalidCron(f"{normalised!r} is not a valid cron expression.")
+    try:
+        # is_valid accepts some expressions that can never fire (e.g. 30 February).
+        next_fire_after(normalised, after=datetime(2000, 1, 1, tzinfo=UTC))
+    except (ValueError, KeyError) as exc:
+        raise InvalidCron(f"{normalised!r} never fires.") from exc
+    return normalised
+
+
+def next_fire_after(expression: str, *, after: datetime) -> datetime:
+    """The first fire instant strictly after ``after`` (UTC, aware).
+
+    Strictly after: a schedule that fired at 12:00 must not fire at 12:00 again, so an
+    instant exactly on a fire time yields the following one.
+    """
+    start = after.astimezone(UTC)
+    found = croniter(expression, start).get_next(datetime)
+    assert isinstance(found, datetime)
+    return found.astimezone(UTC)
+
+
+def fire_plan(expression: str, *, due_at: datetime, now: datetime) -> datetime:
+    """The next ``next_fire_at`` for a schedule fired now whose due instant was ``due_at``.
+
+    The next fire time after ``now``, not after ``due_at``: after an outage (beat down
+    for an hour) the schedule fires once for the whole gap, not once per missed period.
+    """
+    return next_fire_after(expression, after=max(due_at, now))
+
+
+def park_until(
+    *,
+    autonomous: bool,
+    waits: bool,
+    max_wait_seconds: int,
+    resets_at: datetime | None,
+    now: datetime,
+) -> datetime | None:
+    """The instant an exhausted turn parks until, or None when it fails instead.
+
+    Only an autonomous turn (nobody is waiting for the answer) of an agent whose wait
+    policy is ``wait`` parks, and only for a known reset in the future at most
+    ``max_wait_seconds`` away (the boundary parks). An unknown reset never parks: a
+    turn parked on a guess could wait forever or re-run into the same refusal.
+    """
+    if not autonomous or not waits or resets_at is None or resets_at <= now:
+        return None
+    if resets_at - now > timedelta(seconds=max_wait_seconds):
+        return None
+    return resets_at

@@ -1,0 +1,53 @@
+"""The parking rule as a table: which exhausted turns wait for a reset, and until when."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from execution.rules import park_until
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+HOUR = 3600
+
+
+@pytest.mark.parametrize(
+    ("autonomous", "waits", "max_wait", "resets_at", "expected"),
+    [
+        # An autonomous turn of a waiting agent parks until a known reset within reach.
+        (True, True, 6 * HOUR, NOW + timedelta(hours=2), NOW + timedelta(hours=2)),
+        (True, True, 6 * HOUR, NOW + timedelta(seconds=1), NOW + timedelta(seconds=1)),
+        # The boundary: a reset exactly max_wait away still parks; a second more fails.
+        (True, True, 6 * HOUR, NOW + timedelta(hours=6), NOW + timedelta(hours=6)),
+        (True, True, 6 * HOUR, NOW + timedelta(hours=6, seconds=1), None),
+        (True, True, 0, NOW + timedelta(seconds=1), None),
+        # An unknown reset never parks.
+        (True, True, 6 * HOUR, None, None),
+        # A reset equal to now, or past, is not one to wait for.
+        (True, True, 6 * HOUR, NOW, None),
+        (True, True, 6 * HOUR, NOW - timedelta(minutes=1), None),
+        # The fail policy fails at once.
+        (True, False, 6 * HOUR, NOW + timedelta(hours=2), None),
+        # An interactive turn never parks: someone is waiting for the answer.
+        (False, True, 6 * HOUR, NOW + timedelta(hours=2), None),
+        (False, False, 6 * HOUR, NOW + timedelta(hours=2), None),
+    ],
+)
+def test_an_exhausted_turn_parks_only_when_autonomous_waiting_and_the_reset_is_known_and_near(
+    autonomous: bool,
+    waits: bool,
+    max_wait: int,
+    resets_at: datetime | None,
+    expected: datetime | None,
+) -> None:
+    assert (
+        park_until(
+            autonomous=autonomous,
+            waits=waits,
+            max_wait_seconds=max_wait,
+            resets_at=resets_at,
+            now=NOW,
+        )
+        == expected
+    )
