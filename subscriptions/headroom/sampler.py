@@ -27,6 +27,7 @@ from django.db import connections, transaction
 
 from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.collectors.common import Collected, from_iso
+from subscriptions.headroom.forecasts import headroom_forecasts_update
 from subscriptions.headroom.reading import Reading, ReadingStatus, window_to_json
 from subscriptions.headroom.rules import probe_due, reading_replaces
 from subscriptions.headroom.selection import last_failure_subquery
@@ -293,6 +294,8 @@ def headroom_readings_record(
         ],
         batch_size=_CHUNK,
     )
+    # After the history rows: the newest reading is the forecast's latest point.
+    headroom_forecasts_update(readings=readings, now=now)
     if threshold is None:
         threshold = system_settings_get().headroom_alert_threshold
     if threshold:

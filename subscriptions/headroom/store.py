@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from django.core.cache import cache
 
+from subscriptions.headroom.forecast import Forecast, forecast_from_json, forecast_key
 from subscriptions.headroom.reading import (
     Reading,
     parse_instant,
@@ -116,6 +117,9 @@ class RefusalMark:
     at: datetime
     failure_kind: str | None
     resets_at: datetime | None = None
+    # The window the refusal was limited by ("" unknown; ``throttle`` for a backoff):
+    # a family window's mark keeps out only that family's turns.
+    limiting_window: str = ""
 
 
 def refusal_key(subscription_id: int) -> str:
@@ -128,6 +132,7 @@ def refusal_marker_write(subscription_id: int, mark: RefusalMark, *, ttl: int) -
         "at": mark.at.isoformat(),
         "failure_kind": mark.failure_kind,
         "resets_at": mark.resets_at.isoformat() if mark.resets_at else None,
+        "limiting_window": mark.limiting_window,
     }
     try:
         cache.set(refusal_key(subscription_id), value, timeout=ttl)
@@ -142,13 +147,17 @@ class TurnEvidence:
     reachable: bool
     reading: Reading | None = None
     refusal: RefusalMark | None = None
+    # The exhaustion forecast the sampler stored beside the snapshot, if any.
+    forecast: Forecast | None = None
 
 
 def turn_evidence_read(subscription_id: int) -> TurnEvidence:
-    """The snapshot and the latest refusal mark of ``subscription_id``; never raises."""
+    """The snapshot, the latest refusal mark and the exhaustion forecast of
+    ``subscription_id`` in one round trip; never raises."""
     snapshot, refusal = snapshot_key(subscription_id), refusal_key(subscription_id)
+    forecast_at = forecast_key(subscription_id)
     try:
-        raw = cache.get_many([snapshot, refusal])
+        raw = cache.get_many([snapshot, refusal, forecast_at])
     except STORE_ERRORS:
         return TurnEvidence(reachable=False)
     reading = mark = None
@@ -164,7 +173,14 @@ def turn_evidence_read(subscription_id: int) -> TurnEvidence:
                 at=at,
                 failure_kind=value.get("failure_kind"),
                 resets_at=parse_instant(value.get("resets_at")),
+                limiting_window=str(value.get("limiting_window") or ""),
             )
     except (KeyError, TypeError, ValueError, AttributeError):
         logger.warning("headroom store: discarding malformed evidence of %d", subscription_id)
-    return TurnEvidence(reachable=True, reading=reading, refusal=mark)
+    forecast = None
+    if forecast_at in raw:
+        try:
+            forecast = forecast_from_json(raw[forecast_at])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            logger.warning("headroom store: discarding a malformed forecast of %d", subscription_id)
+    return TurnEvidence(reachable=True, reading=reading, refusal=mark, forecast=forecast)
