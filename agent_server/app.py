@@ -85,6 +85,7 @@ def create_app(
         *,
         execution_id: str | None,
         resets_at: datetime | None = None,
+        limiting_window: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> JSONResponse:
         body = ErrorBody(
@@ -92,6 +93,7 @@ def create_app(
             detail=redactor.redact(detail),
             execution_id=execution_id,
             resets_at=resets_at,
+            limiting_window=limiting_window,
         )
         return JSONResponse(
             body.model_dump(mode="json"), status_code=ERROR_STATUS[code], headers=headers
@@ -223,6 +225,7 @@ def create_app(
                 exc.detail,
                 execution_id=body.execution_id,
                 resets_at=exc.resets_at,
+                limiting_window=exc.limiting_window,
                 headers=headers,
             )
         except Exception as exc:

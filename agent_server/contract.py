@@ -109,6 +109,9 @@ class ErrorBody(BaseModel):
     detail: str
     execution_id: str | None
     resets_at: datetime | None = None
+    # On a rate_limit: the window the provider said limits (the unified headers'
+    # representative claim, e.g. ``seven_day_sonnet``), when the runtime saw it.
+    limiting_window: str | None = Field(default=None, max_length=40)
 
 
 class ReloadTokenRequest(BaseModel):
@@ -224,6 +227,15 @@ EXAMPLE_ERRORS: Final[dict[str, dict[str, Any]]] = {
     },
 }
 
+# The direct Messages-API runtime sees the provider's representative claim.
+EXAMPLE_RATE_LIMIT_WITH_CLAIM: Final[dict[str, Any]] = {
+    "error_code": "rate_limit",
+    "detail": "API Error: 429 rate_limit_error: weekly limit reached",
+    "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+    "resets_at": "2026-05-04T09:00:00Z",
+    "limiting_window": "seven_day_sonnet",
+}
+
 EXAMPLE_RELOAD_TOKEN_REQUEST: Final[dict[str, Any]] = {
     "token": "sk-ant-oat01-EXAMPLE-NOT-A-TOKEN",
     "remove_api_key": True,
@@ -251,6 +263,7 @@ EXAMPLES: Final[tuple[tuple[type[BaseModel], dict[str, Any]], ...]] = (
     (TaskResponse, EXAMPLE_TASK_RESPONSE),
     (ChatResponse, EXAMPLE_CHAT_RESPONSE),
     *((ErrorBody, body) for body in EXAMPLE_ERRORS.values()),
+    (ErrorBody, EXAMPLE_RATE_LIMIT_WITH_CLAIM),
     (ReloadTokenRequest, EXAMPLE_RELOAD_TOKEN_REQUEST),
     (ReloadTokenResponse, EXAMPLE_RELOAD_TOKEN_RESPONSE),
     (HealthResponse, EXAMPLE_HEALTH_RESPONSE),

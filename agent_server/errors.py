@@ -14,11 +14,19 @@ class TurnError(Exception):
     leaves the process, so raisers need not (but may) redact it themselves.
     """
 
-    def __init__(self, error_code: ErrorCode, detail: str, resets_at: datetime | None = None):
+    def __init__(
+        self,
+        error_code: ErrorCode,
+        detail: str,
+        resets_at: datetime | None = None,
+        limiting_window: str | None = None,
+    ):
         super().__init__(f"{error_code}: {detail}")
         self.error_code: ErrorCode = error_code
         self.detail = detail
         self.resets_at = resets_at
+        # The provider's representative claim on a rate-limit refusal, when seen.
+        self.limiting_window = limiting_window
 
     @property
     def status_code(self) -> int:

@@ -56,6 +56,9 @@ class TurnOutcome:
     error_code: str = ""
     detail: str = ""
     resets_at: datetime | None = None
+    # The window the provider said limited a rate-limit refusal (its representative
+    # claim), when the runtime saw it; "" otherwise.
+    limiting_window: str = ""
     override_echo: str | None = None
 
 
@@ -182,6 +185,14 @@ def _instant(value: Any) -> datetime | None:
     return parsed
 
 
+def _window(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 40:
+        raise OffContract("limiting_window is not a window name")
+    return value
+
+
 def parse_turn_response(response: httpx.Response) -> TurnOutcome:
     """Map an agent-server answer to a TurnOutcome; anything off-contract is a fault.
 
@@ -213,6 +224,7 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
                 override_echo=echo,
             )
         resets_at = _instant(data.get("resets_at"))
+        limiting_window = _window(data.get("limiting_window"))
     except OffContract as exc:
         return _fault(status, f"agent server answered {status} off contract: {exc}", echo)
     return TurnOutcome(
@@ -221,6 +233,7 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
         error_code=str(data.get("error_code") or "container_fault"),
         detail=redact(str(data.get("detail", ""))),
         resets_at=resets_at,
+        limiting_window=limiting_window,
         override_echo=echo,
     )
 

@@ -132,6 +132,11 @@ def _refusal(response: httpx.Response, clock: Clock) -> TurnError:
         now=clock(),
         reset_hint=parse_unified_reset(response.headers.get("anthropic-ratelimit-unified-reset")),
     )
+    # Which window limits, as the provider names it: only a rate limit has one.
+    claim = (response.headers.get("anthropic-ratelimit-unified-representative-claim") or "").strip()
     return TurnError(
-        refusal.error_code, f"API Error: {response.status_code} {message}", refusal.resets_at
+        refusal.error_code,
+        f"API Error: {response.status_code} {message}",
+        refusal.resets_at,
+        claim[:40] if claim and refusal.error_code == "rate_limit" else None,
     )

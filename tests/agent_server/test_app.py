@@ -211,7 +211,23 @@ def test_a_typed_error_renders_status_code_and_resets_at(
         "detail": "You've hit your limit · resets 4:10am (UTC)",
         "execution_id": "exec-1",
         "resets_at": "2026-05-01T04:10:00Z",
+        "limiting_window": None,
     }
+
+
+def test_a_rate_limit_renders_the_limiting_window_the_runtime_saw(
+    client: TestClient, runtime: RecordingRuntime
+) -> None:
+    runtime.error = TurnError(
+        "rate_limit",
+        "API Error: 429 rate_limit_error: weekly limit",
+        datetime(2026, 5, 4, 9, 0, tzinfo=UTC),
+        "seven_day_sonnet",
+    )
+    response = client.post("/api/task", json=task(), headers=AUTH)
+    assert response.status_code == 429
+    body = ErrorBody.model_validate(response.json())
+    assert (body.error_code, body.limiting_window) == ("rate_limit", "seven_day_sonnet")
 
 
 def test_error_details_and_answers_never_carry_a_credential(

@@ -135,6 +135,18 @@ def test_every_example_error_parses_to_its_code(code: str) -> None:
         assert outcome.resets_at.tzinfo is not None
 
 
+def test_a_rate_limit_carries_the_limiting_window_the_agent_server_saw() -> None:
+    body = contract.EXAMPLE_RATE_LIMIT_WITH_CLAIM
+    outcome = parse_turn_response(httpx.Response(429, json=body))
+    assert (outcome.error_code, outcome.limiting_window) == ("rate_limit", "seven_day_sonnet")
+    assert outcome.resets_at is not None and outcome.resets_at.isoformat() == (
+        "2026-05-04T09:00:00+00:00"
+    )
+    # An agent server that predates the field (or a CLI refusal) names no window.
+    plain = parse_turn_response(httpx.Response(429, json=contract.EXAMPLE_ERRORS["rate_limit"]))
+    assert plain.limiting_window == ""
+
+
 def test_an_answer_without_json_is_a_container_fault() -> None:
     outcome = parse_turn_response(httpx.Response(502, text="Bad gateway"))
     assert (outcome.ok, outcome.error_code) == (False, "container_fault")
@@ -149,6 +161,8 @@ def test_an_answer_without_json_is_a_container_fault() -> None:
         (200, {**contract.EXAMPLE_TASK_RESPONSE, "cost_usd": "free"}),
         (429, {**contract.EXAMPLE_ERRORS["rate_limit"], "resets_at": "soon"}),
         (429, {**contract.EXAMPLE_ERRORS["rate_limit"], "resets_at": "2026-05-01T04:10:00"}),
+        (429, {**contract.EXAMPLE_RATE_LIMIT_WITH_CLAIM, "limiting_window": 7}),
+        (429, {**contract.EXAMPLE_RATE_LIMIT_WITH_CLAIM, "limiting_window": "w" * 41}),
     ],
 )
 def test_an_off_contract_answer_is_a_container_fault_not_an_exception(
