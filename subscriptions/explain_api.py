@@ -1,0 +1,65 @@
+"""``GET /api/agents/{name}/routing``: where the agent's next turn would run, and why.
+
+A thin view over ``subscriptions.explain.routing_explain``: the agent's owner or an
+admin (anyone else gets the same 404 as for an unknown agent). Read-only: it never
+probes a provider and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.selectors import agent_get_visible
+from subscriptions.explain import explanation_text, routing_explain
+from trinity import clock
+
+
+class RoutingOutput(serializers.Serializer[Any]):
+    """The explanation (``Explanation.as_json``) plus its lines for a terminal."""
+
+    agent = serializers.CharField()
+    at = serializers.DateTimeField()
+    model = serializers.CharField()
+    family = serializers.CharField(allow_null=True)
+    routing_policy = serializers.CharField()
+    autonomous = serializers.BooleanField()
+    assigned = serializers.DictField(allow_null=True)
+    pre_dispatch = serializers.CharField()
+    first = serializers.DictField(allow_null=True)
+    rungs = serializers.ListField(child=serializers.DictField())
+    walk_stop = serializers.CharField()
+    excluded = serializers.ListField(child=serializers.DictField())
+    key = serializers.DictField()
+    ranking_fallback = serializers.CharField(allow_null=True)
+    summary = serializers.ListField(child=serializers.CharField())
+
+
+class AgentRoutingApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    class Input(serializers.Serializer[Any]):
+        autonomous = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("autonomous", bool, description="explain a schedule/agent/mcp turn")
+        ],
+        responses=RoutingOutput,
+    )
+    def get(self, request: Request, name: str) -> Response:
+        agent = agent_get_visible(user=request.user, name=name)
+        data = self.Input(data=request.query_params)
+        data.is_valid(raise_exception=True)
+        explanation = routing_explain(
+            agent=agent, now=clock.now(), autonomous=data.validated_data["autonomous"]
+        )
+        body = explanation.as_json()
+        body["summary"] = explanation_text(explanation)
+        return Response(body)

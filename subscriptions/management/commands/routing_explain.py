@@ -1,0 +1,41 @@
+"""``manage.py routing_explain NAME [--autonomous] [--json]``: where the agent's next
+turn would run and why, for a shell without the panel.
+
+The same explanation as ``GET /api/agents/{name}/routing`` (``subscriptions.explain``);
+it reads the database and the cache only, never probes and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agents.models import Agent
+from subscriptions.explain import explanation_text, routing_explain
+from trinity import clock
+
+
+class Command(BaseCommand):
+    help = "Explain where an agent's next turn would run, and why."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name", help="the agent's name")
+        parser.add_argument(
+            "--autonomous", action="store_true", help="explain a schedule/agent/mcp turn"
+        )
+        parser.add_argument("--json", action="store_true", help="print the explanation as JSON")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        agent = Agent.objects.select_related("subscription").filter(name=options["name"]).first()
+        if agent is None:
+            raise CommandError(f"No agent named {options['name']!r}.")
+        explanation = routing_explain(
+            agent=agent, now=clock.now(), autonomous=options["autonomous"]
+        )
+        if options["json"]:
+            self.stdout.write(json.dumps(explanation.as_json(), indent=2))
+            return
+        for line in explanation_text(explanation):
+            self.stdout.write(line)
