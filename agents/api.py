@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -12,9 +13,20 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import lifecycle, services
-from agents.models import Agent, ProcessState, RoutingPolicy, Runtime
+from agents.models import Agent, ProcessState, RoutingPolicy, Runtime, WaitPolicy
 from agents.selectors import agent_get_visible, agents_visible_to
 from trinity.schema import CONFLICT
+
+# A parked turn waits at most a week: longer than any provider window (7 days).
+MAX_WAIT_SECONDS_MAX = 7 * 24 * 3600
+# Dollars as decimal strings (never floats), within the model's 12 digits and 2 places.
+USD_INPUT: dict[str, Any] = {
+    "max_digits": 12,
+    "decimal_places": 2,
+    "min_value": Decimal("0"),
+    "allow_null": True,
+    "required": False,
+}
 
 
 class AgentOutput(serializers.ModelSerializer[Agent]):
@@ -31,6 +43,10 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "subscription",
             "use_platform_api_key",
             "routing_policy",
+            "wait_policy",
+            "max_wait_seconds",
+            "key_budget_daily_usd",
+            "key_budget_monthly_usd",
             "endpoint",
             "process_state",
             "process_detail",
@@ -51,7 +67,32 @@ class AgentUpdateInput(serializers.Serializer[Any]):
     runtime = serializers.ChoiceField(choices=Runtime.choices, required=False)
     model = serializers.CharField(max_length=100, allow_blank=True, required=False)
     use_platform_api_key = serializers.BooleanField(allow_null=True, required=False)
-    routing_policy = serializers.ChoiceField(choices=RoutingPolicy.choices, required=False)
+    routing_policy = serializers.ChoiceField(
+        choices=RoutingPolicy.choices,
+        required=False,
+        help_text="thrifty: plans first, the platform API key last; subscription-only: only "
+        "plans that refuse past their quota, never the key; pinned: never leaves its "
+        "subscription. Unset on create: the system default.",
+    )
+    wait_policy = serializers.ChoiceField(
+        choices=WaitPolicy.choices,
+        required=False,
+        help_text="what an autonomous turn does when every credential refused: wait (park "
+        "until the earliest known reset) or fail",
+    )
+    max_wait_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_WAIT_SECONDS_MAX,
+        required=False,
+        help_text="an autonomous turn parks only for a reset at most this far away (0 to 7 days)",
+    )
+    key_budget_daily_usd = serializers.DecimalField(
+        **USD_INPUT, help_text="what the platform key may bill for this agent per day; null: no cap"
+    )
+    key_budget_monthly_usd = serializers.DecimalField(
+        **USD_INPUT,
+        help_text="what the platform key may bill for this agent per month; null: no cap",
+    )
 
 
 class AgentListApi(APIView):

@@ -15,7 +15,7 @@ import time
 from django.conf import settings
 
 from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
-from agents.models import Agent, AuthMode, ProcessState, Runtime
+from agents.models import Agent, AuthMode, ProcessState, RoutingPolicy, Runtime
 from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
 from agents.runtimes.base import StartConflict
@@ -41,8 +41,12 @@ class AgentStartFailed(Exception):
 
 
 def platform_key_allowed(agent: Agent, system: SystemSettings) -> bool:
-    """Whether ``agent`` may run on the platform key: its own switch wins (False is a
-    hard "never bill the key"); unset follows the system-wide fallback."""
+    """Whether ``agent`` may run on the platform key: a ``subscription-only`` policy
+    never does (it fails closed: not as a rung, not as what it boots with); else its
+    own switch wins (False is a hard "never bill the key"); unset follows the
+    system-wide fallback."""
+    if agent.routing_policy == RoutingPolicy.SUBSCRIPTION_ONLY:
+        return False
     allowed = agent.use_platform_api_key
     if allowed is None:
         allowed = system.subscription_api_key_fallback

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import secrets
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -8,14 +9,27 @@ from django.db import IntegrityError, transaction
 
 from agents import lifecycle
 from agents import tasks as agent_tasks
-from agents.models import Agent
+from agents.models import Agent, WaitPolicy
 from agents.runtimes import get_runtime
 from agents.signals import agent_created
 from trinity.crypto import Secret
 from trinity.errors import Conflict
 from trinity.selectors import system_settings_get
 
-UPDATABLE_FIELDS = ("runtime", "model", "use_platform_api_key", "routing_policy")
+DEFAULT_MAX_WAIT_SECONDS = 6 * 3600  # the model's default
+UPDATABLE_FIELDS = (
+    "runtime",
+    "model",
+    "use_platform_api_key",
+    "routing_policy",
+    "wait_policy",
+    "max_wait_seconds",
+    "key_budget_daily_usd",
+    "key_budget_monthly_usd",
+)
+# What the agent boots with depends on these: a change re-applies its credentials
+# (``subscription-only`` never boots on the platform key).
+CREDENTIAL_FIELDS = frozenset({"use_platform_api_key", "routing_policy"})
 
 
 @transaction.atomic
@@ -29,10 +43,15 @@ def agent_create(
     routing_policy: str | None = None,
     autostart: bool = True,
     auto_assign: bool = True,
+    wait_policy: str = WaitPolicy.WAIT,
+    max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS,
+    key_budget_daily_usd: Decimal | None = None,
+    key_budget_monthly_usd: Decimal | None = None,
 ) -> Agent:
     """Create an agent owned by ``owner`` with a fresh agent-server secret.
 
-    With ``auto_assign`` a listener (subscriptions) may give it the best-ranked plan
+    A budget of None means no cap on what the platform key may bill for it. With
+    ``auto_assign`` a listener (subscriptions) may give it the best-ranked plan
     before it boots. Raises Conflict when the name is taken.
     """
     agent = Agent(
@@ -42,6 +61,10 @@ def agent_create(
         model=model,
         use_platform_api_key=use_platform_api_key,
         shared_secret=Secret(secrets.token_urlsafe(32)),
+        wait_policy=wait_policy,
+        max_wait_seconds=max_wait_seconds,
+        key_budget_daily_usd=key_budget_daily_usd,
+        key_budget_monthly_usd=key_budget_monthly_usd,
     )
     # A policy not given is the system's default, fixed on the agent at creation.
     agent.routing_policy = routing_policy or system_settings_get().default_routing_policy
@@ -60,12 +83,17 @@ def agent_create(
 
 @transaction.atomic
 def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
+    """Apply ``changes`` (only ``UPDATABLE_FIELDS``; others are ignored) and save them.
+
+    A runtime or model change restarts the agent once committed; a credential change
+    (its platform-key switch or its routing policy) re-applies what it boots with.
+    """
     fields = [f for f in UPDATABLE_FIELDS if f in changes]
     for field in fields:
         setattr(agent, field, changes[field])
     if fields:
         agent.save(update_fields=[*fields, "updated_at"])
-    if {"runtime", "model", "use_platform_api_key"} & set(fields):
+    if ({"runtime", "model"} | CREDENTIAL_FIELDS) & set(fields):
         agent_id = agent.pk
         if "runtime" in fields or "model" in fields:
             # The runtime and default model are fixed at boot.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -17,6 +18,7 @@ from subscriptions.models import Provider, Subscription
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
 from trinity import services as trinity_services
 from trinity.api import MAX_ID, AdminForWrites, IsAdmin, name_field
+from trinity.models import RoutingPolicy, RoutingStrategy
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
 
@@ -210,6 +212,60 @@ class HeadroomAlertThresholdApi(APIView):
             name="headroom_alert_threshold", value=data.validated_data["threshold"]
         )
         return Response({"threshold": row.headroom_alert_threshold})
+
+
+def _usd_field(help_text: str, **kwargs: Any) -> serializers.DecimalField:
+    """Dollars as a decimal string (never a float); >= 0; null means no cap."""
+    return serializers.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        min_value=Decimal("0"),
+        allow_null=True,
+        help_text=help_text,
+        **kwargs,
+    )
+
+
+class RoutingSettingsOutput(serializers.Serializer[Any]):
+    default_routing_policy = serializers.ChoiceField(
+        choices=RoutingPolicy.choices, help_text="the routing policy a new agent gets"
+    )
+    routing_strategy = serializers.ChoiceField(
+        choices=RoutingStrategy.choices,
+        help_text="how a walk ranks the plans it may try next: banded (by headroom band) "
+        "or balanced (remaining quota per time left to each window's reset)",
+    )
+    key_budget_daily_usd = _usd_field("what the platform key may bill fleet-wide per day")
+    key_budget_monthly_usd = _usd_field("what the platform key may bill fleet-wide per month")
+
+
+class RoutingSettingsApi(APIView):
+    """GET/PUT the fleet's routing settings; a PUT changes only the fields it sends."""
+
+    permission_classes = [AdminForWrites]
+
+    class Input(serializers.Serializer[Any]):
+        default_routing_policy = serializers.ChoiceField(
+            choices=RoutingPolicy.choices, required=False
+        )
+        routing_strategy = serializers.ChoiceField(choices=RoutingStrategy.choices, required=False)
+        key_budget_daily_usd = _usd_field("null: no cap", required=False)
+        key_budget_monthly_usd = _usd_field("null: no cap", required=False)
+
+    @staticmethod
+    def render() -> dict[str, Any]:
+        return dict(RoutingSettingsOutput(system_settings_get()).data)
+
+    @extend_schema(responses=RoutingSettingsOutput)
+    def get(self, request: Request) -> Response:
+        return Response(self.render())
+
+    @extend_schema(request=Input, responses=RoutingSettingsOutput)
+    def put(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        trinity_services.system_routing_settings_set(changes=dict(data.validated_data))
+        return Response(self.render())
 
 
 class PlatformApiKeyApi(APIView):

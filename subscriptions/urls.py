@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from subscriptions import api
+from subscriptions import api, explain_api
 from subscriptions.headroom import api as headroom_api
 
 urlpatterns = [
@@ -33,6 +33,11 @@ urlpatterns = [
         api.HeadroomAlertThresholdApi.as_view(),
         name="settings-headroom-alert-threshold",
     ),
+    path(
+        "subscriptions/settings/routing",
+        api.RoutingSettingsApi.as_view(),
+        name="settings-routing",
+    ),
     path("settings/platform-api-key", api.PlatformApiKeyApi.as_view(), name="platform-api-key"),
     # Headroom. "agents/subscription-pressure" must stay here: agents.urls, included
     # after this module, has "agents/<slug:name>", which would swallow it.
@@ -56,4 +61,6 @@ urlpatterns = [
         headroom_api.SubscriptionPressureApi.as_view(),
         name="subscription-pressure",
     ),
+    # Where an agent's next turn would run, and why (before agents.urls, like the above).
+    path("agents/<slug:name>/routing", explain_api.AgentRoutingApi.as_view(), name="agent-routing"),
 ]

@@ -98,3 +98,29 @@ def api_token_issue(*, username: str, rotate: bool = False) -> Token:
         Token.objects.filter(user=user).delete()
     token, _ = Token.objects.get_or_create(user=user)
     return token
+
+
+# The routing settings an admin may change together (``PUT .../settings/routing``).
+ROUTING_SETTINGS = (
+    "default_routing_policy",
+    "routing_strategy",
+    "key_budget_daily_usd",
+    "key_budget_monthly_usd",
+)
+
+
+@transaction.atomic
+def system_routing_settings_set(*, changes: dict[str, object]) -> SystemSettings:
+    """Set any of ``ROUTING_SETTINGS`` at once (validated by the caller's serializer:
+    a policy and a strategy among their choices, budgets >= 0 or None for no cap).
+
+    Raises InvalidInput for a name that is not a routing setting. Returns the row.
+    """
+    unknown = sorted(set(changes) - set(ROUTING_SETTINGS))
+    if unknown:
+        raise InvalidInput(f"Unknown setting {unknown[0]!r}.")
+    row = system_settings_get()
+    if changes:
+        SystemSettings.objects.filter(pk=row.pk).update(**changes)
+        row.refresh_from_db()
+    return row

@@ -58,6 +58,18 @@ INTEGER: list[tuple[str, Any]] = [
     ("SQL", "1 OR 1=1"),
 ]
 TIMEOUT: list[tuple[str, Any]] = [*INTEGER, ("zero", 0), ("a year", 365 * 24 * 3600)]
+MAX_WAIT: list[tuple[str, Any]] = [*INTEGER, ("a week and a second", 7 * 24 * 3600 + 1)]
+USD: list[tuple[str, Any]] = [
+    *WRONG_TYPES,
+    ("a word", "ten"),
+    ("a boolean", True),
+    ("negative", "-0.01"),
+    ("a tenth of a cent", "0.001"),
+    ("huge", "1e20"),
+    ("not a number", "NaN"),
+    ("infinite", "Infinity"),
+    ("SQL", "1 OR 1=1"),
+]
 BOOLEAN: list[tuple[str, Any]] = [*WRONG_TYPES, ("a word", "maybe"), ("a number", 2)]
 ID_LIST: list[tuple[str, Any]] = [
     ("a string", "1,2"),
@@ -75,6 +87,8 @@ KINDS = {
     "timeout": TIMEOUT,
     "boolean": BOOLEAN,
     "ids": ID_LIST,
+    "max_wait": MAX_WAIT,
+    "usd": USD,
 }
 
 
@@ -100,6 +114,10 @@ ROWS = [
             "routing_policy": "choice",
             "use_platform_api_key": "boolean",
             "auto_assign": "boolean",
+            "wait_policy": "choice",
+            "max_wait_seconds": "max_wait",
+            "key_budget_daily_usd": "usd",
+            "key_budget_monthly_usd": "usd",
         },
     ),
     Row(
@@ -111,13 +129,23 @@ ROWS = [
             "runtime": "choice",
             "routing_policy": "choice",
             "use_platform_api_key": "boolean",
+            "wait_policy": "choice",
+            "max_wait_seconds": "max_wait",
+            "key_budget_daily_usd": "usd",
+            "key_budget_monthly_usd": "usd",
         },
     ),
     Row(
         "put",
         "/api/agents/{name}",
         {"model": "claude-sonnet-4-5"},
-        {"model": "text", "runtime": "choice", "routing_policy": "choice"},
+        {
+            "model": "text",
+            "runtime": "choice",
+            "routing_policy": "choice",
+            "max_wait_seconds": "max_wait",
+            "key_budget_daily_usd": "usd",
+        },
     ),
     Row(
         "post",
@@ -168,6 +196,17 @@ ROWS = [
         "/api/subscriptions/settings/headroom-auto-refresh",
         {"enabled": True},
         {"enabled": "boolean"},
+    ),
+    Row(
+        "put",
+        "/api/subscriptions/settings/routing",
+        {"routing_strategy": "balanced"},
+        {
+            "default_routing_policy": "choice",
+            "routing_strategy": "choice",
+            "key_budget_daily_usd": "usd",
+            "key_budget_monthly_usd": "usd",
+        },
     ),
     Row(
         "put",
