@@ -275,6 +275,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "AuthModeEnum": "agents.models.AuthMode",
         "ProcessStateEnum": "agents.models.ProcessState",
+        # An agent's routing policy and the system's default for new agents.
+        "RoutingPolicyEnum": "trinity.models.RoutingPolicy",
+        "RoutingStrategyEnum": "trinity.models.RoutingStrategy",
+        "WaitPolicyEnum": "agents.models.WaitPolicy",
         # A notification's level and a notification channel's minimum level.
         "NotificationLevelEnum": "trinity.models.Notification.Level",
     },
