@@ -9,34 +9,44 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
+
+from django.conf import settings
 
 from agents.lifecycle import platform_key_allowed
 from agents.models import Agent
 from agents.rung import Rung, RungKind
-from subscriptions.headroom.rules import resolve_rate_limited_now
+from subscriptions import billing, policy
+from subscriptions.budgets import BudgetClosed, key_budget_closed
+from subscriptions.headroom.forecast import exhausted_before, turn_windows
+from subscriptions.headroom.forecasts import headroom_forecasts_read
+from subscriptions.headroom.rules import refusal_blocks, resolve_rate_limited_now
 from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import TurnEvidence
+from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import Stop, key_refused_recently
 from trinity.models import RoutingPolicy, SystemSettings
 
 
-def assigned_refusing(evidence: TurnEvidence, *, now: datetime) -> bool:
+def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | None = None) -> bool:
     """Whether the assigned subscription is known not to serve now (pre-dispatch).
 
     Three-state, the same rule the display uses: a usable reading decides in both
     directions; without one, a rate-limit refusal inside the 2h window does, unless
-    its reset (or the reading's blocked window's) has already elapsed. An unreachable
-    cache knows nothing, so the turn dispatches as assigned.
+    its reset (or the reading's blocked window's) has already elapsed. ``family`` is
+    the turn's family window: its block in the reading refuses, and a refusal that
+    named another family's window is no evidence about this turn (``refusal_blocks``).
+    An unreachable cache knows nothing, so the turn dispatches as assigned.
     """
     if not evidence.reachable:
         return False
     mark = evidence.refusal
     if mark is not None and mark.at <= skip_window_start(now):
         mark = None  # aged out of the window the events count in
+    if mark is not None and not refusal_blocks(mark.limiting_window, family):
+        mark = None  # another family's block: this turn spends none of that window
     return resolve_rate_limited_now(
         evidence.reading,
         now=now,
@@ -44,6 +54,46 @@ def assigned_refusing(evidence: TurnEvidence, *, now: datetime) -> bool:
         events_say_limited=lambda: mark is not None and mark.failure_kind == FailureKind.RATE_LIMIT,
         last_refusal_at=mark.at if mark is not None else None,
         refusal_resets_at=mark.resets_at if mark is not None else None,
+        family=family,
+    )
+
+
+def forecast_turn_length(*, now: datetime, budget_end: datetime) -> timedelta:
+    """How long a turn starting ``now`` is expected to run, for the forecast:
+    ``TRINITY_FORECAST_TURN_SECONDS``, never past the turn's own budget."""
+    expected = timedelta(seconds=settings.TRINITY_FORECAST_TURN_SECONDS)
+    return max(timedelta(0), min(expected, budget_end - now))
+
+
+def assigned_forecast_exhausted(
+    evidence: TurnEvidence, *, now: datetime, expected_turn: timedelta, family: str | None
+) -> bool:
+    """Whether the assigned plan is forecast to run out before a turn starting ``now``
+    ends (pre-dispatch): one of the windows the turn spends (the core two and its
+    model ``family``'s) runs out strictly before ``now + expected_turn`` at its recent
+    burn rate. Reads only the evidence the turn already fetched; no forecast, an
+    unreachable cache or a zero expected length says no.
+    """
+    if not evidence.reachable or expected_turn <= timedelta(0):
+        return False
+    return exhausted_before(
+        evidence.forecast,
+        now=now,
+        ends_at=now + expected_turn,
+        windows=turn_windows(family),
+        max_age=fresh_for(),
+    )
+
+
+def forecast_exhausted(
+    subscription_id: int, *, now: datetime, expected_turn: timedelta, family: str | None
+) -> bool:
+    """``assigned_forecast_exhausted`` for another plan (one cache read): the
+    alternative a forecast would route a turn to must not be running out as well."""
+    forecast = headroom_forecasts_read([subscription_id]).get(subscription_id)
+    evidence = TurnEvidence(reachable=True, forecast=forecast)
+    return assigned_forecast_exhausted(
+        evidence, now=now, expected_turn=expected_turn, family=family
     )
 
 
@@ -57,6 +107,8 @@ class KeyClosed(StrEnum):
     AGENT_OPTED_OUT = "agent_opted_out"
     NOT_A_CLAUDE_RUNTIME = "not_a_claude_runtime"
     REFUSED_RECENTLY = "refused_recently"
+    # A key budget (agent or fleet, day or month) is consumed (``subscriptions/budgets.py``).
+    BUDGET = "budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +118,7 @@ class KeyRungState:
     closed: KeyClosed | None = None
     refused_at: datetime | None = None
     failure_kind: str | None = None
+    budget: BudgetClosed | None = None
 
     @property
     def available(self) -> bool:
@@ -76,8 +129,9 @@ def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> Ke
     """Whether the key rung is offered, and the first gate that closes it: the
     fallback is off, no key is configured, the agent may not bill the key (its
     subscription-only policy, opted out, or not a Claude runtime), or the key was
-    refused recently (2h after an auth or billing refusal, 5 minutes after a 429).
-    Reads one row at most; writes nothing. The turn (``key_rung_available``) and the
+    refused recently (2h after an auth or billing refusal, 5 minutes after a 429), or
+    one of its spend budgets is consumed. Reads one refusal row and, when a budget
+    applies, the budget's ledger rows; writes nothing. The turn (``key_rung_available``) and the
     routing explainer both ask this, so they agree.
     """
     if not system.subscription_api_key_fallback:
@@ -100,11 +154,17 @@ def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> Ke
         .first()
     )
     if latest is None:
-        return KeyRungState()
+        return _budget_state(agent=agent, system=system, now=now)
     kind, occurred_at = latest
     if key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now):
         return KeyRungState(KeyClosed.REFUSED_RECENTLY, occurred_at, kind)
-    return KeyRungState()
+    return _budget_state(agent=agent, system=system, now=now)
+
+
+def _budget_state(*, agent: Agent, system: SystemSettings, now: datetime) -> KeyRungState:
+    """The last gate: a consumed key budget closes the rung (no cap, no query)."""
+    closed = key_budget_closed(agent=agent, system=system, now=now)
+    return KeyRungState() if closed is None else KeyRungState(KeyClosed.BUDGET, budget=closed)
 
 
 def switching_stop(*, agent: Agent, system: SystemSettings) -> Stop | None:
@@ -143,3 +203,63 @@ def key_rung(system: SystemSettings) -> Rung | None:
     if not system.platform_api_key:
         return None
     return Rung(RungKind.API_KEY, system.platform_api_key)
+
+
+# The routing policy's reads (pure gates in ``subscriptions/policy.py``)
+
+
+def policy_allows(agent: Agent, subscription: Subscription) -> bool:
+    """Whether ``agent``'s routing policy lets a turn run on ``subscription``: under
+    ``subscription-only`` only a curated plan that refuses past its quota (the
+    catalog decides, and the columns registration copied from it must agree)."""
+    entry = billing.classify(subscription.provider, subscription.plan_type)
+    if not policy.plan_allowed(agent.routing_policy, entry):
+        return False
+    if policy.only_hard_stop(agent.routing_policy):
+        return (subscription.billing_class, subscription.overage) == (
+            billing.PLAN,
+            billing.REFUSE,
+        )
+    return True
+
+
+def assignment_policy_refusal(agent: Agent) -> str:
+    """Why ``agent``'s policy forbids running on its own assignment, or "" when it may.
+
+    Only ``subscription-only`` forbids anything: an agent without a subscription (it
+    would run on the platform key, or on nothing) and a plan that bills overage or
+    whose type is uncurated. The text names no secret.
+    """
+    if not policy.only_hard_stop(agent.routing_policy):
+        return ""
+    subscription = agent.subscription
+    if subscription is None:
+        return (
+            "its routing policy is subscription-only and it has no subscription; "
+            "it never bills the platform API key"
+        )
+    if policy_allows(agent, subscription):
+        return ""
+    entry = billing.classify(subscription.provider, subscription.plan_type)
+    return (
+        f"its routing policy is subscription-only and its subscription {subscription.name!r} "
+        f"({entry.label}, overage: {subscription.overage}) is not a plan that refuses "
+        "past its quota"
+    )
+
+
+def affinity_rung(*, agent: Agent, subscription_id: int, now: datetime) -> Rung | None:
+    """The rung of ``subscription_id`` when a chat turn of ``agent`` may stay on it:
+    it still exists with a token, is of the agent's provider, the policy allows it,
+    and it is not known to refuse (the pre-dispatch rule, one cache read). Else None.
+    """
+    row = (
+        Subscription.objects.filter(pk=subscription_id, provider=agent.provider)
+        .only("pk", "name", "token", "provider", "plan_type", "billing_class", "overage")
+        .first()
+    )
+    if row is None or not row.token or not policy_allows(agent, row):
+        return None
+    if assigned_refusing(turn_evidence_read(row.pk), now=now):
+        return None
+    return Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name)

@@ -1,0 +1,317 @@
+"""Spend budgets of the platform key: the rules, the ledger's admission and settlement.
+
+The key bills per token, so an operator caps what it may bill per agent and fleet-wide,
+per UTC day and per UTC month (``Agent.key_budget_*``, ``SystemSettings.key_budget_*``;
+null means no cap). The ledger (``KeySpend``) keeps one row per scope and period.
+
+- **Admission** (``key_spend_reserve``): before a key rung is sent, one conditional
+  update per ledger row reserves the turn's estimated cost, admitted only while
+  ``spent + reserved < budget``; every row or none, in one transaction. Concurrent
+  turns therefore cannot both pass a read-then-check: the last one admitted found the
+  budget not yet reached, so what is reserved and spent overshoots it by at most one
+  turn's estimate.
+- **Settlement** (``key_spend_settle``): the reservation moves to ``spent`` at the
+  turn's real cost (nothing when the key refused it). Exactly-once is the caller's
+  conditional update on the execution's reservation (``execution/key_budgets.py``).
+- **Closed** (``key_budget_closed``): the cheap read the walk consults so it does not
+  offer a key rung whose budget is consumed.
+
+The rules (``period_start``, ``period_end``, ``budget_admits``, ``applicable_budgets``)
+are pure: no Django, no I/O, ``now`` is an argument.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
+
+from agents.models import Agent
+from subscriptions.models import FLEET_SCOPE, BudgetPeriod, KeySpend
+from trinity.models import SystemSettings
+from trinity.notifications import notification_send
+
+logger = logging.getLogger(__name__)
+
+ZERO = Decimal("0")
+PERIODS = (BudgetPeriod.DAY, BudgetPeriod.MONTH)
+PERIOD_WORD = {BudgetPeriod.DAY: "daily", BudgetPeriod.MONTH: "monthly"}
+
+
+# The rules (pure)
+
+
+def agent_scope(agent_id: int) -> str:
+    return f"agent:{agent_id}"
+
+
+def period_start(period: str, *, now: datetime) -> date:
+    """The first day (UTC) of the budget period ``now`` falls in."""
+    today = now.astimezone(UTC).date()
+    return today if period == BudgetPeriod.DAY else today.replace(day=1)
+
+
+def period_end(period: str, *, now: datetime) -> datetime:
+    """The instant (UTC) the period ``now`` falls in ends and its budget reopens."""
+    start = period_start(period, now=now)
+    if period == BudgetPeriod.DAY:
+        end = start + timedelta(days=1)
+    else:
+        end = (start.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return datetime.combine(end, time.min, tzinfo=UTC)
+
+
+def budget_admits(*, spent: Decimal, reserved: Decimal, limit: Decimal) -> bool:
+    """Whether a budget admits one more key turn: only while spent + reserved < limit.
+
+    A budget hit exactly (spent == limit) is closed; just under admits, and the turn
+    admitted there may overshoot it by its own cost (the bound the ledger promises).
+    """
+    return spent + reserved < limit
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One cap that applies to a key turn: whose (scope), per what (period), how much."""
+
+    scope: str
+    period: str
+    limit_usd: Decimal
+    # Who it caps, in the operator's words: "agent 'bot'" or "the fleet".
+    owner: str
+
+    def describe(self) -> str:
+        """``the platform key's daily budget of $5.00 for agent 'bot'``."""
+        word = PERIOD_WORD.get(BudgetPeriod(self.period), self.period)
+        if self.scope == FLEET_SCOPE:
+            return f"the platform key's fleet-wide {word} budget of ${self.limit_usd:.2f}"
+        return f"the platform key's {word} budget of ${self.limit_usd:.2f} for {self.owner}"
+
+
+def applicable_budgets(
+    *,
+    agent_id: int,
+    agent_name: str,
+    agent_daily: Decimal | None,
+    agent_monthly: Decimal | None,
+    fleet_daily: Decimal | None,
+    fleet_monthly: Decimal | None,
+) -> list[Budget]:
+    """The caps a key turn of this agent is admitted against (null: no cap)."""
+    owner = f"agent {agent_name!r}"
+    scope = agent_scope(agent_id)
+    found = [
+        Budget(scope, BudgetPeriod.DAY, agent_daily, owner) if agent_daily is not None else None,
+        Budget(scope, BudgetPeriod.MONTH, agent_monthly, owner)
+        if agent_monthly is not None
+        else None,
+        Budget(FLEET_SCOPE, BudgetPeriod.DAY, fleet_daily, "the fleet")
+        if fleet_daily is not None
+        else None,
+        Budget(FLEET_SCOPE, BudgetPeriod.MONTH, fleet_monthly, "the fleet")
+        if fleet_monthly is not None
+        else None,
+    ]
+    return [b for b in found if b is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetClosed:
+    """A budget that does not admit a key turn now, and why, in words for the operator."""
+
+    budget: Budget
+    spent_usd: Decimal
+    reserved_usd: Decimal
+    starts_on: date
+    reopens_at: datetime
+
+    @property
+    def reason(self) -> str:
+        """``the platform key's daily budget of $5.00 for agent 'bot' is spent``."""
+        if self.spent_usd >= self.budget.limit_usd:
+            return f"{self.budget.describe()} is spent"
+        # Turns in flight hold the rest; a refused one gives its share back.
+        return (
+            f"{self.budget.describe()} is taken: ${self.spent_usd:.2f} spent and "
+            f"${self.reserved_usd:.2f} reserved by key turns in flight"
+        )
+
+    @property
+    def dedup_key(self) -> str:
+        return f"key-budget:{self.budget.scope}:{self.budget.period}:{self.starts_on.isoformat()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one admitted key turn reserved: the estimate, on which ledger rows."""
+
+    usd: Decimal
+    ledger_ids: tuple[int, ...]
+
+    def as_json(self) -> dict[str, object]:
+        return {"usd": str(self.usd), "ledgers": list(self.ledger_ids)}
+
+
+# Selectors
+
+
+def agent_budgets(*, agent: Agent, system: SystemSettings) -> list[Budget]:
+    """The caps that apply to ``agent``'s key turns (from memory: no query)."""
+    return applicable_budgets(
+        agent_id=agent.pk,
+        agent_name=agent.name,
+        agent_daily=agent.key_budget_daily_usd,
+        agent_monthly=agent.key_budget_monthly_usd,
+        fleet_daily=system.key_budget_daily_usd,
+        fleet_monthly=system.key_budget_monthly_usd,
+    )
+
+
+def _ledger_filter(keys: Iterable[tuple[str, str, date]]) -> Q:
+    query = Q(pk__in=[])
+    for scope, period, starts_on in keys:
+        query |= Q(scope=scope, period=period, starts_on=starts_on)
+    return query
+
+
+def key_budget_closed(
+    *, agent: Agent, system: SystemSettings, now: datetime
+) -> BudgetClosed | None:
+    """The first of ``agent``'s key budgets that admits no key turn now, or None.
+
+    No cap, no query; otherwise one indexed read of at most four ledger rows. A
+    period without a row has spent nothing.
+    """
+    budgets = agent_budgets(agent=agent, system=system)
+    if not budgets:
+        return None
+    keys = {(b.scope, b.period): period_start(b.period, now=now) for b in budgets}
+    rows = {
+        (row.scope, row.period): row
+        for row in KeySpend.objects.filter(
+            _ledger_filter((s, p, d) for (s, p), d in keys.items())
+        ).only("scope", "period", "spent_usd", "reserved_usd")
+    }
+    for budget in budgets:
+        row = rows.get((budget.scope, budget.period))
+        spent = row.spent_usd if row is not None else ZERO
+        reserved = row.reserved_usd if row is not None else ZERO
+        if not budget_admits(spent=spent, reserved=reserved, limit=budget.limit_usd):
+            return BudgetClosed(
+                budget,
+                spent,
+                reserved,
+                keys[(budget.scope, budget.period)],
+                period_end(budget.period, now=now),
+            )
+    return None
+
+
+# Services
+
+
+class _Refused(Exception):
+    """Rolls the reservation's transaction back: one row did not admit."""
+
+    def __init__(self, closed: BudgetClosed) -> None:
+        self.closed = closed
+
+
+def _ledger_rows(scopes: Sequence[str], *, now: datetime) -> list[KeySpend]:
+    """The ledger rows of ``scopes`` x (day, month) for now's periods, created if missing."""
+    keys = [(s, p, period_start(p, now=now)) for s in scopes for p in PERIODS]
+    rows = list(KeySpend.objects.filter(_ledger_filter(keys)))
+    if len(rows) < len(keys):
+        have = {(r.scope, r.period, r.starts_on) for r in rows}
+        # ignore_conflicts: a concurrent turn may create the same period's row first.
+        KeySpend.objects.bulk_create(
+            [KeySpend(scope=s, period=p, starts_on=d) for s, p, d in keys if (s, p, d) not in have],
+            ignore_conflicts=True,
+        )
+        rows = list(KeySpend.objects.filter(_ledger_filter(keys)))
+    # Always locked in primary-key order, so two reservations never deadlock.
+    return sorted(rows, key=lambda r: r.pk)
+
+
+@transaction.atomic
+def key_spend_reserve(
+    *, agent: Agent, system: SystemSettings, usd: Decimal, now: datetime
+) -> Reservation | BudgetClosed:
+    """Admit one key turn of ``agent`` and reserve ``usd`` for it, or say which budget
+    is closed.
+
+    Reserves on the agent's and the fleet's day and month rows (uncapped ones too, so
+    the spend is known when a cap is set later). A capped row admits only while
+    ``spent + reserved < budget``, checked by the UPDATE itself; if any row refuses,
+    the whole reservation rolls back (all rows or none). Raises only database errors.
+    """
+    budgets = {(b.scope, b.period): b for b in agent_budgets(agent=agent, system=system)}
+    try:
+        with transaction.atomic():
+            rows = _ledger_rows([agent_scope(agent.pk), FLEET_SCOPE], now=now)
+            for row in rows:
+                budget = budgets.get((row.scope, row.period))
+                admitted = KeySpend.objects.filter(pk=row.pk)
+                if budget is not None:
+                    # Evaluated on the row as it is when the lock is granted (Postgres
+                    # re-checks the condition after a concurrent update commits).
+                    admitted = admitted.filter(spent_usd__lt=budget.limit_usd - F("reserved_usd"))
+                if admitted.update(reserved_usd=F("reserved_usd") + usd) != 1:
+                    assert budget is not None
+                    current = KeySpend.objects.get(pk=row.pk)
+                    raise _Refused(
+                        BudgetClosed(
+                            budget,
+                            current.spent_usd,
+                            current.reserved_usd,
+                            row.starts_on,
+                            period_end(row.period, now=now),
+                        )
+                    )
+    except _Refused as refused:
+        return refused.closed
+    return Reservation(usd, tuple(r.pk for r in rows))
+
+
+def key_spend_settle(*, ledger_ids: Sequence[int], reserved: Decimal, spent: Decimal) -> None:
+    """Move one turn's reservation off ``ledger_ids``: reserved -= ``reserved``,
+    spent += ``spent``.
+
+    The caller's transaction holds it together with the execution's conditional update
+    that makes it happen once. Rows are updated in primary-key order (no deadlock with a
+    reservation); ``reserved`` never goes below zero.
+    """
+    for pk in sorted(ledger_ids):
+        KeySpend.objects.filter(pk=pk).update(
+            reserved_usd=Greatest(F("reserved_usd") - reserved, ZERO),
+            spent_usd=F("spent_usd") + spent,
+        )
+
+
+def key_budget_notify(*, closed: BudgetClosed, agent_name: str, now: datetime) -> None:
+    """Tell the operator a key budget closed the key rung: once per budget per period."""
+    ttl = max(int((closed.reopens_at - now).total_seconds()), 60)
+    notification_send(
+        kind="key_budget_closed",
+        level="warning",
+        title="Platform key budget reached",
+        body=f"{closed.reason[0].upper()}{closed.reason[1:]}; key turns are refused until "
+        f"{closed.reopens_at.isoformat()} (turn of agent {agent_name!r}).",
+        agent_name=agent_name if closed.budget.scope != FLEET_SCOPE else "",
+        dedup_key=closed.dedup_key,
+        dedup_ttl=ttl,
+        data={
+            "scope": closed.budget.scope,
+            "period": closed.budget.period,
+            "budget_usd": str(closed.budget.limit_usd),
+            "spent_usd": str(closed.spent_usd),
+            "reopens_at": closed.reopens_at.isoformat(),
+        },
+        now=now,
+    )
