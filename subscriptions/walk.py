@@ -60,6 +60,9 @@ class Why(StrEnum):
     # The assignment is a plan the agent's routing policy does not allow (a
     # subscription-only agent on a plan that bills overage): routed to one it does.
     POLICY = "policy"
+    # The assigned plan is serving its concurrency cap: this turn runs elsewhere, and
+    # commits no switch (the plan is busy, not failing).
+    AT_CAPACITY = "at_capacity"
 
 
 class Stop(StrEnum):
