@@ -53,25 +53,22 @@ def affinity_target(
     assigned_id: int | None,
     previous_kind: str,
     previous_subscription_id: int | None,
-    previous_allowed: bool,
-    previous_refusing: bool,
 ) -> int | None:
-    """The subscription a chat turn stays on because it served the session's previous
-    turn, or None when the turn starts on its assignment as usual.
+    """The subscription a chat turn should stay on because it served the session's
+    previous turn, or None when the turn starts on its assignment as usual.
 
-    Stays only on a plan other than the assignment (on the assignment nothing needs
-    doing), only while that plan is eligible: the policy allows its type and it is
-    not known to refuse. The platform key is never sticky: under thrifty plans come
-    first, and a session that once fell to the key must come back to a plan. A pinned
-    agent, or one with auto-switch off, never leaves its assignment; an agent without
-    an assignment has no walk to fall back to if the sticky plan refused.
+    Only a plan other than the assignment (on the assignment nothing needs doing); the
+    caller still checks that plan is eligible (the policy allows its type and it is
+    not known to refuse: ``pool.affinity_rung``). The platform key is never sticky:
+    under thrifty plans come first, and a session that once fell to the key must come
+    back to a plan. A pinned agent, or one with auto-switch off, never leaves its
+    assignment; an agent without an assignment has no walk to fall back on if the
+    sticky plan refuses.
     """
     if policy == PINNED or not auto_switch or assigned_id is None:
         return None
     if previous_kind != "subscription" or previous_subscription_id is None:
         return None
     if previous_subscription_id == assigned_id:
-        return None
-    if not previous_allowed or previous_refusing:
         return None
     return previous_subscription_id

@@ -1,0 +1,221 @@
+"""The routing policy's gates as tables: the catalog's classes, which plans and which
+key a policy allows, the assignment gate, the candidates filter, and the affinity
+rule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from agents import lifecycle
+from agents.models import Agent, RoutingPolicy
+from agents.rung import RungKind
+from subscriptions import billing, policy, pool
+from subscriptions.billing import PlanEntry
+from subscriptions.headroom.selection import candidates_filtered, rank_alternatives
+from subscriptions.models import Subscription
+from tests.agents.factories import AgentFactory
+from tests.subscriptions.factories import SubscriptionFactory
+from trinity import services as trinity_services
+from trinity.selectors import system_settings_get
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+THRIFTY, ONLY, PINNED = "thrifty", "subscription-only", "pinned"
+
+PRO = billing.lookup("anthropic", "pro")
+ENTERPRISE = billing.lookup("anthropic", "enterprise")  # bills overage
+UNCURATED = billing.classify("anthropic", "ultra-9000")
+METERED = PlanEntry("anthropic", "metered-x", "Metered", billing.METERED, billing.REFUSE)
+
+
+def test_the_policy_values_are_the_models_choices() -> None:
+    assert {THRIFTY, ONLY, PINNED} == set(RoutingPolicy.values)
+    assert (policy.THRIFTY, policy.SUBSCRIPTION_ONLY, policy.PINNED) == (THRIFTY, ONLY, PINNED)
+
+
+@pytest.mark.parametrize(
+    ("provider", "plan_type", "billing_class", "overage", "hard_stop"),
+    [
+        ("anthropic", "max-20x", "plan", "refuse", True),
+        ("anthropic", "pro", "plan", "refuse", True),
+        ("anthropic", "enterprise", "plan", "bill_overage", False),
+        ("openai-codex", "plus", "plan", "refuse", True),
+        ("openai-codex", "enterprise", "plan", "bill_overage", False),
+        # Uncurated: metered semantics, never a hard stop.
+        ("anthropic", "ultra-9000", "unknown", "unknown", False),
+        ("anthropic", "", "unknown", "unknown", False),
+        ("openai-codex", "max-20x", "unknown", "unknown", False),  # another provider's type
+    ],
+)
+def test_the_catalog_classifies_every_plan_type_and_an_uncurated_one_is_unknown(
+    provider: str, plan_type: str, billing_class: str, overage: str, hard_stop: bool
+) -> None:
+    entry = billing.classify(provider, plan_type)
+    assert (entry.billing_class, entry.overage) == (billing_class, overage)
+    assert billing.hard_stop(entry) is hard_stop
+    assert (plan_type in billing.hard_stop_plan_types(provider)) is hard_stop
+
+
+def test_a_metered_entry_that_refuses_is_still_no_hard_stop() -> None:
+    assert not billing.hard_stop(METERED)
+
+
+@pytest.mark.parametrize(
+    ("policy_", "key", "pro", "enterprise", "uncurated", "metered"),
+    [
+        (THRIFTY, True, True, True, True, True),  # fails open: every plan, then the key
+        (ONLY, False, True, False, False, False),  # fails closed: hard stops only
+        (PINNED, True, True, True, True, True),  # its assignment, whatever it is
+    ],
+)
+def test_what_each_policy_allows(
+    policy_: str, key: bool, pro: bool, enterprise: bool, uncurated: bool, metered: bool
+) -> None:
+    assert policy.key_allowed(policy_) is key
+    assert PRO is not None and ENTERPRISE is not None
+    allowed = [policy.plan_allowed(policy_, e) for e in (PRO, ENTERPRISE, UNCURATED, METERED)]
+    assert allowed == [pro, enterprise, uncurated, metered]
+
+
+@pytest.mark.parametrize(
+    ("policy_", "auto_switch", "assigned", "kind", "previous", "target"),
+    [
+        (THRIFTY, True, 1, "subscription", 2, 2),  # served elsewhere: stay there
+        (ONLY, True, 1, "subscription", 2, 2),
+        (THRIFTY, True, 1, "subscription", 1, None),  # on its assignment: nothing to do
+        (THRIFTY, True, 1, "api_key", None, None),  # the key is never sticky
+        (ONLY, True, 1, "api_key", None, None),
+        (THRIFTY, True, 1, "", None, None),  # a legacy row without a kind
+        (PINNED, True, 1, "subscription", 2, None),  # never leaves its assignment
+        (THRIFTY, False, 1, "subscription", 2, None),  # auto-switch off: the same
+        (THRIFTY, True, None, "subscription", 2, None),  # no assignment to fall back on
+    ],
+)
+def test_the_affinity_rule(
+    policy_: str,
+    auto_switch: bool,
+    assigned: int | None,
+    kind: str,
+    previous: int | None,
+    target: int | None,
+) -> None:
+    assert (
+        policy.affinity_target(
+            policy=policy_,
+            auto_switch=auto_switch,
+            assigned_id=assigned,
+            previous_kind=kind,
+            previous_subscription_id=previous,
+        )
+        == target
+    )
+
+
+# The reads around the rules (database)
+
+
+def _plan(name: str, plan_type: str) -> Subscription:
+    entry = billing.classify("anthropic", plan_type)
+    return SubscriptionFactory.create(
+        name=name, plan_type=plan_type, billing_class=entry.billing_class, overage=entry.overage
+    )
+
+
+@pytest.mark.django_db
+class TestPolicyReads:
+    @pytest.fixture
+    def plans(self) -> dict[str, Subscription]:
+        plans = {
+            "max": _plan("max", "max-20x"),
+            "pro": _plan("pro", "pro"),
+            "ent": _plan("ent", "enterprise"),
+        }
+        # A row whose type is no longer curated, though registration once copied
+        # plan/refuse onto it: the catalog decides.
+        plans["stale"] = SubscriptionFactory.create(
+            name="stale", plan_type="legacy-tier", billing_class="plan", overage="refuse"
+        )
+        return plans
+
+    @pytest.mark.parametrize(
+        ("policy_", "expected"),
+        [
+            (THRIFTY, ["ent", "max", "pro", "stale"]),
+            (ONLY, ["max", "pro"]),
+            (PINNED, ["ent", "max", "pro", "stale"]),
+        ],
+    )
+    def test_the_candidates_a_policy_walks(
+        self, plans: dict[str, Subscription], policy_: str, expected: list[str]
+    ) -> None:
+        agent = AgentFactory.create(routing_policy=policy_)
+        names = [r.candidate.name for r in rank_alternatives(agent=agent, now=T0).ranked]
+        assert sorted(names) == expected
+        # An explicit keyword wins over the agent's policy.
+        forced = rank_alternatives(agent=agent, now=T0, only_hard_stop=True)
+        assert sorted(r.candidate.name for r in forced.ranked) == ["max", "pro"]
+
+    def test_the_filter_keeps_only_hard_stops_and_still_excludes(
+        self, plans: dict[str, Subscription]
+    ) -> None:
+        kept = candidates_filtered(
+            provider="anthropic", exclude_ids=[plans["max"].pk], now=T0, only_hard_stop=True
+        )
+        assert [c.name for c in kept] == ["pro"]
+
+    @pytest.mark.parametrize(
+        ("policy_", "plan", "refused"),
+        [
+            (THRIFTY, "ent", False),
+            (THRIFTY, None, False),
+            (PINNED, "stale", False),
+            (ONLY, "max", False),
+            (ONLY, "ent", True),  # bills overage
+            (ONLY, "stale", True),  # uncurated type: unknown
+            (ONLY, None, True),  # would run on the key or on nothing
+        ],
+    )
+    def test_the_assignment_gate(
+        self, plans: dict[str, Subscription], policy_: str, plan: str | None, refused: bool
+    ) -> None:
+        agent = AgentFactory.create(
+            routing_policy=policy_, subscription=plans[plan] if plan else None
+        )
+        why = pool.assignment_policy_refusal(agent)
+        assert bool(why) is refused
+        if refused:
+            assert "subscription-only" in why
+            assert agent.subscription is None or agent.subscription.token.reveal() not in why
+
+    def test_a_plan_whose_columns_say_it_bills_overage_is_refused_though_its_type_is_curated(
+        self,
+    ) -> None:
+        odd = SubscriptionFactory.create(plan_type="max-20x", overage="bill_overage")
+        agent = AgentFactory.create(routing_policy=ONLY, subscription=odd)
+        assert not pool.policy_allows(agent, odd)
+        assert "overage: bill_overage" in pool.assignment_policy_refusal(agent)
+
+
+@pytest.mark.django_db
+class TestTheKeyUnderAPolicy:
+    @pytest.fixture(autouse=True)
+    def key(self) -> None:
+        trinity_services.platform_api_key_set(key="sk-ant-api03-" + "k" * 40)
+
+    @pytest.mark.parametrize(("policy_", "open_"), [(THRIFTY, True), (ONLY, False), (PINNED, True)])
+    def test_the_key_rung_follows_the_policy(self, policy_: str, open_: bool) -> None:
+        agent = AgentFactory.create(routing_policy=policy_)
+        system = system_settings_get()
+        assert pool.key_rung_available(agent=agent, system=system, now=T0) is open_
+
+    @pytest.mark.parametrize(("policy_", "kind"), [(THRIFTY, RungKind.API_KEY), (ONLY, None)])
+    def test_an_agent_without_a_subscription_boots_on_the_key_only_if_its_policy_allows(
+        self, policy_: str, kind: RungKind | None
+    ) -> None:
+        agent: Agent = AgentFactory.create(routing_policy=policy_, use_platform_api_key=True)
+        rung = lifecycle.baseline_rung(agent)
+        assert (rung.kind if rung is not None else None) is kind
+        mode, spec = lifecycle.spawn_spec(agent)
+        assert ("ANTHROPIC_API_KEY" in spec.credentials) is (kind is RungKind.API_KEY)
+        assert mode == ("api_key" if kind else "none")
