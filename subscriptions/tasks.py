@@ -6,7 +6,7 @@ import logging
 
 from celery import shared_task
 
-from subscriptions.headroom import sampler
+from subscriptions.headroom import rebalance, sampler
 from subscriptions.services import rate_limit_events_cleanup
 from trinity import clock
 
@@ -33,7 +33,14 @@ _SWEEP_BOUNDS = sampler.configured_bounds()
 )
 def sweep_headroom() -> dict[str, object]:
     report = sampler.headroom_sweep(clock=clock.now)
-    return {"skipped": report.skipped, "due": report.due, "probed": report.probed}
+    # The balanced strategy's moves, on what this sweep stored, by its leader only.
+    moved = 0 if report.skipped else len(rebalance.assignments_rebalance(now=clock.now()).moved)
+    return {
+        "skipped": report.skipped,
+        "due": report.due,
+        "probed": report.probed,
+        "rebalanced": moved,
+    }
 
 
 @shared_task(name="subscriptions.headroom_history_prune", soft_time_limit=120, time_limit=180)

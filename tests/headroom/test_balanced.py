@@ -21,6 +21,7 @@ from subscriptions.headroom.rules import (
     hysteresis_move,
     incumbent_holds,
     rank_candidates,
+    rebalance_plan,
     window_score,
 )
 from tests.headroom.readings import T0, limited, reading, window
@@ -221,3 +222,69 @@ def test_balanced_keeps_the_skip_list_rules_of_banded() -> None:
         (2, Tier.UNKNOWN, Verdict.WINDOW_RESET),
     ]
     assert [c.subscription_id for c in ranking.last_resort] == [3]
+
+
+def _plan(
+    agents: list[tuple[str, int, str | None]],
+    readings: dict[int, Reading],
+    failed: frozenset[int] = frozenset(),
+) -> list[tuple[str, int, int, Move]]:
+    candidates = [_c(pk, failed=T0 - 30 * MINUTE if pk in failed else None) for pk in (1, 2, 3, 4)]
+    moves = rebalance_plan(agents, candidates, readings, now=T0, max_age=MAX_AGE)
+    return [(str(m.agent), m.from_id, m.to.candidate.subscription_id, m.move) for m in moves]
+
+
+def _weekly(used: float) -> Reading:
+    # A week to go on both windows' pace: the score is the remaining figure.
+    return reading(
+        five_hour=0, seven_day=used, five_hour_resets_in=FIVE_H, seven_day_resets_in=WEEK
+    )
+
+
+@pytest.mark.parametrize(
+    ("readings", "failed", "moves"),
+    [
+        # 1 has 50 left, 2 has 60: exactly 20 % better, nobody moves.
+        ({1: _weekly(50.0), 2: _weekly(40.0)}, frozenset(), []),
+        # 2 has 60.5 left: strictly more than 20 % better: a displacement.
+        ({1: _weekly(50.0), 2: _weekly(39.5)}, frozenset(), [("a", 1, 2, Move.DISPLACE)]),
+        # 1 at exactly 2 % holds; 2 at exactly 5 % is not admitted anyway.
+        ({1: _weekly(98.0), 2: _weekly(95.0)}, frozenset(), []),
+        # 1 below 2 % leaves for 2 (just above 5 %), however poor its score.
+        ({1: _weekly(98.1), 2: _weekly(94.9)}, frozenset(), [("a", 1, 2, Move.LEAVE)]),
+        # 1 refused within the skip window and nothing readmitted it: it leaves.
+        ({2: _weekly(90.0)}, frozenset({1}), [("a", 1, 2, Move.LEAVE)]),
+        # 1 has no reading at all: the walk decides, on a real refusal.
+        ({2: _weekly(0.0)}, frozenset(), []),
+    ],
+)
+def test_the_rebalance_plan_moves_only_where_the_hysteresis_says(
+    readings: dict[int, Reading], failed: frozenset[int], moves: list[tuple[str, int, int, Move]]
+) -> None:
+    assert _plan([("a", 1, None)], readings, failed) == moves
+
+
+def test_the_rebalance_plan_sends_at_most_one_agent_to_each_plan_per_sweep() -> None:
+    readings = {1: _weekly(99.0), 2: _weekly(10.0), 3: _weekly(30.0), 4: _weekly(98.5)}
+    agents: list[tuple[str, int, str | None]] = [("a", 1, None), ("b", 1, None), ("c", 1, None)]
+    # a takes 2, b the next best (3); c would only find 4, spent, so stays.
+    assert _plan(agents, readings) == [("a", 1, 2, Move.LEAVE), ("b", 1, 3, Move.LEAVE)]
+
+
+def test_the_rebalance_plan_ranks_each_family_on_its_own_window() -> None:
+    sonnet_full = reading(
+        five_hour=0,
+        seven_day=0,
+        five_hour_resets_in=FIVE_H,
+        seven_day_resets_in=WEEK,
+        extra={"seven_day_sonnet": window(99.0, resets_in=WEEK)},
+    )
+    readings = {1: _weekly(99.0), 2: sonnet_full, 3: _weekly(50.0)}
+    agents: list[tuple[str, int, str | None]] = [
+        ("opus", 1, "seven_day_opus"),
+        ("sonnet", 1, "seven_day_sonnet"),
+    ]
+    assert _plan(agents, readings) == [
+        ("opus", 1, 2, Move.LEAVE),
+        ("sonnet", 1, 3, Move.LEAVE),
+    ]

@@ -41,7 +41,7 @@ def test_the_sweep_task_probes_due_subscriptions(sim: SimulatorControl) -> None:
     plan = plan_on(sim)
     with time_machine.travel(T0, tick=False):
         result = sweep_headroom.apply().get()
-    assert result == {"skipped": "", "due": 1, "probed": 1}
+    assert result == {"skipped": "", "due": 1, "probed": 1, "rebalanced": 0}
     assert HeadroomSample.objects.get().subscription_id == plan.pk
 
 
