@@ -32,13 +32,20 @@ from agents import lifecycle
 from agents.client import TURN_TIMEOUT_MARGIN, AgentServerUnavailable, TurnOutcome
 from agents.models import Agent, ProcessState
 from agents.rung import Rung, RungKind
+from execution import affinity, key_budgets, parking
 from execution.models import Execution, Schedule, Status
 from execution.selectors import notifications_visible_to
-from subscriptions import pool
-from subscriptions.classifier import QUOTA_REASONS, Refusal, classify_refusal
-from subscriptions.headroom.rules import Selection, earliest_known_reset
+from subscriptions import breaker, leases, policy, pool
+from subscriptions.budgets import BudgetClosed, key_budget_notify
+from subscriptions.classifier import (
+    QUOTA_REASONS,
+    Refusal,
+    classify_refusal,
+    refusal_is_throttle,
+)
+from subscriptions.headroom.rules import Selection, earliest_known_reset, family_window
 from subscriptions.headroom.selection import rank_alternatives
-from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
 from subscriptions.services import (
     assignment_commit,
     record_rate_limit_event,
@@ -195,6 +202,11 @@ def execution_dispatch(*, execution: Execution, agent: Agent) -> Execution:
                 error_code="container_fault",
                 detail="internal error in the platform while running the turn (see its log)",
             )
+        # A path that ended between the reservation and its settle (a bug, a lost
+        # database): the attempt's cost is unknown, so it is charged at the estimate.
+        with contextlib.suppress(DatabaseError):
+            turn.key_settle(None)
+        turn.protection_release(finished)
         turn.observe(finished)
     return finished
 
@@ -219,6 +231,13 @@ class _Turn:
     waited: float = 0.0
     routed: str = ""
     exhausted: bool = False
+    # A key-budget reservation this turn holds and has not settled yet.
+    key_reserved: bool = False
+    # Whether this turn is its provider's half-open breaker trial; the subscription it
+    # holds a concurrency lease on; the provider's capped subscriptions (loaded once).
+    breaker_trial: bool = False
+    lease_on: int | None = None
+    caps: dict[int, int] | None = None
 
     @property
     def budget_end(self) -> datetime:
@@ -268,6 +287,8 @@ class _Turn:
 
     def run(self) -> Execution:
         agent = self.agent
+        if not self._breaker_admits():
+            return self._provider_outage()
         if agent.process_state != ProcessState.RUNNING or not agent.endpoint:
             try:
                 with self._agent_server_wait():
@@ -280,11 +301,22 @@ class _Turn:
         self.origin = agent.subscription_id
         rung = lifecycle.baseline_rung(agent)
         why = Why.ASSIGNED
-        routed = self._pre_dispatch()
+        # A policy that forbids the assignment (subscription-only on an overage plan,
+        # or with none) routes to a plan it allows or refuses: never a billable fallback.
+        forbidden = pool.assignment_policy_refusal(agent)
+        routed = self._policy_route() if forbidden else self._affinity() or self._pre_dispatch()
+        if forbidden and routed is None:
+            return self._policy_refused(forbidden)
         if routed is not None:
             rung, why = routed
         retrying = False
         while True:
+            if not self._lease_take(rung):
+                around = self._route_around_cap(rung)
+                if around is None:
+                    return self._at_capacity(rung)
+                rung, why = around
+                continue
             outcome = self._attempt(rung)
             if outcome is None:
                 return self.execution
@@ -296,6 +328,8 @@ class _Turn:
             if outcome.ok:
                 return self._served(ran_on, why, outcome)
             refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+            if self._breaker_opens(ran_on, refusal):
+                return self._provider_outage()  # no retry into the outage
             retrying = self._retries(refusal)
             if retrying:
                 continue  # the same rung, as chosen: nothing is recorded or walked
@@ -305,6 +339,8 @@ class _Turn:
             step = self._next(ran_on, why, refusal, outcome)
             if not isinstance(step, Pick):
                 return self._refused(refusal, outcome, step)
+            if breaker.breaker_open_now(provider=agent.provider, now=clock.now()):
+                return self._provider_outage()  # the next rung would meet the outage
             next_rung = self._materialize(step)
             if next_rung is None:
                 return self._refused(refusal, outcome, Stop.EXHAUSTED)
@@ -338,9 +374,11 @@ class _Turn:
         if remaining < 1:
             self._fail("timeout", "the turn's time budget ran out before it could be sent")
             return None
+        if rung is not None and rung.kind is RungKind.API_KEY and not self._key_reserve():
+            return None
         try:
             with self._agent_server_wait():
-                return lifecycle.client_for(self.agent).run_turn(
+                outcome = lifecycle.client_for(self.agent).run_turn(
                     execution_id=str(self.execution.pk),
                     message=self.execution.message,
                     timeout_seconds=remaining,
@@ -349,32 +387,245 @@ class _Turn:
                     session_id=self.execution.session_id or None,
                 )
         except AgentServerUnavailable as exc:
+            self.key_settle(None)
             self._fail("container_fault", str(exc))
             return None
+        self.key_settle(outcome)
+        return outcome
+
+    # Protection: the provider's circuit breaker and the concurrency leases
+
+    def _breaker_admits(self) -> bool:
+        """Whether the provider's breaker lets this turn be sent (closed, degraded, or
+        half-open with this turn as its one trial). One cache round trip."""
+        assert self.execution.deadline is not None
+        trial_seconds = int((self.execution.deadline - clock.now()).total_seconds()) + 1
+        admitted, self.breaker_trial = breaker.breaker_turn_gate(
+            provider=self.agent.provider, now=clock.now(), trial_seconds=trial_seconds
+        )
+        return admitted
+
+    def _breaker_opens(self, ran_on: Rung | None, refusal: Refusal) -> bool:
+        """Count a provider-level failure (5xx, timeout) against the provider; True when
+        the breaker is open after it. Account refusals never count."""
+        if not breaker.is_provider_failure(refusal.error_code):
+            return False
+        kind, subscription_id = ran_on.key if ran_on else ("subscription", self.origin)
+        state = breaker.breaker_failure_observe(
+            provider=self.agent.provider, credential=f"{kind}:{subscription_id}", now=clock.now()
+        )
+        return state is breaker.BreakerState.OPEN
+
+    def _provider_outage(self) -> Execution:
+        self.execution.walk_stop = Stop.PROVIDER_OUTAGE.value
+        return self._fail("upstream_error", breaker.outage_detail(self.agent.provider))
+
+    def _cap_of(self, subscription_id: int) -> int | None:
+        """The subscription's concurrency cap: the assignment's from the row loaded with
+        the agent (no query on the served path), the others' from one query per turn."""
+        assigned = self.agent.subscription if Agent.subscription.is_cached(self.agent) else None
+        if assigned is not None and assigned.pk == subscription_id:
+            return assigned.max_concurrency
+        return self._caps().get(subscription_id)
+
+    def _caps(self) -> dict[int, int]:
+        if self.caps is None:
+            self.caps = leases.subscription_caps(self.agent.provider)
+        return self.caps
+
+    def _at_capacity_ids(self, now: datetime) -> set[int]:
+        """The capped subscriptions serving their cap, bar the one this turn holds."""
+        caps = {pk: cap for pk, cap in self._caps().items() if pk != self.lease_on}
+        return leases.subscriptions_at_capacity(caps, now=now)
+
+    def _lease_take(self, rung: Rung | None) -> bool:
+        """Hold a lease on ``rung``'s subscription (if capped) until the turn's deadline;
+        False when it serves its cap. Moving to another rung gives the old lease back;
+        an unreachable store enforces no cap."""
+        if rung is None or rung.kind is not RungKind.SUBSCRIPTION or rung.subscription_id is None:
+            self._lease_give()
+            return True
+        if rung.subscription_id == self.lease_on:
+            return True  # a retry on the same plan keeps its slot
+        self._lease_give()
+        cap = self._cap_of(rung.subscription_id)
+        if cap is None:
+            return True
+        assert self.execution.deadline is not None
+        taken = leases.lease_acquire(
+            subscription_id=rung.subscription_id,
+            holder=str(self.execution.pk),
+            cap=cap,
+            expires_at=self.execution.deadline,
+            now=clock.now(),
+        )
+        if taken is False:
+            return False
+        if taken:
+            self.lease_on = rung.subscription_id
+        return True
+
+    def _lease_give(self) -> None:
+        if self.lease_on is not None:
+            leases.lease_release(subscription_id=self.lease_on, holder=str(self.execution.pk))
+            self.lease_on = None
+
+    def _route_around_cap(self, rung: Rung | None) -> tuple[Rung, Why] | None:
+        """Where a turn goes when ``rung``'s plan serves its cap: like a plan known not to
+        serve, the best viable alternative, else the key rung; None when there is none
+        (or the agent may not switch). The busy plan is not offered again this turn."""
+        assert rung is not None and rung.subscription_id is not None
+        metrics.routed_at_capacity()
+        logger.info("turn %s: %s is serving its concurrency cap", self.execution.pk, rung.name)
+        if self.legacy or self.switching_stop() is not None:
+            return None  # a legacy agent applies rungs by assignment: no rerouting here
+        walk = self._walk()
+        if rung.subscription_id not in walk.tried:
+            walk.tried.append(rung.subscription_id)
+        now = clock.now()
+        pick = pre_dispatch_pick(
+            walk,
+            selection=self._selection(now),
+            key_available=self._key_available(now),
+            now=now,
+        )
+        routed = self._materialize(pick) if pick is not None else None
+        if pick is None or routed is None:
+            return None
+        if self.attempts:
+            return routed, pick.why
+        # Before any attempt this is pre-dispatch routing, and counted as such.
+        self.routed = metrics.KEY if routed.kind is RungKind.API_KEY else metrics.PLAN
+        return routed, Why.AT_CAPACITY
+
+    def _at_capacity(self, rung: Rung | None) -> Execution:
+        self.execution.walk_stop = Stop.AT_CAPACITY.value
+        name = rung.name if rung is not None else "the subscription"
+        return self._fail(
+            "billing",
+            f"{name} is serving its concurrency cap and no other credential this agent may "
+            "use is free; the turn was not sent. Retry shortly.",
+        )
+
+    def protection_release(self, finished: Execution) -> None:
+        """Give back the turn's lease and settle its breaker trial; never raises."""
+        self._lease_give()
+        if self.breaker_trial:
+            self.breaker_trial = False
+            verdict = breaker.trial_verdict(
+                [a["error_code"] or "" for a in self.attempts],
+                served=finished.status == Status.SUCCEEDED,
+            )
+            breaker.breaker_trial_end(provider=self.agent.provider, provider_failed=verdict)
+
+    # The key rung's spend budgets
+
+    def _key_reserve(self) -> bool:
+        """Admit the key rung against its budgets before it is sent; False when a budget
+        is closed (the turn is then finished, failed with the budget's reason)."""
+        admitted = key_budgets.turn_key_reserve(
+            execution=self.execution, agent=self.agent, system=self.settings(), now=clock.now()
+        )
+        if isinstance(admitted, BudgetClosed):
+            self._key_budget_stop(admitted)
+            return False
+        self.key_reserved = True
+        return True
+
+    def key_settle(self, outcome: TurnOutcome | None) -> None:
+        """Settle the open key reservation with what the attempt spent (``outcome``
+        None: unknown, charged at the estimate). No reservation, no query."""
+        if not self.key_reserved:
+            return
+        self.key_reserved = False
+        spent = None
+        if outcome is not None:
+            refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+            spent = key_budgets.settled_cost(
+                served=outcome.ok,
+                cost_usd=Decimal(str(outcome.cost_usd)) if outcome.cost_usd is not None else None,
+                unbilled=refusal.walks or refusal.error_code == "upstream_error",
+            )
+        settled = key_budgets.turn_key_settle(execution_id=self.execution.pk, spent=spent)
+        if settled is not None:
+            # The row's later full save must not write the open reservation back.
+            self.execution.key_reservation = settled
+
+    def _key_budget_closure(self, now: datetime) -> BudgetClosed | None:
+        """The consumed budget that kept the key rung out of this walk, or None."""
+        if self.legacy or (self.walk is not None and self.walk.key_tried):
+            return None
+        return pool.key_rung_state(agent=self.agent, system=self.settings(), now=now).budget
+
+    def _key_budget_stop(self, closed: BudgetClosed) -> None:
+        """Fail the turn whose key rung a consumed budget refused: ``billing``, walk_stop
+        ``key_budget``, the budget in the detail, and the earliest instant anything
+        could serve (a plan's known reset or the budget's new period)."""
+        now = clock.now()
+        walk = self.walk
+        resets_at = closed.reopens_at
+        known = None
+        detail = f"{closed.reason[0].upper()}{closed.reason[1:]}; the key was not sent."
+        if walk is not None and walk.trail:
+            detail = f"{walk.trail_text()}; {closed.reason}, so the key was not sent."
+            tried = [t.subscription_id for t in walk.trail if t.subscription_id is not None]
+            known = earliest_known_reset(
+                snapshots_read(tried).readings.values(),
+                now=now,
+                refusal_resets=[t.resets_at for t in walk.trail],
+            )
+            if known is not None:
+                resets_at = min(resets_at, known)
+        self.execution.walk_stop = Stop.KEY_BUDGET.value
+        self.execution.resets_at = resets_at
+        # An autonomous turn may wait for a plan's known reset (parking.py).
+        until = parking.parks_until(
+            execution=self.execution,
+            agent=self.agent,
+            resets_at=resets_at if known is not None else None,
+            now=now,
+        )
+        if until is not None:
+            self.execution.attempts = self.attempts
+            parking.execution_park(
+                execution=self.execution, agent=self.agent, until=until, detail=detail, now=now
+            )
+            return
+        self._fail("billing", detail)
 
     # Before the first attempt
 
     def _pre_dispatch(self) -> tuple[Rung, Why] | None:
-        """Route the first attempt elsewhere when the assignment is known not to serve.
+        """Route the first attempt elsewhere when the assignment is known not to serve,
+        or is forecast to run out before the turn would end (then only to another plan
+        that is not; with none the turn dispatches as assigned).
 
-        Reads one cached snapshot (with its refusal mark), never probes, never raises,
+        Reads one cached snapshot (with its refusal mark and forecast), never probes, never raises,
         records nothing; spends the turn's single pre-dispatch remediation.
         """
         if self.origin is None:
             return None
         now = clock.now()
         try:
-            if not pool.assigned_refusing(turn_evidence_read(self.origin), now=now):
-                return None
+            evidence = turn_evidence_read(self.origin)
+            # A plan forecast to run out mid-turn still serves now: only another plan
+            # that is not running out too is worth the move, never the billed key.
+            forecast_only = False
+            if not pool.assigned_refusing(evidence, now=now, family=self._family()):
+                if not self._forecast_exhausted(evidence, now=now):
+                    return None
+                forecast_only = True
             if self.switching_stop() is not None:
                 return None
             walk = self._walk()
             pick = pre_dispatch_pick(
                 walk,
                 selection=self._selection(now),
-                key_available=self._key_available(now),
+                key_available=not forecast_only and self._key_available(now),
                 now=now,
             )
+            if forecast_only and pick is not None and self._forecast_exhausted_on(pick, now=now):
+                pick = None
             rung = self._materialize(pick) if pick is not None else None
         except DatabaseError:
             # An optimisation must not fail a turn that could run: without the ranking
@@ -385,12 +636,104 @@ class _Turn:
             return None
         self.routed = metrics.KEY if rung.kind is RungKind.API_KEY else metrics.PLAN
         logger.info(
-            "turn %s: %s is known not to serve; first attempt on %s",
+            "turn %s: %s is %s; first attempt on %s",
             self.execution.pk,
             self._origin_name() or self.origin,
+            "forecast to run out before the turn ends" if forecast_only else "known not to serve",
             rung.name,
         )
         return rung, Why.API_KEY if rung.kind is RungKind.API_KEY else Why.PRE_DISPATCH
+
+    def _forecast_exhausted(self, evidence: TurnEvidence, *, now: datetime) -> bool:
+        """Whether the assignment's stored forecast runs out before this turn would end."""
+        return pool.assigned_forecast_exhausted(
+            evidence,
+            now=now,
+            expected_turn=pool.forecast_turn_length(now=now, budget_end=self.budget_end),
+            family=family_window(self.execution.model or self.agent.model or ""),
+        )
+
+    def _forecast_exhausted_on(self, pick: Pick, *, now: datetime) -> bool:
+        """The same question for the plan a forecast would route to (one cache read)."""
+        if pick.subscription_id is None:
+            return False
+        return pool.forecast_exhausted(
+            pick.subscription_id,
+            now=now,
+            expected_turn=pool.forecast_turn_length(now=now, budget_end=self.budget_end),
+            family=family_window(self.execution.model or self.agent.model or ""),
+        )
+
+    def _affinity(self) -> tuple[Rung, Why] | None:
+        """Start a chat turn on the plan that served its session's previous turn, while
+        that plan is eligible (``execution/affinity.py``). Only a turn with a session
+        pays for it (one indexed query; a cache read when that plan is not the
+        assignment); a database error only skips it.
+        """
+        session_id = self.execution.session_id
+        if not session_id or self.origin is None:
+            return None
+        try:
+            previous = affinity.session_previous_credential(
+                agent=self.agent, session_id=session_id, before=self.execution.created_at
+            )
+            if previous is None:
+                return None
+            kind, subscription_id = previous
+            target = policy.affinity_target(
+                policy=self.agent.routing_policy,
+                auto_switch=self.settings().auto_switch_subscriptions,
+                assigned_id=self.origin,
+                previous_kind=kind,
+                previous_subscription_id=subscription_id,
+            )
+            if target is None:
+                return None
+            rung = pool.affinity_rung(agent=self.agent, subscription_id=target, now=clock.now())
+        except DatabaseError:
+            logger.warning("turn %s: affinity check failed", self.execution.pk, exc_info=True)
+            return None
+        if rung is None:
+            return None
+        self.rungs[target] = rung
+        logger.info("turn %s: session stays on %s", self.execution.pk, rung.name)
+        return rung, Why.AFFINITY
+
+    def _policy_route(self) -> tuple[Rung, Why] | None:
+        """The first attempt when the policy forbids the assignment: the best viable
+        plan the policy allows (never the key), else None (the turn is refused)."""
+        if self.origin is None or self.switching_stop() is not None:
+            return None
+        now = clock.now()
+        pick = pre_dispatch_pick(
+            self._walk(), selection=self._selection(now), key_available=False, now=now
+        )
+        rung = self._materialize(pick) if pick is not None else None
+        if rung is None or rung.kind is not RungKind.SUBSCRIPTION:
+            return None
+        self.routed = metrics.PLAN
+        return rung, Why.POLICY
+
+    def _policy_refused(self, why: str) -> Execution:
+        """Refuse a turn no credential the policy allows may serve: ``billing``, with the
+        earliest known reset among the plans it allows (none when unknown)."""
+        now = clock.now()
+        selection = self.last_selection
+        if selection is None and self.origin is not None:
+            selection = self._selection(now)
+        resets_at = None
+        if selection is not None:
+            resets_at = earliest_known_reset(
+                snapshots_read(selection.order()).readings.values(),
+                now=now,
+                refusal_resets=[c.last_failure_resets_at for c in selection.last_resort],
+            )
+        self.execution.walk_stop = Stop.POLICY.value
+        self.execution.resets_at = resets_at
+        detail = f"Agent {self.agent.name!r}: {why}, and no plan it allows can serve now."
+        if resets_at is not None:
+            detail += f" The earliest known reset is {resets_at.isoformat()}."
+        return self._fail("billing", detail)
 
     # After a refusal
 
@@ -405,7 +748,12 @@ class _Turn:
         return self.walk
 
     def _selection(self, now: datetime) -> Selection:
-        selection = rank_alternatives(agent=self.agent, exclude_ids=self._walk().tried, now=now)
+        selection = rank_alternatives(
+            agent=self.agent,
+            exclude_ids=[*self._walk().tried, *self._at_capacity_ids(now)],
+            now=now,
+            model=self.execution.model or None,
+        )
         self.last_selection = selection
         return selection
 
@@ -438,6 +786,15 @@ class _Turn:
             .values_list("subscription_id", "subscription__name")
             .get()
         )
+        if (
+            why is Why.AFFINITY
+            and current_id == self.origin
+            and self.origin not in walk.tried
+            and may_reissue(walk.deadline, now=now)
+        ):
+            # The session's plan refused: the turn goes where it would have gone, its
+            # assignment (which the ranking below leaves out).
+            return Pick(RungKind.SUBSCRIPTION, self.origin, current_name or "", Why.ASSIGNED)
         return walk_next(
             walk,
             refusal=refusal,
@@ -464,6 +821,10 @@ class _Turn:
             self.rungs.update(pool.subscription_rungs(batch))
         return self.rungs.get(wanted)
 
+    def _family(self) -> str | None:
+        """The turn's model-family window (its model, else the agent's)."""
+        return family_window(self.execution.model or self.agent.model or "")
+
     def _record_refusal(self, ran_on: Rung | None, refusal: Refusal, outcome: TurnOutcome) -> None:
         if refusal.failure_kind is None or ran_on is None:
             return
@@ -474,6 +835,13 @@ class _Turn:
             error_message=outcome.detail,
             failure_kind=refusal.failure_kind,
             resets_at=outcome.resets_at,
+            limiting_window=outcome.limiting_window,
+            throttle=refusal_is_throttle(
+                refusal,
+                detail=outcome.detail,
+                resets_at=outcome.resets_at,
+                limiting_window=outcome.limiting_window,
+            ),
             now=clock.now(),
         )
 
@@ -565,7 +933,9 @@ class _Turn:
                 execution.cost_usd = Decimal(str(outcome.cost_usd))
             execution.attempts = self.attempts
             execution.finished_at = now
-            if switched and ran_on is not None:
+            # A session kept on its plan commits nothing: sessions of one agent on two
+            # plans would flip its assignment back and forth.
+            if switched and ran_on is not None and why not in (Why.AFFINITY, Why.AT_CAPACITY):
                 execution.subscription_switch = self._switch(ran_on, why, now)
             execution.save(update_fields=SERVED_FIELDS)
             if ran_on is not None:
@@ -696,12 +1066,37 @@ class _Turn:
             error_code = "billing" if quota else "auth"
             self.exhausted = True
             detail = f"{walk.trail_text()}; every candidate refused."
+            if not policy.key_allowed(self.agent.routing_policy):
+                detail += " Its routing policy (subscription-only) never uses the platform API key."
             tried = [t.subscription_id for t in walk.trail if t.subscription_id is not None]
             resets_at = earliest_known_reset(
                 snapshots_read(tried).readings.values(),
                 now=now,
                 refusal_resets=[t.resets_at for t in walk.trail],
             )
+            plan_reset = resets_at
+            closed = self._key_budget_closure(now)
+            if closed is not None:
+                # The key would have been the next rung: say which budget kept it out.
+                stop = Stop.KEY_BUDGET
+                detail = f"{walk.trail_text()}; every plan refused and {closed.reason}."
+                resets_at = min(resets_at or closed.reopens_at, closed.reopens_at)
+                key_budget_notify(closed=closed, agent_name=self.agent.name, now=now)
+            # Nobody waits for an autonomous turn: it may wait for the reset instead of
+            # failing (never for dead credentials only: no reset brings those back).
+            # A closed key budget alone is no reset to wait for: a plan's must be known.
+            until = parking.parks_until(
+                execution=execution,
+                agent=self.agent,
+                resets_at=resets_at if plan_reset is not None else None,
+                now=now,
+            )
+            if quota and until is not None:
+                execution.walk_stop = stop.value
+                execution.attempts = self.attempts
+                return parking.execution_park(
+                    execution=execution, agent=self.agent, until=until, detail=detail, now=now
+                )
             notification_send(
                 kind="pool_exhausted",
                 level="critical",
@@ -833,13 +1228,16 @@ def executions_reap(*, now: datetime) -> int:
     A turn whose outcome is unknown is failed, never re-run blind: it may have been
     served and billed. Returns how many rows were failed.
     """
-    reaped = Execution.objects.filter(
-        status__in=[Status.RUNNING, Status.QUEUED], deadline__lt=now
-    ).update(
+    lost = Execution.objects.filter(status__in=[Status.RUNNING, Status.QUEUED], deadline__lt=now)
+    # Their key reservations are settled once, after the rows are failed (a worker that
+    # is still finishing one settles it first, and this then settles nothing).
+    reserved = list(lost.filter(key_reservation__settled=False).values_list("pk", flat=True))
+    reaped = lost.update(
         status=Status.FAILED,
         error_code="worker_lost",
         error_detail="the process running this turn was lost before it finished",
         finished_at=now,
     )
+    key_budgets.turns_key_release_lost(execution_ids=reserved)
     metrics.turns_failed_outside_the_loop(error_code="worker_lost", count=reaped)
     return reaped
