@@ -1,4 +1,4 @@
-// A hash router for four pages: reloads and deep links work without any server routes
+// A hash router for the panel's pages: reloads and deep links work without any server routes
 // beyond "/".
 import { ref } from "vue";
 
@@ -6,6 +6,7 @@ export const PAGES = [
   { id: "subscriptions", label: "Subscriptions" },
   { id: "settings", label: "Settings" },
   { id: "agents", label: "Agents" },
+  { id: "schedules", label: "Schedules" },
   { id: "activity", label: "Activity" },
 ];
 
