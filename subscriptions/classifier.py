@@ -10,6 +10,7 @@ credential and never switches anything.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import NamedTuple
 
 RATE_LIMIT = "rate_limit"
@@ -105,6 +106,28 @@ def classify_refusal(*, error_code: str, detail: str) -> Refusal:
         # credential cannot pay); the trail calls it what the operator must fix.
         return Refusal(AUTH, AUTH, "billing" if _BILLING_TEXT.search(detail) else "auth")
     return Refusal(code, None, _NEVER_WALKS.get(code, code))
+
+
+# Words only a usage-limit refusal carries (the CLI's "You've hit your limit", the
+# API's "usage limit"); a bare 429 or "rate_limit_error" is no quota evidence.
+_QUOTA_TEXT = re.compile(r"hit your (?:[\w-]+ )?limit|usage limit|quota exceeded", re.IGNORECASE)
+
+
+def refusal_is_throttle(
+    refusal: Refusal, *, detail: str, resets_at: datetime | None, limiting_window: str
+) -> bool:
+    """Whether a ``rate_limit`` refusal is a throttle: a 429 with no quota evidence.
+
+    Quota evidence is a reset instant, a limiting window (the provider's
+    representative claim, sent with the unified headers), or usage-limit words. The
+    provider sends all of those with a plan-exhaustion 429; a throttle (a burst, or
+    ``x-should-retry`` only) sends none, and treating it as an exhausted plan benched
+    healthy accounts for hours. A throttle walks like any rate limit; only how long
+    the subscription is kept out differs (a short backoff, not the 2h skip window).
+    """
+    if refusal.failure_kind != RATE_LIMIT:
+        return False
+    return resets_at is None and not limiting_window and not _QUOTA_TEXT.search(detail)
 
 
 def _code_from_text(detail: str) -> str:

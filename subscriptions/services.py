@@ -12,7 +12,8 @@ from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from agents.runtimes import get_runtime
 from subscriptions import billing
-from subscriptions.headroom.store import RefusalMark, refusal_marker_write
+from subscriptions.headroom.rules import THROTTLE, refusal_window, throttle_backoff
+from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import validate_plan_token
 from trinity.crypto import Secret, fingerprint
@@ -237,6 +238,11 @@ def assignment_commit(
 
 def switch_explanation(why: dict[str, Any]) -> str:
     """One sentence on why a switch went where it did, from the walk's reason."""
+    if why.get("why") == "rebalance":  # headroom/rebalance.py: no turn was refused
+        return (
+            f"the balanced strategy moved it between turns ({why.get('move')}): its plan "
+            f"had {why.get('from')}; this one has {why.get('to')}."
+        )
     refused = why.get("refused") or "its subscription refused the turn"
     tier = why.get("tier")
     if why.get("why") == "api_key":
@@ -269,16 +275,38 @@ def record_rate_limit_event(
     now: datetime,
     resets_at: datetime | None = None,
     limiting_window: str = "",
+    throttle: bool = False,
 ) -> RateLimitEvent:
     """Record a refusal against the credential that was sent. The message is redacted.
 
-    A subscription's refusal also leaves a marker beside its headroom snapshot, so the
-    next turn's pre-dispatch check reads both in one cache round trip.
+    A subscription's rate-limit refusal records the window it was limited by:
+    ``limiting_window`` when the runtime saw the provider's claim, else the one its
+    cached reading names (``rules.refusal_window``). A ``throttle`` (a 429 with no
+    quota evidence: see ``classifier.refusal_is_throttle``) records ``throttle`` and,
+    as its ``resets_at``, the end of a short backoff (``rules.throttle_backoff``), so
+    the readmission that follows a reset applies; unless the cached reading shows a
+    blocked window, which makes it a quota refusal after all. The event also leaves
+    a marker beside the headroom snapshot, so the next turn's pre-dispatch check
+    reads both in one cache round trip.
     """
     if failure_kind is not None and failure_kind not in FailureKind.values:
         raise ValueError(f"unknown failure_kind {failure_kind!r}")
     if now.tzinfo is None or (resets_at is not None and resets_at.tzinfo is None):
         raise ValueError("occurred_at and resets_at must be aware datetimes")
+    on_plan = credential_kind == CredentialKind.SUBSCRIPTION and subscription_id is not None
+    if on_plan and failure_kind == FailureKind.RATE_LIMIT and not limiting_window:
+        assert subscription_id is not None
+        # The refusal path only: one cache read, never a probe.
+        reading = snapshot_read(subscription_id).get(subscription_id)
+        limiting_window = refusal_window(reading, resets_at=resets_at, now=now)
+        if throttle and not limiting_window:
+            earlier = (
+                RateLimitEvent.objects.filter(subscription_id=subscription_id, occurred_at__lte=now)
+                .order_by("-occurred_at")
+                .values_list("limiting_window", "occurred_at")[:8]
+            )
+            limiting_window = THROTTLE
+            resets_at = now + throttle_backoff(earlier, now=now)
     event = RateLimitEvent.objects.create(
         agent_name=agent_name,
         credential_kind=credential_kind,
@@ -292,7 +320,12 @@ def record_rate_limit_event(
     if event.subscription_id is not None:
         refusal_marker_write(
             event.subscription_id,
-            RefusalMark(at=now, failure_kind=failure_kind, resets_at=resets_at),
+            RefusalMark(
+                at=now,
+                failure_kind=failure_kind,
+                resets_at=resets_at,
+                limiting_window=limiting_window,
+            ),
             ttl=settings.RATE_LIMIT_WINDOW_SECONDS,
         )
     return event
