@@ -315,3 +315,69 @@ def key_budget_notify(*, closed: BudgetClosed, agent_name: str, now: datetime) -
         },
         now=now,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLine:
+    """One ledger row as the panel shows it: a scope's spend in the current period
+    against its cap (``limit_usd`` None: no cap)."""
+
+    scope: str
+    agent_name: str
+    period: str
+    starts_on: date
+    reopens_at: datetime
+    limit_usd: Decimal | None
+    spent_usd: Decimal
+    reserved_usd: Decimal
+
+    @property
+    def closed(self) -> bool:
+        return self.limit_usd is not None and not budget_admits(
+            spent=self.spent_usd, reserved=self.reserved_usd, limit=self.limit_usd
+        )
+
+    @property
+    def remaining_usd(self) -> Decimal | None:
+        if self.limit_usd is None:
+            return None
+        return max(self.limit_usd - self.spent_usd - self.reserved_usd, ZERO)
+
+
+def key_budget_lines(
+    *, agents: Iterable[Agent], system: SystemSettings, now: datetime
+) -> list[BudgetLine]:
+    """The fleet's day and month (always), then each of ``agents`` that has a cap, in
+    the current periods; one query for every ledger row. Writes nothing."""
+    scopes: list[tuple[str, str, Decimal | None, Decimal | None]] = [
+        (FLEET_SCOPE, "", system.key_budget_daily_usd, system.key_budget_monthly_usd)
+    ]
+    for agent in agents:
+        if agent.key_budget_daily_usd is not None or agent.key_budget_monthly_usd is not None:
+            scopes.append(
+                (
+                    agent_scope(agent.pk),
+                    agent.name,
+                    agent.key_budget_daily_usd,
+                    agent.key_budget_monthly_usd,
+                )
+            )
+    keys = [(s[0], p, period_start(p, now=now)) for s in scopes for p in PERIODS]
+    rows = {(r.scope, r.period): r for r in KeySpend.objects.filter(_ledger_filter(keys))}
+    lines = []
+    for scope, name, daily, monthly in scopes:
+        for period, limit in ((BudgetPeriod.DAY, daily), (BudgetPeriod.MONTH, monthly)):
+            row = rows.get((scope, period))
+            lines.append(
+                BudgetLine(
+                    scope=scope,
+                    agent_name=name,
+                    period=period,
+                    starts_on=period_start(period, now=now),
+                    reopens_at=period_end(period, now=now),
+                    limit_usd=limit,
+                    spent_usd=row.spent_usd if row is not None else ZERO,
+                    reserved_usd=row.reserved_usd if row is not None else ZERO,
+                )
+            )
+    return lines

@@ -1,0 +1,52 @@
+"""Key budgets over REST: what the platform key spent in the current day and month,
+fleet-wide and per agent, against the caps (read-only; the caps are set through the
+agent and routing-settings APIs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.selectors import agents_visible_to
+from subscriptions.budgets import key_budget_lines
+from trinity import clock
+from trinity.selectors import system_settings_get
+
+
+class BudgetLineOutput(serializers.Serializer[Any]):
+    scope = serializers.CharField()
+    agent = serializers.CharField(source="agent_name")
+    period = serializers.CharField()
+    starts_on = serializers.DateField()
+    reopens_at = serializers.DateTimeField()
+    budget_usd = serializers.DecimalField(
+        source="limit_usd", max_digits=14, decimal_places=2, allow_null=True
+    )
+    spent_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
+    reserved_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
+    remaining_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    closed = serializers.BooleanField()
+
+
+class KeyBudgetsApi(APIView):
+    """``GET /api/budgets``: the fleet's lines and those of the caller's visible agents
+    that have a cap; ``closed`` means the key rung is closed for them now."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=BudgetLineOutput(many=True))
+    def get(self, request: Request) -> Response:
+        lines = key_budget_lines(
+            agents=agents_visible_to(request.user)
+            .select_related(None)
+            .only("pk", "name", "key_budget_daily_usd", "key_budget_monthly_usd"),
+            system=system_settings_get(),
+            now=clock.now(),
+        )
+        return Response(BudgetLineOutput(lines, many=True).data)
