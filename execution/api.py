@@ -52,6 +52,7 @@ ERROR_HTTP_STATUS = {
     "worker_lost": 503,
 }
 LIST_LIMIT = 200
+RETRYABLE_STOPS = frozenset({Stop.BUDGET, Stop.PROVIDER_OUTAGE, Stop.AT_CAPACITY})
 
 
 class FieldsBuiltOnce:
@@ -116,15 +117,17 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
         return None if sub is None else {"id": sub.pk, "name": sub.name}
 
     def get_retryable(self, obj: Execution) -> bool:
-        """A fresh send gets a fresh budget: worth it only when the budget ran out."""
-        return obj.walk_stop == Stop.BUDGET
+        """A fresh send gets a fresh budget: worth it only when the budget ran out, or
+        when the turn was not sent for a passing reason (a provider outage the breaker
+        stopped it for, every usable plan serving its concurrency cap)."""
+        return obj.walk_stop in RETRYABLE_STOPS
 
 
 def turn_response(execution: Execution) -> Response:
     """The Execution, with the HTTP status its outcome means."""
     if execution.status in (Status.SUCCEEDED, Status.QUEUED, Status.RUNNING):
         status = 200
-    elif execution.walk_stop == Stop.BUDGET:
+    elif execution.walk_stop in (Stop.BUDGET, Stop.PROVIDER_OUTAGE):
         status = 503
     else:
         status = ERROR_HTTP_STATUS.get(execution.error_code, 502)

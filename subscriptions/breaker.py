@@ -38,10 +38,14 @@ from django.conf import settings
 from django.core.cache import cache
 from django_redis import get_redis_connection
 
+from trinity import metrics
 from trinity.markers import STORE_ERRORS, marker_claim, marker_release
+from trinity.notifications import notification_send
 
 # The codes the agent server's contract gives a provider-level failure.
 PROVIDER_FAILURE_CODES = frozenset({"upstream_error", "timeout"})
+# An account refusal: the provider answered (so a half-open trial that meets one closes it).
+ACCOUNT_REFUSAL_CODES = frozenset({"rate_limit", "auth"})
 
 logger = logging.getLogger(__name__)
 
@@ -277,7 +281,81 @@ def breaker_trial_end(*, provider: str, provider_failed: bool | None) -> None:
     if provider_failed is False:
         failures_key, opened_key = _keys(provider)
         try:
-            _redis().delete(failures_key, opened_key)
+            closed = _redis().delete(failures_key, opened_key)
         except STORE_DOWN:
             _store_down("close")
+        else:
+            if closed:
+                logger.info("provider %s: circuit breaker closed by a trial turn", provider)
+                metrics.breaker_transition(provider=provider, state=BreakerState.CLOSED)
     marker_release(_trial_marker(provider))
+
+
+# What the dispatch loop calls
+
+OUTAGE_NOTICE_TTL = 3600
+
+
+def breaker_turn_gate(*, provider: str, now: datetime, trial_seconds: int) -> tuple[bool, bool]:
+    """Whether a new turn on ``provider`` may be sent: ``(allowed, is_trial)``.
+
+    Closed or degraded: allowed. Open: not. Half-open: allowed only as the one trial
+    (held for ``trial_seconds``, the turn's budget); the caller must end a trial with
+    ``breaker_trial_end``. One round trip while closed; never raises.
+    """
+    view = breaker_read(provider=provider, now=now)
+    if view.state is BreakerState.OPEN:
+        return False, False
+    if view.state is BreakerState.HALF_OPEN:
+        claimed = breaker_trial_claim(provider=provider, ttl_seconds=trial_seconds)
+        return claimed, claimed
+    return True, False
+
+
+def breaker_failure_observe(*, provider: str, credential: str, now: datetime) -> BreakerState:
+    """Count a provider-level failure; the state after it. The process whose failure
+    opened the breaker tells the operator (deduplicated) and counts the transition."""
+    rules = rules_from_settings()
+    state, opened = breaker_failure_record(
+        provider=provider, credential=credential, now=now, rules=rules
+    )
+    if opened:
+        logger.warning("provider %s: circuit breaker opened after repeated errors", provider)
+        metrics.breaker_transition(provider=provider, state=BreakerState.OPEN)
+        notification_send(
+            kind="provider_outage",
+            level="critical",
+            title=f"Provider {provider!r} looks down: turns fail fast",
+            body=f"Repeated provider errors (5xx, timeouts) across {provider} credentials "
+            f"opened its circuit breaker. New turns fail fast for "
+            f"{int(rules.cooldown.total_seconds())} s instead of walking the pool; then one "
+            "trial turn decides whether it closes.",
+            dedup_key=f"provider-outage:{provider}",
+            dedup_ttl=OUTAGE_NOTICE_TTL,
+            data={"provider": provider},
+            now=now,
+        )
+    return state
+
+
+def breaker_open_now(*, provider: str, now: datetime) -> bool:
+    """Whether the breaker is open (a walk step consults it); False when unreachable."""
+    return breaker_read(provider=provider, now=now).state is BreakerState.OPEN
+
+
+def trial_verdict(error_codes: Sequence[str], *, served: bool) -> bool | None:
+    """What a trial turn's attempts say of its provider: True (a provider failure),
+    False (it answered: served, or an account refusal), None (nothing either way)."""
+    if any(is_provider_failure(code) for code in error_codes):
+        return True
+    if served or any(code in ACCOUNT_REFUSAL_CODES for code in error_codes):
+        return False
+    return None
+
+
+def outage_detail(provider: str) -> str:
+    return (
+        f"provider outage: {provider}'s circuit breaker is open after repeated provider "
+        "errors across its credentials, so the turn was not sent to another credential; "
+        "retry shortly"
+    )

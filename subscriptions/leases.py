@@ -24,6 +24,7 @@ from typing import Any
 from django.core.cache import cache
 from django_redis import get_redis_connection
 
+from subscriptions.models import Subscription
 from trinity.markers import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -135,3 +136,9 @@ def subscriptions_at_capacity(caps: Mapping[int, int], *, now: datetime) -> set[
         return set()
     live = leases_live(caps, now=now)
     return set() if live is None else at_capacity(caps, live)
+
+
+def subscription_caps(provider: str) -> dict[int, int]:
+    """The capped subscriptions of ``provider``: id -> max concurrency (one query)."""
+    rows = Subscription.objects.filter(provider=provider, max_concurrency__isnull=False)
+    return {pk: cap for pk, cap in rows.values_list("pk", "max_concurrency") if cap is not None}

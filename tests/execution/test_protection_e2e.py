@@ -1,0 +1,190 @@
+"""Protection end to end: the provider circuit breaker and the per-subscription
+concurrency cap, with the REST API, real agent servers running the real Claude Code
+CLI, the provider simulator, Postgres and Redis. What each turn sent upstream is read
+from the simulator's request log."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import time_machine
+from django.contrib.auth.models import User
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from execution.models import Execution
+from simulator.control import SimulatorControl
+from subscriptions.breaker import BreakerState, breaker_read
+from subscriptions.leases import leases_live
+from subscriptions.models import RateLimitEvent, Subscription
+from tests.execution.support import (
+    agent_on,
+    messages_sent,
+    register_plan,
+    task,
+    turn_in_background,
+    wait_until,
+)
+from trinity import clock
+from trinity.models import Notification
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.redis,
+    pytest.mark.django_db(transaction=True),
+    # Leases and the breaker live in Redis; without it they enforce nothing by design.
+    pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs a real Redis: set REDIS_URL"),
+]
+
+
+def task_for(client: APIClient, agent: str) -> dict[str, Any]:
+    response = client.post(f"/api/agents/{agent}/task", {"message": "say hi"}, format="json")
+    data: dict[str, Any] = response.json()
+    data["http_status"] = response.status_code
+    return data
+
+
+def test_a_second_concurrent_turn_runs_on_another_plan_when_the_first_fills_the_cap(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = register_plan(control, "plan-a")
+    b, _ = register_plan(control, "plan-b")
+    Subscription.objects.filter(pk=a.pk).update(max_concurrency=1)
+    agent = agent_on(owner, Subscription.objects.get(pk=a.pk))
+    assert task(owner_client)["http_status"] == 200  # the agent server is up
+    assert leases_live([a.pk], now=clock.now()) == {a.pk: 0}  # given back after serving
+    control.clear_requests()
+    control.set_latency(3_000)  # the first turn holds plan-a's only slot meanwhile
+
+    thread, first = turn_in_background(owner_client)
+    wait_until(
+        lambda: leases_live([a.pk], now=clock.now()) == {a.pk: 1},
+        seconds=30,
+        what="the first turn's lease on plan-a",
+    )
+    second = task(owner_client)
+    thread.join(timeout=120)
+    control.set_latency(0)
+
+    assert first["http_status"] == 200, first
+    assert first["served_by_subscription"] == {"id": a.pk, "name": "plan-a"}
+    assert second["http_status"] == 200, second
+    assert second["served_by_subscription"] == {"id": b.pk, "name": "plan-b"}
+    assert [(x["name"], x["why"]) for x in second["attempts"]] == [("plan-b", "at_capacity")]
+    assert sorted(messages_sent(control)) == [("plan-a", 200), ("plan-b", 200)]
+    # A busy plan is not a failing one: nothing is blamed and the assignment stays.
+    assert second["subscription_switch"] is None
+    assert not RateLimitEvent.objects.exists()
+    agent.refresh_from_db()
+    assert agent.subscription_id == a.pk
+    assert leases_live([a.pk, b.pk], now=clock.now()) == {a.pk: 0, b.pk: 0}
+
+
+def test_a_turn_fails_clearly_when_its_plan_is_at_its_cap_and_nothing_else_may_serve(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = register_plan(control, "plan-a")
+    Subscription.objects.filter(pk=a.pk).update(max_concurrency=1)
+    agent_on(owner, Subscription.objects.get(pk=a.pk))
+    assert task(owner_client)["http_status"] == 200
+    control.clear_requests()
+    control.set_latency(3_000)
+
+    thread, first = turn_in_background(owner_client)
+    wait_until(
+        lambda: leases_live([a.pk], now=clock.now()) == {a.pk: 1},
+        seconds=30,
+        what="the first turn's lease on plan-a",
+    )
+    second = task(owner_client)
+    thread.join(timeout=120)
+    control.set_latency(0)
+
+    assert first["http_status"] == 200, first
+    assert second["http_status"] == 429, second
+    assert (second["error_code"], second["walk_stop"], second["retryable"]) == (
+        "billing",
+        "at_capacity",
+        True,
+    )
+    assert "concurrency cap" in second["error_detail"]
+    assert second["attempts"] == []
+    assert messages_sent(control) == [("plan-a", 200)]  # the second was never sent
+
+
+def test_repeated_5xx_across_two_plans_open_the_breaker_and_the_next_turn_fails_fast(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = register_plan(control, "plan-a")
+    b, _ = register_plan(control, "plan-b")
+    agent_on(owner, a, name="bot")
+    agent_on(owner, b, name="bot2")
+    for name in ("bot", "bot2"):
+        assert task_for(owner_client, name)["http_status"] == 200  # both servers up
+    control.clear_requests()
+    control.set_upstream_error(500, retryable=False)
+
+    with time_machine.travel(clock.now(), tick=True) as traveller:
+        one = task_for(owner_client, "bot")  # a 5xx and its retry: one credential
+        two = task_for(owner_client, "bot2")  # two more on plan-b: degraded
+        assert breaker_read(provider="anthropic", now=clock.now()).state is (BreakerState.DEGRADED)
+        three = task_for(owner_client, "bot")  # the fifth failure opens it: no retry
+        assert breaker_read(provider="anthropic", now=clock.now()).state is BreakerState.OPEN
+        sent_before = len(messages_sent(control))
+        fast = task_for(owner_client, "bot2")
+
+        assert [x["http_status"] for x in (one, two)] == [502, 502]
+        assert [len(x["attempts"]) for x in (one, two, three)] == [2, 2, 1]
+        for failed in (three, fast):
+            assert failed["http_status"] == 503, failed
+            assert (failed["error_code"], failed["walk_stop"], failed["retryable"]) == (
+                "upstream_error",
+                "provider_outage",
+                True,
+            )
+            assert "provider outage" in failed["error_detail"]
+        assert fast["attempts"] == []
+        assert len(messages_sent(control)) == sent_before  # failed fast: nothing sent
+        assert Notification.objects.filter(kind="provider_outage").count() == 1
+        assert not RateLimitEvent.objects.exists()  # no plan blamed for the outage
+
+        # The outage lifts; after the cooldown one trial turn closes the breaker.
+        control.set_upstream_error(0)
+        traveller.shift(timedelta(seconds=31))
+        assert breaker_read(provider="anthropic", now=clock.now()).state is (BreakerState.HALF_OPEN)
+        trial = task_for(owner_client, "bot")
+        assert trial["http_status"] == 200, trial
+        assert breaker_read(provider="anthropic", now=clock.now()).state is BreakerState.CLOSED
+        assert task_for(owner_client, "bot2")["http_status"] == 200
+    assert messages_sent(control)[-2:] == [("plan-a", 200), ("plan-b", 200)]
+    assert Execution.objects.filter(walk_stop="provider_outage").count() == 2
+
+
+@override_settings(TRINITY_BREAKER_OPEN_FAILURES=3, TRINITY_BREAKER_DEGRADED_FAILURES=2)
+def test_a_failed_trial_reopens_the_breaker(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = register_plan(control, "plan-a")
+    b, _ = register_plan(control, "plan-b")
+    agent_on(owner, a, name="bot")
+    agent_on(owner, b, name="bot2")
+    for name in ("bot", "bot2"):
+        assert task_for(owner_client, name)["http_status"] == 200
+    control.set_upstream_error(500, retryable=False)
+
+    with time_machine.travel(clock.now(), tick=True) as traveller:
+        task_for(owner_client, "bot")
+        task_for(owner_client, "bot2")  # the third failure, on a second plan: open
+        assert breaker_read(provider="anthropic", now=clock.now()).state is BreakerState.OPEN
+        traveller.shift(timedelta(seconds=31))
+        control.clear_requests()
+
+        trial = task_for(owner_client, "bot")
+
+        assert trial["http_status"] == 503 and trial["walk_stop"] == "provider_outage", trial
+        assert messages_sent(control) == [("plan-a", 500)]  # one trial, no retry
+        view = breaker_read(provider="anthropic", now=clock.now())
+        assert view.state is BreakerState.OPEN
