@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from subscriptions.headroom.forecast import Forecast
+from subscriptions.headroom.forecasts import headroom_forecasts_get
 from subscriptions.headroom.sampler import headroom_refresh
 from subscriptions.headroom.selectors import (
     HISTORY_WINDOWS,
@@ -45,13 +48,54 @@ class HeadroomOutput(serializers.Serializer[Any]):
     windows = serializers.DictField(child=WindowOutput())
 
 
+class WindowForecastOutput(serializers.Serializer[Any]):
+    exhausts_at = serializers.DateTimeField(help_text="when it runs out at this rate")
+    burn_per_hour = serializers.FloatField(help_text="percentage points per hour, last hour")
+    resets_at = serializers.DateTimeField(allow_null=True)
+
+
+class ForecastOutput(serializers.Serializer[Any]):
+    computed_at = serializers.DateTimeField()
+    runs_out_at = serializers.DateTimeField(
+        allow_null=True, help_text="the earliest window's instant; null when none runs out"
+    )
+    windows = serializers.DictField(
+        child=WindowForecastOutput(), help_text="only the windows forecast to run out"
+    )
+
+
+class ForecastFieldMixin(serializers.Serializer[Any]):
+    """A ``forecast`` field from the view's ``forecasts`` context (subscription id ->
+    Forecast, read in one round trip for every row): null when none holds."""
+
+    forecast = serializers.SerializerMethodField()
+
+    @extend_schema_field(ForecastOutput(allow_null=True))
+    def get_forecast(self, obj: Any) -> dict[str, Any] | None:
+        found: Forecast | None = self.context.get("forecasts", {}).get(obj.subscription.pk)
+        if found is None:
+            return None
+        earliest = min((w.exhausts_at for w in found.windows.values()), default=None)
+        payload = {
+            "computed_at": found.computed_at,
+            "runs_out_at": earliest,
+            "windows": dict(found.windows),
+        }
+        data: dict[str, Any] = ForecastOutput(payload).data
+        return data
+
+
+def _forecasts(subscription_ids: list[int], now: datetime) -> dict[str, Any]:
+    return {"forecasts": headroom_forecasts_get(subscription_ids, now=now)}
+
+
 class LastProbeOutput(serializers.ModelSerializer[HeadroomSample]):
     class Meta:
         model = HeadroomSample
         fields = ["fetched_at", "status", "source", "detail"]
 
 
-class UsageOutput(serializers.Serializer[Any]):
+class UsageOutput(ForecastFieldMixin, serializers.Serializer[Any]):
     subscription_id = serializers.IntegerField(source="subscription.pk")
     name = serializers.CharField(source="subscription.name")
     provider = serializers.CharField(source="subscription.provider")
@@ -74,8 +118,9 @@ class SubscriptionUsageApi(APIView):
     @extend_schema(responses=UsageOutput)
     def get(self, request: Request, pk: int) -> Response:
         subscription = subscription_get_visible(user=request.user, pk=pk)
-        usage = headroom_usage_get(subscription=subscription, now=clock.now())
-        return Response(UsageOutput(usage).data)
+        now = clock.now()
+        usage = headroom_usage_get(subscription=subscription, now=now)
+        return Response(UsageOutput(usage, context=_forecasts([subscription.pk], now)).data)
 
 
 class SubscriptionUsageRefreshApi(APIView):
@@ -96,7 +141,8 @@ class SubscriptionUsageRefreshApi(APIView):
         subscription = subscription_get_visible(user=request.user, pk=pk)
         now = clock.now()
         headroom_refresh(subscription=subscription, now=now)  # ProbeTooSoon: 429 + Retry-After
-        return Response(UsageOutput(headroom_usage_get(subscription=subscription, now=now)).data)
+        usage = headroom_usage_get(subscription=subscription, now=now)
+        return Response(UsageOutput(usage, context=_forecasts([subscription.pk], now)).data)
 
 
 class HistorySampleOutput(serializers.ModelSerializer[HeadroomSample]):
@@ -137,7 +183,7 @@ class SubscriptionHeadroomHistoryApi(APIView):
         )
 
 
-class PressureRowOutput(serializers.Serializer[Any]):
+class PressureRowOutput(ForecastFieldMixin, serializers.Serializer[Any]):
     id = serializers.IntegerField(source="subscription.pk")
     name = serializers.CharField(source="subscription.name")
     provider = serializers.CharField(source="subscription.provider")
@@ -166,5 +212,7 @@ class SubscriptionPressureApi(APIView):
 
     @extend_schema(responses=FleetPressureOutput)
     def get(self, request: Request) -> Response:
-        fleet = subscription_pressure_list(user=request.user, now=clock.now())
-        return Response(FleetPressureOutput(fleet).data)
+        now = clock.now()
+        fleet = subscription_pressure_list(user=request.user, now=now)
+        context = _forecasts([row.subscription.pk for row in fleet.rows], now)
+        return Response(FleetPressureOutput(fleet, context=context).data)

@@ -177,6 +177,23 @@ def earliest_exhaustion(
     return min(found, default=None)
 
 
+def forecast_current(
+    forecast: Forecast | None, *, now: datetime, max_age: timedelta
+) -> Forecast | None:
+    """What of ``forecast`` still holds at ``now`` (for display): None when it is
+    older than ``max_age``; without the windows whose reset is at or before ``now``."""
+    if forecast is None or now - forecast.computed_at > max_age:
+        return None
+    return Forecast(
+        computed_at=forecast.computed_at,
+        windows={
+            name: w
+            for name, w in forecast.windows.items()
+            if w.resets_at is None or w.resets_at > now
+        },
+    )
+
+
 def exhausted_before(
     forecast: Forecast | None,
     *,

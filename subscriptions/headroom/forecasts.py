@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -20,6 +20,7 @@ from subscriptions.headroom.forecast import (
     Forecast,
     UsagePoint,
     forecast_compute,
+    forecast_current,
     forecast_from_json,
     forecast_key,
     forecast_to_json,
@@ -112,4 +113,19 @@ def headroom_forecasts_read(subscription_ids: Iterable[int]) -> dict[int, Foreca
             found[keys[key]] = forecast_from_json(value)
         except (KeyError, TypeError, ValueError, AttributeError):
             logger.warning("headroom store: discarding a malformed forecast (%s)", key)
+    return found
+
+
+def headroom_forecasts_get(
+    subscription_ids: Iterable[int], *, now: datetime
+) -> dict[int, Forecast]:
+    """The forecasts that still hold at ``now`` (for the panel), in one round trip:
+    one older than the readings' freshness limit is dropped, and so is a window that
+    has reset since."""
+    max_age = timedelta(seconds=settings.TRINITY_HEADROOM_FRESH_SECONDS)
+    found = {}
+    for pk, forecast in headroom_forecasts_read(subscription_ids).items():
+        current = forecast_current(forecast, now=now, max_age=max_age)
+        if current is not None:
+            found[pk] = current
     return found
