@@ -37,12 +37,15 @@ from subscriptions import pool
 from subscriptions.classifier import Refusal, classify_refusal
 from subscriptions.headroom.reading import Reading
 from subscriptions.headroom.rules import (
+    BALANCED,
+    BANDED,
     Candidate,
     Selection,
     family_window,
     probe_due,
     rank_candidates,
     reading_replaces,
+    rebalance_plan,
 )
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import RefusalMark, TurnEvidence
@@ -269,6 +272,10 @@ class ProjectPolicy(Policy):
 
     name = "this project"
     uses_readings = True
+    # ``SystemSettings.routing_strategy``: how a walk and pre-dispatch rank.
+    strategy = BANDED
+    # Whether the sweep also rebalances (``assignments_rebalance``; balanced only).
+    rebalances = False
 
     def __init__(self, trace: Trace, world: World) -> None:
         super().__init__(trace, world)
@@ -293,6 +300,27 @@ class ProjectPolicy(Policy):
             ):
                 readings[pk] = self.world.reading(pk, now)
         self.pool.readings_record(readings)
+        if self.rebalances:
+            self._rebalance(now)
+
+    def _rebalance(self, now: datetime) -> None:
+        """``assignments_rebalance`` after the sweep: the hysteresis's moves, each a
+        compare-and-set with one notification."""
+        agents = [
+            (a.name, current, family_window(a.model))
+            for a in self.trace.fleet.agents
+            if (current := self.assignment[a.name]) is not None
+        ]
+        candidates = self.pool.candidates(exclude_ids=set(), now=now)
+        for move in rebalance_plan(
+            agents, candidates, self.pool.snapshots, now=now, max_age=fresh_for()
+        ):
+            self.pool.commit(
+                agent=str(move.agent),
+                expected=move.from_id,
+                subscription_id=move.to.candidate.subscription_id,
+                now=now,
+            )
 
     def run_turn(self, turn: Turn, now: datetime) -> TurnResult:
         return _ProjectTurn(self, turn, now).run()
@@ -369,6 +397,7 @@ class _ProjectTurn:
             now=self.now,
             max_age=fresh_for(),
             family=family_window(self.model),
+            strategy=self.policy.strategy,
         )
         return Selection(ranking.ranked, ranking.last_resort, ranking.dropped, now=self.now)
 
@@ -465,6 +494,23 @@ class _ProjectTurn:
             self.pool.notify(
                 dedup_key=f"pool-exhausted:{self.agent}", ttl=EXHAUSTED_NOTICE_TTL, now=self.now
             )
+
+
+class BalancedProjectPolicy(ProjectPolicy):
+    """This project's policy with ``routing_strategy`` balanced: the walk and
+    pre-dispatch rank by score with the 5 % admission, and the sweep rebalances."""
+
+    name = "this project (balanced)"
+    strategy = BALANCED
+    rebalances = True
+
+
+class BalancedWalkOnlyPolicy(ProjectPolicy):
+    """The balanced order in the walk and pre-dispatch without the sweep's
+    rebalancing: what the proactive moves add is the difference between the rows."""
+
+    name = "this project (balanced, no rebalance)"
+    strategy = BALANCED
 
 
 # The simpler policies
@@ -607,6 +653,8 @@ def _walks(outcome: TurnOutcome) -> bool:
 
 POLICIES: tuple[type[Policy], ...] = (
     ProjectPolicy,
+    BalancedProjectPolicy,
+    BalancedWalkOnlyPolicy,
     FixedPolicy,
     RoundRobinPolicy,
     SwitchOnFailurePolicy,

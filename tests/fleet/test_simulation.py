@@ -8,14 +8,23 @@ spends less on the key than the hindsight optimum.
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import timedelta
 
 import pytest
 
 from agents.rung import RungKind
 from bench.fleet.engine import simulate
 from bench.fleet.generate import small
-from bench.fleet.policies import POLICIES, ProjectPolicy, SwitchOnFailurePolicy
+from bench.fleet.policies import (
+    POLICIES,
+    BalancedProjectPolicy,
+    BalancedWalkOnlyPolicy,
+    ProjectPolicy,
+    SwitchOnFailurePolicy,
+)
 from bench.fleet.report import LP_SLACK_USD, check, compare, table
+from bench.fleet.world import World
+from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +65,9 @@ def test_the_optimum_is_never_above_any_policys_spend(comparison):
     assert comparison.capacity.key_usd >= comparison.optimum.key_usd - LP_SLACK_USD
 
 
-@pytest.mark.parametrize("policy", [ProjectPolicy, SwitchOnFailurePolicy])
+@pytest.mark.parametrize(
+    "policy", [ProjectPolicy, BalancedProjectPolicy, BalancedWalkOnlyPolicy, SwitchOnFailurePolicy]
+)
 def test_a_run_is_deterministic_for_a_seed(policy):
     first, second = simulate(small(5), policy), simulate(small(5), policy)
     assert asdict(first.metrics) == asdict(second.metrics)
@@ -68,3 +79,32 @@ def test_the_table_has_a_row_per_policy_and_the_optimum(comparison):
     for policy in POLICIES:
         assert f"| {policy.name} |" in rendered
     assert "| hindsight optimum (LP) |" in rendered
+
+
+def _reading(at, seven_day: float) -> Reading:
+    week = timedelta(days=7)
+    return Reading(
+        fetched_at=at,
+        status=ReadingStatus.OK,
+        windows={
+            "five_hour": WindowReading(0.0, at + timedelta(hours=5), "allowed"),
+            "seven_day": WindowReading(seven_day, at + week, "allowed"),
+        },
+        source="probe",
+    )
+
+
+def test_the_balanced_row_rebalances_from_its_sweep_and_the_walk_only_row_does_not():
+    trace = small()
+    at = trace.fleet.start
+    for policy_type, moves in ((BalancedProjectPolicy, 1), (BalancedWalkOnlyPolicy, 0)):
+        policy = policy_type(trace, World(trace.fleet))
+        a, b = policy.world.by_name["small-a"].id, policy.world.by_name["small-b"].id
+        # small-a: 1.5 % left (below the 2 % floor); small-b: 50 % left.
+        policy.pool.snapshots.update({a: _reading(at, 98.5), b: _reading(at, 50.0)})
+        if policy.rebalances:
+            policy._rebalance(at)
+        after = dict(policy.assignment)
+        # Two agents on small-a; at most one moves onto small-b per sweep.
+        assert sum(1 for name in ("agent-1", "agent-3") if after[name] == b) == moves
+        assert policy.sent == moves
