@@ -263,6 +263,8 @@ class _Turn:
 
     def observe(self, execution: Execution) -> None:
         """Count the finished turn (trinity/metrics.py): from memory, no reads."""
+        if execution.status == Status.PARKED:
+            return  # not finished: counted once, when its re-run finishes
         served = execution.status == Status.SUCCEEDED
         if served:
             kind = execution.served_by_kind

@@ -4,11 +4,14 @@ What ran is read from the simulator's request log."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import uuid
+from datetime import UTC, datetime, time, timedelta
+from decimal import Decimal
 
 import pytest
 import time_machine
 from django.contrib.auth.models import User
+from prometheus_client import REGISTRY
 from rest_framework.test import APIClient
 
 from agents.models import WaitPolicy
@@ -17,11 +20,23 @@ from execution.models import Execution, Status
 from simulator.control import SimulatorControl
 from tests.execution.support import agent_on, messages_sent, register_plan
 from trinity import clock
+from trinity import services as trinity_services
 from trinity.models import Notification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 FIVE_HOURS = timedelta(hours=5)
+
+
+def turns_counted(outcome: str) -> float:
+    """Every finished turn with ``outcome`` the metrics counted, whatever its labels."""
+    return sum(
+        sample.value
+        for family in REGISTRY.collect()
+        if family.name == "trinity_turns"
+        for sample in family.samples
+        if sample.name == "trinity_turns_total" and sample.labels["outcome"] == outcome
+    )
 
 
 def scheduled_turn(client: APIClient) -> str:
@@ -45,6 +60,7 @@ def test_an_exhausted_scheduled_turn_parks_until_the_reset_and_then_runs_exactly
     control.set_usage(a_token, "five_hour", percent=100)
     control.set_usage(b_token, "five_hour", percent=100)
 
+    failed_before = turns_counted("failed")
     # The worker (eager here) runs it; the re-dispatch it parks with arrives at once,
     # before its instant, and claims nothing.
     execution_id = scheduled_turn(owner_client)
@@ -59,12 +75,14 @@ def test_an_exhausted_scheduled_turn_parks_until_the_reset_and_then_runs_exactly
     notice = Notification.objects.get(kind="turn_parked")
     assert parked_until.strftime("%Y-%m-%d %H:%M") in notice.title
     assert not Notification.objects.filter(kind="pool_exhausted").exists()
+    assert turns_counted("failed") == failed_before  # parked is not finished
     # The reaper leaves it alone however long it waits.
     with time_machine.travel(parked_until - timedelta(seconds=1), tick=False):
         assert tasks.reap_lost_turns() == 0
         assert tasks.run_parked_turn(execution_id) == "not_due"
 
     control.clear_requests()
+    succeeded_before = turns_counted("succeeded")
     control.advance_clock((parked_until - start).total_seconds() + 60)
     with time_machine.travel(parked_until + timedelta(seconds=60), tick=True):
         assert tasks.run_parked_turn(execution_id) == "ran"
@@ -77,6 +95,7 @@ def test_an_exhausted_scheduled_turn_parks_until_the_reset_and_then_runs_exactly
     assert execution.served_by_subscription_id == a.pk
     assert messages_sent(control) == [("plan-a", 200)]
     assert execution.deadline is not None and execution.deadline > parked_until
+    assert turns_counted("succeeded") == succeeded_before + 1
 
 
 def test_with_the_fail_policy_an_exhausted_scheduled_turn_fails_with_the_reset(
@@ -95,3 +114,29 @@ def test_with_the_fail_policy_an_exhausted_scheduled_turn_fails_with_the_reset(
     assert (execution.status, execution.error_code) == (Status.FAILED, "billing")
     assert execution.parked_until is None and execution.resets_at is not None
     assert not Notification.objects.filter(kind="turn_parked").exists()
+
+
+def test_a_scheduled_turn_whose_key_budget_is_closed_parks_for_the_plans_reset(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    start = clock.now()
+    control.set_clock(start)
+    a, a_token = register_plan(control, "plan-a")
+    agent = agent_on(owner, a)
+    key = "sk-ant-api03-" + uuid.uuid4().hex * 2
+    control.register(key, kind="api_key", label="platform-key", credit_usd=50)
+    trinity_services.platform_api_key_set(key=key)
+    agent.key_budget_daily_usd = Decimal("0")  # closed: the key rung is out of the walk
+    agent.save(update_fields=["key_budget_daily_usd"])
+    control.set_usage(a_token, "five_hour", percent=100)
+
+    execution_id = scheduled_turn(owner_client)
+
+    execution = Execution.objects.get(pk=execution_id)
+    assert (execution.status, execution.walk_stop) == (Status.PARKED, "key_budget")
+    # The earlier of the plan's reset and the day's budget reopening (next midnight UTC).
+    midnight = datetime.combine(start.date() + timedelta(days=1), time(), tzinfo=UTC)
+    assert execution.parked_until is not None
+    assert execution.parked_until <= min(start + FIVE_HOURS, midnight)
+    assert execution.parked_until > start
+    assert messages_sent(control) == [("plan-a", 429)]  # never the key
