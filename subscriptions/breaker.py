@@ -86,9 +86,10 @@ def failures_state(
 ) -> BreakerState:
     """What the failures in the window say: closed, degraded or open.
 
-    A failure exactly ``window`` old is out of it: the window is ``(now - window, now]``.
+    A failure exactly ``window`` old is out of it. One stamped after ``now`` counts:
+    another process's clock may run a little ahead, or its failure landed first.
     """
-    recent = [f for f in failures if now - rules.window < f.at <= now]
+    recent = [f for f in failures if now - rules.window < f.at]
     if len({f.credential for f in recent}) < rules.min_credentials:
         return BreakerState.CLOSED
     if len(recent) >= rules.open_at:
@@ -181,10 +182,14 @@ def _trial_marker(provider: str) -> str:
 STORE_DOWN: tuple[type[Exception], ...] = (*STORE_ERRORS, NotImplementedError)
 
 
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
 def _decode(raw: Sequence[tuple[bytes | str, float]]) -> list[Failure]:
     found = []
     for member, score in raw:
-        text = member.decode() if isinstance(member, bytes) else member
+        text = _text(member)
         found.append(Failure(datetime.fromtimestamp(score, UTC), text.rsplit("|", 1)[0]))
     return found
 
@@ -229,16 +234,18 @@ def breaker_failure_record(
     try:
         client = _redis()
         pipe = client.pipeline(transaction=True)
-        pipe.zadd(failures_key, {f"{credential}|{uuid.uuid4().hex}": now.timestamp()})
+        member = f"{credential}|{uuid.uuid4().hex}"
+        pipe.zadd(failures_key, {member: now.timestamp()})
         pipe.zremrangebyscore(failures_key, "-inf", (now - rules.window).timestamp())
         pipe.expire(failures_key, ttl)
         pipe.zrangebyscore(failures_key, "-inf", "+inf", withscores=True)
         pipe.get(opened_key)
         _, _, _, raw_failures, raw_opened = pipe.execute()
         failures, opened_at = _decode(raw_failures), _opened(raw_opened)
-        before = breaker_state(
-            failures=[f for f in failures if f.at < now], opened_at=opened_at, now=now, rules=rules
-        )
+        # Before this failure: the set as it was, whatever the other members' stamps
+        # (the transaction orders the failures, not their clocks).
+        others = [f for f, m in zip(failures, raw_failures, strict=True) if _text(m[0]) != member]
+        before = breaker_state(failures=others, opened_at=opened_at, now=now, rules=rules)
         after = breaker_state(failures=failures, opened_at=opened_at, now=now, rules=rules)
         if not opens_on_failure(before, after):
             _store_up()

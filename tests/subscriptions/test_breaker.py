@@ -5,6 +5,8 @@ single trial, an unreachable store reads closed)."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import multiprocessing.synchronize
 import os
 from datetime import UTC, datetime, timedelta
 
@@ -76,8 +78,8 @@ def test_only_provider_failures_count(error_code: str, counts: bool) -> None:
         (((59.999999, "a"), (1, "b"), (2, "a")), BreakerState.DEGRADED),
         # Five in the window but only one credential inside it: closed.
         (((61, "b"), (1, "a"), (2, "a"), (3, "a"), (4, "a"), (5, "a")), BreakerState.CLOSED),
-        # A failure "after now" (a clock ahead) is not counted.
-        (((-1, "a"), (1, "b"), (2, "a")), BreakerState.CLOSED),
+        # A failure stamped after now (another process's clock ahead) counts.
+        (((-1, "a"), (1, "b"), (2, "a")), BreakerState.DEGRADED),
         (((0, "a"), (1, "b"), (2, "a")), BreakerState.DEGRADED),  # at now: counted
     ],
 )
@@ -213,3 +215,34 @@ def test_an_unreachable_store_reads_closed_and_warns_once(
         breaker_read(provider="anthropic", now=T0, rules=RULES)
     warnings = [r for r in caplog.records if "breaker store unreachable" in r.getMessage()]
     assert len(warnings) == 1
+
+
+PROCESSES = 6
+
+
+def _fail_once(process: int, barrier: multiprocessing.synchronize.Barrier, results: object) -> None:
+    """One process (its own Redis connection after the fork) counting one failure."""
+    barrier.wait()
+    state, opened = record(f"subscription:{process % 2}", T0 + process * timedelta(microseconds=1))
+    results.put((state.value, opened))  # type: ignore[attr-defined]
+
+
+@pytest.mark.redis
+@needs_redis
+def test_processes_failing_at_once_share_one_breaker_and_one_opener() -> None:
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(PROCESSES)
+    results = context.Queue()
+    workers = [
+        context.Process(target=_fail_once, args=(n, barrier, results)) for n in range(PROCESSES)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+        assert worker.exitcode == 0
+
+    # Six failures over two credentials from six processes: open, and told once.
+    assert sum(opened for _, opened in outcomes) == 1
+    assert breaker_read(provider="anthropic", now=T0 + S, rules=RULES).state is BreakerState.OPEN
