@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from io import StringIO
 from typing import Any
 
@@ -19,8 +20,15 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent
 from simulator.control import SimulatorControl
+from subscriptions import breaker, leases
 from subscriptions import services as subscription_services
 from subscriptions.explain import Excluded, Explanation, routing_explain
+from subscriptions.headroom.forecast import (
+    Forecast,
+    WindowForecast,
+    forecast_key,
+    forecast_to_json,
+)
 from subscriptions.headroom.reading import Reading
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, Subscription
@@ -28,7 +36,7 @@ from subscriptions.pool import KeyClosed, key_rung_state
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.execution.support import register_plan
-from tests.headroom.readings import T0, limited, reading
+from tests.headroom.readings import T0, limited, reading, window
 from tests.subscriptions.factories import SubscriptionFactory
 from trinity import clock
 from trinity import services as trinity_services
@@ -296,6 +304,181 @@ class TestKeyRungLine:
         assert e.key.closed == KeyClosed.REFUSED_RECENTLY
         assert e.key.reopens_at == T0 + 3 * MINUTE
         assert ("platform API key", "api_key") not in _order(e)
+
+
+class TestPolicy:
+    def test_subscription_only_on_an_overage_plan_starts_on_a_plan_its_policy_allows(
+        self, key: None
+    ) -> None:
+        mine = SubscriptionFactory.create(
+            name="mine", plan_type="enterprise", overage="bill_overage"
+        )
+        SubscriptionFactory.create(name="metered", plan_type="enterprise", overage="bill_overage")
+        SubscriptionFactory.create(name="hard-stop")
+        agent = _agent_on(mine, routing_policy="subscription-only")
+
+        e = _explain(agent)
+
+        assert e.assigned is not None and "subscription-only" in e.assigned.policy_refusal
+        assert e.pre_dispatch == "policy"
+        assert _order(e) == [("hard-stop", "policy")]  # never the key
+        assert [(x.name, x.reason) for x in e.excluded] == [("metered", Excluded.POLICY)]
+        assert e.key.closed == KeyClosed.POLICY
+
+    def test_subscription_only_with_no_plan_it_allows_is_refused_before_any_attempt(
+        self, key: None
+    ) -> None:
+        mine = SubscriptionFactory.create(
+            name="mine", plan_type="enterprise", overage="bill_overage"
+        )
+        agent = _agent_on(mine, routing_policy="subscription-only")
+
+        e = _explain(agent)
+
+        assert (e.first, e.rungs, e.walk_stop) == (None, [], "policy")
+
+
+class TestFamilyBlocks:
+    def _sonnet_refusal(self, subscription: Subscription) -> None:
+        record_rate_limit_event(
+            agent_name="x",
+            subscription_id=subscription.pk,
+            error_message="429",
+            failure_kind=FailureKind.RATE_LIMIT,
+            limiting_window="seven_day_sonnet",
+            resets_at=T0 + timedelta(days=2),
+            now=T0 - 10 * MINUTE,
+        )
+
+    def test_a_sonnet_weekly_refusal_keeps_out_only_sonnet_turns(self) -> None:
+        subs = _pool(mine=None, b=None)
+        self._sonnet_refusal(subs["b"])
+        opus = _agent_on(subs["mine"], model="claude-opus-4-1")
+        assert _order(_explain(opus)) == [("mine", "assigned"), ("b", "ranked")]
+
+        opus.model = "claude-sonnet-4-5"
+        e = _explain(opus)
+        assert _order(e) == [("mine", "assigned"), ("b", "last_resort")]
+        assert e.rungs[1].last_refusal_window == "seven_day_sonnet"
+        autonomous = _explain(opus, autonomous=True)
+        assert [(x.name, x.reason) for x in autonomous.excluded] == [("b", Excluded.FAMILY_BLOCKED)]
+
+    def test_a_reading_whose_family_window_is_blocked_drops_it_for_that_family(self) -> None:
+        blocked = window(100.0, resets_in=timedelta(days=2), status="rejected")
+        subs = _pool(mine=None, b=reading(extra={"seven_day_sonnet": blocked}))
+        agent = _agent_on(subs["mine"], model="claude-sonnet-4-5")
+
+        e = _explain(agent)
+
+        assert [(x.name, x.reason) for x in e.excluded] == [("b", Excluded.FAMILY_BLOCKED)]
+        assert e.excluded[0].figures.limiting_window == "seven_day_sonnet"
+        agent.model = "claude-opus-4-1"
+        assert ("b", "ranked") in _order(_explain(agent))
+
+
+class TestCapsAndBreaker:
+    def _hold(self, subscription: Subscription, cap: int = 1) -> None:
+        Subscription.objects.filter(pk=subscription.pk).update(max_concurrency=cap)
+        assert leases.lease_acquire(
+            subscription_id=subscription.pk,
+            holder="another-turn",
+            cap=cap,
+            expires_at=T0 + 10 * MINUTE,
+            now=T0,
+        )
+
+    def test_a_plan_at_its_cap_is_left_out_and_an_assignment_at_its_cap_is_routed_around(
+        self,
+    ) -> None:
+        subs = _pool(mine=None, busy=None, free=None)
+        agent = _agent_on(subs["mine"])
+        self._hold(subs["busy"])
+
+        e = _explain(agent)
+        assert _order(e) == [("mine", "assigned"), ("free", "ranked")]
+        assert [(x.name, x.reason) for x in e.excluded] == [("busy", Excluded.AT_CAPACITY)]
+
+        self._hold(subs["mine"])
+        e = _explain(agent)
+        assert e.assigned is not None and e.assigned.at_capacity
+        assert (e.pre_dispatch, _order(e)[0]) == ("at_capacity", ("free", "at_capacity"))
+
+    def test_an_open_breaker_fails_the_turn_before_any_attempt(self, settings: Any) -> None:
+        settings.TRINITY_BREAKER_OPEN_FAILURES = 2
+        settings.TRINITY_BREAKER_DEGRADED_FAILURES = 1
+        subs = _pool(mine=reading(), other=reading())
+        agent = _agent_on(subs["mine"])
+        for credential in ("subscription:1", "subscription:2"):
+            breaker.breaker_failure_record(provider="anthropic", credential=credential, now=T0)
+
+        e = _explain(agent)
+
+        assert (e.breaker, e.pre_dispatch, e.walk_stop) == (
+            "open",
+            "provider_outage",
+            "provider_outage",
+        )
+        assert (e.first, e.rungs) == (None, [])
+
+
+class TestForecastAndBalanced:
+    def _running_out(self, subscription: Subscription, *, in_: timedelta) -> None:
+        forecast = Forecast(
+            computed_at=T0 - MINUTE,
+            windows={"five_hour": WindowForecast(T0 + in_, 30.0, T0 + timedelta(hours=3))},
+        )
+        cache.set(forecast_key(subscription.pk), forecast_to_json(forecast), timeout=600)
+
+    def test_a_plan_forecast_to_run_out_mid_turn_starts_the_turn_on_another_plan(
+        self, key: None
+    ) -> None:
+        subs = _pool(mine=reading(), other=reading())
+        agent = _agent_on(subs["mine"])
+        self._running_out(subs["mine"], in_=2 * MINUTE)
+
+        e = _explain(agent)
+
+        assert e.assigned is not None and e.assigned.forecast_exhausted
+        assert e.assigned.figures.runs_out_at == T0 + 2 * MINUTE
+        assert (e.pre_dispatch, _order(e)[0]) == ("forecast", ("other", "pre_dispatch"))
+
+    def test_with_only_the_key_left_a_forecast_keeps_the_turn_on_its_plan(self, key: None) -> None:
+        subs = _pool(mine=reading())
+        agent = _agent_on(subs["mine"])
+        self._running_out(subs["mine"], in_=2 * MINUTE)
+
+        e = _explain(agent)
+
+        assert (e.pre_dispatch, _order(e)[0]) == ("no_alternative", ("mine", "assigned"))
+
+    def test_the_balanced_strategy_shows_each_plans_score_and_its_tightest_window(self) -> None:
+        trinity_services.system_routing_settings_set(changes={"routing_strategy": "balanced"})
+        subs = _pool(
+            mine=None,
+            # 60% left of a weekly resetting in 3 days vs 80% left resetting in 7 days.
+            soon=reading(five_hour=5.0, seven_day=40.0, seven_day_resets_in=timedelta(days=3)),
+            late=reading(five_hour=5.0, seven_day=20.0, seven_day_resets_in=timedelta(days=7)),
+        )
+        agent = _agent_on(subs["mine"])
+
+        e = _explain(agent)
+
+        assert e.strategy == "balanced"
+        assert _order(e)[1:] == [("soon", "ranked"), ("late", "ranked")]
+        soon = e.rungs[1].figures
+        assert soon.limiting_window == "seven_day"
+        assert soon.score == pytest.approx(60.0 / (3 / 7))
+
+
+class TestKeyBudget:
+    def test_a_budget_hit_exactly_closes_the_key_rung_with_its_reason(self, key: None) -> None:
+        agent = _agent_on(_pool(mine=reading())["mine"], key_budget_daily_usd=Decimal("0.00"))
+
+        e = _explain(agent)
+
+        assert (e.key.available, e.key.closed) == (False, KeyClosed.BUDGET)
+        assert "daily budget" in e.key.detail
+        assert e.key.reopens_at is not None and e.key.reopens_at > T0
 
 
 # The API and the command
