@@ -23,6 +23,7 @@ from subscriptions.breaker import (
     breaker_state,
     breaker_trial_claim,
     breaker_trial_end,
+    breaker_turn_gate,
     failures_state,
     is_provider_failure,
     opens_on_failure,
@@ -212,6 +213,7 @@ def test_an_unreachable_store_reads_closed_and_warns_once(
         assert (view.state, view.reachable) == (BreakerState.CLOSED, False)
         assert record("a", T0) == (BreakerState.CLOSED, False)
         assert breaker_trial_claim(provider="anthropic", ttl_seconds=60)  # never blocks
+        assert breaker_turn_gate(provider="anthropic", now=T0, trial_seconds=60) == (True, False)
         breaker_read(provider="anthropic", now=T0, rules=RULES)
     warnings = [r for r in caplog.records if "breaker store unreachable" in r.getMessage()]
     assert len(warnings) == 1
@@ -246,3 +248,21 @@ def test_processes_failing_at_once_share_one_breaker_and_one_opener() -> None:
     # Six failures over two credentials from six processes: open, and told once.
     assert sum(opened for _, opened in outcomes) == 1
     assert breaker_read(provider="anthropic", now=T0 + S, rules=RULES).state is BreakerState.OPEN
+
+
+@pytest.mark.redis
+@needs_redis
+def test_the_turn_gate_admits_closed_and_degraded_refuses_open_and_sends_one_trial() -> None:
+    def gate(at: datetime) -> tuple[bool, bool]:
+        return breaker_turn_gate(provider="anthropic", now=at, trial_seconds=60)
+
+    assert gate(T0) == (True, False)  # closed
+    for i in range(3):
+        record("a" if i % 2 else "b", T0 + i * S)
+    assert gate(T0 + 3 * S) == (True, False)  # degraded: turns still go
+    for i in range(3, 5):
+        record("a" if i % 2 else "b", T0 + i * S)
+    assert gate(T0 + 5 * S) == (False, False)  # open: fail fast
+    half_open = T0 + 4 * S + timedelta(seconds=30)
+    assert gate(half_open) == (True, True)  # the trial
+    assert gate(half_open) == (False, False)  # everyone else waits for its verdict
