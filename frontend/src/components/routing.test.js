@@ -59,6 +59,8 @@ function explanation(over = {}) {
     ],
     key: { available: true, closed: null, refused_at: null, failure_kind: null, reopens_at: null },
     ranking_fallback: null,
+    strategy: "banded",
+    breaker: "closed",
     summary: [],
     ...over,
   };
@@ -103,6 +105,40 @@ describe("RoutingExplain", () => {
     await settle();
     expect(wrapper.find("[data-testid=routing-key]").text()).toBe(
       "Platform API key: closed: the key was refused recently (reopens in 3 min)",
+    );
+  });
+
+  it("names the policy's verdict, the breaker, a balanced score, a forecast and a closed budget", async () => {
+    const assigned = {
+      ...explanation().assigned,
+      refusing: false,
+      policy_refusal: "its routing policy is subscription-only and its subscription 'plan-a' is not a plan that refuses past its quota",
+      figures: figures({ score: 140, runs_out_at: IN(2) }),
+    };
+    const key = {
+      available: false,
+      closed: "budget",
+      detail: "the platform key's daily budget of $5.00 for agent 'bot' is spent",
+      refused_at: null,
+      failure_kind: null,
+      reopens_at: IN(600),
+    };
+    const first = { ...explanation().first, why: "policy" };
+    mockFetch({
+      [URL]: json(200, explanation({ assigned, key, first, pre_dispatch: "policy", breaker: "half_open", rungs: [first] })),
+    });
+    wrapper = mount(RoutingExplain, { props: { agentName: "bot", now: NOW } });
+    await wrapper.find("button").trigger("click");
+    await settle();
+    const text = wrapper.find("[data-testid=routing-assigned]").text();
+    expect(text).toContain("its routing policy forbids it");
+    expect(text).toContain("score 140.0");
+    expect(text).toContain("forecast to run out in 2 min");
+    expect(text).toContain("Policy: its routing policy is subscription-only");
+    expect(wrapper.find("[data-testid=routing-first]").text()).toBe("Next turn: plan-b (its policy's choice)");
+    expect(wrapper.find("[data-testid=routing-breaker]").text()).toBe("The provider's circuit breaker is half-open.");
+    expect(wrapper.find("[data-testid=routing-key]").text()).toBe(
+      "Platform API key: closed: the platform key's daily budget of $5.00 for agent 'bot' is spent (reopens in 10 h)",
     );
   });
 
