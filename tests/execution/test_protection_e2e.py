@@ -5,6 +5,7 @@ from the simulator's request log."""
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import timedelta
 from typing import Any
@@ -17,6 +18,7 @@ from rest_framework.test import APIClient
 
 from execution.models import Execution
 from simulator.control import SimulatorControl
+from subscriptions import breaker, leases
 from subscriptions.breaker import BreakerState, breaker_read
 from subscriptions.leases import leases_live
 from subscriptions.models import RateLimitEvent, Subscription
@@ -28,6 +30,8 @@ from tests.execution.support import (
     turn_in_background,
     wait_until,
 )
+from tests.faults.harness import redis_cache
+from tests.operations.services import throwaway_redis
 from trinity import clock
 from trinity.models import Notification
 
@@ -188,3 +192,31 @@ def test_a_failed_trial_reopens_the_breaker(
         assert messages_sent(control) == [("plan-a", 500)]  # one trial, no retry
         view = breaker_read(provider="anthropic", now=clock.now())
         assert view.state is BreakerState.OPEN
+
+
+def test_with_redis_down_a_capped_plan_serves_and_the_breaker_blocks_nothing(
+    control: SimulatorControl,
+    owner: User,
+    owner_client: APIClient,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(breaker, "_outage_logged", False)
+    monkeypatch.setattr(leases, "_outage_logged", False)
+    a, _ = register_plan(control, "plan-a")
+    Subscription.objects.filter(pk=a.pk).update(max_concurrency=1)
+    agent_on(owner, Subscription.objects.get(pk=a.pk))
+    with throwaway_redis() as server, redis_cache(server.url):
+        assert task(owner_client)["http_status"] == 200  # the server is up
+        control.clear_requests()
+        server.stop()
+        with caplog.at_level(logging.WARNING):
+            body = task(owner_client)
+
+    # Fails safe: the breaker reads closed, the cap is not enforced, the turn is served.
+    assert body["http_status"] == 200, body
+    assert body["served_by_subscription"] == {"id": a.pk, "name": "plan-a"}
+    assert messages_sent(control) == [("plan-a", 200)]
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("breaker store unreachable" in m for m in logged)
+    assert any("lease store unreachable" in m for m in logged)
