@@ -6,16 +6,22 @@ Which credential each attempt ran on is read from the simulator's request log to
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from agents.models import Agent, RoutingPolicy
 from simulator.control import SimulatorControl
+from subscriptions import leases
+from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write
+from subscriptions.models import Subscription
 from tests.execution.support import agent_on, messages_sent, register_plan, task
 from tests.headroom.readings import limited, reading
+from tests.subscriptions.factories import plan_token
 from trinity import clock
 from trinity import services as trinity_services
 
@@ -120,3 +126,59 @@ def test_when_every_rung_refuses_the_turn_walks_the_order_the_explainer_gave(
         ("plan-b", 429),
         ("platform-key", 200),
     ]
+
+
+def test_a_subscription_only_walk_is_the_order_the_explainer_gave_and_never_the_key(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    token = plan_token()
+    control.register(token, kind="oauth", label="plan-ent")
+    enterprise, _ = subscription_services.subscription_register(
+        name="plan-ent", provider="anthropic", plan_type="enterprise", token=token
+    )
+    _, b_token = register_plan(control, "plan-b")
+    _, c_token = register_plan(control, "plan-c")
+    agent = agent_on(owner, enterprise)
+    Agent.objects.filter(pk=agent.pk).update(routing_policy=RoutingPolicy.SUBSCRIPTION_ONLY)
+    _key(control)
+    control.set_usage(b_token, "five_hour", percent=100)
+    control.set_usage(c_token, "five_hour", percent=100)
+
+    explained = _explained(owner_client)
+    body = task(owner_client)
+
+    assert explained["pre_dispatch"] == "policy" and explained["walk_stop"] == "exhausted"
+    assert [(r["name"], r["why"]) for r in explained["rungs"]] == [
+        ("plan-b", "policy"),
+        ("plan-c", "ranked"),
+    ]
+    assert explained["key"]["closed"] == "policy"
+    assert body["http_status"] == 429, body
+    assert [_rung(x) for x in body["attempts"]] == [_rung(r) for r in explained["rungs"]]
+    assert messages_sent(control) == [("plan-b", 429), ("plan-c", 429)]
+
+
+def test_an_assignment_at_its_cap_starts_the_turn_where_the_explainer_said(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, _ = register_plan(control, "plan-a")
+    b, _ = register_plan(control, "plan-b")
+    agent_on(owner, a)
+    Subscription.objects.filter(pk=a.pk).update(max_concurrency=1)
+    now = clock.now()
+    assert leases.lease_acquire(  # another turn holds plan-a's one slot
+        subscription_id=a.pk,
+        holder="elsewhere",
+        cap=1,
+        expires_at=now + timedelta(minutes=10),
+        now=now,
+    )
+
+    explained = _explained(owner_client)
+    body = task(owner_client)
+
+    assert explained["assigned"]["at_capacity"] is True
+    assert (explained["first"]["name"], explained["first"]["why"]) == ("plan-b", "at_capacity")
+    assert body["http_status"] == 200, body
+    assert _rung(body["attempts"][0]) == _rung(explained["first"])
+    assert messages_sent(control) == [("plan-b", 200)]
