@@ -7,9 +7,10 @@ strings, and ``reading_from_json`` is the one place they become datetimes again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -131,4 +132,76 @@ def reading_from_json(data: Mapping[str, Any]) -> Reading:
         representative_claim=data.get("representative_claim"),
         overage_status=data.get("overage_status"),
         detail=str(data.get("detail", "")),
+    )
+
+
+# The snapshot codec: the store's compact form of a reading. A string, so the store
+# can key its decode memo on the stored bytes; instants as integer microseconds since
+# the epoch (exact, and cheap to turn back into datetimes).
+
+SNAPSHOT_PREFIX = "h2:"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _micros(value: datetime | None) -> int | None:
+    return (value - _EPOCH) // _MICROSECOND if value is not None else None
+
+
+def _instant(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise TypeError("a stored instant is integer microseconds")
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def reading_encode(reading: Reading) -> str:
+    """The compact snapshot form (``SNAPSHOT_PREFIX`` + a JSON array)."""
+    windows = [
+        [name, w.utilization, _micros(w.resets_at), w.status] for name, w in reading.windows.items()
+    ]
+    body = [
+        _micros(reading.fetched_at),
+        reading.status.value,
+        _micros(reading.reset_at),
+        windows,
+        reading.source,
+        reading.representative_claim,
+        reading.overage_status,
+        reading.detail,
+    ]
+    return SNAPSHOT_PREFIX + json.dumps(body, separators=(",", ":"))
+
+
+def reading_decode(value: Any) -> Reading:
+    """A stored snapshot back to a reading: the compact form, or the JSON dict the
+    store wrote before it (``reading_to_json``), still in the store for up to its TTL.
+    Raises ValueError/KeyError/TypeError if malformed."""
+    if not isinstance(value, str):
+        return reading_from_json(value)
+    if not value.startswith(SNAPSHOT_PREFIX):
+        raise ValueError("not a snapshot")
+    fetched, status, reset, windows, source, claim, overage, detail = json.loads(
+        value[len(SNAPSHOT_PREFIX) :]
+    )
+    fetched_at = _instant(fetched)
+    if fetched_at is None:
+        raise ValueError("a reading needs fetched_at")
+    return Reading(
+        fetched_at=fetched_at,
+        status=ReadingStatus(status),
+        windows={
+            str(name): WindowReading(
+                None if utilization is None else float(utilization),
+                _instant(resets),
+                None if window_status is None else str(window_status),
+            )
+            for name, utilization, resets, window_status in windows
+        },
+        source=str(source),
+        reset_at=_instant(reset),
+        representative_claim=claim,
+        overage_status=overage,
+        detail=str(detail),
     )

@@ -4,8 +4,11 @@ It goes through Django's cache: django-redis when REDIS_URL is set, the database
 cache otherwise. One key per subscription with a 7-day TTL; reading many subscriptions is
 one ``get_many`` (one MGET on Redis). Every read is three-state (a reading, no
 reading, the store unreachable) and nothing here raises for an outage: a turn must
-never wait on Redis. Readings cross this boundary as JSON with ISO instants and come
-back as aware datetimes.
+never wait on Redis. Readings cross this boundary in the compact snapshot form
+(``reading_encode``: a string, instants as integer microseconds) and come back as
+aware datetimes; a value the store wrote before it (a JSON dict with ISO instants)
+still decodes. On Redis, ``snapshots_read`` fetches the raw bytes and keeps what it
+decoded per stored value: a reading is decoded once per process, not once per read.
 """
 
 from __future__ import annotations
@@ -15,15 +18,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from django.core.cache import cache
+from django.core.cache import cache, caches
 
 from subscriptions.headroom.forecast import Forecast, forecast_from_json, forecast_key
 from subscriptions.headroom.reading import (
     Reading,
     parse_instant,
-    reading_from_json,
-    reading_to_json,
+    reading_decode,
+    reading_encode,
 )
 from trinity.markers import STORE_ERRORS
 
@@ -60,14 +64,73 @@ def snapshot_key(subscription_id: int) -> str:
     return f"headroom:snapshot:{subscription_id}"
 
 
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError)
+# Stored bytes → the reading they decode to (Redis only). Readings are immutable and
+# a value's bytes determine it, so an entry never goes wrong, only unused: the memo
+# is dropped whole when it outgrows a few sweeps' worth of distinct values.
+_decoded: dict[bytes, Reading] = {}
+DECODED_MAX = 100_000
+
+
+def _redis_backend() -> Any | None:
+    """The django-redis backend in use, if the default cache is one."""
+    backend = caches["default"]
+    try:
+        from django_redis.cache import RedisCache
+    except ImportError:  # pragma: no cover - a dependency
+        return None
+    return backend if isinstance(backend, RedisCache) else None
+
+
+def _read_raw(backend: Any, ids: list[int]) -> dict[int, Reading]:
+    # django-redis's get_many builds each key through make_key and unpickles every
+    # value: most of the cost of a large read. One MGET of keys built from the
+    # prefix, and a memo lookup per value, instead.
+    prefix = str(backend.make_key(""))
+    if str(backend.make_key("probe")) != prefix + "probe":
+        raise LookupError("a custom KEY_FUNCTION: no raw read")  # caught: get_many path
+    raw_keys = [f"{prefix}headroom:snapshot:{pk}".encode() for pk in ids]
+    values = backend.client.get_client(write=False).mget(raw_keys)
+    memo, decode = _decoded, backend.client.decode
+    readings: dict[int, Reading] = {}
+    for pk, raw in zip(ids, values, strict=True):
+        if raw is None:
+            continue
+        reading = memo.get(raw)
+        if reading is None:
+            try:
+                reading = reading_decode(decode(raw))
+            except _MALFORMED:
+                logger.warning("headroom store: discarding a malformed snapshot of %d", pk)
+                continue
+            except Exception:  # noqa: BLE001 - an unpicklable value is malformed too
+                logger.warning("headroom store: discarding an unreadable snapshot of %d", pk)
+                continue
+            if len(memo) >= DECODED_MAX:
+                memo.clear()
+            memo[raw] = reading
+        readings[pk] = reading
+    return readings
+
+
 def snapshots_read(subscription_ids: Iterable[int]) -> Snapshots:
     """Read the snapshots of ``subscription_ids`` in one round trip.
 
     A malformed stored value counts as no reading (and is logged).
     """
-    keys = {snapshot_key(pk): pk for pk in subscription_ids}
-    if not keys:
+    ids = list(subscription_ids)
+    if not ids:
         return Snapshots(reachable=True)
+    backend = _redis_backend()
+    if backend is not None:
+        try:
+            return Snapshots(reachable=True, readings=_read_raw(backend, ids))
+        except STORE_ERRORS:
+            logger.warning("headroom store unreachable: %d snapshots unread", len(ids))
+            return Snapshots(reachable=False)
+        except LookupError:
+            pass
+    keys = {snapshot_key(pk): pk for pk in ids}
     try:
         raw = cache.get_many(list(keys))
     except STORE_ERRORS:
@@ -76,8 +139,8 @@ def snapshots_read(subscription_ids: Iterable[int]) -> Snapshots:
     readings: dict[int, Reading] = {}
     for key, value in raw.items():
         try:
-            readings[keys[key]] = reading_from_json(value)
-        except (KeyError, TypeError, ValueError, AttributeError):
+            readings[keys[key]] = reading_decode(value)
+        except _MALFORMED:
             logger.warning("headroom store: discarding a malformed snapshot (%s)", key)
     return Snapshots(reachable=True, readings=readings)
 
@@ -90,7 +153,7 @@ def snapshots_write(readings: Mapping[int, Reading]) -> bool:
     """Store each reading under its subscription's key; False if the store is unreachable."""
     if not readings:
         return True
-    values = {snapshot_key(pk): reading_to_json(r) for pk, r in readings.items()}
+    values = {snapshot_key(pk): reading_encode(r) for pk, r in readings.items()}
     try:
         cache.set_many(values, timeout=SNAPSHOT_TTL_SECONDS)
     except STORE_ERRORS:
@@ -163,7 +226,7 @@ def turn_evidence_read(subscription_id: int) -> TurnEvidence:
     reading = mark = None
     try:
         if snapshot in raw:
-            reading = reading_from_json(raw[snapshot])
+            reading = reading_decode(raw[snapshot])
         if refusal in raw:
             value = raw[refusal]
             at = parse_instant(value["at"])

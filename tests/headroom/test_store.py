@@ -12,6 +12,14 @@ import time_machine
 from django.core.cache import cache
 from django.test import override_settings
 
+from subscriptions.headroom import store
+from subscriptions.headroom.reading import (
+    Reading,
+    ReadingStatus,
+    reading_decode,
+    reading_encode,
+    reading_to_json,
+)
 from subscriptions.headroom.store import (
     SNAPSHOT_TTL_SECONDS,
     SnapshotState,
@@ -19,8 +27,9 @@ from subscriptions.headroom.store import (
     snapshot_read,
     snapshots_read,
     snapshots_write,
+    turn_evidence_read,
 )
-from tests.headroom.readings import T0, limited, reading
+from tests.headroom.readings import T0, limited, reading, window
 
 # A real Redis client pointed at a port where nothing listens: a genuine outage.
 UNREACHABLE_REDIS = {
@@ -116,3 +125,69 @@ def test_reading_many_snapshots_is_one_mget(monkeypatch: pytest.MonkeyPatch) -> 
     assert [args[0] for args in sent] == ["MGET"]
     assert len(sent[0]) == 1 + len(ids)
     assert sorted(snapshots.readings) == ids[::2]
+
+
+# The compact snapshot form
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        reading(),
+        limited(resets_in=timedelta(hours=2)),
+        reading(five_hour=None, extra={"seven_day_sonnet": window(None, resets_in=None)}),
+        Reading(fetched_at=T0, status=ReadingStatus.ERROR, detail="timed out"),
+        Reading(
+            fetched_at=T0 + timedelta(microseconds=1),
+            status=ReadingStatus.RATE_LIMITED,
+            reset_at=T0 + timedelta(hours=1, microseconds=999_999),
+            representative_claim="five_hour",
+            overage_status="rejected",
+            source="headers",
+        ),
+    ],
+)
+def test_the_compact_form_round_trips_every_field_to_the_microsecond(stored: Reading) -> None:
+    encoded = reading_encode(stored)
+    assert encoded.startswith("h2:") and len(encoded) < len(str(reading_to_json(stored)))
+    assert reading_decode(encoded) == stored
+    assert snapshots_write({9: stored}) and snapshot_read(9).get(9) == stored
+
+
+def test_a_snapshot_stored_before_the_compact_form_still_decodes() -> None:
+    legacy = limited(resets_in=timedelta(hours=2))
+    cache.set(snapshot_key(4), reading_to_json(legacy))  # what the store used to write
+    assert snapshot_read(4).get(4) == legacy
+    assert snapshots_read([4, 5]).readings == {4: legacy}
+    assert turn_evidence_read(4).reading == legacy
+
+
+@pytest.mark.parametrize("value", ["h2:[1]", "h2:not json", "v9:[]", 42])
+def test_a_malformed_compact_snapshot_counts_as_no_reading(
+    value: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache.set(snapshot_key(3), value)
+    with caplog.at_level(logging.WARNING):
+        assert snapshots_read([3]).state(3) is SnapshotState.NO_READING
+    assert "snapshot" in caplog.text
+
+
+def test_on_redis_a_stored_value_is_decoded_once_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[object] = []
+
+    def counting(value: object) -> Reading:
+        calls.append(value)
+        return reading_decode(value)
+
+    monkeypatch.setattr(store, "reading_decode", counting)
+    store._decoded.clear()
+    snapshots_write({1: reading(), 2: limited()})
+    first, second = snapshots_read([1, 2]), snapshots_read([1, 2])
+    assert first.readings == second.readings == {1: reading(), 2: limited()}
+    # The embedded cache decodes every read; Redis once per stored value.
+    assert len(calls) == (2 if ON_REDIS else 4)
+    snapshots_write({1: reading(seven_day=55.0)})  # a new value decodes anew
+    assert snapshots_read([1]).get(1) == reading(seven_day=55.0)
+    assert len(calls) == (3 if ON_REDIS else 5)
