@@ -20,7 +20,7 @@ from execution.models import Execution
 from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions.breaker import BreakerState, breaker_read
-from subscriptions.leases import leases_live
+from subscriptions.leases import lease_acquire, leases_live
 from subscriptions.models import RateLimitEvent, Subscription
 from tests.execution.support import (
     agent_on,
@@ -220,3 +220,30 @@ def test_with_redis_down_a_capped_plan_serves_and_the_breaker_blocks_nothing(
     logged = [r.getMessage() for r in caplog.records]
     assert any("breaker store unreachable" in m for m in logged)
     assert any("lease store unreachable" in m for m in logged)
+
+
+def test_a_walk_skips_a_plan_serving_its_cap_held_by_another_process(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = register_plan(control, "plan-a")
+    b, _ = register_plan(control, "plan-b")  # first in the walk's order, but busy
+    c, _ = register_plan(control, "plan-c")
+    Subscription.objects.filter(pk=b.pk).update(max_concurrency=1)
+    agent_on(owner, a)
+    now = clock.now()
+    # Another worker's turn holds plan-b's only slot.
+    assert lease_acquire(
+        subscription_id=b.pk,
+        holder="another-turn",
+        cap=1,
+        expires_at=now + timedelta(minutes=10),
+        now=now,
+    )
+    control.set_usage(a_token, "five_hour", percent=100)
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 200, body
+    assert body["served_by_subscription"] == {"id": c.pk, "name": "plan-c"}
+    assert messages_sent(control) == [("plan-a", 429), ("plan-c", 200)]
+    assert leases_live([b.pk], now=clock.now()) == {b.pk: 1}  # the other turn's, untouched
