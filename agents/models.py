@@ -5,7 +5,6 @@ from django.db import models
 
 from agents.rung import RungKind
 from trinity.crypto import EncryptedSecretField
-from trinity.models import USD_FIELD
 from trinity.models import RoutingPolicy as RoutingPolicy  # its home is trinity (settings)
 
 
@@ -64,8 +63,12 @@ class Agent(models.Model):
     # An autonomous turn parks only for a reset at most this far away.
     max_wait_seconds = models.PositiveIntegerField(default=6 * 3600)
     # This agent's caps on what the platform key may bill (USD); null means no cap.
-    key_budget_daily_usd = models.DecimalField(**USD_FIELD)
-    key_budget_monthly_usd = models.DecimalField(**USD_FIELD)
+    key_budget_daily_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
+    key_budget_monthly_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
     endpoint = models.CharField(max_length=200, blank=True, editable=False)
     # The running agent server: a pid (local) or container id (docker), the credential
     # mode it booted with, and whether it is up. Recorded so a restarted web process

@@ -40,9 +40,6 @@ class RoutingStrategy(models.TextChoices):
     BALANCED = "balanced", "Balanced, reset-aware"
 
 
-USD_FIELD = {"max_digits": 12, "decimal_places": 2, "null": True, "blank": True}
-
-
 class SystemSettings(models.Model):
     """The platform's switches: one row, created on first read."""
 
@@ -64,8 +61,12 @@ class SystemSettings(models.Model):
         max_length=20, choices=RoutingStrategy.choices, default=RoutingStrategy.BANDED
     )
     # Fleet-wide caps on what the platform key may bill (USD); null means no cap.
-    key_budget_daily_usd = models.DecimalField(**USD_FIELD)
-    key_budget_monthly_usd = models.DecimalField(**USD_FIELD)
+    key_budget_daily_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
+    key_budget_monthly_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
