@@ -457,15 +457,19 @@ def _around_cap(st: _State, first: Pick, pre_dispatch: str) -> tuple[Pick | None
     return pick._replace(why=Why.AT_CAPACITY), AT_CAPACITY
 
 
-def routing_explain(*, agent: Agent, now: datetime, autonomous: bool = False) -> Explanation:
+def routing_explain(
+    *, agent: Agent, now: datetime, autonomous: bool = False, model: str = ""
+) -> Explanation:
     """Where ``agent``'s next turn would run at ``now`` and why, without running it.
 
     ``autonomous`` explains a schedule/agent/mcp turn (the last resort waits 30
-    minutes after a refusal for those). Reads the database and the cache only; never
-    probes, never writes, never holds a secret in what it returns.
+    minutes after a refusal for those); ``model`` a turn on that model (its family
+    window decides family blocks), else the agent's. Reads the database and the cache
+    only; never probes, never writes, never holds a secret in what it returns.
     """
     system = system_settings_get()
-    family = family_window(agent.model)
+    model = model or agent.model  # a turn's model, else the agent's (as the turn reads it)
+    family = family_window(model)
     provider = agent.provider
     rows = list(Subscription.objects.filter(provider=provider).order_by("name"))
     caps = {row.pk: row.max_concurrency for row in rows if row.max_concurrency is not None}
@@ -477,7 +481,9 @@ def routing_explain(*, agent: Agent, now: datetime, autonomous: bool = False) ->
         strategy=system.routing_strategy,
         key=pool.key_rung_state(agent=agent, system=system, now=now),
         at_capacity=at_capacity,
-        selection=rank_alternatives(agent=agent, exclude_ids=at_capacity, now=now),
+        selection=rank_alternatives(
+            agent=agent, exclude_ids=at_capacity, now=now, model=model or None
+        ),
         walk=walk_start(
             origin=agent.subscription_id,
             autonomous=autonomous,
@@ -532,7 +538,7 @@ def routing_explain(*, agent: Agent, now: datetime, autonomous: bool = False) ->
     return Explanation(
         agent=agent.name,
         at=now,
-        model=agent.model,
+        model=model,
         family=family,
         routing_policy=agent.routing_policy,
         strategy=st.strategy,

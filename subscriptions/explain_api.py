@@ -48,6 +48,7 @@ class AgentRoutingApi(APIView):
 
     class Input(serializers.Serializer[Any]):
         autonomous = serializers.BooleanField(required=False, default=False)
+        model = serializers.CharField(required=False, default="", max_length=100)
 
     @extend_schema(
         parameters=[
@@ -60,7 +61,10 @@ class AgentRoutingApi(APIView):
         data = self.Input(data=request.query_params)
         data.is_valid(raise_exception=True)
         explanation = routing_explain(
-            agent=agent, now=clock.now(), autonomous=data.validated_data["autonomous"]
+            agent=agent,
+            now=clock.now(),
+            autonomous=data.validated_data["autonomous"],
+            model=data.validated_data["model"],
         )
         body = explanation.as_json()
         body["summary"] = explanation_text(explanation)

@@ -356,7 +356,11 @@ class TestFamilyBlocks:
         opus = _agent_on(subs["mine"], model="claude-opus-4-1")
         assert _order(_explain(opus)) == [("mine", "assigned"), ("b", "ranked")]
 
+        # A turn's own model decides, over the agent's.
         opus.model = "claude-sonnet-4-5"
+        on_opus = routing_explain(agent=opus, now=T0, model="claude-opus-4-1")
+        assert (on_opus.model, on_opus.family) == ("claude-opus-4-1", "seven_day_opus")
+        assert ("b", "ranked") in _order(on_opus)
         e = _explain(opus)
         assert _order(e) == [("mine", "assigned"), ("b", "last_resort")]
         assert e.rungs[1].last_refusal_window == "seven_day_sonnet"
@@ -523,6 +527,17 @@ class TestApi:
             assert [r["name"] for r in body["rungs"]] == ["mine", "other", "platform API key"]
             assert body["at"] == now.isoformat()
             assert any(line.startswith("Next turn runs on: mine") for line in body["summary"])
+
+    def test_it_explains_a_turn_on_another_model_or_an_autonomous_one(
+        self, owner_client: APIClient, owned: Agent
+    ) -> None:
+        body = owner_client.get(URL, {"model": "claude-opus-4-1", "autonomous": "true"}).json()
+        assert (body["model"], body["family"], body["autonomous"]) == (
+            "claude-opus-4-1",
+            "seven_day_opus",
+            True,
+        )
+        assert owner_client.get(URL, {"autonomous": "maybe"}).status_code == 400
 
     def test_an_unknown_agent_is_a_404(self, owner_client: APIClient, owned: Agent) -> None:
         assert owner_client.get("/api/agents/nobody/routing").status_code == 404

@@ -1,4 +1,4 @@
-"""``manage.py routing_explain NAME [--autonomous] [--json]``: where the agent's next
+"""``manage.py routing_explain NAME [--autonomous] [--model M] [--json]``: where the agent's next
 turn would run and why, for a shell without the panel.
 
 The same explanation as ``GET /api/agents/{name}/routing`` (``subscriptions.explain``);
@@ -25,6 +25,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--autonomous", action="store_true", help="explain a schedule/agent/mcp turn"
         )
+        parser.add_argument("--model", default="", help="explain a turn on this model")
         parser.add_argument("--json", action="store_true", help="print the explanation as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         if agent is None:
             raise CommandError(f"No agent named {options['name']!r}.")
         explanation = routing_explain(
-            agent=agent, now=clock.now(), autonomous=options["autonomous"]
+            agent=agent, now=clock.now(), autonomous=options["autonomous"], model=options["model"]
         )
         if options["json"]:
             self.stdout.write(json.dumps(explanation.as_json(), indent=2))
