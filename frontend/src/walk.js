@@ -13,6 +13,8 @@ export const WHY_LABELS = {
   api_key: "last rung, billed per token",
   concurrent_switch: "the new assignment after a concurrent turn switched",
   retry: "the same credential once more after a provider error (5xx)",
+  affinity: "the plan that served this chat session's previous turn (its cache is warm)",
+  policy: "a plan its routing policy allows (its own subscription is not one)",
   legacy: "applied by assignment (legacy agent server)",
 };
 
