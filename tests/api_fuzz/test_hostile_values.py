@@ -167,6 +167,30 @@ ROWS = [
     ),
     Row(
         "post",
+        "/api/agents/{name}/schedules",
+        {"name": "fuzzed", "cron": "0 3 * * *", "message": "hi"},
+        {
+            "name": "name",
+            "cron": "name",
+            "message": "text",
+            "model": "text",
+            "enabled": "boolean",
+        },
+    ),
+    Row(
+        "patch",
+        "/api/agents/{name}/schedules/{schedule}",
+        {"enabled": True},
+        {
+            "name": "name",
+            "cron": "name",
+            "message": "text",
+            "model": "text",
+            "enabled": "boolean",
+        },
+    ),
+    Row(
+        "post",
         "/api/subscriptions",
         {
             "name": "plan-b",
@@ -273,15 +297,22 @@ def test_the_table_covers_every_write_operation_with_a_body() -> None:
 
 @pytest.fixture
 def seeded(owner: Any, admin_user: Any) -> dict[str, Any]:
+    from execution.schedules import schedule_create
     from trinity import clock
     from trinity.notification_channels import notification_channel_create
 
     subscription = SubscriptionFactory.create(name="plan-a")
-    AgentFactory.create(name="bot", owner=owner, subscription=subscription)
+    agent = AgentFactory.create(name="bot", owner=owner, subscription=subscription)
+    schedule_create(agent=agent, name="nightly", cron="0 3 * * *", message="hi", now=clock.now())
     channel = notification_channel_create(
         name="hook-a", kind="json", url="https://hooks.example.invalid/a", now=clock.now()
     )
-    return {"{name}": "bot", "{id}": str(channel.pk), "subscription_id": subscription.pk}
+    return {
+        "{name}": "bot",
+        "{id}": str(channel.pk),
+        "{schedule}": "nightly",
+        "subscription_id": subscription.pk,
+    }
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r.method.upper()} {r.path}" for r in ROWS])
@@ -293,7 +324,7 @@ def test_every_hostile_value_is_a_4xx_naming_the_field_and_writes_nothing(
 ) -> None:
     client = admin_client_api if row.client == "admin" else owner_client
     url = row.path
-    for placeholder in ("{name}", "{id}"):
+    for placeholder in ("{name}", "{id}", "{schedule}"):
         url = url.replace(placeholder, seeded[placeholder])
     base = {k: seeded.get(k, v) if k == "subscription_id" else v for k, v in row.body.items()}
     failures = []
