@@ -626,7 +626,8 @@ def _refused_line(
         if window:
             detail += f" ({window})"
     if autonomous:
-        detail += f"; an autonomous turn waits {LAST_RESORT_MIN_AGE_AUTONOMOUS} after a refusal"
+        minutes = int(LAST_RESORT_MIN_AGE_AUTONOMOUS.total_seconds() // 60)
+        detail += f"; an autonomous turn waits {minutes} minutes after a refusal"
     return ExcludedLine(
         candidate.subscription_id,
         candidate.name,

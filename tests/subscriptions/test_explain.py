@@ -285,6 +285,8 @@ class TestSkipListed:
         )
         excluded = [(x.name, x.reason) for x in e.excluded]
         assert excluded == ([] if taken else [("refused", Excluded.SKIP_LISTED)])
+        if not taken:
+            assert "an autonomous turn waits 30 minutes after a refusal" in e.excluded[0].detail
 
     def test_a_refusal_whose_reset_has_passed_readmits_it_in_rank(self) -> None:
         subs = _pool(mine=None, back=None)
