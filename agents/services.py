@@ -63,9 +63,12 @@ def agent_create(
         shared_secret=Secret(secrets.token_urlsafe(32)),
         wait_policy=wait_policy,
         max_wait_seconds=max_wait_seconds,
-        key_budget_daily_usd=key_budget_daily_usd,
-        key_budget_monthly_usd=key_budget_monthly_usd,
     )
+    # A budget left out stays the column's NULL: no cap.
+    if key_budget_daily_usd is not None:
+        agent.key_budget_daily_usd = key_budget_daily_usd
+    if key_budget_monthly_usd is not None:
+        agent.key_budget_monthly_usd = key_budget_monthly_usd
     # A policy not given is the system's default, fixed on the agent at creation.
     agent.routing_policy = routing_policy or system_settings_get().default_routing_policy
     try:

@@ -403,7 +403,10 @@ class _Turn:
         assert self.execution.deadline is not None
         trial_seconds = int((self.execution.deadline - clock.now()).total_seconds()) + 1
         admitted, self.breaker_trial = breaker.breaker_turn_gate(
-            provider=self.agent.provider, now=clock.now(), trial_seconds=trial_seconds
+            provider=self.agent.provider,
+            now=clock.now(),
+            trial_seconds=trial_seconds,
+            holder=str(self.execution.pk),
         )
         return admitted
 
@@ -518,7 +521,9 @@ class _Turn:
                 [a["error_code"] or "" for a in self.attempts],
                 served=finished.status == Status.SUCCEEDED,
             )
-            breaker.breaker_trial_end(provider=self.agent.provider, provider_failed=verdict)
+            breaker.breaker_trial_end(
+                provider=self.agent.provider, provider_failed=verdict, holder=str(self.execution.pk)
+            )
 
     # The key rung's spend budgets
 
@@ -725,16 +730,29 @@ class _Turn:
             selection = self._selection(now)
         resets_at = None
         if selection is not None:
+            # The refusing plans (dropped by the ranking) are the ones whose reset counts.
+            allowed = [*selection.order(), *(c.subscription_id for c in selection.dropped)]
             resets_at = earliest_known_reset(
-                snapshots_read(selection.order()).readings.values(),
+                snapshots_read(allowed).readings.values(),
                 now=now,
-                refusal_resets=[c.last_failure_resets_at for c in selection.last_resort],
+                refusal_resets=[
+                    c.last_failure_resets_at for c in (*selection.last_resort, *selection.dropped)
+                ],
             )
         self.execution.walk_stop = Stop.POLICY.value
         self.execution.resets_at = resets_at
         detail = f"Agent {self.agent.name!r}: {why}, and no plan it allows can serve now."
         if resets_at is not None:
             detail += f" The earliest known reset is {resets_at.isoformat()}."
+        # An autonomous turn may wait for that reset like an exhausted walk's (parking.py).
+        until = parking.parks_until(
+            execution=self.execution, agent=self.agent, resets_at=resets_at, now=now
+        )
+        if until is not None:
+            self.execution.attempts = self.attempts
+            return parking.execution_park(
+                execution=self.execution, agent=self.agent, until=until, detail=detail, now=now
+            )
         return self._fail("billing", detail)
 
     # After a refusal

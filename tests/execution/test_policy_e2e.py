@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -14,9 +15,11 @@ from rest_framework.test import APIClient
 from agents.models import Agent, RoutingPolicy
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
+from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import Subscription
 from tests.agents.factories import AgentFactory
 from tests.execution.support import agent_on, messages_sent, register_plan, task
+from tests.headroom.readings import limited
 from tests.subscriptions.factories import plan_token
 from trinity import clock
 from trinity import services as trinity_services
@@ -137,6 +140,38 @@ def test_a_subscription_only_agent_on_an_overage_plan_with_no_hard_stop_plan_is_
     assert body["walk_stop"] == "policy"
     assert "subscription-only" in body["error_detail"]
     assert "'plan-ent' (Claude Enterprise, overage: bill_overage)" in body["error_detail"]
+    assert messages_sent(control) == []
+    assert key_requests(control) == []
+
+
+def test_a_subscription_only_agent_refused_by_policy_names_the_earliest_reset_of_its_plans(
+    control: SimulatorControl, key: Callable[[], str], owner: User, owner_client: APIClient
+) -> None:
+    token = plan_token()
+    control.register(token, kind="oauth", label="plan-ent")
+    enterprise, _ = subscription_services.subscription_register(
+        name="plan-ent", provider="anthropic", plan_type="enterprise", token=token
+    )
+    b, _ = register_plan(control, "plan-b")
+    c, _ = register_plan(control, "plan-c")
+    subscription_only(agent_on(owner, enterprise))
+    key()
+    now = clock.now()
+    # Fresh readings say both hard-stop plans refuse; plan-c's quota returns first.
+    snapshots_write(
+        {
+            b.pk: limited(now=now, resets_in=timedelta(hours=3)),
+            c.pk: limited(now=now, resets_in=timedelta(minutes=40)),
+        }
+    )
+
+    body = task(owner_client)
+
+    assert body["http_status"] == 429, body
+    assert (body["error_code"], body["walk_stop"]) == ("billing", "policy")
+    reset = datetime.fromisoformat(str(body["earliest_reset"]).replace("Z", "+00:00"))
+    assert abs(reset - (now + timedelta(minutes=40))) < timedelta(seconds=5)
+    assert "The earliest known reset is" in body["error_detail"]
     assert messages_sent(control) == []
     assert key_requests(control) == []
 
