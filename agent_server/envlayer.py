@@ -33,6 +33,13 @@ FIXED_ENV: Final[Mapping[str, str]] = {
     "DISABLE_AUTOUPDATER": "1",
 }
 
+# Defaults a spawn's baseline or `.env` may change. The CLI retries a 429 that is no
+# usage limit (a throttle) 10 times over minutes by default, inside the turn's budget,
+# so the control plane saw a throttle only as a timeout. Two retries ride out a blip
+# in seconds; then the CLI reports the 429 ("Server is temporarily limiting requests
+# (not your usage limit)") and the turn walks while that plan backs off briefly.
+SPAWN_DEFAULTS: Final[Mapping[str, str]] = {"CLAUDE_CODE_MAX_RETRIES": "2"}
+
 # A `.env` may not move the binary search path, the per-spawn HOME, or anything the
 # server itself is configured by.
 PROTECTED_NAMES: Final = frozenset({"PATH", "HOME", AGENT_SECRET})
@@ -75,7 +82,7 @@ def layer_env(
     home: str,
 ) -> dict[str, str]:
     """Return the environment for one spawn. Changes nothing it is given."""
-    env = dict(baseline)
+    env = {**SPAWN_DEFAULTS, **baseline}
     env.update({name: value for name, value in dotenv.items() if not is_protected(name)})
     for layer in (runtime_overrides, extra):
         for name, value in layer.items():

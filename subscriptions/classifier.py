@@ -109,8 +109,12 @@ def classify_refusal(*, error_code: str, detail: str) -> Refusal:
 
 
 # Words only a usage-limit refusal carries (the CLI's "You've hit your limit", the
-# API's "usage limit"); a bare 429 or "rate_limit_error" is no quota evidence.
-_QUOTA_TEXT = re.compile(r"hit your (?:[\w-]+ )?limit|usage limit|quota exceeded", re.IGNORECASE)
+# API's "usage limit"); a bare 429 or "rate_limit_error" is no quota evidence, and
+# neither is the CLI's throttle sentence, "Server is temporarily limiting requests
+# (not your usage limit)".
+_QUOTA_TEXT = re.compile(
+    r"hit your (?:[\w-]+ )?limit|(?<!not your )usage limit|quota exceeded", re.IGNORECASE
+)
 
 
 def refusal_is_throttle(

@@ -105,6 +105,10 @@ def layered(
             },
             dict(FIXED_ENV),
         ),
+        # the CLI gives up on a throttle after two retries unless a layer says otherwise
+        ({}, {"CLAUDE_CODE_MAX_RETRIES": "2"}),
+        ({"baseline": {"CLAUDE_CODE_MAX_RETRIES": "5"}}, {"CLAUDE_CODE_MAX_RETRIES": "5"}),
+        ({"dotenv": {"CLAUDE_CODE_MAX_RETRIES": "0"}}, {"CLAUDE_CODE_MAX_RETRIES": "0"}),
         # the server's shared secret never reaches the child
         ({"baseline": {"TRINITY_AGENT_SECRET": "s3cret"}}, {"TRINITY_AGENT_SECRET": None}),
         # HOME is always the per-spawn one

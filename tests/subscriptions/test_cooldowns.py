@@ -41,6 +41,15 @@ MAX_AGE = HOUR
     [
         ("rate_limit", "API Error: 429 rate_limit_error: Number of requests", None, "", True),
         ("rate_limit", "429 Too Many Requests", None, "", True),
+        # the real CLI's sentence once it stops retrying a throttle
+        (
+            "rate_limit",
+            "API Error: Server is temporarily limiting requests (not your usage limit) · "
+            "Number of request tokens has exceeded your per-minute rate limit",
+            None,
+            "",
+            True,
+        ),
         # any quota evidence makes it a quota refusal
         ("rate_limit", "API Error: 429 rate_limit_error", T0 + HOUR, "", False),
         ("rate_limit", "API Error: 429 rate_limit_error", None, "five_hour", False),
