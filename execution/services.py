@@ -696,7 +696,14 @@ class _Turn:
             )
             if target is None:
                 return None
-            rung = pool.affinity_rung(agent=self.agent, subscription_id=target, now=clock.now())
+            now = clock.now()
+            rung = pool.affinity_rung(
+                agent=self.agent,
+                subscription_id=target,
+                now=now,
+                family=self._family(),
+                expected_turn=pool.forecast_turn_length(now=now, budget_end=self.budget_end),
+            )
         except DatabaseError:
             logger.warning("turn %s: affinity check failed", self.execution.pk, exc_info=True)
             return None

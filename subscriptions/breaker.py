@@ -274,14 +274,16 @@ return 0
 """
 
 
-def breaker_trial_claim(*, provider: str, ttl_seconds: int) -> bool:
-    """Claim the half-open breaker's one trial for ``ttl_seconds`` (the trial turn's
-    budget, so a dead worker's claim lapses); True also when the store is unreachable
-    (fail safe: let the turn through)."""
-    return marker_claim(_trial_marker(provider), ttl=max(1, ttl_seconds)) is not False
+def breaker_trial_claim(*, provider: str, ttl_seconds: int, holder: str = "1") -> bool:
+    """Claim the half-open breaker's one trial for ``ttl_seconds``, so a dead worker's
+    claim lapses; True also when the store is unreachable (fail safe: let it through)."""
+    claimed = marker_claim(_trial_marker(provider), ttl=max(1, ttl_seconds), value=holder)
+    return claimed is not False
 
 
-def breaker_trial_end(*, provider: str, provider_failed: bool | None) -> None:
+def breaker_trial_end(
+    *, provider: str, provider_failed: bool | None, holder: str | None = None
+) -> None:
     """End the trial: ``False`` (the provider answered) closes the breaker and forgets
     the failures; ``True`` was already recorded as a failure (which re-opened it);
     ``None`` (the attempt said nothing about the provider) only frees the trial."""
@@ -295,26 +297,35 @@ def breaker_trial_end(*, provider: str, provider_failed: bool | None) -> None:
             if closed:
                 logger.info("provider %s: circuit breaker closed by a trial turn", provider)
                 metrics.breaker_transition(provider=provider, state=BreakerState.CLOSED)
-    marker_release(_trial_marker(provider))
+    # Only our own claim: one that lapsed under a long trial may be another's by now.
+    marker_release(_trial_marker(provider), value=holder)
 
 
 # What the dispatch loop calls
 
 OUTAGE_NOTICE_TTL = 3600
+# The longest one trial holds the door. A trial turn may run for many minutes; if its
+# worker dies, every turn would fail fast until its claim lapsed. Past this, a second
+# trial may go too (harmless: each settles the breaker by what it saw).
+TRIAL_HOLD_MAX_SECONDS = 120
 
 
-def breaker_turn_gate(*, provider: str, now: datetime, trial_seconds: int) -> tuple[bool, bool]:
+def breaker_turn_gate(
+    *, provider: str, now: datetime, trial_seconds: int, holder: str = "1"
+) -> tuple[bool, bool]:
     """Whether a new turn on ``provider`` may be sent: ``(allowed, is_trial)``.
 
     Closed or degraded: allowed. Open: not. Half-open: allowed only as the one trial
-    (held for ``trial_seconds``, the turn's budget); the caller must end a trial with
-    ``breaker_trial_end``. One round trip while closed; never raises.
+    (claimed by ``holder`` for the turn's ``trial_seconds``, at most
+    ``TRIAL_HOLD_MAX_SECONDS``); the caller ends a trial with ``breaker_trial_end``.
+    One round trip while closed; never raises.
     """
     view = breaker_read(provider=provider, now=now)
     if view.state is BreakerState.OPEN:
         return False, False
     if view.state is BreakerState.HALF_OPEN:
-        claimed = breaker_trial_claim(provider=provider, ttl_seconds=trial_seconds)
+        ttl = min(trial_seconds, TRIAL_HOLD_MAX_SECONDS)
+        claimed = breaker_trial_claim(provider=provider, ttl_seconds=ttl, holder=holder)
         return claimed, claimed
     return True, False
 

@@ -11,10 +11,12 @@ import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.cache import cache
 from django.test import override_settings
 
 from subscriptions import breaker
 from subscriptions.breaker import (
+    TRIAL_HOLD_MAX_SECONDS,
     BreakerRules,
     BreakerState,
     Failure,
@@ -266,3 +268,29 @@ def test_the_turn_gate_admits_closed_and_degraded_refuses_open_and_sends_one_tri
     half_open = T0 + 4 * S + timedelta(seconds=30)
     assert gate(half_open) == (True, True)  # the trial
     assert gate(half_open) == (False, False)  # everyone else waits for its verdict
+
+
+@pytest.mark.redis
+@needs_redis
+def test_a_trial_ends_only_its_own_claim() -> None:
+    # t1's claim lapsed under a long trial and t2 holds the door now: t1 ending must
+    # not let a third trial in.
+    assert breaker_trial_claim(provider="anthropic", ttl_seconds=60, holder="t2")
+    breaker_trial_end(provider="anthropic", provider_failed=None, holder="t1")
+    assert not breaker_trial_claim(provider="anthropic", ttl_seconds=60, holder="t3")
+    breaker_trial_end(provider="anthropic", provider_failed=None, holder="t2")
+    assert breaker_trial_claim(provider="anthropic", ttl_seconds=60, holder="t3")
+
+
+@pytest.mark.redis
+@needs_redis
+def test_a_trial_holds_the_door_at_most_two_minutes() -> None:
+    for i in range(5):
+        record("a" if i % 2 else "b", T0 + i * S)
+    half_open = T0 + 4 * S + timedelta(seconds=30)
+    assert breaker_turn_gate(provider="anthropic", now=half_open, trial_seconds=780) == (
+        True,
+        True,
+    )
+    ttl = cache.ttl("marker:breaker-trial:anthropic")  # type: ignore[attr-defined]
+    assert 110 <= ttl <= TRIAL_HOLD_MAX_SECONDS == 120
