@@ -18,7 +18,7 @@ from simulator.control import SimulatorControl
 from subscriptions import leases
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write
-from subscriptions.models import Subscription
+from subscriptions.models import FailureKind, Subscription
 from tests.execution.support import agent_on, messages_sent, register_plan, task
 from tests.headroom.readings import limited, reading
 from tests.subscriptions.factories import plan_token
@@ -26,6 +26,8 @@ from trinity import clock
 from trinity import services as trinity_services
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+OPUS = "claude-opus-4-5"
 
 
 def _explained(client: APIClient) -> dict[str, Any]:
@@ -182,3 +184,35 @@ def test_an_assignment_at_its_cap_starts_the_turn_where_the_explainer_said(
     assert body["http_status"] == 200, body
     assert _rung(body["attempts"][0]) == _rung(explained["first"])
     assert messages_sent(control) == [("plan-b", 200)]
+
+
+def test_a_sonnet_weekly_block_routes_a_sonnet_turn_and_not_an_opus_one_as_explained(
+    control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = register_plan(control, "plan-a")
+    register_plan(control, "plan-b")
+    agent_on(owner, a)  # the factory's model is a Sonnet
+    control.set_usage(a_token, "seven_day_sonnet", percent=100)
+    now = clock.now()
+    subscription_services.record_rate_limit_event(
+        agent_name="other",
+        subscription_id=a.pk,
+        error_message="429",
+        failure_kind=FailureKind.RATE_LIMIT,
+        limiting_window="seven_day_sonnet",
+        resets_at=now + timedelta(days=2),
+        now=now - timedelta(minutes=5),
+    )
+
+    on_sonnet = _explained(owner_client)
+    on_opus = owner_client.get("/api/agents/bot/routing", {"model": OPUS}).json()
+    # The Opus turn first: the Sonnet turn's switch to plan-b would move the assignment.
+    opus_turn = task(owner_client, model=OPUS)
+    sonnet_turn = task(owner_client)
+
+    assert (on_sonnet["first"]["name"], on_sonnet["first"]["why"]) == ("plan-b", "pre_dispatch")
+    assert on_sonnet["assigned"]["last_refusal_window"] == "seven_day_sonnet"
+    assert (on_opus["first"]["name"], on_opus["first"]["why"]) == ("plan-a", "assigned")
+    assert sonnet_turn["http_status"] == 200 and opus_turn["http_status"] == 200
+    assert _rung(sonnet_turn["attempts"][0]) == _rung(on_sonnet["first"])
+    assert _rung(opus_turn["attempts"][0]) == _rung(on_opus["first"])
