@@ -12,7 +12,7 @@ from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from agents.runtimes import get_runtime
 from subscriptions import billing
-from subscriptions.headroom.rules import THROTTLE, refusal_window, throttle_backoff
+from subscriptions.headroom.rules import refusal_limit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import validate_plan_token
@@ -293,20 +293,22 @@ def record_rate_limit_event(
         raise ValueError(f"unknown failure_kind {failure_kind!r}")
     if now.tzinfo is None or (resets_at is not None and resets_at.tzinfo is None):
         raise ValueError("occurred_at and resets_at must be aware datetimes")
-    on_plan = credential_kind == CredentialKind.SUBSCRIPTION and subscription_id is not None
-    if on_plan and failure_kind == FailureKind.RATE_LIMIT and not limiting_window:
-        assert subscription_id is not None
-        # The refusal path only: one cache read, never a probe.
-        reading = snapshot_read(subscription_id).get(subscription_id)
-        limiting_window = refusal_window(reading, resets_at=resets_at, now=now)
-        if throttle and not limiting_window:
-            earlier = (
-                RateLimitEvent.objects.filter(subscription_id=subscription_id, occurred_at__lte=now)
+    on_plan = credential_kind == CredentialKind.SUBSCRIPTION
+    if on_plan and subscription_id is not None and failure_kind == FailureKind.RATE_LIMIT:
+        pk = subscription_id
+        limiting_window, resets_at = refusal_limit(
+            # The refusal path only: one cache read, never a probe.
+            snapshot_read(pk).get(pk),
+            resets_at=resets_at,
+            claim=limiting_window,
+            throttle=throttle,
+            earlier=lambda: (
+                RateLimitEvent.objects.filter(subscription_id=pk, occurred_at__lte=now)
                 .order_by("-occurred_at")
                 .values_list("limiting_window", "occurred_at")[:8]
-            )
-            limiting_window = THROTTLE
-            resets_at = now + throttle_backoff(earlier, now=now)
+            ),
+            now=now,
+        )
     event = RateLimitEvent.objects.create(
         agent_name=agent_name,
         credential_kind=credential_kind,

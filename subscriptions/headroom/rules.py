@@ -370,6 +370,36 @@ def throttle_backoff(earlier: Iterable[tuple[str, datetime]], *, now: datetime) 
     return min(THROTTLE_FIRST_BACKOFF * 2**streak, THROTTLE_MAX_BACKOFF)
 
 
+class RefusalLimit(NamedTuple):
+    """What a rate-limit refusal is recorded with: its window and when it lifts."""
+
+    limiting_window: str
+    resets_at: datetime | None
+
+
+def refusal_limit(
+    reading: Reading | None,
+    *,
+    resets_at: datetime | None,
+    claim: str,
+    throttle: bool,
+    earlier: Callable[[], Iterable[tuple[str, datetime]]],
+    now: datetime,
+) -> RefusalLimit:
+    """The window and reset a subscription's rate-limit refusal is recorded with.
+
+    The window is ``refusal_window``'s. A ``throttle`` (no quota evidence in the
+    refusal) whose cached reading names no blocked window either is recorded as
+    ``THROTTLE`` with its backoff's end as the reset, so the readmission that follows
+    a reset applies; ``earlier`` (called only then) lists the subscription's earlier
+    refusals as ``throttle_backoff`` takes them.
+    """
+    window = refusal_window(reading, resets_at=resets_at, now=now, claim=claim)
+    if throttle and not window:
+        return RefusalLimit(THROTTLE, now + throttle_backoff(earlier(), now=now))
+    return RefusalLimit(window, resets_at)
+
+
 def _binding_reset(reading: Reading, family: str | None) -> datetime | None:
     """When a limited reading's refusal lifts: the latest reset of its blocked windows."""
     latest = reading.reset_at if reading.status is ReadingStatus.RATE_LIMITED else None
