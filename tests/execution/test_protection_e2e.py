@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from agents.client import AgentServerClient
 from execution.models import Execution
 from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
@@ -247,3 +248,37 @@ def test_a_walk_skips_a_plan_serving_its_cap_held_by_another_process(
     assert body["served_by_subscription"] == {"id": c.pk, "name": "plan-c"}
     assert messages_sent(control) == [("plan-a", 429), ("plan-c", 200)]
     assert leases_live([b.pk], now=clock.now()) == {b.pk: 1}  # the other turn's, untouched
+
+
+def test_a_capped_plans_lease_is_given_back_when_it_refuses_and_when_the_loop_breaks(
+    control: SimulatorControl,
+    owner: User,
+    owner_client: APIClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, a_token = register_plan(control, "plan-a")
+    b, _ = register_plan(control, "plan-b")
+    Subscription.objects.filter(pk__in=[a.pk, b.pk]).update(max_concurrency=1)
+    agent_on(owner, Subscription.objects.get(pk=a.pk))
+    control.set_usage(a_token, "five_hour", percent=100)
+
+    walked = task(owner_client)  # plan-a refuses, plan-b serves
+
+    assert walked["http_status"] == 200, walked
+    assert messages_sent(control) == [("plan-a", 429), ("plan-b", 200)]
+    assert leases_live([a.pk, b.pk], now=clock.now()) == {a.pk: 0, b.pk: 0}
+
+    # A bug inside the loop while an attempt holds its lease: the turn fails and the
+    # slot comes back (not only at the lease's deadline).
+    taken: list[int] = []
+
+    def broken(self: AgentServerClient, **kwargs: object) -> None:
+        taken.append(leases_live([b.pk], now=clock.now())[b.pk])  # type: ignore[index]
+        raise RuntimeError("a bug in the platform")
+
+    monkeypatch.setattr(AgentServerClient, "run_turn", broken)
+    failed = task(owner_client)
+
+    assert failed["error_code"] == "container_fault", failed
+    assert taken == [1]  # held while the attempt ran
+    assert leases_live([a.pk, b.pk], now=clock.now()) == {a.pk: 0, b.pk: 0}
