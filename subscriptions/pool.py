@@ -21,7 +21,12 @@ from subscriptions import billing, policy
 from subscriptions.budgets import BudgetClosed, key_budget_closed
 from subscriptions.headroom.forecast import exhausted_before, turn_windows
 from subscriptions.headroom.forecasts import headroom_forecasts_read
-from subscriptions.headroom.rules import refusal_blocks, resolve_rate_limited_now
+from subscriptions.headroom.rules import (
+    balance_of,
+    incumbent_holds,
+    refusal_blocks,
+    resolve_rate_limited_now,
+)
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
@@ -248,10 +253,21 @@ def assignment_policy_refusal(agent: Agent) -> str:
     )
 
 
-def affinity_rung(*, agent: Agent, subscription_id: int, now: datetime) -> Rung | None:
-    """The rung of ``subscription_id`` when a chat turn of ``agent`` may stay on it:
-    it still exists with a token, is of the agent's provider, the policy allows it,
-    and it is not known to refuse (the pre-dispatch rule, one cache read). Else None.
+def affinity_rung(
+    *,
+    agent: Agent,
+    subscription_id: int,
+    now: datetime,
+    family: str | None = None,
+    expected_turn: timedelta = timedelta(0),
+) -> Rung | None:
+    """The rung of ``subscription_id`` when a chat turn of ``agent`` may stay on it,
+    else None. It must still exist with a token and be of the agent's provider; the
+    policy must allow it; and, from one cache read, it must not be known to refuse
+    (the pre-dispatch rule, for the turn's model ``family``), must hold by the
+    hysteresis floor (a plan in use leaves strictly below 2 % remaining), and must not
+    be forecast to run out within ``expected_turn``. No usable reading fails open:
+    the session stays, and a refusal moves it.
     """
     row = (
         Subscription.objects.filter(pk=subscription_id, provider=agent.provider)
@@ -260,6 +276,12 @@ def affinity_rung(*, agent: Agent, subscription_id: int, now: datetime) -> Rung 
     )
     if row is None or not row.token or not policy_allows(agent, row):
         return None
-    if assigned_refusing(turn_evidence_read(row.pk), now=now):
+    evidence = turn_evidence_read(row.pk)
+    if assigned_refusing(evidence, now=now, family=family):
+        return None
+    balance = balance_of(evidence.reading, now=now, max_age=fresh_for(), family=family)
+    if balance is not None and not incumbent_holds(balance):
+        return None
+    if assigned_forecast_exhausted(evidence, now=now, expected_turn=expected_turn, family=family):
         return None
     return Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name)

@@ -14,9 +14,13 @@ from agents.rung import RungKind
 from subscriptions import billing, policy, pool
 from subscriptions.billing import PlanEntry
 from subscriptions.headroom.selection import candidates_filtered, rank_alternatives
-from subscriptions.models import Subscription
+from subscriptions.headroom.store import snapshots_write
+from subscriptions.models import FailureKind, Subscription
+from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
+from tests.headroom.readings import limited, reading
 from tests.subscriptions.factories import SubscriptionFactory
+from trinity import clock
 from trinity import services as trinity_services
 from trinity.selectors import system_settings_get
 
@@ -219,3 +223,74 @@ class TestTheKeyUnderAPolicy:
         mode, spec = lifecycle.spawn_spec(agent)
         assert ("ANTHROPIC_API_KEY" in spec.credentials) is (kind is RungKind.API_KEY)
         assert mode == ("api_key" if kind else "none")
+
+
+@pytest.mark.django_db
+class TestAffinityRung:
+    """Whether a session may stay on the plan that served its previous turn."""
+
+    @pytest.fixture(autouse=True)
+    def empty_cache(self) -> None:
+        from django.core.cache import cache
+
+        cache.clear()
+
+    def stays(self, agent: Agent, plan: Subscription) -> bool:
+        rung = pool.affinity_rung(agent=agent, subscription_id=plan.pk, now=clock.now())
+        assert rung is None or (rung.kind, rung.subscription_id) == (RungKind.SUBSCRIPTION, plan.pk)
+        return rung is not None
+
+    @pytest.mark.parametrize(
+        ("five_hour", "stays"),
+        [
+            (None, True),  # no 5h figure: the weekly one (20 %) decides
+            (50.0, True),
+            (98.0, True),  # exactly 2 % left: a plan in use holds
+            (98.1, False),  # strictly below 2 %: it leaves
+        ],
+    )
+    def test_the_hysteresis_floor_moves_a_session_off_a_nearly_spent_plan(
+        self, five_hour: float | None, stays: bool
+    ) -> None:
+        plan = _plan("max", "max-20x")
+        now = clock.now()
+        snapshots_write({plan.pk: reading(five_hour=five_hour, now=now)})
+        assert self.stays(AgentFactory.create(), plan) is stays
+
+    def test_without_a_reading_the_session_stays_and_a_fresh_refusing_one_moves_it(self) -> None:
+        plan = _plan("max", "max-20x")
+        agent = AgentFactory.create()
+        assert self.stays(agent, plan)
+        snapshots_write({plan.pk: limited(now=clock.now())})
+        assert not self.stays(agent, plan)
+
+    def test_a_refusal_mark_moves_the_session(self) -> None:
+        plan = _plan("max", "max-20x")
+        record_rate_limit_event(
+            agent_name="other",
+            subscription_id=plan.pk,
+            error_message="429",
+            failure_kind=FailureKind.RATE_LIMIT,
+            now=clock.now(),
+        )
+        assert not self.stays(AgentFactory.create(), plan)
+
+    @pytest.mark.parametrize(
+        ("policy_", "plan_type", "stays"),
+        [
+            (THRIFTY, "enterprise", True),
+            (ONLY, "enterprise", False),  # bills overage: never under subscription-only
+            (ONLY, "max-20x", True),
+        ],
+    )
+    def test_the_policy_decides_which_plans_a_session_may_stay_on(
+        self, policy_: str, plan_type: str, stays: bool
+    ) -> None:
+        plan = _plan("p", plan_type)
+        assert self.stays(AgentFactory.create(routing_policy=policy_), plan) is stays
+
+    def test_a_deleted_plan_keeps_no_session(self) -> None:
+        plan = _plan("max", "max-20x")
+        agent = AgentFactory.create()
+        Subscription.objects.filter(pk=plan.pk).delete()
+        assert not self.stays(agent, plan)
