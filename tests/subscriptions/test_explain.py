@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
@@ -474,6 +475,32 @@ class TestForecastAndBalanced:
         soon = e.rungs[1].figures
         assert soon.limiting_window == "seven_day"
         assert soon.score == pytest.approx(60.0 / (3 / 7))
+
+
+UNREACHABLE_REDIS = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": "redis://127.0.0.1:9/0",
+        "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2},
+    }
+}
+
+
+def test_with_the_cache_down_it_says_the_turn_runs_as_assigned_in_database_order() -> None:
+    subs = _pool(mine=None, b=None, a=None)
+    agent = _agent_on(subs["mine"])
+    _refuse(subs["mine"], ago=MINUTE)  # only the cache's mark would say so
+
+    with override_settings(CACHES=UNREACHABLE_REDIS):
+        e = _explain(agent)
+
+    assert e.assigned is not None and e.assigned.decided_by == "unreachable"
+    assert (e.pre_dispatch, e.ranking_fallback, e.breaker) == (
+        "serving",
+        "store_unreachable",
+        "closed",
+    )
+    assert _order(e) == [("mine", "assigned"), ("a", "ranked"), ("b", "ranked")]
 
 
 class TestKeyBudget:
