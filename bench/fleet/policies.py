@@ -34,7 +34,7 @@ from execution.services import (
     turn_timeout,
 )
 from subscriptions import pool
-from subscriptions.classifier import Refusal, classify_refusal
+from subscriptions.classifier import Refusal, classify_refusal, refusal_is_throttle
 from subscriptions.headroom.reading import Reading
 from subscriptions.headroom.rules import (
     BALANCED,
@@ -46,10 +46,11 @@ from subscriptions.headroom.rules import (
     rank_candidates,
     reading_replaces,
     rebalance_plan,
+    refusal_limit,
 )
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import RefusalMark, TurnEvidence
-from subscriptions.models import CredentialKind
+from subscriptions.models import CredentialKind, FailureKind
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import (
     Pick,
@@ -137,6 +138,7 @@ class RefusalEvent:
     subscription_id: int | None
     failure_kind: str | None
     resets_at: datetime | None
+    limiting_window: str = ""
 
 
 class MemoryPool:
@@ -170,15 +172,38 @@ class MemoryPool:
         failure_kind: str,
         resets_at: datetime | None,
         now: datetime,
+        limiting_window: str = "",
+        throttle: bool = False,
     ) -> None:
         if credential_kind != CredentialKind.SUBSCRIPTION:
             subscription_id = None
+        if subscription_id is not None and failure_kind == FailureKind.RATE_LIMIT:
+            pk = subscription_id
+            limiting_window, resets_at = refusal_limit(
+                self.snapshots.get(pk),
+                resets_at=resets_at,
+                claim=limiting_window,
+                throttle=throttle,
+                earlier=lambda: [
+                    (e.limiting_window, e.occurred_at)
+                    for e in reversed(self.events)
+                    if e.subscription_id == pk
+                ][:8],
+                now=now,
+            )
         self.events.append(
-            RefusalEvent(now, credential_kind, subscription_id, failure_kind, resets_at)
+            RefusalEvent(
+                now, credential_kind, subscription_id, failure_kind, resets_at, limiting_window
+            )
         )
         if subscription_id is not None:
             ttl = timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
-            mark = RefusalMark(at=now, failure_kind=failure_kind, resets_at=resets_at)
+            mark = RefusalMark(
+                at=now,
+                failure_kind=failure_kind,
+                resets_at=resets_at,
+                limiting_window=limiting_window,
+            )
             self.marks[subscription_id] = (mark, now + ttl)
 
     def readings_record(self, readings: dict[int, Reading]) -> None:
@@ -242,6 +267,7 @@ class MemoryPool:
                     counts.get(pk, 0),
                     latest.occurred_at if latest is not None else None,
                     latest.resets_at if latest is not None else None,
+                    latest.limiting_window if latest is not None else None,
                 )
             )
         rows.sort(key=lambda c: (c.agent_count, c.name))
@@ -404,7 +430,8 @@ class _ProjectTurn:
     def _pre_dispatch(self) -> tuple[Rung, Why] | None:
         if self.origin is None:
             return None
-        if not pool.assigned_refusing(self.pool.turn_evidence(self.origin, self.now), now=self.now):
+        evidence = self.pool.turn_evidence(self.origin, self.now)
+        if not pool.assigned_refusing(evidence, now=self.now, family=family_window(self.model)):
             return None
         walk = self._walk()
         pick = pre_dispatch_pick(
@@ -432,6 +459,13 @@ class _ProjectTurn:
             subscription_id=ran_on.subscription_id,
             failure_kind=refusal.failure_kind,
             resets_at=outcome.resets_at,
+            limiting_window=outcome.limiting_window,
+            throttle=refusal_is_throttle(
+                refusal,
+                detail=outcome.detail,
+                resets_at=outcome.resets_at,
+                limiting_window=outcome.limiting_window,
+            ),
             now=self.now,
         )
 

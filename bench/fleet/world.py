@@ -170,7 +170,8 @@ class World:
         if not decision.allowed:
             headers = unified_headers(decision.windows, served=False, now=now)
             reset = parse_unified_reset(headers.get(PREFIX + "reset"))
-            return _refused(429, f"rate_limit_error: {RATE_LIMITED}", reset, at, rung)
+            claim = headers.get(PREFIX + "representative-claim", "")
+            return _refused(429, f"rate_limit_error: {RATE_LIMITED}", reset, at, rung, claim)
         self.sim.spend(credential, model, tokens)
         return _served(model, tokens, rung)
 
@@ -276,7 +277,7 @@ def _served(model: str, tokens: int, rung: Rung) -> TurnOutcome:
 
 
 def _refused(
-    status: int, message: str, reset: datetime | None, at: datetime, rung: Rung
+    status: int, message: str, reset: datetime | None, at: datetime, rung: Rung, claim: str = ""
 ) -> TurnOutcome:
     # What the agent server's Messages API runtime reports for an upstream refusal.
     refusal = classify_refusal(api_error_status=status, text=message, now=at, reset_hint=reset)
@@ -286,5 +287,7 @@ def _refused(
         error_code=refusal.error_code,
         detail=f"API Error: {status} {message}",
         resets_at=refusal.resets_at,
+        # The anthropic-api runtime passes the representative claim on a rate limit.
+        limiting_window=claim if refusal.error_code == "rate_limit" else "",
         override_echo=rung.wire_kind,
     )
