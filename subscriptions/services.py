@@ -41,9 +41,12 @@ def subscription_register(
     token = validate_plan_token(provider=provider, token=token)
     entry = billing.lookup(provider, plan_type)
     if entry is None:
+        # An uncurated type would be billing class "unknown" (metered, no hard stop):
+        # refuse it here rather than register a plan whose overage nobody checked.
         raise InvalidInput(
             f"Unknown plan type for {provider}; choose one of: "
-            + ", ".join(billing.plan_types(provider)),
+            + ", ".join(billing.plan_types(provider))
+            + " (plan types not in the billing catalog are not accepted).",
             field="plan_type",
         )
     existing = Subscription.objects.select_for_update().filter(name=name).first()
