@@ -15,6 +15,7 @@ export const WHY_LABELS = {
   retry: "the same credential once more after a provider error (5xx)",
   affinity: "the plan that served this chat session's previous turn (its cache is warm)",
   policy: "a plan its routing policy allows (its own subscription is not one)",
+  at_capacity: "another plan: its own was serving its concurrency cap",
   legacy: "applied by assignment (legacy agent server)",
 };
 
@@ -148,4 +149,7 @@ export const STOP_LABELS = {
   already_tried: "Every candidate refused.",
   rung_cap: "Every candidate refused (the walk reached its bound).",
   budget: "The turn's time budget ran out before another try; sending it again gets a fresh budget.",
+  provider_outage:
+    "The provider looks down (its circuit breaker is open): the turn failed fast instead of walking every plan into the outage. Retry shortly.",
+  at_capacity: "Every plan this agent may use was serving its concurrency cap. Retry shortly.",
 };
