@@ -647,31 +647,38 @@ def _balance(
 ) -> Balance:
     # Called only for a measured (serving, usable) reading: every deciding window
     # present carries a figure. The 5h figure counts while it counts for banded.
+    # ``window_score`` inlined: ranking 10,000 candidates runs this 10,000 times.
     windows = reading.windows
-    best: Balance | None = None
+    best_score = 0.0
+    best_name = ""
     remaining = 100.0
-    for name in (FIVE_HOUR, SEVEN_DAY, family):
-        if name is None:
-            continue
+    skip_five = reading.fetched_at < five_hour_since
+    for name in _CORE_WINDOWS if family is None else (FIVE_HOUR, SEVEN_DAY, family):
         window = windows.get(name)
-        if window is None or window.utilization is None:
+        if window is None:
             continue
-        if name == FIVE_HOUR and reading.fetched_at < five_hour_since:
+        utilization = window[0]
+        if utilization is None or (skip_five and name == FIVE_HOUR):
             continue
-        score = window_score(
-            window.utilization, window.resets_at, WINDOW_DURATIONS.get(name, _WEEK), now
-        )
-        left = 100.0 - window.utilization
+        left = 100.0 - utilization
+        resets_at = window[1]
+        if resets_at is None:
+            score = left
+        else:
+            pace = (resets_at - now).total_seconds() / _DURATION_SECONDS.get(name, _WEEK_SECONDS)
+            score = left / (PACE_FLOOR if pace < PACE_FLOOR else 1.0 if pace > 1.0 else pace)
         if left < remaining:
             remaining = left
-        if best is None or score < best.score:
-            best = Balance(score, remaining, name)
-    if best is None:  # unreachable for a measured reading (it has a weekly figure)
-        return Balance(100.0, 100.0, SEVEN_DAY)
-    return Balance(best.score, remaining, best.window)
+        if not best_name or score < best_score:
+            best_score, best_name = score, name
+    if not best_name:  # unreachable for a measured reading (it has a weekly figure)
+        return _new(Balance, (100.0, 100.0, SEVEN_DAY))
+    return _new(Balance, (best_score, remaining, best_name))
 
 
-_WEEK = timedelta(days=7)
+_CORE_WINDOWS = (FIVE_HOUR, SEVEN_DAY)
+_DURATION_SECONDS = {name: d.total_seconds() for name, d in WINDOW_DURATIONS.items()}
+_WEEK_SECONDS = timedelta(days=7).total_seconds()
 _first = itemgetter(0)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from agents.models import Agent
@@ -64,9 +64,11 @@ def candidates_filtered(
 ) -> list[Candidate]:
     """The provider's subscriptions minus ``exclude_ids``, in load-balance order.
 
-    One query: agent count and the latest recent refusal come as annotations. A
+    One query: agent count and the latest recent refusal come with each row. A
     candidate with ``last_failure_at`` set is skip-listed. ``only_hard_stop`` keeps
     only plans whose overage is a documented hard stop (``subscription-only``).
+    On Postgres the counts and refusals are joined as two aggregates
+    (``_CANDIDATES_SQL``); elsewhere, and as its reference, ``_candidates_orm``.
     """
     queryset: QuerySet[Subscription] = Subscription.objects.filter(provider=provider)
     if only_hard_stop:
@@ -80,6 +82,14 @@ def candidates_filtered(
     excluded = list(exclude_ids)
     if excluded:
         queryset = queryset.exclude(pk__in=excluded)
+    if connections[queryset.db].vendor == "postgresql":
+        return _candidates_postgres(queryset, now)
+    return _candidates_orm(queryset, now)
+
+
+def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Candidate]:
+    # A Count over a join grouped by every subscription column, and a correlated
+    # subquery per row for each refusal column: ~10x the Postgres shape at 10,000.
     rows = (
         queryset.annotate(
             agent_count=Count("agents", distinct=True),
@@ -98,6 +108,46 @@ def candidates_filtered(
         )
     )
     return [Candidate(*row) for row in rows]
+
+
+# The same rows and order as ``_candidates_orm``: the agent counts aggregated once
+# (not per subscription through a grouped join), the latest refusal in the skip
+# window per subscription by one DISTINCT ON over the window's events (not three
+# correlated subqueries per row). ``filtered`` is the caller's queryset of ids, so
+# every filter on it (provider, exclusions, hard stop) applies unchanged.
+_CANDIDATES_SQL = """
+SELECT s.id, s.name, COALESCE(a.n, 0) AS agent_count,
+       f.occurred_at, f.resets_at, f.limiting_window
+FROM {subscriptions} s
+LEFT JOIN (
+    SELECT subscription_id, COUNT(*) AS n FROM {agents}
+    WHERE subscription_id IS NOT NULL GROUP BY subscription_id
+) a ON a.subscription_id = s.id
+LEFT JOIN (
+    SELECT DISTINCT ON (subscription_id)
+        subscription_id, occurred_at, resets_at, limiting_window
+    FROM {events}
+    WHERE occurred_at > %s AND subscription_id IS NOT NULL
+    ORDER BY subscription_id, occurred_at DESC
+) f ON f.subscription_id = s.id
+WHERE s.id IN ({filtered})
+ORDER BY agent_count, s.name
+"""
+
+
+def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> list[Candidate]:
+    connection = connections[queryset.db]
+    quote = connection.ops.quote_name
+    filtered, params = queryset.values("pk").query.sql_with_params()
+    sql = _CANDIDATES_SQL.format(
+        subscriptions=quote(Subscription._meta.db_table),
+        agents=quote(Agent._meta.db_table),
+        events=quote(RateLimitEvent._meta.db_table),
+        filtered=filtered,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, (skip_window_start(now), *params))
+        return [Candidate(*row) for row in cursor.fetchall()]
 
 
 def _db_order(candidates: Sequence[Candidate], fallback: str, now: datetime) -> Selection:

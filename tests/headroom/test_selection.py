@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
 from agents.models import Agent
@@ -19,7 +20,7 @@ from subscriptions.headroom.selection import (
     rank_alternatives,
 )
 from subscriptions.headroom.store import snapshots_write
-from subscriptions.models import FailureKind
+from subscriptions.models import FailureKind, Subscription
 from subscriptions.selectors import has_recent_subscription_failures
 from tests.agents.factories import AgentFactory
 from tests.headroom.factories import plan_on, served
@@ -85,6 +86,43 @@ def test_candidates_are_the_other_subscriptions_of_the_provider_in_load_balance_
         (busy.name, 2),
     ]
     assert agent.subscription_id == own.pk
+
+
+def test_the_postgres_query_returns_exactly_the_orm_reference_rows() -> None:
+    assert connection.vendor == "postgresql"  # the suite's database: the fast shape runs
+    plans = [SubscriptionFactory.create(name=n) for n in ("b", "a", "C", "c", "d-1", "d_2")]
+    SubscriptionFactory.create(name="codex", provider="openai-codex")
+    for count, plan in zip((2, 0, 1, 1, 0, 3), plans, strict=True):
+        AgentFactory.create_batch(count, subscription=plan)
+    AgentFactory.create(subscription=None)
+    b, a, _, c, excluded, _ = plans
+    # a: two refusals in the window; the later one carries a reset and a window.
+    RateLimitEventFactory.create(subscription=a, occurred_at=T0 - TWO_HOURS + SECOND)
+    RateLimitEventFactory.create(
+        subscription=a,
+        occurred_at=T0 - timedelta(minutes=5),
+        resets_at=T0 + timedelta(hours=1),
+        limiting_window="seven_day_sonnet",
+    )
+    RateLimitEventFactory.create(subscription=b, occurred_at=T0 - TWO_HOURS)  # aged out
+    RateLimitEventFactory.create(subscription=c, occurred_at=T0 - SECOND)
+    RateLimitEventFactory.create(
+        subscription=None, credential_kind="api_key", occurred_at=T0 - SECOND
+    )
+
+    fast = candidates_filtered(provider="anthropic", exclude_ids=[excluded.pk], now=T0)
+
+    queryset = Subscription.objects.filter(provider="anthropic").exclude(pk=excluded.pk)
+    assert fast == selection._candidates_orm(queryset, T0)
+    assert [(row.name, row.agent_count) for row in fast][0] == ("a", 0)
+    assert [row.agent_count for row in fast] == [0, 1, 1, 2, 3]
+    by_name = {row.name: row for row in fast}
+    assert by_name["a"].last_failure_at == T0 - timedelta(minutes=5)
+    assert by_name["a"].last_failure_window == "seven_day_sonnet"
+    assert by_name["a"].last_failure_resets_at == T0 + timedelta(hours=1)
+    assert by_name["b"].last_failure_at is None
+    assert by_name["c"].last_failure_at == T0 - SECOND
+    assert by_name["C"].last_failure_at is None
 
 
 class TestRankAlternatives:
