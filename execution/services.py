@@ -423,7 +423,8 @@ class _Turn:
 
     def _provider_outage(self) -> Execution:
         self.execution.walk_stop = Stop.PROVIDER_OUTAGE.value
-        return self._fail("upstream_error", breaker.outage_detail(self.agent.provider))
+        detail = breaker.outage_detail(self.agent.provider, sent=bool(self.attempts))
+        return self._fail("upstream_error", detail)
 
     def _cap_of(self, subscription_id: int) -> int | None:
         """The subscription's concurrency cap: the assignment's from the row loaded with
@@ -1015,7 +1016,11 @@ class _Turn:
             "why": why.value,
             "refused": (
                 "; ".join(f"{a['name'] or 'platform API key'} refused" for a in refused)
-                or "its subscription was known not to serve"
+                or (
+                    "its routing policy does not allow its subscription"
+                    if why is Why.POLICY
+                    else "its subscription was known not to serve"
+                )
             ),
         }
         if self.walk is not None and ran_on.subscription_id is not None:

@@ -118,6 +118,9 @@ def test_a_subscription_only_agent_on_an_overage_plan_runs_on_a_hard_stop_plan_i
     assert [(x["name"], x["why"]) for x in body["attempts"]] == [("plan-b", "policy")]
     assert body["served_by_subscription"] == {"id": b.pk, "name": "plan-b"}
     assert body["subscription_switch"]["committed"] is True
+    assert body["subscription_switch"]["why"]["refused"] == (
+        "its routing policy does not allow its subscription"
+    )
     agent.refresh_from_db()
     assert agent.subscription_id == b.pk
 
