@@ -864,6 +864,7 @@ class _Turn:
             failure_kind=refusal.failure_kind,
             resets_at=outcome.resets_at,
             limiting_window=outcome.limiting_window,
+            family=self._family(),
             throttle=refusal_is_throttle(
                 refusal,
                 detail=outcome.detail,

@@ -279,12 +279,14 @@ def record_rate_limit_event(
     resets_at: datetime | None = None,
     limiting_window: str = "",
     throttle: bool = False,
+    family: str | None = None,
 ) -> RateLimitEvent:
     """Record a refusal against the credential that was sent. The message is redacted.
 
     A subscription's rate-limit refusal records the window it was limited by:
     ``limiting_window`` when the runtime saw the provider's claim, else the one its
-    cached reading names (``rules.refusal_window``). A ``throttle`` (a 429 with no
+    cached reading names among the windows the refused turn spends (``family`` is its
+    family window, None when unknown; ``rules.refusal_window``). A ``throttle`` (a 429 with no
     quota evidence: see ``classifier.refusal_is_throttle``) records ``throttle`` and,
     as its ``resets_at``, the end of a short backoff (``rules.throttle_backoff``), so
     the readmission that follows a reset applies; unless the cached reading shows a
@@ -311,6 +313,7 @@ def record_rate_limit_event(
                 .values_list("limiting_window", "occurred_at")[:8]
             ),
             now=now,
+            family=family,
         )
     event = RateLimitEvent.objects.create(
         agent_name=agent_name,

@@ -174,6 +174,7 @@ class MemoryPool:
         now: datetime,
         limiting_window: str = "",
         throttle: bool = False,
+        family: str | None = None,
     ) -> None:
         if credential_kind != CredentialKind.SUBSCRIPTION:
             subscription_id = None
@@ -190,6 +191,7 @@ class MemoryPool:
                     if e.subscription_id == pk
                 ][:8],
                 now=now,
+                family=family,
             )
         self.events.append(
             RefusalEvent(
@@ -460,6 +462,7 @@ class _ProjectTurn:
             failure_kind=refusal.failure_kind,
             resets_at=outcome.resets_at,
             limiting_window=outcome.limiting_window,
+            family=family_window(self.model),
             throttle=refusal_is_throttle(
                 refusal,
                 detail=outcome.detail,

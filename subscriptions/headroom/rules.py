@@ -311,21 +311,28 @@ def refusal_window(
     resets_at: datetime | None,
     now: datetime,
     claim: str = "",
+    family: str | None = None,
 ) -> str:
     """The window a refusal was limited by ("" when nothing says).
 
     The provider's representative claim (``claim``) when the runtime saw it; else the
     cached reading's window whose reset is the refusal's (within ``RESET_MATCH``); else
-    the reading's blocked windows that have not reset. Among several, a blocked one
-    first, then a core window (it keeps out every family: the safe side of an
-    ambiguity, e.g. a weekly and a family window that started together), then the
-    latest reset.
+    the reading's blocked windows that have not reset. Only the windows the refused
+    turn spends count: the core two and its ``family``'s (every window when the
+    family is unknown), so another family's block never explains this refusal. Among
+    several, a blocked one first, then a core window (it keeps out every family: the
+    safe side of an ambiguity, e.g. a weekly and a family window that started
+    together), then the latest reset.
     """
     if claim:
         return claim
     if reading is None:
         return ""
-    windows = reading.windows
+    windows = {
+        name: window
+        for name, window in reading.windows.items()
+        if family is None or name in CORE_WINDOWS or name == family
+    }
     found: list[str] = []
     if resets_at is not None:
         found = [
@@ -385,6 +392,7 @@ def refusal_limit(
     throttle: bool,
     earlier: Callable[[], Iterable[tuple[str, datetime]]],
     now: datetime,
+    family: str | None = None,
 ) -> RefusalLimit:
     """The window and reset a subscription's rate-limit refusal is recorded with.
 
@@ -394,7 +402,7 @@ def refusal_limit(
     a reset applies; ``earlier`` (called only then) lists the subscription's earlier
     refusals as ``throttle_backoff`` takes them.
     """
-    window = refusal_window(reading, resets_at=resets_at, now=now, claim=claim)
+    window = refusal_window(reading, resets_at=resets_at, now=now, claim=claim, family=family)
     if throttle and not window:
         return RefusalLimit(THROTTLE, now + throttle_backoff(earlier(), now=now))
     return RefusalLimit(window, resets_at)

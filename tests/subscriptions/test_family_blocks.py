@@ -88,6 +88,24 @@ SONNET_RESET = T0 + timedelta(days=5)
 
 
 @pytest.mark.parametrize(
+    ("family", "resets_at", "window_name"),
+    [
+        # An Opus turn spends no Sonnet quota: that block does not explain its refusal.
+        (OPUS, None, ""),
+        (OPUS, SONNET_RESET, ""),
+        (SONNET, None, SONNET),
+        (SONNET, SONNET_RESET, SONNET),
+        (None, None, SONNET),  # unknown family: every window may explain it
+    ],
+)
+def test_only_the_windows_the_refused_turn_spends_explain_its_refusal(
+    family: str | None, resets_at: datetime | None, window_name: str
+) -> None:
+    cached = _with_family(sonnet_resets_in=5 * 24 * HOUR, sonnet_status="rejected")
+    assert refusal_window(cached, resets_at=resets_at, now=T0, family=family) == window_name
+
+
+@pytest.mark.parametrize(
     ("case", "cached", "resets_at", "claim", "window_name"),
     [
         (
