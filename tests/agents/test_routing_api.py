@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -125,3 +126,31 @@ def test_another_user_cannot_change_an_agents_routing(
     response = admin_client_api.patch(f"{URL}/bot", {"wait_policy": "fail"}, format="json")
     assert response.status_code == 200
     assert Agent.objects.get(name="bot").wait_policy == "fail"
+
+
+@pytest.mark.parametrize(
+    ("change", "reapplied"),
+    [
+        ({"routing_policy": "subscription-only"}, True),  # what it boots with may change
+        ({"wait_policy": "fail"}, False),
+        ({"key_budget_daily_usd": "3"}, False),
+    ],
+)
+def test_a_policy_change_reapplies_the_agents_credentials_once_committed(
+    owner_client: APIClient,
+    owner: object,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+    change: dict[str, object],
+    reapplied: bool,
+) -> None:
+    from agents import tasks
+
+    agent = AgentFactory.create(name="bot", owner=owner)
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.apply_credentials, "delay", sent.append)
+    monkeypatch.setattr(tasks.restart, "delay", sent.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = owner_client.patch(f"{URL}/bot", change, format="json")
+    assert response.status_code == 200, response.content
+    assert sent == ([agent.pk] if reapplied else [])
