@@ -123,6 +123,12 @@ class Execution(models.Model):
             ),
             models.Index(fields=["status", "deadline"], name="execution_status_deadline"),
             models.Index(fields=["status", "parked_until"], name="execution_status_parked"),
+            # Session affinity reads a chat session's latest served turn on its path.
+            models.Index(
+                fields=["session_id", "created_at"],
+                name="execution_session_created",
+                condition=~models.Q(session_id=""),
+            ),
         ]
 
     def __str__(self) -> str:
