@@ -39,9 +39,9 @@ from subscriptions import breaker, leases, policy, pool
 from subscriptions.budgets import BudgetClosed, key_budget_notify
 from subscriptions.classifier import (
     QUOTA_REASONS,
+    QuotaEvidence,
     Refusal,
     classify_refusal,
-    refusal_is_throttle,
 )
 from subscriptions.headroom.rules import Selection, earliest_known_reset, family_window
 from subscriptions.headroom.selection import rank_alternatives
@@ -329,7 +329,11 @@ class _Turn:
             self._note_attempt(ran_on, Why.RETRY if retrying else why, outcome)
             if outcome.ok:
                 return self._served(ran_on, why, outcome)
-            refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+            refusal = classify_refusal(
+                error_code=outcome.error_code,
+                detail=outcome.detail,
+                evidence=QuotaEvidence(outcome.resets_at, outcome.limiting_window),
+            )
             if self._breaker_opens(ran_on, refusal):
                 return self._provider_outage()  # no retry into the outage
             retrying = self._retries(refusal)
@@ -865,12 +869,7 @@ class _Turn:
             resets_at=outcome.resets_at,
             limiting_window=outcome.limiting_window,
             family=self._family(),
-            throttle=refusal_is_throttle(
-                refusal,
-                detail=outcome.detail,
-                resets_at=outcome.resets_at,
-                limiting_window=outcome.limiting_window,
-            ),
+            throttle=refusal.throttle,
             now=clock.now(),
         )
 

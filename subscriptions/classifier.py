@@ -53,8 +53,11 @@ _MODEL_TEXT = re.compile(
 )
 
 
-# The trail's words for a refusal a reset or a top-up fixes (not a dead credential).
-QUOTA_REASONS = frozenset({"rate limit", "billing"})
+# The trail's word for a 429 with no quota evidence (``_no_quota_evidence``).
+THROTTLED = "throttled"
+# The trail's words for a refusal a reset, a top-up or a wait fixes (not a dead
+# credential).
+QUOTA_REASONS = frozenset({"rate limit", "billing", THROTTLED})
 
 
 class Refusal(NamedTuple):
@@ -79,6 +82,18 @@ class Refusal(NamedTuple):
         """Only quota and credential refusals move a turn to another credential."""
         return self.failure_kind is not None
 
+    @property
+    def throttle(self) -> bool:
+        """A 429 with no quota evidence: the subscription backs off briefly."""
+        return self.reason == THROTTLED
+
+
+class QuotaEvidence(NamedTuple):
+    """What a refusal itself said about quota: the reset and the limiting window."""
+
+    resets_at: datetime | None
+    limiting_window: str
+
 
 _NEVER_WALKS = {
     "model_unsupported": "model rejected",
@@ -91,8 +106,15 @@ _NEVER_WALKS = {
 }
 
 
-def classify_refusal(*, error_code: str, detail: str) -> Refusal:
-    """Classify a refused attempt from the agent server's typed code, else its text."""
+def classify_refusal(
+    *, error_code: str, detail: str, evidence: QuotaEvidence | None = None
+) -> Refusal:
+    """Classify a refused attempt from the agent server's typed code, else its text.
+
+    With ``evidence`` (what the answer said besides its text), a rate limit that
+    carries no quota evidence at all is a throttle (reason ``throttled``); without
+    it nothing can tell, and a rate limit is one.
+    """
     typed = error_code in TYPED_CODES
     code = error_code if typed else _code_from_text(detail)
     if (code == AUTH or not typed) and _KILL_TEXT.search(detail):
@@ -100,6 +122,8 @@ def classify_refusal(*, error_code: str, detail: str) -> Refusal:
         # is the cause, and a kill is never a credential problem.
         return Refusal("runtime_killed", None, _NEVER_WALKS["runtime_killed"])
     if code == RATE_LIMIT:
+        if evidence is not None and _no_quota_evidence(detail, evidence):
+            return Refusal(RATE_LIMIT, RATE_LIMIT, THROTTLED)
         return Refusal(RATE_LIMIT, RATE_LIMIT, "rate limit")
     if code == AUTH:
         # The platform key's "credit balance is too low" is an auth-class refusal (the
@@ -117,21 +141,19 @@ _QUOTA_TEXT = re.compile(
 )
 
 
-def refusal_is_throttle(
-    refusal: Refusal, *, detail: str, resets_at: datetime | None, limiting_window: str
-) -> bool:
-    """Whether a ``rate_limit`` refusal is a throttle: a 429 with no quota evidence.
-
-    Quota evidence is a reset instant, a limiting window (the provider's
-    representative claim, sent with the unified headers), or usage-limit words. The
-    provider sends all of those with a plan-exhaustion 429; a throttle (a burst, or
-    ``x-should-retry`` only) sends none, and treating it as an exhausted plan benched
-    healthy accounts for hours. A throttle walks like any rate limit; only how long
-    the subscription is kept out differs (a short backoff, not the 2h skip window).
-    """
-    if refusal.failure_kind != RATE_LIMIT:
-        return False
-    return resets_at is None and not limiting_window and not _QUOTA_TEXT.search(detail)
+def _no_quota_evidence(detail: str, evidence: QuotaEvidence) -> bool:
+    """A rate limit is a throttle when it carries no quota evidence: no reset, no
+    limiting window (the provider's representative claim, sent with the unified
+    headers), no usage-limit words. The provider sends those with a plan-exhaustion
+    429; a throttle (a burst, or ``x-should-retry`` only) sends none, and treating it
+    as an exhausted plan benched healthy accounts for hours. A throttle walks like any
+    rate limit; only how long the subscription is kept out differs (a short backoff,
+    not the 2h skip window)."""
+    return (
+        evidence.resets_at is None
+        and not evidence.limiting_window
+        and not _QUOTA_TEXT.search(detail)
+    )
 
 
 def _code_from_text(detail: str) -> str:

@@ -287,7 +287,7 @@ def record_rate_limit_event(
     ``limiting_window`` when the runtime saw the provider's claim, else the one its
     cached reading names among the windows the refused turn spends (``family`` is its
     family window, None when unknown; ``rules.refusal_window``). A ``throttle`` (a 429 with no
-    quota evidence: see ``classifier.refusal_is_throttle``) records ``throttle`` and,
+    quota evidence: ``Refusal.throttle``) records ``throttle`` and,
     as its ``resets_at``, the end of a short backoff (``rules.throttle_backoff``), so
     the readmission that follows a reset applies; unless the cached reading shows a
     blocked window, which makes it a quota refusal after all. The event also leaves

@@ -34,7 +34,7 @@ from execution.services import (
     turn_timeout,
 )
 from subscriptions import pool
-from subscriptions.classifier import Refusal, classify_refusal, refusal_is_throttle
+from subscriptions.classifier import QuotaEvidence, Refusal, classify_refusal
 from subscriptions.headroom.reading import Reading
 from subscriptions.headroom.rules import (
     BALANCED,
@@ -392,7 +392,11 @@ class _ProjectTurn:
             if outcome.ok:
                 self._served(rung, why)
                 return self.result
-            refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+            refusal = classify_refusal(
+                error_code=outcome.error_code,
+                detail=outcome.detail,
+                evidence=QuotaEvidence(outcome.resets_at, outcome.limiting_window),
+            )
             self._record_refusal(rung, refusal, outcome)
             step = self._next(rung, why, refusal, outcome)
             if not isinstance(step, Pick):
@@ -463,12 +467,7 @@ class _ProjectTurn:
             resets_at=outcome.resets_at,
             limiting_window=outcome.limiting_window,
             family=family_window(self.model),
-            throttle=refusal_is_throttle(
-                refusal,
-                detail=outcome.detail,
-                resets_at=outcome.resets_at,
-                limiting_window=outcome.limiting_window,
-            ),
+            throttle=refusal.throttle,
             now=self.now,
         )
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agents.client import parse_turn_response
-from subscriptions.classifier import classify_refusal, refusal_is_throttle
+from subscriptions.classifier import QuotaEvidence, classify_refusal
 from tests.agent_server.conftest import StartServer
 
 pytestmark = pytest.mark.e2e
@@ -88,11 +88,13 @@ def test_a_throttle_reaches_the_control_plane_in_seconds_as_a_rate_limit_without
 
     # The control plane's side of the contract: a throttle, not an exhausted plan.
     outcome = parse_turn_response(httpx.Response(429, json=body))
-    refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
-    assert refusal.failure_kind == "rate_limit"
-    assert refusal_is_throttle(
-        refusal,
+    refusal = classify_refusal(
+        error_code=outcome.error_code,
         detail=outcome.detail,
-        resets_at=outcome.resets_at,
-        limiting_window=outcome.limiting_window,
+        evidence=QuotaEvidence(outcome.resets_at, outcome.limiting_window),
+    )
+    assert (refusal.failure_kind, refusal.reason, refusal.throttle) == (
+        "rate_limit",
+        "throttled",
+        True,
     )

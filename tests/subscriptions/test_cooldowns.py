@@ -11,7 +11,7 @@ import pytest
 import time_machine
 
 from subscriptions import pool
-from subscriptions.classifier import classify_refusal, refusal_is_throttle
+from subscriptions.classifier import QuotaEvidence, classify_refusal
 from subscriptions.headroom.rules import (
     THROTTLE,
     THROTTLE_STREAK_GAP,
@@ -64,11 +64,19 @@ MAX_AGE = HOUR
 def test_a_429_without_quota_evidence_is_a_throttle(
     error_code: str, detail: str, resets_at: datetime | None, window: str, throttle: bool
 ) -> None:
-    refusal = classify_refusal(error_code=error_code, detail=detail)
-    assert (
-        refusal_is_throttle(refusal, detail=detail, resets_at=resets_at, limiting_window=window)
-        is throttle
-    )
+    evidence = QuotaEvidence(resets_at, window)
+    refusal = classify_refusal(error_code=error_code, detail=detail, evidence=evidence)
+    assert refusal.throttle is throttle
+    if throttle:
+        # It walks, is recorded as a rate limit, and ends a turn as a quota refusal.
+        assert (refusal.failure_kind, refusal.reason, refusal.walks, refusal.quota) == (
+            "rate_limit",
+            "throttled",
+            True,
+            True,
+        )
+    # Without the evidence nothing can tell: a rate limit stays one.
+    assert not classify_refusal(error_code=error_code, detail=detail).throttle
 
 
 # The backoff
