@@ -43,6 +43,7 @@ def parks_until(
         waits=agent.wait_policy == WaitPolicy.WAIT,
         max_wait_seconds=agent.max_wait_seconds,
         resets_at=resets_at,
+        created_at=execution.created_at,
         now=now,
     )
 

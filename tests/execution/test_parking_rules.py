@@ -47,7 +47,31 @@ def test_an_exhausted_turn_parks_only_when_autonomous_waiting_and_the_reset_is_k
             waits=waits,
             max_wait_seconds=max_wait,
             resets_at=resets_at,
+            created_at=NOW,
             now=NOW,
         )
         == expected
     )
+
+
+@pytest.mark.parametrize(
+    ("created_ago", "resets_in", "expected_parks"),
+    [
+        # A re-run refused again parks again only within the allowance since creation.
+        (timedelta(hours=4), timedelta(hours=2), True),  # exactly 6 h after creation
+        (timedelta(hours=4), timedelta(hours=2, seconds=1), False),
+        (timedelta(hours=6), timedelta(seconds=1), False),
+    ],
+)
+def test_the_wait_counts_from_the_turns_creation_so_it_never_parks_without_end(
+    created_ago: timedelta, resets_in: timedelta, expected_parks: bool
+) -> None:
+    until = park_until(
+        autonomous=True,
+        waits=True,
+        max_wait_seconds=6 * HOUR,
+        resets_at=NOW + resets_in,
+        created_at=NOW - created_ago,
+        now=NOW,
+    )
+    assert (until is not None) is expected_parks
