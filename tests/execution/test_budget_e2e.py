@@ -81,8 +81,9 @@ def test_concurrent_key_turns_stop_at_the_budget_then_the_key_rung_is_closed(
     closed = task(owner_client)
     assert (closed["http_status"], closed["walk_stop"]) == (429, "key_budget"), closed
     assert closed["error_detail"].startswith("Tried: plan-a (rate limit)"), closed
-    assert f"the platform key's daily budget of ${budget:.2f} for agent 'bot'" in (
-        closed["error_detail"]
+    assert (
+        f"the platform key's daily budget of ${budget:.2f} for agent 'bot'"
+        in (closed["error_detail"])
     )
     assert closed["resets_at"] is not None
     assert key_requests(control) == []
