@@ -776,7 +776,9 @@ def explanation_text(explanation: Explanation) -> list[str]:
         f"Agent {e.agent}: model {e.model or '(default)'}, policy {e.routing_policy}, "
         f"ranking {e.strategy}; {trigger} turn at {now:%Y-%m-%d %H:%M:%S}Z",
     ]
-    if e.breaker != breaker.BreakerState.CLOSED.value:
+    if e.breaker == breaker.BreakerState.HALF_OPEN.value:
+        lines.append("Provider breaker: half-open (one trial turn at a time is sent)")
+    elif e.breaker != breaker.BreakerState.CLOSED.value:
         lines.append(f"Provider breaker: {e.breaker}")
     if e.assigned is None:
         lines.append("Assigned: none (it runs on what it boots with and never walks)")
