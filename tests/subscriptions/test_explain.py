@@ -23,7 +23,7 @@ from agents.models import Agent
 from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions import services as subscription_services
-from subscriptions.explain import Excluded, Explanation, routing_explain
+from subscriptions.explain import Excluded, Explanation, explanation_text, routing_explain
 from subscriptions.headroom.forecast import (
     Forecast,
     WindowForecast,
@@ -426,6 +426,13 @@ class TestCapsAndBreaker:
             "provider_outage",
         )
         assert (e.first, e.rungs) == (None, [])
+        # After the cooldown one trial turn is sent: the explainer names where.
+        later = routing_explain(agent=agent, now=T0 + timedelta(seconds=31))
+        assert later.breaker == "half_open" and later.first is not None
+        assert later.first.name == "mine"
+        assert "Provider breaker: half-open (one trial turn at a time is sent)" in (
+            explanation_text(later)
+        )
 
 
 class TestForecastAndBalanced:
