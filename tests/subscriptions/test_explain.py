@@ -103,6 +103,12 @@ def key() -> None:
     trinity_services.platform_api_key_set(key=KEY)
 
 
+@pytest.fixture
+def banded() -> None:
+    """Rank by band whatever the system default is (these tests read bands)."""
+    trinity_services.system_routing_settings_set(changes={"routing_strategy": "banded"})
+
+
 class TestKeyRungState:
     """The key rung's gates, each named (the turn asks ``key_rung_available``)."""
 
@@ -144,7 +150,7 @@ class TestKeyRungState:
 
 class TestWhereTheNextTurnRuns:
     def test_a_serving_assignment_runs_first_then_the_ranked_order_then_the_key(
-        self, key: None
+        self, key: None, banded: None
     ) -> None:
         subs = _pool(
             mine=reading(seven_day=20.0),
@@ -534,7 +540,7 @@ def now() -> datetime:
 
 
 @pytest.fixture
-def owned(owner: User, key: None, now: datetime) -> Agent:
+def owned(owner: User, key: None, banded: None, now: datetime) -> Agent:
     subs = _pool(mine=reading(now=now), other=reading(now=now, seven_day=50.0))
     agent = AgentFactory.create(name="bot", owner=owner)
     return subscription_services.assignment_set(agent=agent, subscription_id=subs["mine"].pk)
