@@ -785,6 +785,7 @@ class _Turn:
             exclude_ids=[*self._walk().tried, *self._at_capacity_ids(now)],
             now=now,
             model=self.execution.model or None,
+            strategy=self.settings().routing_strategy,  # already read: no second query
         )
         self.last_selection = selection
         return selection

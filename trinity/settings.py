@@ -444,6 +444,12 @@ def _env_usd(name: str, default: str) -> Decimal:
 # turn to take the mean of yet (too low lets concurrent first turns overshoot a cap).
 TRINITY_KEY_TURN_ESTIMATE_USD = _env_usd("TRINITY_KEY_TURN_ESTIMATE_USD", "0.25")
 
+# Under the balanced strategy, whether the sampler's sweep also moves assignments
+# proactively (subscriptions/headroom/rebalance.py). Off by default: on the fleet
+# benchmark's traces it brought 84-128 ping-pongs for a mixed effect on key spend
+# (docs/benchmarks.md).
+TRINITY_REBALANCE = _env_bool("TRINITY_REBALANCE", False)
+
 # Headroom: the sampler's cadence, how long a reading counts as evidence, and how hard
 # a sweep may push the providers.
 TRINITY_HEADROOM_SAMPLE_SECONDS = _env_int(

@@ -300,8 +300,9 @@ class ProjectPolicy(Policy):
 
     name = "this project"
     uses_readings = True
-    # ``SystemSettings.routing_strategy``: how a walk and pre-dispatch rank.
-    strategy = BANDED
+    # ``SystemSettings.routing_strategy``: how a walk and pre-dispatch rank (the
+    # default, balanced).
+    strategy = BALANCED
     # Whether the sweep also rebalances (``assignments_rebalance``; balanced only).
     rebalances = False
 
@@ -532,21 +533,20 @@ class _ProjectTurn:
             )
 
 
-class BalancedProjectPolicy(ProjectPolicy):
-    """This project's policy with ``routing_strategy`` balanced: the walk and
-    pre-dispatch rank by score with the 5 % admission, and the sweep rebalances."""
+class BandedProjectPolicy(ProjectPolicy):
+    """This project's policy with ``routing_strategy`` banded (the earlier default)."""
 
-    name = "this project (balanced)"
-    strategy = BALANCED
+    name = "this project (banded)"
+    strategy = BANDED
+
+
+class RebalancingProjectPolicy(ProjectPolicy):
+    """The balanced order plus the sweep's proactive rebalancing
+    (``TRINITY_REBALANCE``, off by default): what the moves add is the difference
+    between this row and the project's."""
+
+    name = "this project (balanced + rebalance)"
     rebalances = True
-
-
-class BalancedWalkOnlyPolicy(ProjectPolicy):
-    """The balanced order in the walk and pre-dispatch without the sweep's
-    rebalancing: what the proactive moves add is the difference between the rows."""
-
-    name = "this project (balanced, no rebalance)"
-    strategy = BALANCED
 
 
 # The simpler policies
@@ -689,8 +689,8 @@ def _walks(outcome: TurnOutcome) -> bool:
 
 POLICIES: tuple[type[Policy], ...] = (
     ProjectPolicy,
-    BalancedProjectPolicy,
-    BalancedWalkOnlyPolicy,
+    BandedProjectPolicy,
+    RebalancingProjectPolicy,
     FixedPolicy,
     RoundRobinPolicy,
     SwitchOnFailurePolicy,

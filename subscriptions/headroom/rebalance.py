@@ -11,6 +11,8 @@ is unreachable.
 
 from __future__ import annotations
 
+from django.conf import settings
+
 import logging
 from collections import defaultdict
 from collections.abc import Hashable
@@ -59,12 +61,15 @@ def _why(move: Rebalance) -> dict[str, object]:
 def assignments_rebalance(*, now: datetime) -> RebalanceReport:
     """Move the assignments the hysteresis calls for, under the balanced strategy.
 
-    Does nothing unless ``routing_strategy`` is balanced and auto-switch is on.
+    Does nothing unless ``TRINITY_REBALANCE`` is set, ``routing_strategy`` is balanced
+    and auto-switch is on.
     Considers every agent with a subscription except pinned ones; a
     ``subscription-only`` agent moves only among hard-stop plans. Each move is a
     compare-and-set on the agent's assignment as read here, so a turn that switched
     the agent meanwhile wins and the move is dropped. Never raises for a store outage.
     """
+    if not settings.TRINITY_REBALANCE:
+        return RebalanceReport(skipped="off")
     system = system_settings_get()
     if system.routing_strategy != RoutingStrategy.BALANCED:
         return RebalanceReport(skipped="banded")

@@ -17,8 +17,8 @@ from bench.fleet.engine import simulate
 from bench.fleet.generate import small
 from bench.fleet.policies import (
     POLICIES,
-    BalancedProjectPolicy,
-    BalancedWalkOnlyPolicy,
+    BandedProjectPolicy,
+    RebalancingProjectPolicy,
     ProjectPolicy,
     SwitchOnFailurePolicy,
 )
@@ -66,7 +66,7 @@ def test_the_optimum_is_never_above_any_policys_spend(comparison):
 
 
 @pytest.mark.parametrize(
-    "policy", [ProjectPolicy, BalancedProjectPolicy, BalancedWalkOnlyPolicy, SwitchOnFailurePolicy]
+    "policy", [ProjectPolicy, BandedProjectPolicy, RebalancingProjectPolicy, SwitchOnFailurePolicy]
 )
 def test_a_run_is_deterministic_for_a_seed(policy):
     first, second = simulate(small(5), policy), simulate(small(5), policy)
@@ -94,10 +94,10 @@ def _reading(at, seven_day: float) -> Reading:
     )
 
 
-def test_the_balanced_row_rebalances_from_its_sweep_and_the_walk_only_row_does_not():
+def test_the_rebalancing_row_rebalances_from_its_sweep_and_the_projects_row_does_not():
     trace = small()
     at = trace.fleet.start
-    for policy_type, moves in ((BalancedProjectPolicy, 1), (BalancedWalkOnlyPolicy, 0)):
+    for policy_type, moves in ((RebalancingProjectPolicy, 1), (ProjectPolicy, 0)):
         policy = policy_type(trace, World(trace.fleet))
         a, b = policy.world.by_name["small-a"].id, policy.world.by_name["small-b"].id
         # small-a: 1.5 % left (below the 2 % floor); small-b: 50 % left.

@@ -3,6 +3,8 @@ assignment through the compare-and-set, once, with one notice; banded never move
 
 from __future__ import annotations
 
+from typing import Any
+
 from datetime import timedelta
 
 import pytest
@@ -41,6 +43,22 @@ def _weekly(used: float) -> Reading:
     )
 
 
+@pytest.fixture(autouse=True)
+def _rebalance_on(settings: Any) -> None:
+    settings.TRINITY_REBALANCE = True
+
+
+@pytest.mark.django_db
+def test_rebalance_is_off_unless_the_setting_turns_it_on(settings: Any) -> None:
+    settings.TRINITY_REBALANCE = False
+    _strategy(RoutingStrategy.BALANCED)
+    a, b = (SubscriptionFactory.create(name=n) for n in ("a", "b"))
+    snapshots_write({a.pk: _weekly(99.5), b.pk: _weekly(0.0)})
+    AgentFactory.create(subscription=a)
+    assert assignments_rebalance(now=T0).skipped == "off"
+    assert Agent.objects.get().subscription_id == a.pk
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_sweep_moves_an_agent_off_a_nearly_spent_plan_under_balanced(
     sim: SimulatorControl,
@@ -48,6 +66,7 @@ def test_the_sweep_moves_an_agent_off_a_nearly_spent_plan_under_balanced(
     spent = plan_on(sim, seven_day=99.0)
     roomy = plan_on(sim, seven_day=10.0)
     agent = AgentFactory.create(subscription=spent, model="claude-sonnet-4-5")
+    _strategy(RoutingStrategy.BANDED)
     with time_machine.travel(T0, tick=False):
         banded = sweep_headroom.apply().get()
         assert banded["rebalanced"] == 0
@@ -90,6 +109,7 @@ def test_rebalance_does_nothing_under_banded_without_auto_switch_or_the_store() 
     a, b = (SubscriptionFactory.create(name=n) for n in ("a", "b"))
     snapshots_write({a.pk: _weekly(99.5), b.pk: _weekly(0.0)})
     AgentFactory.create(subscription=a)
+    _strategy(RoutingStrategy.BANDED)
     assert assignments_rebalance(now=T0).skipped == "banded"
     _strategy(RoutingStrategy.BALANCED)
     system = system_settings_get()

@@ -141,7 +141,7 @@ class TestRankAlternatives:
         )
         agent = AgentFactory.create(subscription=own, model="claude-haiku-4-5")
 
-        chosen = rank_alternatives(agent=agent, now=T0)
+        chosen = rank_alternatives(agent=agent, now=T0, strategy=RoutingStrategy.BANDED)
 
         assert chosen.order() == [roomy.pk, full_ish.pk, unread.pk]
         assert [c.subscription_id for c in chosen.dropped] == [refusing.pk]
@@ -214,8 +214,10 @@ class TestRankAlternatives:
             }
         )
         agent = AgentFactory.create(subscription=own, model="claude-haiku-4-5")
-        assert rank_alternatives(agent=agent, now=T0).order() == [roomy.pk, resetting.pk]
         system = system_settings_get()
+        system.routing_strategy = RoutingStrategy.BANDED
+        system.save()
+        assert rank_alternatives(agent=agent, now=T0).order() == [roomy.pk, resetting.pk]
         system.routing_strategy = RoutingStrategy.BALANCED
         system.save()
 

@@ -37,7 +37,7 @@ class Migration(migrations.Migration):
             name="routing_strategy",
             field=models.CharField(
                 choices=[("banded", "Banded headroom"), ("balanced", "Balanced, reset-aware")],
-                default="banded",
+                default="balanced",
                 max_length=20,
             ),
         ),
