@@ -11,13 +11,13 @@ is unreachable.
 
 from __future__ import annotations
 
-from django.conf import settings
-
 import logging
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from django.conf import settings
 
 from agents.models import Agent, RoutingPolicy
 from subscriptions import policy

@@ -3,9 +3,8 @@ assignment through the compare-and-set, once, with one notice; banded never move
 
 from __future__ import annotations
 
-from typing import Any
-
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import time_machine
