@@ -18,8 +18,8 @@ from bench.fleet.generate import small
 from bench.fleet.policies import (
     POLICIES,
     BandedProjectPolicy,
-    RebalancingProjectPolicy,
     ProjectPolicy,
+    RebalancingProjectPolicy,
     SwitchOnFailurePolicy,
 )
 from bench.fleet.report import LP_SLACK_USD, check, compare, table
