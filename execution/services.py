@@ -662,7 +662,7 @@ class _Turn:
             evidence,
             now=now,
             expected_turn=pool.forecast_turn_length(now=now, budget_end=self.budget_end),
-            family=family_window(self.execution.model or self.agent.model or ""),
+            family=self._family(),
         )
 
     def _forecast_exhausted_on(self, pick: Pick, *, now: datetime) -> bool:
@@ -673,7 +673,7 @@ class _Turn:
             pick.subscription_id,
             now=now,
             expected_turn=pool.forecast_turn_length(now=now, budget_end=self.budget_end),
-            family=family_window(self.execution.model or self.agent.model or ""),
+            family=self._family(),
         )
 
     def _affinity(self) -> tuple[Rung, Why] | None:
