@@ -39,7 +39,7 @@ from django.core.cache import cache
 from django_redis import get_redis_connection
 
 from trinity import metrics
-from trinity.markers import STORE_ERRORS, marker_claim, marker_release
+from trinity.markers import STORE_ERRORS, OutageNotice, marker_claim, marker_release
 from trinity.notifications import notification_send
 
 # The codes the agent server's contract gives a provider-level failure.
@@ -136,20 +136,7 @@ class BreakerView:
     reachable: bool = True
 
 
-_outage_logged = False
-
-
-def _store_down(what: str) -> None:
-    """Log an unreachable store once per outage (every turn would repeat it)."""
-    global _outage_logged
-    if not _outage_logged:
-        _outage_logged = True
-        logger.warning("breaker store unreachable (%s): the breaker reads closed", what)
-
-
-def _store_up() -> None:
-    global _outage_logged
-    _outage_logged = False
+_outage = OutageNotice("breaker store unreachable: the breaker reads closed", log=logger)
 
 
 def rules_from_settings() -> BreakerRules:
@@ -211,9 +198,9 @@ def breaker_read(*, provider: str, now: datetime, rules: BreakerRules | None = N
         pipe.get(opened_key)
         raw_failures, raw_opened = pipe.execute()
     except STORE_DOWN:
-        _store_down("read")
+        _outage.down("read")
         return BreakerView(BreakerState.CLOSED, reachable=False)
-    _store_up()
+    _outage.up()
     failures, opened_at = _decode(raw_failures), _opened(raw_opened)
     state = breaker_state(failures=failures, opened_at=opened_at, now=now, rules=rules)
     return BreakerView(state, opened_at, len(failures))
@@ -248,7 +235,7 @@ def breaker_failure_record(
         before = breaker_state(failures=others, opened_at=opened_at, now=now, rules=rules)
         after = breaker_state(failures=failures, opened_at=opened_at, now=now, rules=rules)
         if not opens_on_failure(before, after):
-            _store_up()
+            _outage.up()
             return after, False
         stamp = repr(now.timestamp())
         if opened_at is None:
@@ -258,9 +245,9 @@ def breaker_failure_record(
             # must not both notify).
             opened = bool(client.eval(_REOPEN, 1, opened_key, raw_opened, stamp))
     except STORE_DOWN:
-        _store_down("record")
+        _outage.down("record")
         return BreakerState.CLOSED, False
-    _store_up()
+    _outage.up()
     return BreakerState.OPEN, opened
 
 
@@ -292,7 +279,7 @@ def breaker_trial_end(
         try:
             closed = _redis().delete(failures_key, opened_key)
         except STORE_DOWN:
-            _store_down("close")
+            _outage.down("close")
         else:
             if closed:
                 logger.info("provider %s: circuit breaker closed by a trial turn", provider)

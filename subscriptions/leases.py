@@ -25,7 +25,7 @@ from django.core.cache import cache
 from django_redis import get_redis_connection
 
 from subscriptions.models import Subscription
-from trinity.markers import STORE_ERRORS
+from trinity.markers import STORE_ERRORS, OutageNotice
 
 logger = logging.getLogger(__name__)
 
@@ -48,19 +48,7 @@ redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(last[2]) - tonumber(ARGV[1])) +
 return 1
 """
 
-_outage_logged = False
-
-
-def _store_down(what: str) -> None:
-    global _outage_logged
-    if not _outage_logged:
-        _outage_logged = True
-        logger.warning("lease store unreachable (%s): concurrency caps are not enforced", what)
-
-
-def _store_up() -> None:
-    global _outage_logged
-    _outage_logged = False
+_outage = OutageNotice("lease store unreachable: concurrency caps are not enforced", log=logger)
 
 
 def _redis() -> Any:
@@ -95,9 +83,9 @@ def lease_acquire(
             cap,
         )
     except STORE_DOWN:
-        _store_down("acquire")
+        _outage.down("acquire")
         return None
-    _store_up()
+    _outage.up()
     return bool(taken)
 
 
@@ -106,7 +94,7 @@ def lease_release(*, subscription_id: int, holder: str) -> None:
     try:
         _redis().zrem(lease_key(subscription_id), holder)
     except STORE_DOWN:
-        _store_down("release")
+        _outage.down("release")
 
 
 def leases_live(subscription_ids: Iterable[int], *, now: datetime) -> dict[int, int] | None:
@@ -123,9 +111,9 @@ def leases_live(subscription_ids: Iterable[int], *, now: datetime) -> dict[int, 
             pipe.zcount(lease_key(pk), f"({now.timestamp()!r}", "+inf")
         counts = pipe.execute()
     except STORE_DOWN:
-        _store_down("count")
+        _outage.down("count")
         return None
-    _store_up()
+    _outage.up()
     return {pk: int(n) for pk, n in zip(wanted, counts, strict=True)}
 
 

@@ -84,3 +84,21 @@ def markers_read(names: Iterable[str]) -> dict[str, str] | None:
         logger.warning("cache unreachable: markers not read")
         return None
     return {keys[key]: str(value) for key, value in found.items()}
+
+
+class OutageNotice:
+    """Logs a store outage once per outage, not once per turn that meets it; the next
+    call that reaches the store again re-arms it."""
+
+    def __init__(self, message: str, *, log: logging.Logger) -> None:
+        self.message = message
+        self.log = log
+        self.logged = False
+
+    def down(self, what: str) -> None:
+        if not self.logged:
+            self.logged = True
+            self.log.warning("%s (%s)", self.message, what)
+
+    def up(self) -> None:
+        self.logged = False

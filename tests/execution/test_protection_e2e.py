@@ -202,8 +202,8 @@ def test_with_redis_down_a_capped_plan_serves_and_the_breaker_blocks_nothing(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(breaker, "_outage_logged", False)
-    monkeypatch.setattr(leases, "_outage_logged", False)
+    monkeypatch.setattr(breaker._outage, "logged", False)
+    monkeypatch.setattr(leases._outage, "logged", False)
     a, _ = register_plan(control, "plan-a")
     Subscription.objects.filter(pk=a.pk).update(max_concurrency=1)
     agent_on(owner, Subscription.objects.get(pk=a.pk))

@@ -209,7 +209,7 @@ def test_failures_older_than_the_window_are_forgotten_by_the_store() -> None:
 def test_an_unreachable_store_reads_closed_and_warns_once(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(breaker, "_outage_logged", False)
+    monkeypatch.setattr(breaker._outage, "logged", False)
     with override_settings(CACHES=UNREACHABLE_REDIS), caplog.at_level(logging.WARNING):
         view = breaker_read(provider="anthropic", now=T0, rules=RULES)
         assert (view.state, view.reachable) == (BreakerState.CLOSED, False)

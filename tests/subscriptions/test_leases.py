@@ -137,7 +137,7 @@ def test_processes_racing_for_the_last_slot_never_exceed_the_cap() -> None:
 def test_an_unreachable_store_enforces_no_cap_and_warns_once(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(leases, "_outage_logged", False)
+    monkeypatch.setattr(leases._outage, "logged", False)
     with override_settings(CACHES=UNREACHABLE_REDIS), caplog.at_level(logging.WARNING):
         assert take("e1") is None
         assert leases_live([7], now=T0) is None
