@@ -64,11 +64,18 @@ def schedule_create(
         updated_at=now,
     )
     schedule.next_fire_at = _next_fire(schedule, now)
+    return _saved(schedule)
+
+
+def _saved(schedule: Schedule) -> Schedule:
+    """Save ``schedule``; Conflict when its agent already has one of that name."""
     try:
         with transaction.atomic():
             schedule.save()
     except IntegrityError:
-        raise Conflict(f"Agent {agent.name!r} already has a schedule named {name!r}.") from None
+        raise Conflict(
+            f"Agent {schedule.agent.name!r} already has a schedule named {schedule.name!r}."
+        ) from None
     return schedule
 
 
@@ -94,12 +101,7 @@ def schedule_update(*, schedule: Schedule, changes: dict[str, Any], now: datetim
     if reschedule:
         schedule.next_fire_at = _next_fire(schedule, now)
     schedule.updated_at = now
-    try:
-        with transaction.atomic():
-            schedule.save()
-    except IntegrityError:
-        raise Conflict(f"This agent already has a schedule named {schedule.name!r}.") from None
-    return schedule
+    return _saved(schedule)
 
 
 @transaction.atomic
