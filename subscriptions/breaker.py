@@ -136,7 +136,9 @@ class BreakerView:
     reachable: bool = True
 
 
-_outage = OutageNotice("breaker store unreachable: the breaker reads closed", log=logger)
+_outage = OutageNotice(
+    "breaker store unreachable (or not Redis): the breaker reads closed", log=logger
+)
 
 
 def rules_from_settings() -> BreakerRules:

@@ -48,7 +48,9 @@ redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(last[2]) - tonumber(ARGV[1])) +
 return 1
 """
 
-_outage = OutageNotice("lease store unreachable: concurrency caps are not enforced", log=logger)
+_outage = OutageNotice(
+    "lease store unreachable (or not Redis): concurrency caps are not enforced", log=logger
+)
 
 
 def _redis() -> Any:
