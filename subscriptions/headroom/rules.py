@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from operator import itemgetter
 from typing import Any, NamedTuple, cast
@@ -103,6 +103,84 @@ _OK, _ERROR = ReadingStatus.OK, ReadingStatus.ERROR
 _new = tuple.__new__
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_US_PER_SECOND = 1_000_000
+
+
+def _us(value: datetime | None) -> int | None:
+    # Exact: integer microseconds compare as the instants do, whatever their tzinfo.
+    return (value - _EPOCH) // _MICROSECOND if value is not None else None
+
+
+class _Fast(NamedTuple):
+    """A reading as the ranking reads it, independent of ``now`` and the family.
+
+    ``windows``: name -> (utilization, reset µs, malformed, blocking, remaining,
+    duration s). ``core_*`` summarise the core windows as ``_classify`` walks them: the
+    earliest reset up to the first malformed one, whether one is, whether any blocks.
+    """
+
+    fetched: int
+    status: ReadingStatus
+    reset: int | None
+    five_hour: float | None
+    seven_day: float | None
+    core_reset: int | None
+    core_malformed: bool
+    core_blocked: bool
+    windows: dict[str, tuple[float | None, int | None, bool, bool, float | None, float]]
+
+
+def _fast_of(reading: Reading) -> _Fast:
+    """``reading``'s precomputed form, built once and kept on the reading."""
+    fast = reading._fast
+    if fast is None:
+        fast = _fast_build(reading)
+        object.__setattr__(reading, "_fast", fast)
+    return cast(_Fast, fast)
+
+
+def _fast_build(reading: Reading) -> _Fast:
+    windows = {}
+    for name, window in reading.windows.items():
+        utilization, resets_at, status = window
+        windows[name] = (
+            utilization,
+            _us(resets_at),
+            status is None or utilization is None,
+            status not in NON_BLOCKING_STATUSES,
+            None if utilization is None else 100.0 - utilization,
+            _DURATION_SECONDS.get(name, _WEEK_SECONDS),
+        )
+    core_reset: int | None = None
+    core_malformed = core_blocked = False
+    for name in CORE_WINDOWS:
+        found = windows.get(name)
+        if found is None:
+            continue
+        reset = found[1]
+        if reset is not None and (core_reset is None or reset < core_reset):
+            core_reset = reset
+        if found[2]:
+            core_malformed = True
+            break
+        if found[3]:
+            core_blocked = True
+    five, seven = windows.get(FIVE_HOUR), windows.get(SEVEN_DAY)
+    return _Fast(
+        cast(int, _us(reading.fetched_at)),
+        reading.status,
+        _us(reading.reset_at),
+        five[0] if five is not None else None,
+        seven[0] if seven is not None else None,
+        core_reset,
+        core_malformed,
+        core_blocked,
+        windows,
+    )
+
+
 def _classify(
     reading: Reading | None,
     now: datetime,
@@ -110,23 +188,31 @@ def _classify(
     five_hour_since: datetime,
     family: str | None,
 ) -> Headroom:
-    """The gate and the tier in one pass: ranking calls this once per candidate.
+    """The gate and the tier in one pass (``_classify_us`` with datetimes).
 
     ``oldest`` is the oldest fetch instant still fresh, ``five_hour_since`` the
     oldest whose 5h figure still counts, ``family`` the turn's family window.
     """
     if reading is None:
         return _ABSENT
-    fetched = reading.fetched_at
-    windows = reading.windows
-    status = reading.status
-    five = windows.get(FIVE_HOUR)
-    seven = windows.get(SEVEN_DAY)
+    return _classify_us(
+        reading,
+        _fast_of(reading),
+        cast(int, _us(now)),
+        cast(int, _us(oldest)),
+        cast(int, _us(five_hour_since)),
+        family,
+    )
+
+
+def _classify_us(
+    reading: Reading, fast: _Fast, now: int, oldest: int, five_hour_since: int, family: str | None
+) -> Headroom:
+    # Ranking calls this once per candidate, instants as microseconds. The windows are
+    # judged in order (five_hour, seven_day, the family's) and the first that has
+    # reset or is malformed decides; ``_fast_build`` summarised the core two.
+    fetched, status, reset_at, five_hour, seven_day, core_reset, malformed, blocked, windows = fast
     extra = windows.get(family) if family is not None else None
-    five_hour = five.utilization if five is not None else None
-    seven_day = seven.utilization if seven is not None else None
-    blocked = False
-    reset_at = reading.reset_at
     if fetched < oldest:
         gate = _STALE
     elif status is _ERROR:
@@ -134,35 +220,44 @@ def _classify(
     elif reset_at is not None and reset_at <= now:
         gate = _WINDOW_RESET
     else:
-        gate = _USABLE
-        for window in (five, seven, extra):
-            if window is None:
-                continue
-            resets_at = window.resets_at
-            if resets_at is not None and resets_at <= now:
-                gate = _WINDOW_RESET
-                break
-            window_status = window.status
-            if window_status is None or window.utilization is None:
-                gate = _MALFORMED
-                break
-            if window_status not in NON_BLOCKING_STATUSES:
-                blocked = True
-        if gate is _USABLE and status is _OK and seven_day is None:
+        if core_reset is not None and core_reset <= now:
+            gate = _WINDOW_RESET
+        elif malformed:
             gate = _MALFORMED
+        else:
+            gate = _USABLE
+            if extra is not None:
+                extra_reset = extra[1]
+                if extra_reset is not None and extra_reset <= now:
+                    gate = _WINDOW_RESET
+                elif extra[2]:
+                    gate = _MALFORMED
+                elif extra[3]:
+                    blocked = True
+            if gate is _USABLE and status is _OK and seven_day is None:
+                gate = _MALFORMED
     if gate is not _USABLE:
-        return _new(Headroom, (_UNKNOWN, gate, five_hour, seven_day, None, fetched, None))
+        return _new(
+            Headroom, (_UNKNOWN, gate, five_hour, seven_day, None, reading.fetched_at, None)
+        )
     if status is not _OK or blocked:
         # A usable reading that is not serving is a fresh refusal.
-        return _new(Headroom, (_REFUSING, gate, five_hour, seven_day, None, fetched, None))
-    # The gate lets a serving reading through only with every deciding figure present.
-    fullness = cast(float, seven_day)
-    if extra is not None and cast(float, extra.utilization) > fullness:
-        fullness = cast(float, extra.utilization)  # the family window spends like the weekly
+        return _new(
+            Headroom, (_REFUSING, gate, five_hour, seven_day, None, reading.fetched_at, None)
+        )
+    # The gate lets a serving reading through only with every deciding figure present
+    # (no ``cast`` calls: this runs once per candidate).
+    fullness = seven_day if seven_day is not None else 0.0
+    if extra is not None:
+        extra_utilization = extra[0]
+        if extra_utilization is not None and extra_utilization > fullness:
+            fullness = extra_utilization  # the family window spends like the weekly
     if five_hour is not None and five_hour > fullness and fetched >= five_hour_since:
         fullness = five_hour
     band = min(int(fullness // BAND_POINTS), TOP_BAND)
-    return _new(Headroom, (_MEASURED, gate, five_hour, seven_day, fullness, fetched, band))
+    return _new(
+        Headroom, (_MEASURED, gate, five_hour, seven_day, fullness, reading.fetched_at, band)
+    )
 
 
 def classify_headroom(
@@ -653,27 +748,33 @@ def window_score(
 def _balance(
     reading: Reading, now: datetime, five_hour_since: datetime, family: str | None
 ) -> Balance:
+    return _balance_us(
+        _fast_of(reading), cast(int, _us(now)), cast(int, _us(five_hour_since)), family
+    )
+
+
+def _balance_us(fast: _Fast, now: int, five_hour_since: int, family: str | None) -> Balance:
     # Called only for a measured (serving, usable) reading: every deciding window
     # present carries a figure. The 5h figure counts while it counts for banded.
-    # ``window_score`` inlined: ranking 10,000 candidates runs this 10,000 times.
-    windows = reading.windows
+    # ``window_score`` inlined on microseconds (the same float arithmetic as its
+    # ``total_seconds()``): ranking 10,000 candidates runs this 10,000 times.
+    windows = fast[8]
     best_score = 0.0
     best_name = ""
     remaining = 100.0
-    skip_five = reading.fetched_at < five_hour_since
+    skip_five = fast[0] < five_hour_since
     for name in _CORE_WINDOWS if family is None else (FIVE_HOUR, SEVEN_DAY, family):
         window = windows.get(name)
         if window is None:
             continue
-        utilization = window[0]
-        if utilization is None or (skip_five and name == FIVE_HOUR):
+        left = window[4]
+        if left is None or (skip_five and name == FIVE_HOUR):
             continue
-        left = 100.0 - utilization
         resets_at = window[1]
         if resets_at is None:
             score = left
         else:
-            pace = (resets_at - now).total_seconds() / _DURATION_SECONDS.get(name, _WEEK_SECONDS)
+            pace = (resets_at - now) / _US_PER_SECOND / window[5]
             score = left / (PACE_FLOOR if pace < PACE_FLOOR else 1.0 if pace > 1.0 else pace)
         if left < remaining:
             remaining = left
@@ -854,12 +955,20 @@ def rank_candidates(
     unknown: list[Ranked] = []
     last_resort: list[Candidate] = []
     dropped: list[Candidate] = []
-    oldest, five_hour_since = now - max_age, now - FIVE_HOUR_COUNTS_FOR
+    now_us = cast(int, _us(now))
+    oldest_us = cast(int, _us(now - max_age))
+    five_hour_since_us = cast(int, _us(now - FIVE_HOUR_COUNTS_FOR))
     get = readings.get
     window_reset = Verdict.WINDOW_RESET
     for candidate in candidates:
         reading = get(candidate[0])
-        headroom = _classify(reading, now, oldest, five_hour_since, family)
+        if reading is None:
+            headroom = _ABSENT
+        else:
+            fast = reading._fast
+            if fast is None:
+                fast = _fast_of(reading)
+            headroom = _classify_us(reading, fast, now_us, oldest_us, five_hour_since_us, family)
         tier = headroom[0]
         if tier is _REFUSING:
             dropped.append(candidate)
@@ -873,9 +982,7 @@ def rank_candidates(
                 continue
         if tier is _MEASURED and verdict is not window_reset:
             if balanced:
-                score, remaining, limiting = _balance(
-                    cast(Reading, reading), now, five_hour_since, family
-                )
+                score, remaining, limiting = _balance_us(fast, now_us, five_hour_since_us, family)
                 ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, score, limiting))
                 (scored if remaining > ADMISSION_FLOOR else spent).append((-score, ranked))
                 continue

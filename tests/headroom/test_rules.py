@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -600,3 +600,74 @@ def test_an_error_reading_never_replaces_an_answer(
     prior: Reading | None, new: Reading, replaces: bool
 ) -> None:
     assert reading_replaces(prior, new) is replaces
+
+
+# The ranking's precomputed form (instants as integer microseconds, kept on the reading)
+
+MICROSECOND = timedelta(microseconds=1)
+PLUS_TWO = timezone(timedelta(hours=2))
+
+
+@pytest.mark.parametrize(
+    ("case", "subject", "family", "gate"),
+    [
+        (
+            "a malformed 5h window decides before a weekly window that reset",
+            reading(five_hour_status=None, seven_day_resets_in=-SECOND),  # type: ignore[arg-type]
+            None,
+            Gate.MALFORMED,
+        ),
+        (
+            "a 5h window that reset decides before a malformed weekly one",
+            reading(five_hour_resets_in=-SECOND, seven_day_status=None),  # type: ignore[arg-type]
+            None,
+            Gate.WINDOW_RESET,
+        ),
+        (
+            "a malformed core window decides before the family window's reset",
+            reading(
+                seven_day_status=None,  # type: ignore[arg-type]
+                extra={"seven_day_sonnet": window(5.0, resets_in=-SECOND)},
+            ),
+            "seven_day_sonnet",
+            Gate.MALFORMED,
+        ),
+        (
+            "a reset one microsecond from now has not happened",
+            reading(five_hour_resets_in=MICROSECOND),
+            None,
+            Gate.USABLE,
+        ),
+        (
+            "a reading one microsecond past max_age is stale",
+            reading(age=MAX_AGE + MICROSECOND),
+            None,
+            Gate.STALE,
+        ),
+    ],
+)
+def test_the_ranking_judges_windows_in_order_to_the_microsecond(
+    case: str, subject: Reading, family: str | None, gate: Gate
+) -> None:
+    assert reading_gate(subject, now=T0, max_age=MAX_AGE, family=family) is gate, case
+    ranking = rank_candidates(
+        [Candidate(1, "a", 0)], {1: subject}, now=T0, max_age=MAX_AGE, family=family
+    )
+    assert ranking.ranked[0].headroom.gate is gate, case
+
+
+def test_instants_compare_as_instants_whatever_their_time_zone() -> None:
+    # A reset equal to now, written in another offset, is a reset at now.
+    subject = reading(five_hour_resets_in=timedelta(0))
+    now = T0.astimezone(PLUS_TWO)
+    assert reading_gate(subject, now=now, max_age=MAX_AGE) is Gate.WINDOW_RESET
+    assert reading_gate(subject, now=now - MICROSECOND, max_age=MAX_AGE) is Gate.USABLE
+
+
+def test_the_precomputed_form_is_no_part_of_a_readings_identity() -> None:
+    ranked, fresh = reading(), reading()
+    rank_candidates([Candidate(1, "a", 0)], {1: ranked}, now=T0, max_age=MAX_AGE)
+    assert ranked._fast is not None and fresh._fast is None
+    assert ranked == fresh
+    assert repr(ranked) == repr(fresh)
+    assert "_fast" not in repr(ranked)

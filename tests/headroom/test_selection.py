@@ -324,3 +324,33 @@ class TestAssignmentAuto:
         assert (result.assigned, result.subscription_id) == (False, None)
         assert result.selection is not None
         assert [c.subscription_id for c in result.selection.dropped] == [refusing.pk]
+
+
+def test_the_postgres_query_keeps_every_filter_and_the_orm_order() -> None:
+    # The hard-stop filter and the exclusions reach the query as the queryset's own
+    # WHERE; a filter that joins another table goes through an id subquery instead.
+    plans = [SubscriptionFactory.create(name=n) for n in ("b", "a", "C", "c")]
+    for count, plan in zip((1, 0, 2, 0), plans, strict=True):
+        AgentFactory.create_batch(count, subscription=plan)
+    RateLimitEventFactory.create(subscription=plans[2], occurred_at=T0 - SECOND)
+    hard_stop = Subscription.objects.filter(
+        provider="anthropic",
+        plan_type__in=selection.billing.hard_stop_plan_types("anthropic"),
+        billing_class=selection.billing.PLAN,
+        overage=selection.billing.REFUSE,
+    )
+    everyone = Subscription.objects.filter(provider="anthropic").exclude(pk=plans[0].pk)
+    joined = Subscription.objects.filter(provider="anthropic", agents__isnull=False).distinct()
+
+    for queryset in (hard_stop, everyone, joined):
+        assert selection._candidates_postgres(queryset, T0) == selection._candidates_orm(
+            queryset, T0
+        )
+    assert [c.name for c in selection._candidates_postgres(everyone, T0)] == ["a", "c", "C"]
+    assert [c.name for c in selection._candidates_postgres(joined, T0)] == ["b", "C"]
+    assert [
+        c.name
+        for c in candidates_filtered(
+            provider="anthropic", exclude_ids=(), now=T0, only_hard_stop=True
+        )
+    ] == [c.name for c in selection._candidates_orm(hard_stop, T0)]
