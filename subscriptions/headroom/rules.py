@@ -11,7 +11,6 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
 from subscriptions.headroom.reading import (
@@ -254,7 +253,9 @@ def _classify_us(
             fullness = extra_utilization  # the family window spends like the weekly
     if five_hour is not None and five_hour > fullness and fetched >= five_hour_since:
         fullness = five_hour
-    band = min(int(fullness // BAND_POINTS), TOP_BAND)
+    band = int(fullness // BAND_POINTS)
+    if band > TOP_BAND:  # not ``min()``: a builtin call per candidate
+        band = TOP_BAND
     return _new(
         Headroom, (_MEASURED, gate, five_hour, seven_day, fullness, reading.fetched_at, band)
     )
@@ -748,12 +749,18 @@ def window_score(
 def _balance(
     reading: Reading, now: datetime, five_hour_since: datetime, family: str | None
 ) -> Balance:
-    return _balance_us(
-        _fast_of(reading), cast(int, _us(now)), cast(int, _us(five_hour_since)), family
+    return _new(
+        Balance,
+        _balance_us(
+            _fast_of(reading), cast(int, _us(now)), cast(int, _us(five_hour_since)), family
+        ),
     )
 
 
-def _balance_us(fast: _Fast, now: int, five_hour_since: int, family: str | None) -> Balance:
+def _balance_us(
+    fast: _Fast, now: int, five_hour_since: int, family: str | None
+) -> tuple[float, float, str]:
+    """``Balance``'s fields as a plain tuple: the ranking unpacks it at once."""
     # Called only for a measured (serving, usable) reading: every deciding window
     # present carries a figure. The 5h figure counts while it counts for banded.
     # ``window_score`` inlined on microseconds (the same float arithmetic as its
@@ -781,14 +788,18 @@ def _balance_us(fast: _Fast, now: int, five_hour_since: int, family: str | None)
         if not best_name or score < best_score:
             best_score, best_name = score, name
     if not best_name:  # unreachable for a measured reading (it has a weekly figure)
-        return _new(Balance, (100.0, 100.0, SEVEN_DAY))
-    return _new(Balance, (best_score, remaining, best_name))
+        return 100.0, 100.0, SEVEN_DAY
+    return best_score, remaining, best_name
 
 
 _CORE_WINDOWS = (FIVE_HOUR, SEVEN_DAY)
 _DURATION_SECONDS = {name: d.total_seconds() for name, d in WINDOW_DURATIONS.items()}
 _WEEK_SECONDS = timedelta(days=7).total_seconds()
-_first = itemgetter(0)
+
+
+def _by_key(items: list[Ranked], keys: list[float]) -> Iterator[Ranked]:
+    # Stable: equal keys keep the order given (the load-balance order).
+    return map(items.__getitem__, sorted(range(len(keys)), key=keys.__getitem__))
 
 
 def balance_of(
@@ -950,8 +961,13 @@ def rank_candidates(
     # order: a handful of keys to sort instead of thousands of candidates.
     measured: dict[tuple[int, int], list[Ranked]] = {}
     balanced = strategy == BALANCED
-    scored: list[tuple[float, Ranked]] = []  # balanced: (-score, ranked), admitted
-    spent: list[tuple[float, Ranked]] = []  # balanced: measured, not admitted
+    # Balanced: the admitted and the not admitted measured candidates, each beside a
+    # list of their -score sort keys (parallel lists, not pairs: 10,000 pair tuples
+    # outlive the loop and cost the garbage collector more than the sort).
+    scored: list[Ranked] = []
+    scored_keys: list[float] = []
+    spent: list[Ranked] = []
+    spent_keys: list[float] = []
     unknown: list[Ranked] = []
     last_resort: list[Candidate] = []
     dropped: list[Candidate] = []
@@ -984,7 +1000,12 @@ def rank_candidates(
             if balanced:
                 score, remaining, limiting = _balance_us(fast, now_us, five_hour_since_us, family)
                 ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, score, limiting))
-                (scored if remaining > ADMISSION_FLOOR else spent).append((-score, ranked))
+                if remaining > ADMISSION_FLOOR:
+                    scored.append(ranked)
+                    scored_keys.append(-score)
+                else:
+                    spent.append(ranked)
+                    spent_keys.append(-score)
                 continue
             ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, None, None))
             key = (headroom[6] or 0, candidate[2])  # a measured band is never None
@@ -997,11 +1018,9 @@ def rank_candidates(
             unknown.append(_new(Ranked, (candidate, _UNKNOWN, headroom, verdict, None, None)))
     ordered: list[Ranked] = []
     if balanced:
-        scored.sort(key=_first)  # stable: equal scores keep the load-balance order
-        spent.sort(key=_first)
-        ordered.extend(r for _, r in scored)
+        ordered.extend(_by_key(scored, scored_keys))
         ordered.extend(unknown)
-        ordered.extend(r for _, r in spent)
+        ordered.extend(_by_key(spent, spent_keys))
     for key in sorted(measured):
         ordered.extend(measured[key])
     if not balanced:

@@ -187,7 +187,7 @@ def candidates_rank(
 ) -> Selection:
     """Rank ``candidates`` by their cached readings with ``strategy`` (banded or
     balanced: ``rank_candidates``); DB order if that cannot be done."""
-    snapshots = snapshots_read(c.subscription_id for c in candidates)
+    snapshots = snapshots_read([c[0] for c in candidates])  # c[0]: the subscription id
     if not snapshots.reachable:
         logger.warning(
             "headroom store unreachable: ranking %d candidates in DB order", len(candidates)

@@ -70,6 +70,9 @@ _MALFORMED = (KeyError, TypeError, ValueError, AttributeError)
 # is dropped whole when it outgrows a few sweeps' worth of distinct values.
 _decoded: dict[bytes, Reading] = {}
 DECODED_MAX = 100_000
+# Key prefix → subscription id → its raw snapshot key: building 10,000 keys costs
+# more than looking them up.
+_raw_keys: dict[str, dict[int, bytes]] = {}
 
 
 def _redis_backend() -> Any | None:
@@ -89,7 +92,15 @@ def _read_raw(backend: Any, ids: list[int]) -> dict[int, Reading]:
     prefix = str(backend.make_key(""))
     if str(backend.make_key("probe")) != prefix + "probe":
         raise LookupError("a custom KEY_FUNCTION: no raw read")  # caught: get_many path
-    raw_keys = [f"{prefix}headroom:snapshot:{pk}".encode() for pk in ids]
+    known = _raw_keys.get(prefix)
+    if known is None or len(known) >= DECODED_MAX:
+        known = _raw_keys[prefix] = {}
+    raw_keys = []
+    for pk in ids:
+        raw_key = known.get(pk)
+        if raw_key is None:
+            raw_key = known[pk] = f"{prefix}headroom:snapshot:{pk}".encode()
+        raw_keys.append(raw_key)
     values = backend.client.get_client(write=False).mget(raw_keys)
     memo, decode = _decoded, backend.client.decode
     readings: dict[int, Reading] = {}
