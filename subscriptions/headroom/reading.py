@@ -193,20 +193,35 @@ def reading_decode(value: Any) -> Reading:
     fetched_at = _instant(fetched)
     if fetched_at is None:
         raise ValueError("a reading needs fetched_at")
+    # A cold read decodes every value (10,000 after a sweep): no enum call, no
+    # per-field helper calls, tuples built directly.
+    decoded_status = _STATUSES.get(status) if type(status) is str else None
+    if decoded_status is None:
+        raise ValueError(f"not a reading status: {status!r}")
+    decoded: dict[str, WindowReading] = {}
+    for name, utilization, resets, window_status in windows:
+        if resets is not None and type(resets) is not int:
+            raise TypeError("a stored instant is integer microseconds")
+        decoded[str(name)] = _new(
+            WindowReading,
+            (
+                None if utilization is None else float(utilization),
+                None if resets is None else _EPOCH + _timedelta(microseconds=resets),
+                None if window_status is None else str(window_status),
+            ),
+        )
     return Reading(
         fetched_at=fetched_at,
-        status=ReadingStatus(status),
-        windows={
-            str(name): WindowReading(
-                None if utilization is None else float(utilization),
-                _instant(resets),
-                None if window_status is None else str(window_status),
-            )
-            for name, utilization, resets, window_status in windows
-        },
+        status=decoded_status,
+        windows=decoded,
         source=str(source),
         reset_at=_instant(reset),
         representative_claim=claim,
         overage_status=overage,
         detail=str(detail),
     )
+
+
+_STATUSES = {status.value: status for status in ReadingStatus}
+_new = tuple.__new__
+_timedelta = timedelta
