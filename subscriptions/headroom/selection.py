@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 
 from django.conf import settings
@@ -119,10 +119,13 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
 # applies unchanged. The rows come in name order (the unique index on name gives it
 # without a sort) and a stable sort on the agent count in Python makes it
 # ``agent_count, name``: sorting 10,000 rows by (count, name) in the database costs
-# more than the query around it.
+# more than the query around it. The two instants come as integer microseconds since
+# the epoch (exact): Django's timestamptz loader is Python, a few µs a value.
 _CANDIDATES_SQL = """
 SELECT {subscriptions}.id, {subscriptions}.name, COALESCE(a.n, 0) AS agent_count,
-       f.occurred_at, f.resets_at, f.limiting_window
+       (EXTRACT(EPOCH FROM f.occurred_at) * 1000000)::bigint,
+       (EXTRACT(EPOCH FROM f.resets_at) * 1000000)::bigint,
+       f.limiting_window
 FROM {subscriptions}
 LEFT JOIN (
     SELECT subscription_id, COUNT(*) AS n FROM {agents}
@@ -164,7 +167,19 @@ def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> lis
         rows = cursor.fetchall()
     rows.sort(key=_agent_count)  # stable: name order within a count
     new = tuple.__new__
-    return [new(Candidate, row) for row in rows]
+    return [
+        new(Candidate, row)
+        if row[3] is None and row[4] is None
+        else new(Candidate, (*row[:3], _instant(row[3]), _instant(row[4]), row[5]))
+        for row in rows
+    ]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _instant(micros: int | None) -> datetime | None:
+    return None if micros is None else _EPOCH + timedelta(microseconds=micros)
 
 
 def _db_order(candidates: Sequence[Candidate], fallback: str, now: datetime) -> Selection:

@@ -332,7 +332,13 @@ def test_the_postgres_query_keeps_every_filter_and_the_orm_order() -> None:
     plans = [SubscriptionFactory.create(name=n) for n in ("b", "a", "C", "c")]
     for count, plan in zip((1, 0, 2, 0), plans, strict=True):
         AgentFactory.create_batch(count, subscription=plan)
-    RateLimitEventFactory.create(subscription=plans[2], occurred_at=T0 - SECOND)
+    # Instants to the microsecond: the query carries them as integer microseconds.
+    RateLimitEventFactory.create(
+        subscription=plans[2],
+        occurred_at=T0 - SECOND + timedelta(microseconds=7),
+        resets_at=T0 + timedelta(hours=1, microseconds=3),
+        limiting_window="five_hour",
+    )
     hard_stop = Subscription.objects.filter(
         provider="anthropic",
         plan_type__in=selection.billing.hard_stop_plan_types("anthropic"),
@@ -348,6 +354,10 @@ def test_the_postgres_query_keeps_every_filter_and_the_orm_order() -> None:
         )
     assert [c.name for c in selection._candidates_postgres(everyone, T0)] == ["a", "c", "C"]
     assert [c.name for c in selection._candidates_postgres(joined, T0)] == ["b", "C"]
+    refused = selection._candidates_postgres(everyone, T0)[-1]
+    assert refused.last_failure_at == T0 - SECOND + timedelta(microseconds=7)
+    assert refused.last_failure_resets_at == T0 + timedelta(hours=1, microseconds=3)
+    assert refused.last_failure_window == "five_hour"
     assert [
         c.name
         for c in candidates_filtered(
