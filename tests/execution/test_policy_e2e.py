@@ -73,7 +73,7 @@ def test_a_subscription_only_agent_whose_plans_all_refuse_never_reaches_the_key(
         "Its routing policy (subscription-only) never uses the platform API key."
     )
     assert body["earliest_reset"] is not None
-    assert str(body["earliest_reset"]) > clock.now().isoformat()
+    assert datetime.fromisoformat(body["earliest_reset"]) > clock.now()
     assert messages_sent(control) == [("plan-a", 429), ("plan-b", 429)]
     assert key_requests(control) == []
     assert [a["credential_kind"] for a in body["attempts"]] == ["subscription", "subscription"]

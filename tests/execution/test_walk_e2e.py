@@ -10,7 +10,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -185,7 +185,7 @@ def test_an_exhausted_walk_fails_honestly_with_the_trail_and_a_future_reset(
         "every candidate refused."
     )
     assert body["earliest_reset"] is not None
-    assert str(body["earliest_reset"]) > clock.now().isoformat()
+    assert datetime.fromisoformat(body["earliest_reset"]) > clock.now()
     assert messages_sent(control) == [("plan-a", 429), ("plan-b", 429), ("platform-key", 400)]
     assert RateLimitEvent.objects.filter(credential_kind="api_key").count() == 1
     assert Notification.objects.filter(kind="pool_exhausted").count() == 1
