@@ -85,6 +85,17 @@ def enqueue(broker: RedisServer, owner: User, control: SimulatorControl) -> Exec
     return execution
 
 
+def at_the_upstream(control: SimulatorControl) -> None:
+    """Wait until the upstream holds the turn's request: a CLI that has started may not
+    have sent it yet (node starts slowly on a loaded machine), and a kill before it did
+    would test a turn that never reached the provider."""
+    wait_until(
+        lambda: control.latency()["in_flight"] >= 1,
+        seconds=60,
+        what="the turn's request to reach the upstream",
+    )
+
+
 def assert_dispatched_once_then_reaped(control: SimulatorControl, execution: Execution) -> None:
     """The turn stays ``running`` (its outcome is unknown), reached the upstream once,
     and is failed ``worker_lost`` by the reaper only after its deadline."""
@@ -117,6 +128,7 @@ def test_a_pool_process_killed_mid_turn_is_redelivered_and_never_dispatches_twic
         agent = execution.agent
         assert agent is not None
         cli_child(agent, seconds=60)  # the worker dispatched it: the CLI is mid-turn
+        at_the_upstream(control)
         assert worker.proc is not None
         pool = [pid for pid, cmdline in children_of(worker.proc.pid) if b"celery" in cmdline]
         assert len(pool) == 1
@@ -151,6 +163,7 @@ def test_a_whole_worker_killed_mid_turn_is_redelivered_to_the_next_and_never_dis
         execution = enqueue(broker, owner, control)
         assert execution.agent is not None
         cli_child(execution.agent, seconds=60)
+        at_the_upstream(control)
         first.kill()  # main process and pool at once: nothing acknowledges or rejects
 
         second.start()
