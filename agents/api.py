@@ -84,7 +84,8 @@ class AgentUpdateInput(serializers.Serializer[Any]):
         min_value=0,
         max_value=MAX_WAIT_SECONDS_MAX,
         required=False,
-        help_text="an autonomous turn parks only for a reset at most this far away (0 to 7 days)",
+        help_text="an autonomous turn parks only for a reset at most this long after it was "
+        "created (0 to 7 days)",
     )
     key_budget_daily_usd = serializers.DecimalField(
         **USD_INPUT, help_text="what the platform key may bill for this agent per day; null: no cap"

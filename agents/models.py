@@ -16,7 +16,7 @@ class Runtime(models.TextChoices):
 class WaitPolicy(models.TextChoices):
     """What an autonomous turn does when every credential refused it."""
 
-    # Park until the earliest known reset (at most ``max_wait_seconds`` away).
+    # Park until the earliest known reset (at most ``max_wait_seconds`` after creation).
     WAIT = "wait", "Wait for the earliest reset"
     FAIL = "fail", "Fail at once"
 
@@ -60,7 +60,7 @@ class Agent(models.Model):
     wait_policy = models.CharField(
         max_length=10, choices=WaitPolicy.choices, default=WaitPolicy.WAIT
     )
-    # An autonomous turn parks only for a reset at most this far away.
+    # An autonomous turn parks only for a reset at most this long after it was created.
     max_wait_seconds = models.PositiveIntegerField(default=6 * 3600)
     # This agent's caps on what the platform key may bill (USD); null means no cap.
     key_budget_daily_usd = models.DecimalField(
