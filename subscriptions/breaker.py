@@ -208,6 +208,20 @@ def breaker_read(*, provider: str, now: datetime, rules: BreakerRules | None = N
     return BreakerView(state, opened_at, len(failures))
 
 
+def _gate_state(provider: str, now: datetime) -> BreakerState:
+    """Open, half-open, or closed, from the opened instant alone: one GET on the turn
+    path. Closed and degraded admit a turn alike, and the failure that opens the
+    breaker writes that instant, so the window's failures need not be read here."""
+    rules = rules_from_settings()
+    try:
+        raw_opened = _redis().get(_keys(provider)[1])
+    except STORE_DOWN:
+        _outage.down("read")
+        return BreakerState.CLOSED
+    _outage.up()
+    return breaker_state(failures=(), opened_at=_opened(raw_opened), now=now, rules=rules)
+
+
 def breaker_failure_record(
     *, provider: str, credential: str, now: datetime, rules: BreakerRules | None = None
 ) -> tuple[BreakerState, bool]:
@@ -307,12 +321,12 @@ def breaker_turn_gate(
     Closed or degraded: allowed. Open: not. Half-open: allowed only as the one trial
     (claimed by ``holder`` for the turn's ``trial_seconds``, at most
     ``TRIAL_HOLD_MAX_SECONDS``); the caller ends a trial with ``breaker_trial_end``.
-    One round trip while closed; never raises.
+    One GET while closed; never raises.
     """
-    view = breaker_read(provider=provider, now=now)
-    if view.state is BreakerState.OPEN:
+    state = _gate_state(provider, now)
+    if state is BreakerState.OPEN:
         return False, False
-    if view.state is BreakerState.HALF_OPEN:
+    if state is BreakerState.HALF_OPEN:
         ttl = min(trial_seconds, TRIAL_HOLD_MAX_SECONDS)
         claimed = breaker_trial_claim(provider=provider, ttl_seconds=ttl, holder=holder)
         return claimed, claimed
@@ -347,7 +361,7 @@ def breaker_failure_observe(*, provider: str, credential: str, now: datetime) ->
 
 def breaker_open_now(*, provider: str, now: datetime) -> bool:
     """Whether the breaker is open (a walk step consults it); False when unreachable."""
-    return breaker_read(provider=provider, now=now).state is BreakerState.OPEN
+    return _gate_state(provider, now) is BreakerState.OPEN
 
 
 def trial_verdict(error_codes: Sequence[str], *, served: bool) -> bool | None:
