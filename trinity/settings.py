@@ -17,7 +17,7 @@ import environ
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from trinity.local_secrets import read_or_create
+from trinity.local_secrets import create_private_file, ensure_private_var_dir, read_or_create
 
 # Lets ModelAdmin[Model] and friends be subscripted at runtime (types for mypy).
 django_stubs_ext.monkeypatch()
@@ -53,6 +53,9 @@ def _env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
 
 
 VAR_DIR = Path(env.str("TRINITY_VAR_DIR", default=str(BASE_DIR / "var")))
+# var/ holds the generated secrets and, in the embedded default, the SQLite file: 0700,
+# and an installation that has it looser is tightened here (trinity.apps logs it).
+VAR_DIR_TIGHTENED = ensure_private_var_dir(VAR_DIR)
 
 DEBUG = _env_bool("DEBUG", False)
 
@@ -157,6 +160,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # SQLite creates the file with the umask's mode (0644: every local user could read
+    # the tokens' digests, sessions and encrypted credentials) and gives -wal and -shm
+    # the database file's mode, so the file is made 0600 first; trinity.apps tightens
+    # a file made otherwise (an older install, the test runner) on each connection.
+    create_private_file(Path(DATABASES["default"]["NAME"]))
     # A file, not Django's default shared in-memory database: that one locks whole
     # tables, so threads (the sampler's probes, the live test server) collide on it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-trinity.sqlite3")}
