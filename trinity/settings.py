@@ -8,6 +8,7 @@ without Redis), and secrets generated on first run with mode 0600.
 from __future__ import annotations
 
 import ipaddress
+import os
 import secrets
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -59,9 +60,23 @@ VAR_DIR_TIGHTENED = ensure_private_var_dir(VAR_DIR)
 
 DEBUG = _env_bool("DEBUG", False)
 
-SECRET_KEY = env.str("SECRET_KEY", default="") or read_or_create(
-    VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50)
-)
+# SECRET_KEY unset: generated once into var/secret_key (the embedded default). Set, it
+# must be a real key unless DEBUG is on: the example env file's placeholder, an empty
+# value (a compose file's "SECRET_KEY=") or a short one signs sessions anyone can forge.
+PLACEHOLDER_SECRET_KEYS = frozenset({"change-me-to-a-long-random-string"})
+if "SECRET_KEY" in os.environ:
+    SECRET_KEY = os.environ["SECRET_KEY"].strip()
+    if not DEBUG and (
+        SECRET_KEY in PLACEHOLDER_SECRET_KEYS or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5
+    ):
+        # Never echo the value: it is a secret even when weak.
+        raise ImproperlyConfigured(
+            "SECRET_KEY is the example's placeholder, empty or shorter than 50 characters; "
+            'set a long random one, e.g. python -c "import secrets; '
+            'print(secrets.token_urlsafe(50))" (or unset it to have one generated in var/)'
+        )
+else:
+    SECRET_KEY = read_or_create(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50))
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -268,6 +283,26 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "trinity.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+
+# Behind a TLS-terminating proxy (the compose example): cookies only over HTTPS, HSTS,
+# and the proxy's X-Forwarded-Proto says a request came in over HTTPS. The proxy must
+# set that header itself (overwriting a client's), or a client could claim HTTPS.
+# Off for the embedded default, which serves plain HTTP on loopback.
+TRINITY_HTTPS = _env_bool("TRINITY_HTTPS", False)
+if TRINITY_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = _env_int(
+        "TRINITY_HSTS_SECONDS", 365 * 24 * 3600, minimum=0, maximum=2 * 365 * 24 * 3600
+    )
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("TRINITY_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = False
+    # A request that reached us over plain HTTP through the proxy is redirected; the
+    # health check and the metrics scrape come from inside the network without the
+    # proxy, so they stay answerable over HTTP.
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz/?$", r"^readyz/?$", r"^metrics/?$"]
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Trinity API",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import stat
 import subprocess
 import sys
@@ -18,16 +20,41 @@ SETUP = (
 )
 
 
-def _boot(tmp_path: Path, **overrides: str) -> subprocess.CompletedProcess[str]:
+def _env(tmp_path: Path, **overrides: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in {"DATABASE_URL", "REDIS_URL", "TRINITY_ENCRYPTION_KEYS", "SECRET_KEY", "DEBUG"}
+        and not k.startswith(("TRINITY_HTTPS", "TRINITY_TRUSTED_PROXIES"))
     }
     env.update({"DJANGO_SETTINGS_MODULE": "trinity.settings", "TRINITY_VAR_DIR": str(tmp_path)})
     env.update(overrides)
+    return env
+
+
+def _run(tmp_path: Path, code: str, **overrides: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", SETUP], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_env(tmp_path, **overrides),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _boot(tmp_path: Path, **overrides: str) -> subprocess.CompletedProcess[str]:
+    return _run(tmp_path, SETUP, **overrides)
+
+
+def _manage_check(tmp_path: Path, **overrides: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=_env(tmp_path, **overrides),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -74,3 +101,119 @@ def test_database_url_selects_postgres(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "postgresql" in result.stdout
+
+
+HTTPS_PROBE = (
+    "import json, django; django.setup(); from django.conf import settings; "
+    "from django.test import Client; "
+    "r = Client().get('/api/auth/csrf', HTTP_X_FORWARDED_PROTO='https'); "
+    "names = ['SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SECURE_HSTS_SECONDS', "
+    "'SECURE_PROXY_SSL_HEADER', 'SECURE_SSL_REDIRECT']; "
+    "values = {n: getattr(settings, n) for n in names}; "
+    "values['hsts_header'] = r.headers.get('Strict-Transport-Security'); "
+    "values['csrf_cookie_secure'] = bool(r.cookies['csrftoken']['secure']); "
+    "values['plain_http'] = Client().get('/api/auth/csrf').status_code; "
+    "values['plain_healthz'] = Client().get('/healthz').status_code; "
+    "print(json.dumps(values))"
+)
+
+ONE_YEAR = 365 * 24 * 3600
+
+
+@pytest.mark.parametrize(
+    ("https", "expected"),
+    [
+        (
+            None,  # the embedded default: plain HTTP on loopback
+            {
+                "SESSION_COOKIE_SECURE": False,
+                "CSRF_COOKIE_SECURE": False,
+                "SECURE_HSTS_SECONDS": 0,
+                "SECURE_PROXY_SSL_HEADER": None,
+                "SECURE_SSL_REDIRECT": False,
+                "hsts_header": None,
+                "csrf_cookie_secure": False,
+                "plain_http": 204,
+            },
+        ),
+        (
+            "false",
+            {
+                "SESSION_COOKIE_SECURE": False,
+                "SECURE_HSTS_SECONDS": 0,
+                "SECURE_PROXY_SSL_HEADER": None,
+                "hsts_header": None,
+                "plain_http": 204,
+            },
+        ),
+        (
+            "true",
+            {
+                "SESSION_COOKIE_SECURE": True,
+                "CSRF_COOKIE_SECURE": True,
+                "SECURE_HSTS_SECONDS": ONE_YEAR,
+                "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+                "SECURE_SSL_REDIRECT": True,
+                "hsts_header": f"max-age={ONE_YEAR}",
+                "csrf_cookie_secure": True,
+                "plain_http": 301,
+            },
+        ),
+    ],
+)
+def test_trinity_https_sets_secure_cookies_hsts_and_the_proxy_header(
+    tmp_path: Path, https: str | None, expected: dict[str, object]
+) -> None:
+    overrides = {"ALLOWED_HOSTS": "testserver"}
+    if https is not None:
+        overrides["TRINITY_HTTPS"] = https
+    result = _run(tmp_path, HTTPS_PROBE, **overrides)
+    assert result.returncode == 0, result.stderr
+    values = json.loads(result.stdout.strip().splitlines()[-1])
+    for name, value in expected.items():
+        assert values[name] == value, name
+    assert values["plain_healthz"] != 301  # the health check is never redirected
+
+
+def test_trinity_https_rejects_a_value_that_is_not_a_boolean(tmp_path: Path) -> None:
+    result = _boot(tmp_path, TRINITY_HTTPS="sometimes")
+    assert result.returncode != 0
+    assert "TRINITY_HTTPS" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "debug"),
+    [
+        ("change-me-to-a-long-random-string", None),  # deploy/trinity.env.example's
+        ("", None),
+        ("short-but-not-empty", "false"),
+        ("a" * 60, None),  # long, one character
+    ],
+)
+def test_a_placeholder_empty_or_weak_secret_key_is_refused_at_startup(
+    tmp_path: Path, value: str, debug: str | None
+) -> None:
+    overrides = {"SECRET_KEY": value}
+    if debug is not None:
+        overrides["DEBUG"] = debug
+    result = _manage_check(tmp_path, **overrides)
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+    if value:
+        assert value not in result.stderr  # a key is a secret even when weak
+
+
+def test_the_example_env_files_secret_key_is_the_refused_placeholder() -> None:
+    example = (ROOT / "deploy" / "trinity.env.example").read_text()
+    line = next(x for x in example.splitlines() if x.startswith("SECRET_KEY="))
+    from trinity.settings import PLACEHOLDER_SECRET_KEYS
+
+    assert line.removeprefix("SECRET_KEY=") in PLACEHOLDER_SECRET_KEYS
+
+
+def test_a_long_random_secret_key_or_debug_is_accepted(tmp_path: Path) -> None:
+    assert _manage_check(tmp_path, SECRET_KEY=secrets.token_urlsafe(50)).returncode == 0
+    placeholder_in_dev = _manage_check(
+        tmp_path, SECRET_KEY="change-me-to-a-long-random-string", DEBUG="true"
+    )
+    assert placeholder_in_dev.returncode == 0, placeholder_in_dev.stderr
