@@ -289,10 +289,10 @@ def fleet_create(
     """``subscriptions`` plans (fresh, serving headroom readings in the store) and
     ``agents`` agents, agent i assigned to plan i, every one recorded as running on the
     one agent server at ``endpoint`` (the override carries each turn's credential, so
-    one server serves them all); an owner with an API token (rest_framework.authtoken).
+    one server serves them all); an owner with an API token (knox).
     """
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
 
     from agents.models import Agent, AuthMode, ProcessState, Runtime
     from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
@@ -317,7 +317,7 @@ def fleet_create(
         batch_size=500,
     )
     owner = User.objects.create(username="bench-owner")
-    api_token = Token.objects.create(user=owner).key
+    api_token = AuthToken.objects.create(user=owner)[1]
     shared = Secret(secret)
     Agent.objects.bulk_create(
         [

@@ -445,7 +445,7 @@ def fleet_create(control: Any, plan: StormPlan) -> Fleet:
     agent i on refusing plan i mod 3, the first ``cli_agents`` on the Claude Code CLI;
     an owner with an API token."""
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from knox.models import AuthToken
 
     from agents.models import Agent, Runtime
     from subscriptions import services as subscription_services
@@ -466,7 +466,7 @@ def fleet_create(control: Any, plan: StormPlan) -> Fleet:
         )
         rows.append(row)
     owner, _ = User.objects.get_or_create(username="storm-owner")
-    api_token = Token.objects.create(user=owner).key
+    api_token = AuthToken.objects.create(user=owner)[1]
     names = [f"storm-agent-{i:03d}" for i in range(plan.agents)]
     for i, name in enumerate(names):
         Agent.objects.create(

@@ -135,7 +135,7 @@ def test_no_secret_reaches_a_response_or_a_log(
         f"/admin/trinity/systemsettings/{settings_row.pk}/change/",
         "/admin/trinity/notification/",
         "/admin/execution/execution/",
-        "/admin/authtoken/tokenproxy/",
+        "/admin/knox/authtoken/",
     ):
         hit(admin_site, "get", url)
 

@@ -1,9 +1,41 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
 from django.http import HttpRequest
+from knox.admin import AuthTokenAdmin
+from knox.models import AuthToken
 
 from trinity.models import Notification, SystemSettings
+
+# knox's own admin lists each token's digest; this one lists whose token it is and
+# its first 8 characters (enough to tell two apart, far too few to use), never a key.
+admin.site.unregister(AuthToken)
+
+
+@admin.register(AuthToken)
+class ApiTokenAdmin(AuthTokenAdmin):
+    list_display = ("user", "key_start", "created", "expiry")
+    list_filter = ("expiry",)
+    search_fields = ["user__username"]
+    ordering = ("-created",)
+
+    @admin.display(description="key starts with")
+    def key_start(self, obj: AuthToken) -> str:
+        return f"{obj.token_key[:8]}…"
+
+    def has_change_permission(self, request: HttpRequest, obj: AuthToken | None = None) -> bool:
+        return False  # a token is issued or deleted, never edited
+
+    def save_model(self, request: HttpRequest, obj: AuthToken, form: Any, change: bool) -> None:
+        # knox's own message; this one says it will not be shown again.
+        admin.ModelAdmin.save_model(self, request, obj, form, change)
+        self.message_user(
+            request,
+            f"API token for {obj.user}, shown only now: {form.token}",
+            messages.WARNING,
+        )
 
 
 @admin.register(SystemSettings)

@@ -3,6 +3,7 @@ Django refuses before any view runs, the admin permission and the API-token endp
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -161,14 +162,21 @@ def name_field(*, max_length: int = 100, required: bool = True) -> serializers.R
 
 class ApiTokenOutput(serializers.Serializer[Any]):
     username = serializers.CharField()
-    token = serializers.CharField(help_text="send it as `Authorization: Token <token>`")
+    token = serializers.CharField(
+        help_text="send it as `Authorization: Token <token>`; shown only in this response"
+    )
+    expires_at = serializers.DateTimeField(
+        allow_null=True, help_text="when it stops working; null: until revoked"
+    )
 
 
 class ApiTokenApi(APIView):
-    """POST ``{username, rotate?}``: that user's API token, created when missing.
+    """POST ``{username, rotate?, expires_in_days?}``: a new API token for that user.
 
-    Admins only. The token is in this one response and nowhere else: never logged,
-    never cached (``Cache-Control: no-store``). ``rotate`` replaces it.
+    Admins only. The token is in this one response and nowhere else: the database keeps
+    its digest, it is never logged, never cached (``Cache-Control: no-store``).
+    ``rotate`` revokes the user's other tokens first. ``expires_in_days`` defaults to
+    ``TRINITY_API_TOKEN_TTL_DAYS`` (0 there: no expiry).
     """
 
     permission_classes = [IsAdmin]
@@ -180,12 +188,28 @@ class ApiTokenApi(APIView):
             error_messages={"invalid": "Not a username: letters, digits and . @ + - _ only."},
         )
         rotate = serializers.BooleanField(default=False)
+        expires_in_days = serializers.IntegerField(
+            min_value=1, max_value=3650, required=False, allow_null=True, default=None
+        )
 
     @extend_schema(request=Input, responses={200: ApiTokenOutput, 404: ErrorOutput})
     def post(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        token = services.api_token_issue(**data.validated_data)
-        response = Response({"username": token.user.get_username(), "token": token.key})
+        days = data.validated_data["expires_in_days"]
+        issued = services.api_token_issue(
+            username=data.validated_data["username"],
+            rotate=data.validated_data["rotate"],
+            expires_in=timedelta(days=days) if days is not None else None,
+        )
+        response = Response(
+            ApiTokenOutput(
+                {
+                    "username": issued.token.user.get_username(),
+                    "token": issued.key,
+                    "expires_at": issued.token.expiry,
+                }
+            ).data
+        )
         add_never_cache_headers(response)  # no proxy or browser cache keeps the token
         return response

@@ -1,4 +1,4 @@
-"""Sign-in throttling, and the API's token authentication that uses it.
+"""Sign-in throttling, and the API's token authentication (knox's digest tokens) that uses it.
 
 Its own module because ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]`` names the
 authentication class, and DRF loads it while importing its views: a module that
@@ -11,7 +11,9 @@ import hashlib
 import logging
 from typing import Any
 
-from rest_framework.authentication import TokenAuthentication, get_authorization_header
+from django.utils import timezone
+from knox.auth import TokenAuthentication
+from rest_framework.authentication import get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
@@ -81,12 +83,13 @@ def sign_in_refusal(throttles: list[SignInFailureThrottle], request: Any) -> flo
 
 
 class ThrottledTokenAuthentication(TokenAuthentication):
-    """DRF's token authentication, refused unchecked after too many wrong tokens from
-    one address (``SignInFailureThrottle``): 429 with ``Retry-After``."""
+    """knox's digest-token authentication (``Authorization: Token <key>``), refused
+    unchecked after too many wrong tokens from one address (``SignInFailureThrottle``):
+    429 with ``Retry-After``."""
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
         auth = get_authorization_header(request).split()
-        if not auth or auth[0].lower() != self.keyword.lower().encode():
+        if not auth or auth[0].lower() != self.authenticate_header(request).lower().encode():
             return None  # no token offered: nothing to guess
         throttle = SignInFailureThrottle(ident=f"token-ip:{client_address(request)}")
         wait = sign_in_refusal([throttle], request)
@@ -97,3 +100,15 @@ class ThrottledTokenAuthentication(TokenAuthentication):
         except AuthenticationFailed:
             throttle.record_failure()
             raise
+
+    def _cleanup_token(self, auth_token: Any) -> bool:
+        """True (and the row deleted) when this token has expired.
+
+        knox also sweeps every other token of the user here, one more query on every
+        request; expired rows of tokens nobody presents are harmless (a digest, never
+        accepted), so only the presented one is looked at.
+        """
+        if auth_token.expiry is not None and auth_token.expiry < timezone.now():
+            auth_token.delete()
+            return True
+        return False

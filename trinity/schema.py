@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
@@ -89,3 +90,19 @@ class AutoSchema(SpectacularAutoSchema):
 # A write that lost a race or collides with what exists: the field it is about, or
 # ``{detail, code: "conflict"}``. Views that can answer it declare it.
 CONFLICT = OpenApiResponse(FIELD_ERRORS_SCHEMA, description="conflicts with the current state")
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """``Authorization: Token <key>`` (trinity.authentication.ThrottledTokenAuthentication,
+    knox's digest tokens): the scheme DRF's own token authentication was documented as."""
+
+    target_class = "trinity.authentication.ThrottledTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": 'Token-based authentication with required prefix "Token"',
+        }

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from trinity.crypto import Secret, fingerprint
 from trinity.errors import InvalidInput, NotFound
@@ -80,14 +84,27 @@ def platform_api_key_clear() -> SystemSettings:
     return row
 
 
-@transaction.atomic
-def api_token_issue(*, username: str, rotate: bool = False) -> Token:
-    """The DRF API token of ``username``, created when missing; ``rotate`` replaces it
-    (the old one stops working at once).
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token just issued: its row (a digest, never the key) and the key, which exists
+    only here; show it once and never log it."""
 
-    Raises NotFound for an unknown user and InvalidInput for an inactive one (token
-    authentication refuses inactive users). The key is the credential itself: callers
-    show it once and never log it.
+    token: AuthToken
+    key: str = field(repr=False)
+
+
+@transaction.atomic
+def api_token_issue(
+    *, username: str, rotate: bool = False, expires_in: timedelta | None = None
+) -> IssuedToken:
+    """Issue a new API token for ``username``; ``rotate`` first revokes every token the
+    user has (they stop working at once).
+
+    The database keeps the key's digest only (django-rest-knox), so an issued key cannot
+    be shown again: a caller that lost it issues another. It expires after
+    ``expires_in``, or after ``REST_KNOX["TOKEN_TTL"]`` (``TRINITY_API_TOKEN_TTL_DAYS``;
+    none: until revoked) when that is None. Raises NotFound for an unknown user and
+    InvalidInput for an inactive one (token authentication refuses inactive users).
     """
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
@@ -95,9 +112,10 @@ def api_token_issue(*, username: str, rotate: bool = False) -> Token:
     if not user.is_active:
         raise InvalidInput(f"User {username!r} is inactive.", field="username")
     if rotate:
-        Token.objects.filter(user=user).delete()
-    token, _ = Token.objects.get_or_create(user=user)
-    return token
+        AuthToken.objects.filter(user=user).delete()
+    ttl = expires_in if expires_in is not None else settings.REST_KNOX["TOKEN_TTL"]
+    token, key = AuthToken.objects.create(user=user, expiry=ttl)
+    return IssuedToken(token=token, key=key)
 
 
 # The routing settings an admin may change together (``PUT .../settings/routing``).

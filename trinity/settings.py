@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -111,7 +112,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    # API tokens stored as digests (trinity.authentication.ThrottledTokenAuthentication).
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "trinity",
@@ -283,6 +285,23 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "trinity.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+
+
+def _api_token_ttl() -> timedelta | None:
+    days = _env_int("TRINITY_API_TOKEN_TTL_DAYS", 0, minimum=0, maximum=3650)
+    return timedelta(days=days) if days else None
+
+
+# API tokens (django-rest-knox): the database keeps a SHA-512 digest of each 256-bit
+# random key and the key's first 15 characters to find it by (one indexed lookup per
+# request); the key itself is shown once, when it is issued. A token lives this long
+# unless its issuer says otherwise (0: until revoked).
+REST_KNOX = {
+    "TOKEN_TTL": _api_token_ttl(),
+    "AUTH_HEADER_PREFIX": "Token",
+    "AUTO_REFRESH": False,  # a write on every request otherwise
+}
+
 
 # Behind a TLS-terminating proxy (the compose example): cookies only over HTTPS, HSTS,
 # and the proxy's X-Forwarded-Proto says a request came in over HTTPS. The proxy must

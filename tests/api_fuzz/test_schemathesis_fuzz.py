@@ -43,7 +43,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import Failure, FailureGroup
@@ -119,7 +119,7 @@ def world(control: SimulatorControl) -> World:
     owner = UserFactory.create(username="owner")
     outsider = UserFactory.create(username="outsider")
     tokens = {
-        user.username: Token.objects.create(user=user).key for user in (admin, owner, outsider)
+        user.username: AuthToken.objects.create(user=user)[1] for user in (admin, owner, outsider)
     }
     token = plan_token()
     control.register(token, kind="oauth", label="plan-a")

@@ -19,8 +19,8 @@ import time_machine
 from django.contrib.auth import base_user
 from django.contrib.auth.models import User
 from django.test import Client
-from rest_framework.authentication import TokenAuthentication
-from rest_framework.authtoken.models import Token
+from knox.auth import TokenAuthentication
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from tests.agents.factories import UserFactory
@@ -45,11 +45,11 @@ def password_checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def token_lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    calls: list[str] = []
+def token_lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
+    calls: list[bytes] = []
     real = TokenAuthentication.authenticate_credentials
 
-    def spy(self: TokenAuthentication, key: str) -> Any:
+    def spy(self: TokenAuthentication, key: bytes) -> Any:
         calls.append(key)
         return real(self, key)
 
@@ -118,9 +118,9 @@ def test_failed_sign_ins_count_per_username_across_addresses_and_per_address_acr
 
 
 def test_the_eleventh_wrong_token_in_a_minute_is_refused_without_looking_it_up(
-    alice: User, token_lookups: list[str]
+    alice: User, token_lookups: list[bytes]
 ) -> None:
-    good = Token.objects.create(user=alice).key
+    good = AuthToken.objects.create(user=alice)[1]
     client = APIClient(REMOTE_ADDR="10.0.5.1")
     with time_machine.travel(START, tick=False) as clock:
         for attempt in range(10):
@@ -140,7 +140,7 @@ def test_the_eleventh_wrong_token_in_a_minute_is_refused_without_looking_it_up(
 
 def test_a_good_token_is_never_counted_against_its_address(alice: User) -> None:
     client = APIClient(REMOTE_ADDR="10.0.6.1")
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=alice)[1]}")
     with time_machine.travel(START, tick=False):
         for _ in range(30):
             assert client.get("/api/agents").status_code == 200

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from agents import lifecycle
 from execution.models import Execution
@@ -72,7 +72,7 @@ def test_twenty_concurrent_turns_commit_once_across_two_web_processes(
     subscription_services.assignment_set(agent=agent, subscription_id=a.pk)
     lifecycle.agent_start(agent=agent)  # both web processes find it running
     control.set_usage(tokens["plan-a"], "five_hour", percent=100)  # the storm
-    api_token = Token.objects.create(user=owner).key
+    api_token = AuthToken.objects.create(user=owner)[1]
 
     def turn(index: int) -> int:
         url = web_processes[index % 2]

@@ -47,7 +47,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 TURN_SECONDS = 120.0
 SETUP = """
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from agents.services import agent_create
 from subscriptions import services
 admin = User.objects.create_superuser("admin", "admin@example.invalid", None)
@@ -57,7 +57,7 @@ sub, _ = services.subscription_register(
 agent = agent_create(owner=admin, name="bot", runtime="claude-code",
                      model="claude-sonnet-4-5", autostart=False, auto_assign=False)
 services.assignment_set(agent=agent, subscription_id=sub.pk)
-print("TOKEN=" + Token.objects.create(user=admin).key)
+print("TOKEN=" + AuthToken.objects.create(user=admin)[1])
 """
 
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from agent_server.logjson import JsonFormatter as ServerJsonFormatter
 from agent_server.logjson import turn_log_context
@@ -185,7 +185,7 @@ def test_a_real_turns_lines_parse_and_carry_its_execution_id_in_web_and_agent_se
     )
     agent = AgentFactory.create(name="bot", owner=owner)
     subscription_services.assignment_set(agent=agent, subscription_id=plan.pk)
-    api_token = Token.objects.create(user=owner).key
+    api_token = AuthToken.objects.create(user=owner)[1]
     env = platform_env(
         tmp_path,  # the control fixture's VAR_DIR: the agent's home is where it stops it
         DATABASE_URL=shared_database_url(),

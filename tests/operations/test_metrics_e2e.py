@@ -21,8 +21,8 @@ import httpx
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from knox.models import AuthToken
 from prometheus_client.mmap_dict import MmapedDict
-from rest_framework.authtoken.models import Token
 
 from agents import lifecycle
 from simulator.control import SimulatorControl
@@ -98,7 +98,7 @@ def test_the_counters_move_by_exactly_what_real_turns_did_across_two_workers(
     agent = AgentFactory.create(name="bot", owner=owner)
     subscription_services.assignment_set(agent=agent, subscription_id=a.pk)
     lifecycle.agent_start(agent=agent)  # both workers find it running
-    api_token = Token.objects.create(user=owner).key
+    api_token = AuthToken.objects.create(user=owner)[1]
     wall = 0.0
 
     def turn(message: str) -> dict[str, Any]:

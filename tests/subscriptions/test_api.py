@@ -143,11 +143,11 @@ class TestList:
         assert anon_client.get(URL).status_code in (401, 403)
 
     def test_token_auth_works(self, admin_user: User) -> None:
-        from rest_framework.authtoken.models import Token
+        from knox.models import AuthToken
 
-        token = Token.objects.create(user=admin_user)
+        _, key = AuthToken.objects.create(user=admin_user)
         client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
         assert client.get(URL).status_code == 200
 
 

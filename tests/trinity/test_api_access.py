@@ -1,6 +1,7 @@
 """Getting into the API without the panel: an API token from ``manage.py api_token``
 or the admin-only ``POST /api/auth/tokens``, a 401 that says how to authenticate, and
-JSON (413) for an oversized body under ``/api/``."""
+JSON (413) for an oversized body under ``/api/``. (At rest and expiry:
+``tests/security/test_tokens.py``.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from tests.agents.factories import UserFactory
@@ -33,22 +34,19 @@ def _token_client(key: str) -> APIClient:
 
 
 class TestTokenCommand:
-    def test_it_prints_a_working_token_creating_it_once(
+    def test_it_prints_a_working_token_once_and_never_logs_it(
         self, owner: User, caplog: pytest.LogCaptureFixture
     ) -> None:
         out = io.StringIO()
         with caplog.at_level(logging.DEBUG):
             call_command("api_token", "owner", stdout=out)
         key = out.getvalue().strip()
-        assert key == Token.objects.get(user=owner).key
+        assert AuthToken.objects.get(user=owner).token_key == key[:15]
         assert _token_client(key).get("/api/agents").status_code == 200
-        again = io.StringIO()
-        call_command("api_token", "owner", stdout=again)
-        assert again.getvalue().strip() == key  # the same token, not a new one each call
         assert key not in _logged_text(caplog)
 
     def test_rotate_replaces_the_token_and_the_old_one_stops_working(self, owner: User) -> None:
-        old = Token.objects.create(user=owner).key
+        _, old = AuthToken.objects.create(user=owner)
         out = io.StringIO()
         call_command("api_token", "owner", "--rotate", stdout=out)
         new = out.getvalue().strip()
@@ -56,10 +54,17 @@ class TestTokenCommand:
         assert _token_client(old).get("/api/agents").status_code == 401
         assert _token_client(new).get("/api/agents").status_code == 200
 
+    def test_an_expiry_outside_its_range_is_a_command_error_that_creates_nothing(
+        self, owner: User
+    ) -> None:
+        with pytest.raises(CommandError, match="expires-in-days"):
+            call_command("api_token", "owner", "--expires-in-days", "0", stdout=io.StringIO())
+        assert not AuthToken.objects.exists()
+
     def test_an_unknown_user_is_a_command_error_that_creates_nothing(self) -> None:
         with pytest.raises(CommandError, match="nobody"):
             call_command("api_token", "nobody", stdout=io.StringIO())
-        assert not Token.objects.exists()
+        assert not AuthToken.objects.exists()
 
 
 class TestTokenEndpoint:
@@ -70,20 +75,21 @@ class TestTokenEndpoint:
             response = admin_client_api.post(TOKENS, {"username": "owner"}, format="json")
         assert response.status_code == 200, response.content
         body = response.json()
-        key = Token.objects.get(user=owner).key
-        assert body == {"username": "owner", "token": key}
+        key = body["token"]
+        assert body == {"username": "owner", "token": key, "expires_at": None}
+        assert AuthToken.objects.get(user=owner).token_key == key[:15]
         assert "no-store" in response["Cache-Control"]
         assert key not in _logged_text(caplog)
         assert _token_client(key).get("/api/agents").status_code == 200
 
     def test_rotate_issues_a_new_token(self, admin_client_api: APIClient, owner: User) -> None:
-        old = Token.objects.create(user=owner).key
+        old_row, old = AuthToken.objects.create(user=owner)
         response = admin_client_api.post(
             TOKENS, {"username": "owner", "rotate": True}, format="json"
         )
         assert response.status_code == 200
         assert response.json()["token"] != old
-        assert not Token.objects.filter(key=old).exists()
+        assert not AuthToken.objects.filter(digest=old_row.digest).exists()
 
     def test_owner_and_other_user_are_refused_and_nothing_is_issued(
         self, owner_client: APIClient, other_client: APIClient, admin_user: User
@@ -93,11 +99,11 @@ class TestTokenEndpoint:
                 response = client.post(TOKENS, {"username": username}, format="json")
                 assert response.status_code == 403
                 assert "token" not in response.json()
-        assert not Token.objects.exists()
+        assert not AuthToken.objects.exists()
 
     def test_signed_out_gets_401(self, anon_client: APIClient, owner: User) -> None:
         assert anon_client.post(TOKENS, {"username": "owner"}, format="json").status_code == 401
-        assert not Token.objects.exists()
+        assert not AuthToken.objects.exists()
 
     @pytest.mark.parametrize(
         ("body", "status", "field"),
@@ -109,14 +115,14 @@ class TestTokenEndpoint:
         response = admin_client_api.post(TOKENS, body, format="json")
         assert response.status_code == status
         assert field in response.json()
-        assert not Token.objects.exists()
+        assert not AuthToken.objects.exists()
 
     def test_an_inactive_user_gets_no_token(self, admin_client_api: APIClient) -> None:
         UserFactory.create(username="gone", is_active=False)
         response = admin_client_api.post(TOKENS, {"username": "gone"}, format="json")
         assert response.status_code == 400
         assert "username" in response.json()
-        assert not Token.objects.exists()
+        assert not AuthToken.objects.exists()
 
 
 class TestUnauthenticated:

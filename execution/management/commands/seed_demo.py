@@ -17,12 +17,13 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
 
 from agents import services as agent_services
 from agents.models import Agent
 from subscriptions import services as subscription_services
 from subscriptions.models import Subscription
+from trinity.selectors import api_token_is_live
+from trinity.services import api_token_issue
 
 DEMO_PLANS = [
     # (name, plan type, percent of the 5-hour window already used)
@@ -78,9 +79,13 @@ class Command(BaseCommand):
             )
             nearly_exhausted = Subscription.objects.get(name="demo-pro")
             subscription_services.assignment_set(agent=agent, subscription_id=nearly_exhausted.pk)
-        api_token, _ = Token.objects.get_or_create(user=admin)
+        # The database keeps only a digest of a token: the key lives in this file, and a
+        # re-run keeps it while it still signs in (else a new one replaces it).
         token_file = settings.VAR_DIR / "admin_api_token"
-        _write_private(token_file, api_token.key + "\n")
+        kept = token_file.read_text().strip() if token_file.exists() else ""
+        if not kept or not api_token_is_live(key=kept, user=admin):
+            issued = api_token_issue(username=admin.get_username())
+            _write_private(token_file, issued.key + "\n")
         self.stdout.write(
             "demo: subscriptions demo-max (12% of 5h used) and demo-pro (97%) on the simulator "
             f"at {settings.TRINITY_ANTHROPIC_BASE_URL}; agent {DEMO_AGENT!r} on demo-pro. "
