@@ -1,13 +1,53 @@
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from knox.admin import AuthTokenAdmin
 from knox.models import AuthToken
 
+from trinity.authentication import (
+    password_sign_in_failed,
+    password_sign_in_refusal,
+    password_sign_in_succeeded,
+)
 from trinity.models import Notification, SystemSettings
+
+
+class ThrottledAdminAuthenticationForm(AdminAuthenticationForm):
+    """Admin's login under the panel's throttle: the same counts, limit and window
+    (``trinity.authentication.password_sign_in_refusal``), so a guess cannot move to
+    ``/admin/login/`` when the panel refuses it. Over the limit the password is not
+    checked and the form says when to try again."""
+
+    def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username")
+        password = self.cleaned_data.get("password")
+        if not username or not password:
+            return super().clean()
+        wait = password_sign_in_refusal(request=self.request, username=username)
+        if wait is not None:
+            raise ValidationError(
+                "Too many failed sign-ins. Try again in %(seconds)s seconds.",
+                code="throttled",
+                params={"seconds": math.ceil(wait)},
+            )
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            if self.user_cache is None:  # a wrong password, not a signed-in non-staff user
+                password_sign_in_failed(request=self.request, username=username)
+            raise
+        password_sign_in_succeeded(request=self.request, username=username)
+        return cleaned
+
+
+admin.site.login_form = ThrottledAdminAuthenticationForm
+
 
 # knox's own admin lists each token's digest; this one lists whose token it is and
 # its first 8 characters (enough to tell two apart, far too few to use), never a key.

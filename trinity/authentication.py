@@ -1,16 +1,26 @@
-"""Sign-in throttling, and the API's token authentication (knox's digest tokens) that uses it.
+"""Sign-in: the client's address, failure throttling, and the API's token authentication.
 
 Its own module because ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]`` names the
 authentication class, and DRF loads it while importing its views: a module that
 imports views itself (``trinity.api``) cannot hold it.
+
+Three doors share one throttle (``SignInFailureThrottle``): the panel's login
+(``trinity.panel``), Django admin's login (``trinity.admin``) and API tokens. Every key
+is an address the platform itself saw (``client_address``), or a username: a request
+can name anyone, so a username's count never locks that user out of an address they
+have signed in from before (``password_sign_in_refusal``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
+from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 from knox.auth import TokenAuthentication
 from rest_framework.authentication import get_authorization_header
@@ -19,6 +29,55 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 logger = logging.getLogger(__name__)
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# How long an address a user signed in from stays theirs: while their username's count
+# is over the limit (someone guessing in their name), that address still gets a try.
+KNOWN_ADDRESS_SECONDS = 30 * 24 * 3600
+
+
+def _parse_address(raw: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    text = raw.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def forwarded_client(*, remote_addr: str, forwarded_for: str, trusted: Sequence[IPNetwork]) -> str:
+    """The client's address: the rightmost hop that is not one of the ``trusted`` proxies.
+
+    ``remote_addr`` is the peer of the socket; ``forwarded_for`` the ``X-Forwarded-For``
+    header as received. Each trusted proxy appends the address it saw, so reading from
+    the right, everything up to the first untrusted hop was written by a proxy of ours;
+    anything left of it was written by the client and is ignored (a client rotating the
+    header gets no new identity). With no trusted proxies the header is never read. A
+    hop that is not an address ends the walk at the proxy that reported it. Pure.
+    """
+    client = remote_addr
+    hops = [hop for hop in forwarded_for.split(",") if hop.strip()] if forwarded_for else []
+    for hop in [remote_addr, *reversed(hops)]:
+        address = _parse_address(hop)
+        if address is None:
+            return client
+        client = str(address)
+        if not any(address in network for network in trusted):
+            return client
+    return client  # every hop is a proxy of ours: the leftmost is the nearest to the client
+
+
+def client_address(request: Any) -> str:
+    """The client's address as this platform saw it (``TRINITY_TRUSTED_PROXIES`` aware):
+    what the throttles count and what a log line names."""
+    meta = request.META
+    return forwarded_client(
+        remote_addr=str(meta.get("REMOTE_ADDR") or ""),
+        forwarded_for=str(meta.get("HTTP_X_FORWARDED_FOR") or ""),
+        trusted=settings.TRINITY_TRUSTED_PROXIES,
+    )
 
 
 class SignInFailureThrottle(SimpleRateThrottle):
@@ -29,13 +88,13 @@ class SignInFailureThrottle(SimpleRateThrottle):
     ``record_failure`` after a check failed. Once the window holds the limit, the next
     attempt is refused unchecked: no password hash runs, no token is looked up.
 
-    DRF's throttles rather than django-axes: one mechanism for the session login and
-    token authentication (axes knows only ``authenticate()``), no tables or middleware,
-    and the count in the default cache, which is Redis or the database cache, so every
-    web process shares it. Like DRF's own throttles it reads and writes the history
-    without a lock: racing failures may undercount by the number of concurrent ones.
-    A cache that does not answer lets the attempt through (and logs it): sign-in must
-    not depend on the cache being up.
+    DRF's throttles rather than django-axes: one mechanism and one count for the panel's
+    login, admin's login and token authentication (axes knows only ``authenticate()``,
+    so tokens would need a second one), no tables or middleware, and the count in the
+    default cache, which is Redis or the database cache, so every web process shares
+    it. Like DRF's own throttles it reads and writes the history without a lock: racing
+    failures may undercount by the number of concurrent ones. A cache that does not
+    answer lets the attempt through (and logs it): sign-in must not depend on the cache.
     """
 
     scope = "sign_in_failures"
@@ -71,21 +130,75 @@ class SignInFailureThrottle(SimpleRateThrottle):
             logger.warning("sign-in throttle: the cache did not answer; failure not counted")
 
 
-def client_address(request: Any) -> str:
-    """The client's address as DRF's throttles identify it (``NUM_PROXIES`` aware)."""
-    return str(SignInFailureThrottle(ident="").get_ident(request))
-
-
 def sign_in_refusal(throttles: list[SignInFailureThrottle], request: Any) -> float | None:
     """Seconds to wait when any of these keys is over its limit, else None."""
     waits = [t.wait() or 1.0 for t in throttles if not t.allow_request(request, None)]
     return max(waits) if waits else None
 
 
+def _known_address_key(username: str, address: str) -> str:
+    ident = hashlib.sha256(f"{username.casefold()}\0{address}".encode()).hexdigest()
+    return f"sign_in_known_address_{ident}"
+
+
+def _password_throttles(request: Any, username: str) -> tuple[SignInFailureThrottle, ...]:
+    return (
+        SignInFailureThrottle(ident=f"login-ip:{client_address(request)}"),
+        SignInFailureThrottle(ident=f"login-user:{username.casefold()}"),
+    )
+
+
+def password_sign_in_refusal(*, request: Any, username: str) -> float | None:
+    """Seconds to wait before a password for ``username`` may be checked, else None.
+
+    Two counts, shared by the panel's and admin's login: this address (one address
+    guessing many names) and this username (a guess spread over many addresses). The
+    username's count alone does not refuse an address the user signed in from before
+    (``password_sign_in_succeeded``): anyone can send failures in a victim's name, and
+    those must not lock the victim out. That address is still held by its own count.
+    """
+    by_address, by_username = _password_throttles(request, username)
+    wait = sign_in_refusal([by_address], request)
+    if wait is not None:
+        return wait
+    wait = sign_in_refusal([by_username], request)
+    if wait is None:
+        return None
+    try:
+        known = cache.get(_known_address_key(username, client_address(request))) is not None
+    except Exception:
+        logger.warning("sign-in throttle: the cache did not answer; not throttling")
+        return None
+    return None if known else wait
+
+
+def password_sign_in_failed(*, request: Any, username: str) -> None:
+    """Count a wrong password (or unknown username) against the address and the name."""
+    for throttle in _password_throttles(request, username):
+        throttle.record_failure()
+
+
+def password_sign_in_succeeded(*, request: Any, username: str) -> None:
+    """Remember this address as one ``username`` signs in from (see the refusal)."""
+    try:
+        cache.set(
+            _known_address_key(username, client_address(request)),
+            timezone.now().isoformat(),
+            KNOWN_ADDRESS_SECONDS,
+        )
+    except Exception:
+        logger.warning("sign-in throttle: the cache did not answer; address not remembered")
+
+
 class ThrottledTokenAuthentication(TokenAuthentication):
     """knox's digest-token authentication (``Authorization: Token <key>``), refused
     unchecked after too many wrong tokens from one address (``SignInFailureThrottle``):
-    429 with ``Retry-After``."""
+    429 with ``Retry-After``.
+
+    Keyed by address only: a token names nobody until it matches, so failures cannot be
+    sent in a token holder's name, and with ``client_address`` an address cannot be
+    borrowed through ``X-Forwarded-For``.
+    """
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
         auth = get_authorization_header(request).split()

@@ -21,7 +21,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect, ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
-from trinity.authentication import SignInFailureThrottle, client_address, sign_in_refusal
+from trinity.authentication import (
+    password_sign_in_failed,
+    password_sign_in_refusal,
+    password_sign_in_succeeded,
+)
 
 NOT_BUILT = (
     "The settings panel has not been built. Run `cd frontend && npm ci && npm run build`, "
@@ -83,8 +87,9 @@ def auth_login(request: HttpRequest) -> JsonResponse:
 
     Returns 200 with ``{username, is_admin}``. A wrong username and a wrong password
     get the same 400, so the answer does not reveal which accounts exist. After too
-    many failures from one address or for one username, 429 with ``Retry-After``,
-    and the password is not checked (``trinity.authentication.SignInFailureThrottle``).
+    many failures from one address, or for one username from an address that user has
+    not signed in from, 429 with ``Retry-After``, and the password is not checked
+    (``trinity.authentication.password_sign_in_refusal``, shared with admin's login).
     """
     try:
         body = json.loads(request.body or b"{}")
@@ -99,13 +104,7 @@ def auth_login(request: HttpRequest) -> JsonResponse:
         or not password
     ):
         return JsonResponse({"detail": "Enter a username and a password."}, status=400)
-    # Counted per address and per username (a guess spread over many addresses);
-    # over the limit, refused before the password is hashed.
-    throttles = [
-        SignInFailureThrottle(ident=f"login-ip:{client_address(request)}"),
-        SignInFailureThrottle(ident=f"login-user:{username.casefold()}"),
-    ]
-    wait = sign_in_refusal(throttles, request)
+    wait = password_sign_in_refusal(request=request, username=username)
     if wait is not None:
         refused = JsonResponse(
             {"detail": "Too many failed sign-ins. Try again later.", "code": "throttled"},
@@ -115,9 +114,9 @@ def auth_login(request: HttpRequest) -> JsonResponse:
         return refused
     user = authenticate(request, username=username, password=password)
     if user is None:
-        for throttle in throttles:
-            throttle.record_failure()
+        password_sign_in_failed(request=request, username=username)
         return JsonResponse({"detail": BAD_CREDENTIALS}, status=400)
+    password_sign_in_succeeded(request=request, username=username)
     login(request, user)
     return JsonResponse(_me(user))
 

@@ -303,6 +303,25 @@ REST_KNOX = {
 }
 
 
+def _trusted_proxies() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    networks = []
+    for raw in env.str("TRINITY_TRUSTED_PROXIES", default="").split(","):
+        if not raw.strip():
+            continue
+        try:
+            networks.append(ipaddress.ip_network(raw.strip(), strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"TRINITY_TRUSTED_PROXIES: {raw.strip()!r} is not an address or CIDR network"
+            ) from None
+    return networks
+
+
+# The proxies whose X-Forwarded-For counts (comma-separated addresses or CIDRs; none by
+# default): the client is the rightmost hop that is not one of them
+# (trinity.authentication.client_address). Throttles and log lines use that address.
+TRINITY_TRUSTED_PROXIES = _trusted_proxies()
+
 # Behind a TLS-terminating proxy (the compose example): cookies only over HTTPS, HSTS,
 # and the proxy's X-Forwarded-Proto says a request came in over HTTPS. The proxy must
 # set that header itself (overwriting a client's), or a client could claim HTTPS.

@@ -1,15 +1,22 @@
-"""Sign-in throttling: the panel's session login and API-token authentication.
+"""Sign-in throttling: the panel's session login, Django admin's login and API-token
+authentication.
 
-Ten failed sign-ins in a minute (per client address, and for the login also per
+Ten failed sign-ins in a minute (per client address, and for a password also per
 username) and the eleventh attempt is refused with a 429 before its credential is
 checked: the password hasher is not called, the token is not looked up. The limit
 lives in the shared cache (Redis, or the database cache), so every web process sees
 the same count; the window slides, and once it has passed the next attempt is
 checked again (time-machine moves DRF's throttle timer, time.time).
+
+The address is the one the platform saw: ``X-Forwarded-For`` counts only from the
+proxies ``TRINITY_TRUSTED_PROXIES`` names, so rotating it buys no new guesses and
+borrowing a victim's address locks nobody out; a username's count does not lock its
+user out of an address they signed in from before.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +31,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from tests.agents.factories import UserFactory
+from trinity.authentication import forwarded_client
 
 pytestmark = pytest.mark.django_db
 
@@ -65,11 +73,22 @@ def alice(db: None) -> User:
     return user
 
 
-def _login(client: Client, username: str, password: str, ip: str = "10.0.0.1") -> Any:
+def _login(
+    client: Client, username: str, password: str, ip: str = "10.0.0.1", **headers: Any
+) -> Any:
     return client.post(
         "/api/auth/login",
         {"username": username, "password": password},
         content_type="application/json",
+        REMOTE_ADDR=ip,
+        **headers,
+    )
+
+
+def _admin_login(client: Client, username: str, password: str, ip: str = "10.0.0.1") -> Any:
+    return client.post(
+        "/admin/login/?next=/admin/",
+        {"username": username, "password": password, "next": "/admin/"},
         REMOTE_ADDR=ip,
     )
 
@@ -157,3 +176,161 @@ def test_the_count_lives_in_the_shared_cache_every_process_reads(alice: User) ->
             _login(Client(), "alice", "wrong", ip="10.0.7.1")
         key = SignInFailureThrottle(ident="login-ip:10.0.7.1").key
         assert len(cache.get(key)) == 3
+
+
+def test_rotating_x_forwarded_for_does_not_reset_an_addresss_count(alice: User) -> None:
+    client = Client()
+    with time_machine.travel(START, tick=False):
+        for attempt in range(10):
+            # A different name each time: only the address's count can hold this.
+            response = _login(
+                client,
+                f"name{attempt}",
+                "wrong",
+                ip="10.0.8.1",
+                HTTP_X_FORWARDED_FOR=f"198.51.100.{attempt}",
+            )
+            assert response.status_code == 400
+        refused = _login(
+            client,
+            "alice",
+            "the-right-password",
+            ip="10.0.8.1",
+            HTTP_X_FORWARDED_FOR="198.51.100.200",
+        )
+        assert refused.status_code == 429
+
+
+def test_rotating_x_forwarded_for_does_not_reset_the_count_of_wrong_tokens(alice: User) -> None:
+    client = APIClient(REMOTE_ADDR="10.0.8.2")
+    with time_machine.travel(START, tick=False):
+        for attempt in range(10):
+            client.credentials(
+                HTTP_AUTHORIZATION=f"Token wrong{attempt:059d}",
+                HTTP_X_FORWARDED_FOR=f"198.51.100.{attempt}",
+            )
+            assert client.get("/api/agents").status_code == 401
+        client.credentials(
+            HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=alice)[1]}",
+            HTTP_X_FORWARDED_FOR="198.51.100.201",
+        )
+        assert client.get("/api/agents").status_code == 429
+
+
+def test_a_trusted_proxys_forwarded_for_names_the_client(alice: User, settings: Any) -> None:
+    settings.TRINITY_TRUSTED_PROXIES = [ipaddress.ip_network("10.0.9.0/24")]
+    client = Client()
+    with time_machine.travel(START, tick=False):
+        for attempt in range(10):
+            _login(
+                client,
+                f"name{attempt}",
+                "wrong",
+                ip="10.0.9.1",
+                HTTP_X_FORWARDED_FOR="203.0.113.5",
+            )
+        # The client behind the proxy is held; another client of the same proxy is not.
+        held = _login(client, "x", "wrong", ip="10.0.9.1", HTTP_X_FORWARDED_FOR="203.0.113.5")
+        assert held.status_code == 429
+        other = _login(client, "x", "wrong", ip="10.0.9.1", HTTP_X_FORWARDED_FOR="203.0.113.6")
+        assert other.status_code == 400
+
+
+TRUSTED = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8")]
+
+
+@pytest.mark.parametrize(
+    ("remote_addr", "forwarded_for", "trusted", "client"),
+    [
+        # No proxy trusted: the header is never read.
+        ("203.0.113.9", "198.51.100.1", [], "203.0.113.9"),
+        # The peer is not a proxy of ours: whatever it claims is ignored.
+        ("203.0.113.9", "198.51.100.1", TRUSTED, "203.0.113.9"),
+        # Through our proxy: the hop it appended.
+        ("10.1.1.1", "198.51.100.1", TRUSTED, "198.51.100.1"),
+        # A client's own X-Forwarded-For arrives left of what our proxy appended.
+        ("10.1.1.1", "6.6.6.6, 198.51.100.1", TRUSTED, "198.51.100.1"),
+        # Two proxies of ours: the rightmost hop that is not one of them.
+        ("10.1.1.1", "6.6.6.6, 198.51.100.1, 10.2.2.2", TRUSTED, "198.51.100.1"),
+        # Every hop ours: the nearest to the client.
+        ("10.1.1.1", "10.3.3.3, 10.2.2.2", TRUSTED, "10.3.3.3"),
+        # A hop that is not an address: the proxy that reported it.
+        ("10.1.1.1", "6.6.6.6, garbage", TRUSTED, "10.1.1.1"),
+        ("fd00::1", "2001:db8::7", TRUSTED, "2001:db8::7"),
+        ("10.1.1.1", "", TRUSTED, "10.1.1.1"),
+    ],
+)
+def test_the_client_is_the_rightmost_hop_not_a_trusted_proxy(
+    remote_addr: str, forwarded_for: str, trusted: list[Any], client: str
+) -> None:
+    assert (
+        forwarded_client(remote_addr=remote_addr, forwarded_for=forwarded_for, trusted=trusted)
+        == client
+    )
+
+
+def test_the_admin_login_locks_after_ten_failures_without_checking_the_eleventh(
+    alice: User, password_checks: list[str]
+) -> None:
+    alice.is_staff = True
+    alice.save()
+    client = Client()
+    with time_machine.travel(START, tick=False) as clock:
+        for attempt in range(10):
+            response = _admin_login(client, "alice", f"wrong-{attempt}", ip="10.0.14.1")
+            assert response.status_code == 200  # the form again, with its error
+            assert "_auth_user_id" not in client.session
+        assert len(password_checks) == 10
+        refused = _admin_login(client, "alice", "the-right-password", ip="10.0.14.1")
+        assert "Too many failed sign-ins" in refused.content.decode()
+        assert "_auth_user_id" not in client.session
+        assert len(password_checks) == 10
+
+        clock.move_to(START + timedelta(seconds=61))
+        signed_in = _admin_login(client, "alice", "the-right-password", ip="10.0.14.1")
+        assert signed_in.status_code == 302
+        assert client.session["_auth_user_id"] == str(alice.pk)
+
+
+def test_the_admin_login_and_the_panel_login_share_one_count(alice: User) -> None:
+    client = Client()
+    with time_machine.travel(START, tick=False):
+        for attempt in range(5):
+            _admin_login(client, f"name{attempt}", "wrong", ip="10.0.15.1")
+            _login(client, f"other{attempt}", "wrong", ip="10.0.15.1")
+        assert _login(client, "alice", "the-right-password", ip="10.0.15.1").status_code == 429
+
+
+def test_failures_in_a_victims_name_do_not_lock_out_their_valid_token(alice: User) -> None:
+    victim = APIClient(REMOTE_ADDR="10.0.10.1")
+    victim.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=alice)[1]}")
+    attacker = APIClient(REMOTE_ADDR="10.0.11.1")
+    with time_machine.travel(START, tick=False):
+        for attempt in range(15):
+            attacker.credentials(
+                HTTP_AUTHORIZATION=f"Token wrong{attempt:059d}",
+                HTTP_X_FORWARDED_FOR="10.0.10.1",  # the victim's address, claimed
+            )
+            attacker.get("/api/agents")
+        assert victim.get("/api/agents").status_code == 200
+        assert attacker.get("/api/agents").status_code == 429  # the guesser is held
+
+
+def test_failures_in_a_victims_name_do_not_lock_out_their_panel_login(alice: User) -> None:
+    with time_machine.travel(START, tick=False) as clock:
+        assert _login(Client(), "alice", "the-right-password", ip="10.0.12.1").status_code == 200
+        clock.shift(timedelta(seconds=5))
+        # A guess at alice's password spread over many addresses, one claiming hers.
+        for attempt in range(10):
+            _login(
+                Client(),
+                "alice",
+                f"wrong-{attempt}",
+                ip=f"10.0.13.{attempt}",
+                HTTP_X_FORWARDED_FOR="10.0.12.1",
+            )
+        # Still held for the guessers, wherever they come from next...
+        assert _login(Client(), "alice", "a-guess", ip="10.0.13.99").status_code == 429
+        # ...but alice, from the address she signs in from, is let in.
+        signed_in = _login(Client(), "alice", "the-right-password", ip="10.0.12.1")
+        assert signed_in.status_code == 200, signed_in.content

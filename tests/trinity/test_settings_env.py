@@ -217,3 +217,20 @@ def test_a_long_random_secret_key_or_debug_is_accepted(tmp_path: Path) -> None:
         tmp_path, SECRET_KEY="change-me-to-a-long-random-string", DEBUG="true"
     )
     assert placeholder_in_dev.returncode == 0, placeholder_in_dev.stderr
+
+
+@pytest.mark.parametrize("value", ["10.0.0.0/8,not-a-network", "300.1.1.1"])
+def test_a_bad_trusted_proxy_fails_loudly_naming_the_variable(tmp_path: Path, value: str) -> None:
+    result = _boot(tmp_path, TRINITY_TRUSTED_PROXIES=value)
+    assert result.returncode != 0
+    assert "TRINITY_TRUSTED_PROXIES" in result.stderr
+
+
+def test_trusted_proxies_are_read_as_networks(tmp_path: Path) -> None:
+    probe = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print([str(n) for n in settings.TRINITY_TRUSTED_PROXIES])"
+    )
+    result = _run(tmp_path, probe, TRINITY_TRUSTED_PROXIES="10.0.0.5, 172.16.0.0/12,fd00::/8")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['10.0.0.5/32', '172.16.0.0/12', 'fd00::/8']"
