@@ -69,7 +69,8 @@ class ApiTokenAdmin(AuthTokenAdmin):
         return False  # a token is issued or deleted, never edited
 
     def save_model(self, request: HttpRequest, obj: AuthToken, form: Any, change: bool) -> None:
-        # knox's own message; this one says it will not be shown again.
+        # Not knox's save_model: its message ("TOKEN <key>") does not say it is the only
+        # time the key is shown.
         admin.ModelAdmin.save_model(self, request, obj, form, change)
         self.message_user(
             request,
