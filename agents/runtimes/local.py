@@ -1,8 +1,14 @@
 """Agent servers as local subprocesses: the embedded default.
 
-The pid and port are recorded on the Agent row, so a restarted web process finds the
-agents that kept running. Each agent gets a home under var/agents/<name>/ holding its
-.env, token file and log.
+The pid and the endpoint are recorded on the Agent row, so a restarted web process
+finds the agents that kept running. Each agent gets a home under var/agents/<name>/
+holding its .env, token file and log.
+
+No port is picked and handed over: the server binds its own Unix socket in
+var/run/ (0700, the platform's user's), ``unix://<var>/run/<digest>.sock``, which no
+other local user can connect to or bind first; and a start returns only once
+whatever answers there proved it holds the agent's secret (agents/client.py
+``prove``), so nothing is ever sent to a process that merely answered first.
 
 Whoever starts a server is its parent, and only a parent can reap: a server started
 by the worker and stopped by the web process would otherwise stay a zombie under the
@@ -13,26 +19,29 @@ parent collects the exit status the moment the server exits, whoever killed it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import signal
-import socket
+import stat
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-import httpx
 from django.conf import settings
 
+from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
 from agents.runtimes.base import Spawned, SpawnSpec
 
 logger = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+# sun_path holds 108 bytes on Linux, the terminating NUL included.
+UNIX_PATH_MAX = 107
 # Only these reach an agent process from the platform's own environment: it must not
 # inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
 INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
@@ -50,6 +59,51 @@ def agent_home(name: str) -> Path:
     home = _home_path(name)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     return home
+
+
+def socket_dir() -> Path:
+    """Where agent servers bind their sockets: one 0700 directory of the platform's."""
+    return Path(settings.VAR_DIR) / "run"
+
+
+def socket_path(name: str) -> Path:
+    """The Unix socket the agent's server binds; raises RuntimeError when the path
+    would not fit a socket address.
+
+    Named by a digest of the agent's name, not the name itself: a slug may be 100
+    characters, and the whole path must fit in 107 bytes.
+    """
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    path = socket_dir().absolute() / f"{digest}.sock"
+    size = len(os.fsencode(path))
+    if size > UNIX_PATH_MAX:
+        raise RuntimeError(
+            f"the agent server's socket path {path} is {size} bytes, over the "
+            f"{UNIX_PATH_MAX}-byte limit of a Unix socket path; set TRINITY_VAR_DIR to "
+            "a shorter directory"
+        )
+    return path
+
+
+def _socket_dir_ready() -> Path:
+    """Create the socket directory 0700 (the umask does not get a say)."""
+    directory = socket_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = os.lstat(directory)
+    # Anything but our own real directory is left for the server to refuse loudly.
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+        os.chmod(directory, 0o700)
+    return directory
+
+
+def _last_line(log: Path) -> str:
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 2000))
+            lines = handle.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][-300:] if lines else ""
 
 
 def _token_files(home: Path) -> list[Path]:
@@ -74,12 +128,6 @@ def _watch(process: subprocess.Popen[bytes]) -> None:
     ).start()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _is_agent_server(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -92,15 +140,24 @@ class LocalProcessRuntime:
     name = "local"
 
     def start(self, spec: SpawnSpec) -> Spawned:
+        """Spawn the server on its socket and return once it proved the agent's secret.
+
+        Raises RuntimeError naming the endpoint when the server exits at startup, when
+        something else answers there without the proof (our server is stopped, and
+        nothing was sent), or when nothing answers in time.
+        """
         home = agent_home(spec.name)
-        port = _free_port()
+        path = socket_path(spec.name)
+        _socket_dir_ready()
+        endpoint = f"unix://{path}"
         env = {k: os.environ[k] for k in INHERITED if k in os.environ}
         env.update(spec.environment())
         env["TRINITY_AGENT_HOME"] = str(home)
-        log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
+        log_path = home / "server.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                [sys.executable, "-m", "agent_server", "--host", "127.0.0.1", "--port", str(port)],
+                [sys.executable, "-m", "agent_server", "--uds", str(path)],
                 cwd=settings.BASE_DIR,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -111,23 +168,28 @@ class LocalProcessRuntime:
         finally:
             log.close()
         _watch(process)
-        endpoint = f"http://127.0.0.1:{port}"
+        handle = str(process.pid)
+        client = AgentServerClient(endpoint=endpoint, secret=spec.secret, handle=handle)
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if process.poll() is not None:
+                reason = _last_line(log_path)
                 raise RuntimeError(
-                    f"agent server {spec.name!r} exited with {process.returncode} at startup; "
-                    f"see {home / 'server.log'}"
+                    f"agent server {spec.name!r} exited with {process.returncode} at startup "
+                    f"on {endpoint}{': ' + reason if reason else ''}; see {log_path}"
                 )
             try:
-                if httpx.get(f"{endpoint}/health", timeout=1.0).status_code == 200:
-                    logger.info("agent %s started: pid %s at %s", spec.name, process.pid, endpoint)
-                    return Spawned(endpoint=endpoint, handle=str(process.pid))
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop(name=spec.name, handle=str(process.pid))
-        raise RuntimeError(f"agent server {spec.name!r} did not answer /health in time")
+                client.prove(timeout=1.0)
+            except EndpointUnproven as exc:
+                self.stop(name=spec.name, handle=handle)
+                raise RuntimeError(f"agent server {spec.name!r} not started: {exc}") from None
+            except AgentServerUnavailable:
+                time.sleep(0.1)  # not listening yet
+                continue
+            logger.info("agent %s started: pid %s at %s", spec.name, process.pid, endpoint)
+            return Spawned(endpoint=endpoint, handle=handle)
+        self.stop(name=spec.name, handle=handle)
+        raise RuntimeError(f"agent server {spec.name!r} did not prove itself on {endpoint} in time")
 
     def stop(self, *, name: str, handle: str) -> None:
         pid = int(handle)
@@ -185,4 +247,8 @@ class LocalProcessRuntime:
         self.forget_credentials(name=name)
         if home.exists():
             shutil.rmtree(home)
+        with contextlib.suppress(RuntimeError):
+            path = socket_path(name)
+            path.unlink(missing_ok=True)
+            path.with_name(f"{path.name}.lock").unlink(missing_ok=True)
         logger.info("agent %s: home removed", name)
