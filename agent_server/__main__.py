@@ -35,10 +35,17 @@ from agent_server.redaction import Redactor, install_log_redaction
 SERVER_KEEPALIVE_SECONDS = 75
 # sun_path holds 108 bytes on Linux, the terminating NUL included.
 UNIX_PATH_MAX = 107
+# The exit status when another server of this agent holds the socket (its lock): the
+# local runtime reads it as a concurrent start, not as a failure of the agent.
+EXIT_SOCKET_HELD = 3
 
 
 class SocketRefused(RuntimeError):
     """The Unix socket path is not one this server may bind; nothing was bound."""
+
+
+class SocketHeld(SocketRefused):
+    """Another agent server holds the socket's lock."""
 
 
 @dataclass
@@ -91,7 +98,7 @@ def bind_unix_socket(path: Path) -> UnixListener:
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise SocketRefused(f"{path}: another agent server holds it") from None
+            raise SocketHeld(f"{path}: another agent server holds it") from None
         _clear_stale_socket(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -173,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             listener = bind_unix_socket(args.uds)
         except SocketRefused as exc:
             print(f"agent server: refusing to start: {exc}", file=sys.stderr, flush=True)
-            return 2
+            return EXIT_SOCKET_HELD if isinstance(exc, SocketHeld) else 2
         sock = listener.sock
         where = f"unix://{args.uds}"
     else:

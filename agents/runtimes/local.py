@@ -24,7 +24,9 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -34,7 +36,7 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
-from agents.runtimes.base import Spawned, SpawnSpec
+from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,9 @@ STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 # sun_path holds 108 bytes on Linux, the terminating NUL included.
 UNIX_PATH_MAX = 107
+# agent_server/__main__.py EXIT_SOCKET_HELD: another server of this agent holds the
+# socket (this module does not import the server's entry point).
+EXIT_SOCKET_HELD = 3
 # Only these reach an agent process from the platform's own environment: it must not
 # inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
 INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
@@ -96,6 +101,21 @@ def _socket_dir_ready() -> Path:
     return directory
 
 
+def _listener_pid(path: Path) -> int | None:
+    """The pid of the process listening on the Unix socket ``path`` (SO_PEERCRED: the
+    kernel's word, not the server's), or None when nobody accepts there."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+        pid, _, _ = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        return int(pid)
+    except OSError:
+        return None
+    finally:
+        probe.close()
+
+
 def _last_line(log: Path) -> str:
     try:
         with log.open("rb") as handle:
@@ -142,9 +162,11 @@ class LocalProcessRuntime:
     def start(self, spec: SpawnSpec) -> Spawned:
         """Spawn the server on its socket and return once it proved the agent's secret.
 
-        Raises RuntimeError naming the endpoint when the server exits at startup, when
-        something else answers there without the proof (our server is stopped, and
-        nothing was sent), or when nothing answers in time.
+        Raises StartConflict when another server of this agent holds the socket (a
+        concurrent start won it: the socket is the agent's exclusive claim, as the
+        container name is for docker), RuntimeError naming the endpoint when the server
+        exits at startup, when something else answers there without the proof (our
+        server is stopped, and nothing was sent), or when nothing answers in time.
         """
         home = agent_home(spec.name)
         path = socket_path(spec.name)
@@ -173,6 +195,8 @@ class LocalProcessRuntime:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if process.poll() is not None:
+                if process.returncode == EXIT_SOCKET_HELD:
+                    raise StartConflict(f"another agent server of {spec.name!r} holds {endpoint}")
                 reason = _last_line(log_path)
                 raise RuntimeError(
                     f"agent server {spec.name!r} exited with {process.returncode} at startup "
@@ -186,6 +210,16 @@ class LocalProcessRuntime:
             except AgentServerUnavailable:
                 time.sleep(0.1)  # not listening yet
                 continue
+            holder = _listener_pid(path)
+            if holder is None:
+                continue  # it went away meanwhile: poll again (our own exit included)
+            if holder != process.pid:
+                # It proved the agent's secret, so it is this agent's server, but not
+                # the one this start spawned (which cannot bind the socket it holds).
+                self.stop(name=spec.name, handle=handle)
+                raise StartConflict(
+                    f"another agent server of {spec.name!r} (pid {holder}) serves {endpoint}"
+                )
             logger.info("agent %s started: pid %s at %s", spec.name, process.pid, endpoint)
             return Spawned(endpoint=endpoint, handle=handle)
         self.stop(name=spec.name, handle=handle)

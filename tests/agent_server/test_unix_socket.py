@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.__main__ import SocketRefused, bind_unix_socket
+from agent_server.__main__ import EXIT_SOCKET_HELD, SocketRefused, bind_unix_socket
 from tests.agent_server.support import REPO, AgentServer, agent_env
 
 
@@ -118,27 +118,45 @@ def test_a_path_over_the_unix_socket_limit_is_refused_with_its_length(socket_dir
         bind_unix_socket(path)
 
 
-def test_the_server_process_refuses_to_start_on_a_held_path(
+def _run_server(path: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    home.mkdir(exist_ok=True)
+    return subprocess.run(  # noqa: S603 - our own interpreter and module
+        [sys.executable, "-m", "agent_server", "--uds", str(path)],
+        env=agent_env(simulator_url="http://127.0.0.1:9", home=home, secret="s" * 24),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_server_process_refuses_to_start_on_a_path_another_process_listens_on(
     socket_dir: Path, tmp_path: Path
 ) -> None:
     path = socket_dir / "server.sock"
     holder = _listening(path)
-    home = tmp_path / "home"
-    home.mkdir()
     try:
-        result = subprocess.run(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "agent_server", "--uds", str(path)],
-            env=agent_env(simulator_url="http://127.0.0.1:9", home=home, secret="s" * 24),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _run_server(path, tmp_path / "home")
     finally:
         holder.close()
     assert result.returncode == 2
     assert f"refusing to start: {path}: another process listens on it" in result.stderr
     assert "listening on" not in result.stdout
+
+
+def test_the_server_process_exits_3_when_another_server_of_the_agent_holds_the_socket(
+    socket_dir: Path, tmp_path: Path
+) -> None:
+    # 3, not 2: the local runtime reads it as a concurrent start (StartConflict).
+    path = socket_dir / "server.sock"
+    first = bind_unix_socket(path)
+    try:
+        result = _run_server(path, tmp_path / "home")
+    finally:
+        first.sock.close()
+        first.close()
+    assert result.returncode == EXIT_SOCKET_HELD == 3
+    assert f"refusing to start: {path}: another agent server holds it" in result.stderr
 
 
 def test_a_started_server_listens_on_its_socket_and_not_on_a_tcp_port(tmp_path: Path) -> None:
