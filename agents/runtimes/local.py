@@ -156,6 +156,23 @@ def _is_agent_server(pid: int) -> bool:
     return b"agent_server" in cmdline
 
 
+def _has_exited(pid: int) -> bool:
+    """Whether the agent server ``pid`` is done exiting (gone, or a zombie for its
+    parent to reap), or the pid now names something else.
+
+    Not ``not _is_agent_server``: an exiting process has released its memory, so its
+    cmdline reads empty, well before it is a zombie.
+    """
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    if stat_line.rsplit(")", 1)[1].split()[0] in {"Z", "X"}:
+        return True
+    return bool(cmdline) and b"agent_server" not in cmdline
+
+
 class LocalProcessRuntime:
     name = "local"
 
@@ -239,7 +256,7 @@ class LocalProcessRuntime:
         while time.monotonic() < deadline:
             if child is not None and child.poll() is not None:
                 break
-            if child is None and not _is_agent_server(pid):
+            if child is None and _has_exited(pid):
                 break
             time.sleep(0.05)
         else:
