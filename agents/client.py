@@ -117,12 +117,6 @@ class EndpointUnproven(AgentServerUnavailable):
     it is not this agent's server, and nothing was sent to it."""
 
 
-def forget_verification(endpoint: str) -> None:
-    """Drop every proof this process remembers for ``endpoint``."""
-    for key in [key for key in _verified if key[0] == endpoint]:
-        _verified.discard(key)
-
-
 class AgentServerClient:
     def __init__(self, *, endpoint: str, secret: Secret, handle: str) -> None:
         """``handle`` is the process handle (pid, container id) recorded with the
