@@ -229,7 +229,8 @@ class LocalProcessRuntime:
                 continue
             holder = _listener_pid(path)
             if holder is None:
-                continue  # it went away meanwhile: poll again (our own exit included)
+                time.sleep(0.1)  # it went away meanwhile: poll again (our own exit included)
+                continue
             if holder != process.pid:
                 # It proved the agent's secret, so it is this agent's server, but not
                 # the one this start spawned (which cannot bind the socket it holds).
