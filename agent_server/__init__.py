@@ -1,7 +1,8 @@
 """The per-agent server: runs one turn per request with a per-spawn environment.
 
 This package imports nothing from the Django side (trinity, agents, subscriptions,
-execution). The two sides share only the JSON contract in `agent_server.contract`.
+execution). The two sides share only the JSON contract in `agent_server.contract`
+and the standard-library-only health proof in `agent_server.proof`.
 """
 
 from __future__ import annotations

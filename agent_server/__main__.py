@@ -1,16 +1,27 @@
-"""`python -m agent_server --host 127.0.0.1 --port PORT` (port 0 picks a free port).
+"""`python -m agent_server --uds PATH`, or `--host 127.0.0.1 --port PORT` (port 0 picks
+a free port).
 
-Prints exactly one flushed line, `agent server listening on http://HOST:PORT`, once
-the socket is listening, so a parent process can read the port it got (with
-LOG_FORMAT=json it is a JSON log line on stderr with that message).
+Prints exactly one flushed line, `agent server listening on unix://PATH` (or
+`http://HOST:PORT`), once the socket is listening, so a parent process can read where
+it listens (with LOG_FORMAT=json it is a JSON log line on stderr with that message).
+
+With `--uds` (the local runtime) the server binds the Unix socket itself, in a
+directory that must be owned by this user and 0700, so no other local user can
+connect to it or bind it first; see `bind_unix_socket`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import logging
+import os
 import socket
+import stat
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
@@ -22,6 +33,109 @@ from agent_server.redaction import Redactor, install_log_redaction
 # How long an idle client connection stays open; the platform's client gives up on an
 # idle connection after a third of this.
 SERVER_KEEPALIVE_SECONDS = 75
+# sun_path holds 108 bytes on Linux, the terminating NUL included.
+UNIX_PATH_MAX = 107
+# The exit status when another server of this agent holds the socket (its lock): the
+# local runtime reads it as a concurrent start, not as a failure of the agent.
+EXIT_SOCKET_HELD = 3
+
+
+class SocketRefused(RuntimeError):
+    """The Unix socket path is not one this server may bind; nothing was bound."""
+
+
+class SocketHeld(SocketRefused):
+    """Another agent server holds the socket's lock."""
+
+
+@dataclass
+class UnixListener:
+    """A bound, listening Unix socket and the lock that makes it this server's."""
+
+    sock: socket.socket
+    path: Path
+    lock_fd: int
+    inode: int
+
+    def close(self) -> None:
+        """Remove the socket file if it is still ours, then release the lock."""
+        with contextlib.suppress(OSError):
+            if os.lstat(self.path).st_ino == self.inode:
+                self.path.unlink()
+        os.close(self.lock_fd)
+
+
+def bind_unix_socket(path: Path) -> UnixListener:
+    """Bind and listen on ``path``; raises SocketRefused with the reason.
+
+    The directory must be a real directory (not a symlink) owned by this user with
+    mode 0700. A lock file beside the socket (``<name>.lock``, held for the server's
+    life) keeps two servers of one agent apart. An existing path is replaced only when
+    it is a stale socket of this user's (nobody accepts on it); anything else there
+    (a file, another user's socket, a process that listens) is left alone and refused.
+    """
+    if not path.is_absolute():
+        raise SocketRefused(f"{path}: the socket path must be absolute")
+    size = len(os.fsencode(path))
+    if size > UNIX_PATH_MAX:
+        raise SocketRefused(
+            f"{path}: {size} bytes, over the {UNIX_PATH_MAX}-byte limit of a Unix socket path"
+        )
+    directory = path.parent
+    try:
+        info = os.lstat(directory)
+    except OSError as exc:
+        raise SocketRefused(f"{directory}: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise SocketRefused(f"{directory}: not a directory owned by this user")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        raise SocketRefused(
+            f"{directory}: mode {stat.S_IMODE(info.st_mode):04o}, the socket directory must be 0700"
+        )
+    lock_path = directory / f"{path.name}.lock"
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SocketHeld(f"{path}: another agent server holds it") from None
+        _clear_stale_socket(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(path))
+            os.chmod(path, 0o600)
+            # Listening before the banner: a client that connects at once waits in
+            # the backlog until uvicorn accepts, instead of being refused.
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            raise SocketRefused(f"{path}: cannot bind: {exc.strerror}") from None
+        return UnixListener(sock=sock, path=path, lock_fd=lock_fd, inode=os.lstat(path).st_ino)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+
+
+def _clear_stale_socket(path: Path) -> None:
+    """Unlink ``path`` if it is a socket of this user's that nobody accepts on."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.geteuid():
+        raise SocketRefused(f"{path}: exists and is not a socket of this user's")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except ConnectionRefusedError:
+        path.unlink()  # stale: left by a server of this agent that was killed
+        return
+    except OSError as exc:
+        raise SocketRefused(f"{path}: in an unknown state ({exc.strerror})") from None
+    finally:
+        probe.close()
+    raise SocketRefused(f"{path}: another process listens on it")
 
 
 def configure_logging(
@@ -46,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent_server", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--uds", type=Path, help="listen on this Unix socket instead")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
 
@@ -59,14 +174,24 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(redactor, args.log_level, config.log_format, agent=config.agent_name)
     app = create_app(config, redactor=redactor)
 
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    # Listening before the line is printed: a client that connects at once waits in
-    # the backlog until uvicorn accepts, instead of being refused.
-    sock.listen(128)
-    port = sock.getsockname()[1]
+    listener = None
+    if args.uds is not None:
+        try:
+            listener = bind_unix_socket(args.uds)
+        except SocketRefused as exc:
+            print(f"agent server: refusing to start: {exc}", file=sys.stderr, flush=True)
+            return EXIT_SOCKET_HELD if isinstance(exc, SocketHeld) else 2
+        sock = listener.sock
+        where = f"unix://{args.uds}"
+    else:
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+        # Listening before the line is printed: a client that connects at once waits
+        # in the backlog until uvicorn accepts, instead of being refused.
+        sock.listen(128)
+        where = f"http://{args.host}:{sock.getsockname()[1]}"
 
     server = uvicorn.Server(
         uvicorn.Config(
@@ -91,13 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         config.home,
         config.claude_bin if config.runtime == "claude-code" else "-",
     )
-    banner = f"agent server listening on http://{args.host}:{port}"
+    banner = f"agent server listening on {where}"
     if config.log_format == "json":
         # Every line is one JSON object; this one's message is the same banner.
         logging.getLogger("agent_server").info(banner)
     else:
         print(banner, flush=True)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if listener is not None:
+            listener.close()
     return 0
 
 

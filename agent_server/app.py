@@ -31,6 +31,7 @@ from agent_server.contract import (
 )
 from agent_server.errors import TurnError
 from agent_server.logjson import turn_log_context
+from agent_server.proof import BadNonce, health_proof
 from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn
@@ -127,9 +128,20 @@ def create_app(
         )
         return error_response("invalid_request", problems or "invalid body", execution_id=None)
 
-    @app.get("/health")
-    async def health() -> HealthResponse:
-        return HealthResponse(runtime=config.runtime, model=config.model, busy=state.busy)
+    @app.get("/health", response_model=HealthResponse)
+    async def health(nonce: str | None = None) -> Response:
+        # Unauthenticated on purpose: the platform asks before it sends the secret,
+        # and only a holder of the secret can answer the proof (agent_server/proof.py).
+        proof = None
+        if nonce is not None:
+            try:
+                proof = health_proof(secret=config.secret, nonce=nonce)
+            except BadNonce as exc:
+                return error_response("invalid_request", str(exc), execution_id=None)
+        body = HealthResponse(
+            runtime=config.runtime, model=config.model, busy=state.busy, proof=proof
+        )
+        return JSONResponse(body.model_dump(mode="json"))
 
     @app.post("/api/task", response_model=TaskResponse)
     async def task(body: TaskRequest) -> Response:

@@ -130,6 +130,9 @@ class HealthResponse(BaseModel):
     runtime: str
     model: str | None
     busy: int
+    # With ``GET /health?nonce=<hex>``: the HMAC of that nonce under the agent's secret
+    # (agent_server/proof.py), which the platform checks before it sends anything.
+    proof: str | None = Field(default=None, max_length=64)
 
 
 # Canonical example payloads. Credential values here are obviously fake on purpose.
@@ -254,6 +257,11 @@ EXAMPLE_HEALTH_RESPONSE: Final[dict[str, Any]] = {
     "busy": 0,
 }
 
+EXAMPLE_HEALTH_RESPONSE_WITH_PROOF: Final[dict[str, Any]] = {
+    **EXAMPLE_HEALTH_RESPONSE,
+    "proof": "5c1f0e9a4b7d2c3e8f6a1b0d9c8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e",
+}
+
 # Which model validates which example; the contract test walks this table.
 EXAMPLES: Final[tuple[tuple[type[BaseModel], dict[str, Any]], ...]] = (
     (TaskRequest, EXAMPLE_TASK_REQUEST),
@@ -267,6 +275,7 @@ EXAMPLES: Final[tuple[tuple[type[BaseModel], dict[str, Any]], ...]] = (
     (ReloadTokenRequest, EXAMPLE_RELOAD_TOKEN_REQUEST),
     (ReloadTokenResponse, EXAMPLE_RELOAD_TOKEN_RESPONSE),
     (HealthResponse, EXAMPLE_HEALTH_RESPONSE),
+    (HealthResponse, EXAMPLE_HEALTH_RESPONSE_WITH_PROOF),
 )
 
 CONTRACT_MODELS: Final[tuple[type[BaseModel], ...]] = (

@@ -1,12 +1,21 @@
 """The one module that talks to agent servers (httpx, timeouts, the shared secret).
 
 The wire format is the JSON contract documented in docs/flows/agent-server.md and
-pinned by tests on both sides; this module does not import agent_server.
+pinned by tests on both sides; this module does not import agent_server, except the
+standard-library-only health proof (``agent_server/proof.py``) both sides compute.
+
+Endpoints are ``http://host:port`` (docker) or ``unix:///abs/path.sock`` (the local
+runtime). Nothing secret goes to an endpoint before it proved, for a nonce chosen
+here, that it holds the agent's secret (``prove``); the proof is remembered per
+process for the (endpoint, process handle) pair, so a served turn pays no extra round
+trip, and forgotten on any transport error to that endpoint.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +23,7 @@ from typing import Any
 import httpx
 from django.utils.dateparse import parse_datetime
 
+from agent_server.proof import new_nonce, proof_matches
 from agents.rung import Rung
 from trinity.crypto import Secret
 from trinity.http import ProcessClient
@@ -38,8 +48,44 @@ POOL_LIMITS = httpx.Limits(
     max_connections=256, max_keepalive_connections=64, keepalive_expiry=KEEPALIVE_SECONDS
 )
 
-# The one pooled client of this process: no client, TLS context or connection per turn.
+UNIX_SCHEME = "unix://"
+# The Host header of a request over a Unix socket (the socket, not the name, routes it).
+UNIX_BASE_URL = "http://agent-server"
+
+# The one pooled client of this process for TCP endpoints: no client, TLS context or
+# connection per turn.
 _http = ProcessClient(lambda: httpx.Client(limits=POOL_LIMITS, trust_env=False))
+
+
+class _SocketClients:
+    """One pooled client per Unix socket path, per process (a forked child builds its
+    own: a pool shared across a fork would share its connections with the parent)."""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._clients: dict[str, httpx.Client] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> httpx.Client:
+        pid = os.getpid()
+        if self._pid == pid and (client := self._clients.get(path)) is not None:
+            return client
+        with self._lock:
+            if self._pid != pid:
+                self._pid, self._clients = pid, {}
+            client = self._clients.get(path)
+            if client is None:
+                transport = httpx.HTTPTransport(uds=path, limits=POOL_LIMITS)
+                client = httpx.Client(transport=transport, trust_env=False)
+                self._clients[path] = client
+            return client
+
+
+_sockets = _SocketClients()
+
+# (endpoint, process handle) pairs whose server proved it holds the agent's secret, in
+# this process. A set's add and discard are atomic; a race costs one more proof.
+_verified: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)
@@ -66,39 +112,96 @@ class AgentServerUnavailable(Exception):
     """The agent server could not be reached or answered outside the contract."""
 
 
+class EndpointUnproven(AgentServerUnavailable):
+    """Something answered on the endpoint without proving it holds the agent's secret:
+    it is not this agent's server, and nothing was sent to it."""
+
+
 class AgentServerClient:
-    def __init__(self, *, endpoint: str, secret: Secret) -> None:
+    def __init__(self, *, endpoint: str, secret: Secret, handle: str) -> None:
+        """``handle`` is the process handle (pid, container id) recorded with the
+        endpoint: a proof holds for that server only, not for whatever serves on the
+        endpoint after it."""
         if not endpoint:
             raise AgentServerUnavailable("the agent has no endpoint (is it started?)")
         self.endpoint = endpoint.rstrip("/")
         self._secret = secret
+        self._key = (self.endpoint, handle)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._secret.reveal()}"}
 
-    def _request(
-        self, method: str, path: str, *, json: dict[str, Any] | None = None, timeout: float
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        json: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
+        if self.endpoint.startswith(UNIX_SCHEME):
+            client, base = _sockets.get(self.endpoint[len(UNIX_SCHEME) :]), UNIX_BASE_URL
+        else:
+            client, base = _http.get(), self.endpoint
         try:
-            return _http.get().request(
+            return client.request(
                 method,
-                f"{self.endpoint}{path}",
+                f"{base}{path}",
                 json=json,
-                headers=self._headers(),
+                params=params,
+                headers=headers,
                 timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
             )
         except httpx.HTTPError as exc:
+            # Whatever answers there next must prove itself again (a server that died
+            # leaves its endpoint to whoever binds it first).
+            _verified.discard(self._key)
             # httpx messages carry the URL only; redact anyway, a proxy may echo more.
             raise AgentServerUnavailable(
                 redact(f"{type(exc).__name__} talking to {self.endpoint}{path}: {exc}")
             ) from None
 
+    def _request(
+        self, method: str, path: str, *, json: dict[str, Any] | None = None, timeout: float
+    ) -> httpx.Response:
+        """Send with the bearer secret, once the endpoint has proven itself."""
+        if self._key not in _verified:
+            self.prove()
+        return self._send(method, path, json=json, headers=self._headers(), timeout=timeout)
+
+    def prove(self, *, timeout: float = CONTROL_TIMEOUT) -> dict[str, Any]:
+        """``GET /health?nonce=...`` (no secret sent) and check the answer's proof.
+
+        Returns the health body (without the proof) and remembers the endpoint as
+        verified. Raises AgentServerUnavailable when nothing answers, EndpointUnproven
+        (naming the endpoint) when something answers without the right proof.
+        """
+        nonce = new_nonce()
+        response = self._send("GET", "/health", params={"nonce": nonce}, timeout=timeout)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if (
+            response.status_code != 200
+            or not isinstance(data, dict)
+            or not proof_matches(secret=self._secret.reveal(), nonce=nonce, proof=data.get("proof"))
+        ):
+            _verified.discard(self._key)
+            raise EndpointUnproven(
+                f"the endpoint {self.endpoint} did not prove it holds the agent's secret "
+                f"(its /health answered {response.status_code} without a valid proof); "
+                "nothing was sent to it"
+            )
+        _verified.add(self._key)
+        data.pop("proof", None)
+        return data
+
     def health(self) -> dict[str, Any]:
-        """GET /health; raises AgentServerUnavailable unless it answers 200."""
-        response = self._request("GET", "/health", timeout=CONTROL_TIMEOUT)
-        if response.status_code != 200:
-            raise AgentServerUnavailable(f"health answered {response.status_code}")
-        return dict(response.json())
+        """The server's /health, proven afresh; raises AgentServerUnavailable."""
+        return self.prove()
 
     def run_turn(
         self,

@@ -92,7 +92,12 @@ def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
 
 
 def client_for(agent: Agent) -> AgentServerClient:
-    return AgentServerClient(endpoint=agent.endpoint, secret=agent.shared_secret)
+    """The client of the agent's recorded server. Its first request in this process
+    proves the endpoint first (a restarted web or worker finds agents that kept
+    running, and trusts none of them until they prove the agent's secret)."""
+    return AgentServerClient(
+        endpoint=agent.endpoint, secret=agent.shared_secret, handle=agent.process_handle
+    )
 
 
 def _reload(agent: Agent) -> Agent:

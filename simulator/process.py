@@ -124,7 +124,10 @@ class ListeningProcess:
         lines.put(None)
 
     def _await_listening(self, lines: queue.Queue[str | None], deadline: float) -> str:
-        pattern = re.compile(rf"^{re.escape(self.banner)} listening on (?P<url>http://\S+)$")
+        # unix://PATH: an agent server on its own Unix socket (python -m agent_server --uds).
+        pattern = re.compile(
+            rf"^{re.escape(self.banner)} listening on (?P<url>(?:http|unix)://\S+)$"
+        )
         while (remaining := deadline - time.monotonic()) > 0:
             try:
                 line = lines.get(timeout=remaining)

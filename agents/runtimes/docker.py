@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 from django.conf import settings
 
+from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
 from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
 
 logger = logging.getLogger(__name__)
@@ -56,11 +56,13 @@ class DockerRuntime:
         return f"trinity-agent-{agent_name}"
 
     def start(self, spec: SpawnSpec) -> Spawned:
-        """Create and start this agent's container; return once /health answers.
+        """Create and start this agent's container; return once its server proved it
+        holds the agent's secret (agents/client.py ``prove``) on the endpoint.
 
         Raises StartConflict when another container holds the name (see the module
         docstring for the one leftover that is removed instead), RuntimeError when
-        the server does not come up (its container is removed first).
+        the server does not come up or something else answers on the endpoint without
+        the proof (naming the endpoint; the container is removed first).
         """
         client = self._client_factory()
         name = self.container_name(spec.name)
@@ -97,7 +99,10 @@ class DockerRuntime:
             else:
                 ports = container.attrs["NetworkSettings"]["Ports"]
                 endpoint = f"http://127.0.0.1:{ports[f'{CONTAINER_PORT}/tcp'][0]['HostPort']}"
-            self._wait_healthy(endpoint, spec.name)
+            self._wait_proven(
+                AgentServerClient(endpoint=endpoint, secret=spec.secret, handle=str(container.id)),
+                spec.name,
+            )
         except BaseException:
             # Ours by construction (this start created it): nothing else may serve
             # from a container that never came up.
@@ -163,16 +168,21 @@ class DockerRuntime:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
 
-    def _wait_healthy(self, endpoint: str, agent_name: str) -> None:
+    def _wait_proven(self, client: AgentServerClient, agent_name: str) -> None:
+        """Poll ``client.prove`` until it succeeds; raises RuntimeError naming the
+        endpoint on a wrong proof (at once) or after STARTUP_TIMEOUT."""
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{endpoint}/health", timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"agent container for {agent_name!r} did not answer /health in time")
+                client.prove(timeout=2.0)
+                return
+            except EndpointUnproven as exc:
+                raise RuntimeError(f"agent container for {agent_name!r}: {exc}") from None
+            except AgentServerUnavailable:
+                time.sleep(0.5)  # the engine's port proxy answers before the server does
+        raise RuntimeError(
+            f"agent container for {agent_name!r} did not prove itself on {client.endpoint} in time"
+        )
 
     def stop(self, *, name: str, handle: str) -> None:
         """Stop and remove the container ``handle`` names (its id: the one recorded

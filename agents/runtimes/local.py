@@ -1,8 +1,14 @@
 """Agent servers as local subprocesses: the embedded default.
 
-The pid and port are recorded on the Agent row, so a restarted web process finds the
-agents that kept running. Each agent gets a home under var/agents/<name>/ holding its
-.env, token file and log.
+The pid and the endpoint are recorded on the Agent row, so a restarted web process
+finds the agents that kept running. Each agent gets a home under var/agents/<name>/
+holding its .env, token file and log.
+
+No port is picked and handed over: the server binds its own Unix socket in
+var/run/ (0700, the platform's user's), ``unix://<var>/run/<digest>.sock``, which no
+other local user can connect to or bind first; and a start returns only once
+whatever answers there proved it holds the agent's secret (agents/client.py
+``prove``), so nothing is ever sent to a process that merely answered first.
 
 Whoever starts a server is its parent, and only a parent can reap: a server started
 by the worker and stopped by the web process would otherwise stay a zombie under the
@@ -13,26 +19,34 @@ parent collects the exit status the moment the server exits, whoever killed it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-import httpx
 from django.conf import settings
 
-from agents.runtimes.base import Spawned, SpawnSpec
+from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
+from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
 
 logger = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+# sun_path holds 108 bytes on Linux, the terminating NUL included.
+UNIX_PATH_MAX = 107
+# agent_server/__main__.py EXIT_SOCKET_HELD: another server of this agent holds the
+# socket (this module does not import the server's entry point).
+EXIT_SOCKET_HELD = 3
 # Only these reach an agent process from the platform's own environment: it must not
 # inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
 INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
@@ -50,6 +64,66 @@ def agent_home(name: str) -> Path:
     home = _home_path(name)
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     return home
+
+
+def socket_dir() -> Path:
+    """Where agent servers bind their sockets: one 0700 directory of the platform's."""
+    return Path(settings.VAR_DIR) / "run"
+
+
+def socket_path(name: str) -> Path:
+    """The Unix socket the agent's server binds; raises RuntimeError when the path
+    would not fit a socket address.
+
+    Named by a digest of the agent's name, not the name itself: a slug may be 100
+    characters, and the whole path must fit in 107 bytes.
+    """
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    path = socket_dir().absolute() / f"{digest}.sock"
+    size = len(os.fsencode(path))
+    if size > UNIX_PATH_MAX:
+        raise RuntimeError(
+            f"the agent server's socket path {path} is {size} bytes, over the "
+            f"{UNIX_PATH_MAX}-byte limit of a Unix socket path; set TRINITY_VAR_DIR to "
+            "a shorter directory"
+        )
+    return path
+
+
+def _socket_dir_ready() -> Path:
+    """Create the socket directory 0700 (the umask does not get a say)."""
+    directory = socket_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = os.lstat(directory)
+    # Anything but our own real directory is left for the server to refuse loudly.
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+        os.chmod(directory, 0o700)
+    return directory
+
+
+def _listener_pid(path: Path) -> int | None:
+    """The pid of the process listening on the Unix socket ``path`` (SO_PEERCRED: the
+    kernel's word, not the server's), or None when nobody accepts there."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+        pid, _, _ = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        return int(pid)
+    except OSError:
+        return None
+    finally:
+        probe.close()
+
+
+def _last_line(log: Path) -> str:
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 2000))
+            lines = handle.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][-300:] if lines else ""
 
 
 def _token_files(home: Path) -> list[Path]:
@@ -74,12 +148,6 @@ def _watch(process: subprocess.Popen[bytes]) -> None:
     ).start()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _is_agent_server(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -88,19 +156,47 @@ def _is_agent_server(pid: int) -> bool:
     return b"agent_server" in cmdline
 
 
+def _has_exited(pid: int) -> bool:
+    """Whether the agent server ``pid`` is done exiting (gone, or a zombie for its
+    parent to reap), or the pid now names something else.
+
+    Not ``not _is_agent_server``: an exiting process has released its memory, so its
+    cmdline reads empty, well before it is a zombie.
+    """
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    if stat_line.rsplit(")", 1)[1].split()[0] in {"Z", "X"}:
+        return True
+    return bool(cmdline) and b"agent_server" not in cmdline
+
+
 class LocalProcessRuntime:
     name = "local"
 
     def start(self, spec: SpawnSpec) -> Spawned:
+        """Spawn the server on its socket and return once it proved the agent's secret.
+
+        Raises StartConflict when another server of this agent holds the socket (a
+        concurrent start won it: the socket is the agent's exclusive claim, as the
+        container name is for docker), RuntimeError naming the endpoint when the server
+        exits at startup, when something else answers there without the proof (our
+        server is stopped, and nothing was sent), or when nothing answers in time.
+        """
         home = agent_home(spec.name)
-        port = _free_port()
+        path = socket_path(spec.name)
+        _socket_dir_ready()
+        endpoint = f"unix://{path}"
         env = {k: os.environ[k] for k in INHERITED if k in os.environ}
         env.update(spec.environment())
         env["TRINITY_AGENT_HOME"] = str(home)
-        log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
+        log_path = home / "server.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                [sys.executable, "-m", "agent_server", "--host", "127.0.0.1", "--port", str(port)],
+                [sys.executable, "-m", "agent_server", "--uds", str(path)],
                 cwd=settings.BASE_DIR,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -111,23 +207,41 @@ class LocalProcessRuntime:
         finally:
             log.close()
         _watch(process)
-        endpoint = f"http://127.0.0.1:{port}"
+        handle = str(process.pid)
+        client = AgentServerClient(endpoint=endpoint, secret=spec.secret, handle=handle)
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if process.poll() is not None:
+                if process.returncode == EXIT_SOCKET_HELD:
+                    raise StartConflict(f"another agent server of {spec.name!r} holds {endpoint}")
+                reason = _last_line(log_path)
                 raise RuntimeError(
-                    f"agent server {spec.name!r} exited with {process.returncode} at startup; "
-                    f"see {home / 'server.log'}"
+                    f"agent server {spec.name!r} exited with {process.returncode} at startup "
+                    f"on {endpoint}{': ' + reason if reason else ''}; see {log_path}"
                 )
             try:
-                if httpx.get(f"{endpoint}/health", timeout=1.0).status_code == 200:
-                    logger.info("agent %s started: pid %s at %s", spec.name, process.pid, endpoint)
-                    return Spawned(endpoint=endpoint, handle=str(process.pid))
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop(name=spec.name, handle=str(process.pid))
-        raise RuntimeError(f"agent server {spec.name!r} did not answer /health in time")
+                client.prove(timeout=1.0)
+            except EndpointUnproven as exc:
+                self.stop(name=spec.name, handle=handle)
+                raise RuntimeError(f"agent server {spec.name!r} not started: {exc}") from None
+            except AgentServerUnavailable:
+                time.sleep(0.1)  # not listening yet
+                continue
+            holder = _listener_pid(path)
+            if holder is None:
+                time.sleep(0.1)  # it went away meanwhile: poll again (our own exit included)
+                continue
+            if holder != process.pid:
+                # It proved the agent's secret, so it is this agent's server, but not
+                # the one this start spawned (which cannot bind the socket it holds).
+                self.stop(name=spec.name, handle=handle)
+                raise StartConflict(
+                    f"another agent server of {spec.name!r} (pid {holder}) serves {endpoint}"
+                )
+            logger.info("agent %s started: pid %s at %s", spec.name, process.pid, endpoint)
+            return Spawned(endpoint=endpoint, handle=handle)
+        self.stop(name=spec.name, handle=handle)
+        raise RuntimeError(f"agent server {spec.name!r} did not prove itself on {endpoint} in time")
 
     def stop(self, *, name: str, handle: str) -> None:
         pid = int(handle)
@@ -143,7 +257,7 @@ class LocalProcessRuntime:
         while time.monotonic() < deadline:
             if child is not None and child.poll() is not None:
                 break
-            if child is None and not _is_agent_server(pid):
+            if child is None and _has_exited(pid):
                 break
             time.sleep(0.05)
         else:
@@ -185,4 +299,8 @@ class LocalProcessRuntime:
         self.forget_credentials(name=name)
         if home.exists():
             shutil.rmtree(home)
+        with contextlib.suppress(RuntimeError):
+            path = socket_path(name)
+            path.unlink(missing_ok=True)
+            path.with_name(f"{path.name}.lock").unlink(missing_ok=True)
         logger.info("agent %s: home removed", name)

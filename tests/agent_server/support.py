@@ -1,9 +1,12 @@
-"""Run a real agent server subprocess (`python -m agent_server`) for end-to-end tests."""
+"""Run a real agent server subprocess (`python -m agent_server --uds ...`) for end-to-end
+tests, on its own Unix socket as the local runtime runs it."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,9 @@ def agent_env(*, simulator_url: str, home: Path, secret: str, **extra: str) -> d
 
 
 class AgentServer(ListeningProcess):
-    """One agent server on a free loopback port; stdout and stderr are captured."""
+    """One agent server on a Unix socket in a fresh 0700 directory (short, under the
+    system's temp dir: a socket path must fit in 107 bytes); stdout and stderr are
+    captured."""
 
     banner = "agent server"
     start_error = AgentServerStartError
@@ -53,6 +58,8 @@ class AgentServer(ListeningProcess):
         self.env = env
         self.log_level = log_level
         self.client: httpx.Client | None = None
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="agent-"))  # 0700
+        self.socket_path = self.socket_dir / "server.sock"
 
     @property
     def pid(self) -> int:
@@ -65,10 +72,8 @@ class AgentServer(ListeningProcess):
             sys.executable,
             "-m",
             "agent_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
+            "--uds",
+            str(self.socket_path),
             "--log-level",
             self.log_level,
         ]
@@ -77,8 +82,10 @@ class AgentServer(ListeningProcess):
         return self.env
 
     def await_ready(self, deadline: float) -> None:
+        assert self.base_url == f"unix://{self.socket_path}", self.base_url
         self.client = httpx.Client(
-            base_url=self.base_url,
+            transport=httpx.HTTPTransport(uds=str(self.socket_path)),
+            base_url="http://agent-server",
             headers={"Authorization": f"Bearer {self.env['TRINITY_AGENT_SECRET']}"},
             timeout=httpx.Timeout(90.0, connect=5.0),
         )
@@ -91,6 +98,10 @@ class AgentServer(ListeningProcess):
         if self.client is not None:
             self.client.close()
             self.client = None
+
+    def stop(self) -> None:
+        super().stop()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     def post(self, path: str, body: dict[str, Any], **kwargs: Any) -> httpx.Response:
         assert self.client is not None

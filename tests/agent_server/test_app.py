@@ -22,6 +22,7 @@ from agent_server.app import create_app
 from agent_server.config import AgentConfig
 from agent_server.contract import AUTH_OVERRIDE_HEADER, ErrorBody, TaskResponse
 from agent_server.errors import TurnError
+from agent_server.proof import health_proof, new_nonce, proof_matches
 from agent_server.runtimes.base import Turn, TurnOutcome
 
 SECRET = "agent-shared-secret-0001"
@@ -129,7 +130,38 @@ def test_without_the_secret_it_answers_401_and_runs_nothing(
 def test_health_needs_no_secret(client: TestClient) -> None:
     response = client.get("/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "runtime": "claude-code", "model": None, "busy": 0}
+    assert response.json() == {
+        "status": "ok",
+        "runtime": "claude-code",
+        "model": None,
+        "busy": 0,
+        "proof": None,
+    }
+
+
+def test_health_proves_the_secret_for_the_nonce_it_was_asked() -> None:
+    # Built here, not from the fixture: the proof must follow the configured secret.
+    for secret in (SECRET, "another-agents-secret-0002"):
+        app = create_app(
+            make_config(Path("/nonexistent"), secret=secret), runtime=RecordingRuntime()
+        )
+        with TestClient(app) as test_client:
+            for nonce in (new_nonce(), new_nonce()):
+                response = test_client.get("/health", params={"nonce": nonce})
+                assert response.status_code == 200
+                proof = response.json()["proof"]
+                assert proof == health_proof(secret=secret, nonce=nonce)
+                assert proof_matches(secret=secret, nonce=nonce, proof=proof)
+
+
+@pytest.mark.parametrize("nonce", ["", "abc", "Z" * 64, "0" * 129])
+def test_health_refuses_a_nonce_that_is_not_hex_and_signs_nothing(
+    client: TestClient, nonce: str
+) -> None:
+    response = client.get("/health", params={"nonce": nonce})
+    assert response.status_code == 400
+    assert response.json()["error_code"] == "invalid_request"
+    assert "proof" not in response.json()
 
 
 def test_a_task_answers_with_the_contract_shape(

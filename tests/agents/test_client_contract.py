@@ -12,11 +12,13 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
 from agent_server import contract
+from agent_server.proof import health_proof
 from agents.client import (
     AgentServerClient,
     AgentServerUnavailable,
@@ -30,6 +32,21 @@ from trinity.crypto import Secret
 class _Capture(BaseHTTPRequestHandler):
     seen: list[dict[str, Any]] = []
     answer: tuple[int, dict[str, Any], dict[str, str]] = (200, {}, {})
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        # /health?nonce=...: the proof the client checks before it sends anything.
+        nonce = parse_qs(urlsplit(self.path).query).get("nonce", [""])[0]
+        _Capture.seen.append({"path": self.path, "auth": self.headers.get("Authorization")})
+        body = {
+            **contract.EXAMPLE_HEALTH_RESPONSE,
+            "proof": health_proof(secret=SECRET.reveal(), nonce=nonce),
+        }
+        payload = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         length = int(self.headers["Content-Length"])
@@ -95,7 +112,7 @@ def test_turn_requests_match_the_agent_server_contract(
     path: str,
 ) -> None:
     _Capture.answer = (200, contract.EXAMPLE_TASK_RESPONSE, {})
-    client = AgentServerClient(endpoint=capture_server, secret=SECRET)
+    client = AgentServerClient(endpoint=capture_server, secret=SECRET, handle="1")
     outcome = client.run_turn(
         execution_id="e-1",
         message="hello",
@@ -175,7 +192,7 @@ def test_an_off_contract_answer_is_a_container_fault_not_an_exception(
 
 def test_reload_token_request_matches_the_contract(capture_server: str) -> None:
     _Capture.answer = (200, contract.EXAMPLE_RELOAD_TOKEN_RESPONSE, {})
-    client = AgentServerClient(endpoint=capture_server, secret=SECRET)
+    client = AgentServerClient(endpoint=capture_server, secret=SECRET, handle="1")
     token = Secret("sk-ant-oat01-" + "n" * 30)
     assert client.reload_token(token=token, remove_api_key=True) == ["ANTHROPIC_API_KEY"]
     body = contract.ReloadTokenRequest.model_validate(_Capture.seen[-1]["body"])
@@ -187,7 +204,7 @@ def test_reload_token_request_matches_the_contract(capture_server: str) -> None:
 
 
 def test_an_unreachable_server_raises_without_the_secret() -> None:
-    client = AgentServerClient(endpoint="http://127.0.0.1:9", secret=SECRET)
+    client = AgentServerClient(endpoint="http://127.0.0.1:9", secret=SECRET, handle="1")
     with pytest.raises(AgentServerUnavailable) as err:
         client.run_turn(execution_id="e", message="m", timeout_seconds=1)
     assert SECRET.reveal() not in str(err.value)

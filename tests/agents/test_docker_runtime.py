@@ -1,7 +1,8 @@
 """The docker runtime against a stand-in for the docker SDK.
 
 No Docker engine runs on this machine, so the docker SDK client is MOCKED here, and
-so is the health wait on the container's port (nothing listens there). What is
+so is the proof wait on the container's port (nothing listens there), except where a
+stand-in server on loopback plays what answers on the published port. What is
 checked is what Trinity asks the docker SDK for: image, name, env, ports, network,
 and which containers a start or a delete may remove. The stand-in keeps the one
 engine rule those depend on: a container name is unique, and creating a second
@@ -11,6 +12,11 @@ container with a taken name fails with 409 Conflict.
 from __future__ import annotations
 
 import itertools
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -22,6 +28,8 @@ from django.test import override_settings
 
 from agents.runtimes.base import SpawnSpec, StartConflict
 from agents.runtimes.docker import CONTAINER_PORT, LABEL, START_LABEL, DockerRuntime
+from tests.agents.standin import SECRET as PROOF_SECRET
+from tests.agents.standin import StandIn, close, serve
 from trinity.crypto import Secret
 
 _ids = itertools.count(1)
@@ -37,7 +45,9 @@ def _api_error(status: int, message: str) -> docker.errors.APIError:
 class FakeContainer:
     """A container as docker-py's Container presents it: id, name, status, labels."""
 
-    def __init__(self, engine: FakeContainers, *, name: str, labels: dict[str, str]) -> None:
+    def __init__(
+        self, engine: FakeContainers, *, name: str, labels: dict[str, str], host_port: str
+    ) -> None:
         self.engine = engine
         self.id = f"{next(_ids):064x}"
         self.short_id = self.id[:12]
@@ -45,7 +55,7 @@ class FakeContainer:
         self.labels = labels
         self.status = "running"
         self.attrs = {
-            "NetworkSettings": {"Ports": {f"{CONTAINER_PORT}/tcp": [{"HostPort": "49999"}]}}
+            "NetworkSettings": {"Ports": {f"{CONTAINER_PORT}/tcp": [{"HostPort": host_port}]}}
         }
         self.stop = mock.MagicMock(side_effect=self._stop)
         self.remove = mock.MagicMock(side_effect=self._remove)
@@ -65,13 +75,14 @@ class FakeContainer:
 class FakeContainers:
     """Records calls the way docker-py's ContainerCollection would receive them."""
 
-    def __init__(self, *, start_fails: bool = False) -> None:
+    def __init__(self, *, start_fails: bool = False, host_port: str = "49999") -> None:
         self.run_kwargs: dict[str, Any] = {}
+        self.host_port = host_port
         self.live: dict[str, FakeContainer] = {}
         self.start_fails = start_fails  # run() creates the container, then start fails
 
     def add(self, *, name: str, labels: dict[str, str], status: str) -> FakeContainer:
-        container = FakeContainer(self, name=name, labels=labels)
+        container = FakeContainer(self, name=name, labels=labels, host_port=self.host_port)
         container.status = status
         self.live[container.id] = container
         return container
@@ -115,9 +126,11 @@ SPEC = SpawnSpec(
 def test_start_creates_a_container_from_the_agent_image_with_the_baseline_env() -> None:
     containers = FakeContainers()
     runtime = _runtime(containers)
-    with mock.patch.object(DockerRuntime, "_wait_healthy") as wait:
+    with mock.patch.object(DockerRuntime, "_wait_proven") as wait:
         spawned = runtime.start(SPEC)
-    wait.assert_called_once_with("http://127.0.0.1:49999", "bot")
+    wait.assert_called_once()
+    client, agent_name = wait.call_args.args
+    assert (client.endpoint, agent_name) == ("http://127.0.0.1:49999", "bot")
     kwargs = containers.run_kwargs
     assert kwargs["image"] == "trinity-agent:test"
     assert kwargs["name"] == "trinity-agent-bot"
@@ -138,7 +151,7 @@ def test_start_creates_a_container_from_the_agent_image_with_the_baseline_env() 
 def test_on_a_compose_network_the_endpoint_is_the_container_name() -> None:
     containers = FakeContainers()
     runtime = _runtime(containers)
-    with mock.patch.object(DockerRuntime, "_wait_healthy"):
+    with mock.patch.object(DockerRuntime, "_wait_proven"):
         spawned = runtime.start(SPEC)
     assert spawned.endpoint == f"http://trinity-agent-bot:{CONTAINER_PORT}"
     assert containers.run_kwargs["network"] == "trinity"
@@ -153,7 +166,7 @@ def test_a_start_that_loses_the_name_leaves_the_winners_container_alone(status: 
     winner = containers.add(
         name="trinity-agent-bot", labels={LABEL: "bot", START_LABEL: "winner"}, status=status
     )
-    with mock.patch.object(DockerRuntime, "_wait_healthy"), pytest.raises(StartConflict):
+    with mock.patch.object(DockerRuntime, "_wait_proven"), pytest.raises(StartConflict):
         _runtime(containers).start(SPEC)
     winner.remove.assert_not_called()
     winner.stop.assert_not_called()
@@ -166,7 +179,7 @@ def test_a_dead_container_of_the_same_agent_is_stale_and_replaced(status: str) -
     stale = containers.add(
         name="trinity-agent-bot", labels={LABEL: "bot", START_LABEL: "old"}, status=status
     )
-    with mock.patch.object(DockerRuntime, "_wait_healthy"):
+    with mock.patch.object(DockerRuntime, "_wait_proven"):
         spawned = _runtime(containers).start(SPEC)
     stale.remove.assert_called_once()
     assert list(containers.live) == [spawned.handle]
@@ -178,7 +191,7 @@ def test_a_dead_container_of_the_same_agent_is_stale_and_replaced(status: str) -
 def test_a_dead_container_that_is_not_this_agents_is_never_removed(labels: dict[str, str]) -> None:
     containers = FakeContainers()
     foreign = containers.add(name="trinity-agent-bot", labels=labels, status="exited")
-    with mock.patch.object(DockerRuntime, "_wait_healthy"), pytest.raises(StartConflict):
+    with mock.patch.object(DockerRuntime, "_wait_proven"), pytest.raises(StartConflict):
         _runtime(containers).start(SPEC)
     foreign.remove.assert_not_called()
 
@@ -189,7 +202,7 @@ def test_a_start_that_fails_its_health_wait_removes_only_its_own_container() -> 
         name="trinity-agent-other", labels={LABEL: "other"}, status="running"
     )
     with (
-        mock.patch.object(DockerRuntime, "_wait_healthy", side_effect=RuntimeError("no /health")),
+        mock.patch.object(DockerRuntime, "_wait_proven", side_effect=RuntimeError("no /health")),
         pytest.raises(RuntimeError, match="no /health"),
     ):
         _runtime(containers).start(SPEC)
@@ -198,7 +211,7 @@ def test_a_start_that_fails_its_health_wait_removes_only_its_own_container() -> 
 
 def test_a_container_created_but_not_started_by_this_start_is_removed() -> None:
     containers = FakeContainers(start_fails=True)
-    with mock.patch.object(DockerRuntime, "_wait_healthy"), pytest.raises(docker.errors.APIError):
+    with mock.patch.object(DockerRuntime, "_wait_proven"), pytest.raises(docker.errors.APIError):
         _runtime(containers).start(SPEC)
     assert containers.live == {}
 
@@ -230,3 +243,43 @@ def test_the_backend_setting_selects_the_runtime(backend: str) -> None:
 
     with override_settings(TRINITY_AGENT_BACKEND=backend):
         assert get_runtime().name == backend
+
+
+@pytest.fixture
+def published_port() -> Iterator[tuple[str, str]]:
+    """What answers on the container's published port: a stand-in on loopback."""
+    StandIn.seen = []
+    directory = Path(tempfile.mkdtemp(prefix="docker-"))
+    server, endpoint = serve("tcp", directory)
+    yield endpoint, endpoint.rsplit(":", 1)[1]
+    close(server)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@override_settings(TRINITY_AGENT_IMAGE="trinity-agent:test", TRINITY_DOCKER_NETWORK="")
+def test_a_start_returns_once_the_container_proved_the_agents_secret(
+    published_port: tuple[str, str],
+) -> None:
+    endpoint, port = published_port
+    StandIn.mode = "honest"
+    containers = FakeContainers(host_port=port)
+    spawned = _runtime(containers).start(replace(SPEC, secret=PROOF_SECRET))
+    assert spawned.endpoint == endpoint
+    assert [seen["path"].split("=")[0] for seen in StandIn.seen] == ["/health?nonce"]
+    assert "Authorization" not in StandIn.seen[0]["headers"]
+
+
+@pytest.mark.parametrize("mode", ["wrong secret", "replay", "no proof"])
+@override_settings(TRINITY_AGENT_IMAGE="trinity-agent:test", TRINITY_DOCKER_NETWORK="")
+def test_a_start_fails_naming_the_endpoint_when_what_answers_there_cannot_prove_it(
+    published_port: tuple[str, str], mode: str
+) -> None:
+    endpoint, port = published_port
+    StandIn.mode = mode
+    containers = FakeContainers(host_port=port)
+    with pytest.raises(RuntimeError, match="did not prove it holds the agent's secret") as err:
+        _runtime(containers).start(replace(SPEC, secret=PROOF_SECRET))
+    assert endpoint in str(err.value)
+    assert containers.live == {}  # the container that never proved itself is removed
+    assert all(seen["method"] == "GET" for seen in StandIn.seen)
+    assert all("Authorization" not in seen["headers"] for seen in StandIn.seen)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import uuid
 
 import pytest
@@ -18,6 +19,7 @@ from rest_framework.test import APIClient
 from agents import lifecycle
 from agents.models import Agent, AuthMode, ProcessState
 from agents.runtimes import Spawned, SpawnSpec, local
+from agents.runtimes.base import StartConflict
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
@@ -171,8 +173,9 @@ def test_two_starts_that_race_record_one_server_and_stop_the_other(
     control: SimulatorControl, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A second start lands while the first is spawning, with the cache marker out of
-    play (as when Redis is down). The compare-and-set on the recorded handle keeps
-    exactly one server; the loser stops its own."""
+    play (as when Redis is down). The agent's socket is the exclusive claim: the
+    loser's server cannot bind it, the loser stops its own and waits for the winner's
+    record, and exactly one server is left."""
     _, plan_id = _register(control, "plan-a")
     agent = AgentFactory.create(name="bot")
     subscription_services.assignment_set(agent=agent, subscription_id=plan_id)
@@ -185,10 +188,22 @@ def test_two_starts_that_race_record_one_server_and_stop_the_other(
             if not spawned:
                 spawned.append("rival")
                 spawned.append(lifecycle.agent_start(agent=agent).process_handle)
-            result = super().start(spec)
+            try:
+                result = super().start(spec)
+            except StartConflict:
+                spawned.append(str(watched[-1]))  # the server this start spawned
+                raise
             spawned.append(result.handle)
             return result
 
+    watched: list[int] = []
+    watch = local._watch
+
+    def recording_watch(process: subprocess.Popen[bytes]) -> None:
+        watched.append(process.pid)
+        watch(process)
+
+    monkeypatch.setattr(local, "_watch", recording_watch)
     monkeypatch.setattr(lifecycle, "get_runtime", InterleavingRuntime)
     with override_settings(
         CACHES={"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
@@ -197,6 +212,7 @@ def test_two_starts_that_race_record_one_server_and_stop_the_other(
     _, rival_handle, rival_spawn, loser_handle = spawned
     assert rival_handle == rival_spawn
     agent.refresh_from_db()
+    assert agent.process_state == ProcessState.RUNNING
     assert agent.process_handle == rival_handle
     assert not local.LocalProcessRuntime().is_alive(name="bot", handle=loser_handle)
     assert _turn(agent, control) == (True, "plan-a")

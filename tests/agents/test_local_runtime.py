@@ -9,10 +9,12 @@ process plays the web process that stops it.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -20,7 +22,7 @@ from django.core.management import call_command
 
 from agents import lifecycle
 from agents.models import Agent, ProcessState
-from agents.runtimes.local import LocalProcessRuntime
+from agents.runtimes.local import LocalProcessRuntime, _socket_dir_ready, socket_dir, socket_path
 from simulator.control import SimulatorControl
 from tests.agents.factories import AgentFactory
 from tests.procs import children_of, proc_stat
@@ -111,3 +113,34 @@ def test_agents_stop_all_stops_every_recorded_agent_server(control: SimulatorCon
         assert agent.process_handle == ""
         assert not runtime.is_alive(name=agent.name, handle=str(pid))
     assert not Agent.objects.exclude(process_handle="").exists()
+
+
+def test_an_agents_socket_path_that_would_not_fit_a_socket_address_fails_by_name(
+    settings: Any,
+) -> None:
+    settings.VAR_DIR = Path("/tmp") / ("v" * 100)  # noqa: S108 - never created
+    with pytest.raises(RuntimeError, match="over the 107-byte limit.*TRINITY_VAR_DIR"):
+        socket_path("a-long-agent-name")
+
+
+def test_socket_paths_fit_for_the_longest_agent_name_and_differ_per_agent(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path
+    longest = socket_path("n" * 100)
+    assert longest.parent == socket_dir().absolute()
+    assert len(os.fsencode(longest)) <= 107
+    assert socket_path("one") != socket_path("two")
+
+
+def test_the_socket_directory_is_made_0700_whatever_the_umask_and_tightened_if_looser(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path
+    previous = os.umask(0)
+    try:
+        assert stat.S_IMODE(_socket_dir_ready().stat().st_mode) == 0o700
+        socket_dir().chmod(0o755)
+        assert stat.S_IMODE(_socket_dir_ready().stat().st_mode) == 0o700
+    finally:
+        os.umask(previous)

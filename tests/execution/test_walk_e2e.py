@@ -12,11 +12,13 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from agent_server.proof import health_proof
 from agents.models import Agent
 from execution.models import Execution
 from simulator.control import SimulatorControl
@@ -321,11 +323,22 @@ def test_a_chat_session_resumes_on_the_credential_it_walked_to(
 class _LegacyAgentServer(BaseHTTPRequestHandler):
     """An agent server from before ``auth_override``: it ignores the field, echoes no
     ``X-Trinity-Auth-Override`` and runs every turn on the token it was last given
-    (its boot token, then whatever reload-token sent). Plan A's token is exhausted."""
+    (its boot token, then whatever reload-token sent). Plan A's token is exhausted.
+    It does prove the agent's secret on /health: nothing is sent to a server that
+    cannot."""
 
     exhausted: str = ""
     current: str = ""
+    secret: str = ""
     turns: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        nonce = parse_qs(urlsplit(self.path).query).get("nonce", [""])[0]
+        proof = health_proof(secret=type(self).secret, nonce=nonce)
+        self._answer(
+            200,
+            {"status": "ok", "runtime": "claude-code", "model": None, "busy": 0, "proof": proof},
+        )
 
     def _answer(self, status: int, body: dict[str, object]) -> None:
         payload = json.dumps(body).encode()
@@ -378,6 +391,7 @@ def test_a_legacy_agent_server_walks_by_assignment_and_never_to_the_key(
     _LegacyAgentServer.exhausted = _LegacyAgentServer.current = a_token
     _LegacyAgentServer.turns = []
     agent = agent_on(owner, a)
+    _LegacyAgentServer.secret = agent.shared_secret.reveal()
     Agent.objects.filter(pk=agent.pk).update(
         endpoint=f"http://127.0.0.1:{server.server_address[1]}", process_state="running"
     )
