@@ -30,7 +30,7 @@ from django.db.models import Count, Sum
 
 from agents import lifecycle
 from agents.client import TURN_TIMEOUT_MARGIN, AgentServerUnavailable, TurnOutcome
-from agents.models import Agent, ProcessState
+from agents.models import Agent, AuthMode, ProcessState
 from agents.rung import Rung, RungKind
 from execution import affinity, key_budgets, parking
 from execution.models import Execution, Schedule, Status
@@ -302,6 +302,14 @@ class _Turn:
                 return self._fail("container_fault", f"the agent could not start: {detail}")
         self.origin = agent.subscription_id
         rung = lifecycle.baseline_rung(agent)
+        if rung is None and agent.auth_mode == AuthMode.API_KEY:
+            # Booted on the key, which the verdict no longer allows (the admin turned the
+            # fallback off): a turn sent without an override would run on that boot key.
+            # Rare (the switch re-applies credentials); the row is in memory: no query.
+            lifecycle.agent_apply_credentials(agent=agent)
+            agent = self.agent = self._reload_agent()
+            if agent.auth_mode == AuthMode.API_KEY:
+                return self._fail("container_fault", "the agent still holds the platform key")
         why = Why.ASSIGNED
         # A policy that forbids the assignment (subscription-only on an overage plan,
         # or with none) routes to a plan it allows or refuses: never a billable fallback.

@@ -45,7 +45,14 @@ class KeyBudgetsApi(APIView):
         lines = key_budget_lines(
             agents=agents_visible_to(request.user)
             .select_related(None)
-            .only("pk", "name", "key_budget_daily_usd", "key_budget_monthly_usd"),
+            .only(
+                "pk",
+                "name",
+                "key_budget_daily_usd",
+                "key_budget_monthly_usd",
+                "admin_key_budget_daily_usd",
+                "admin_key_budget_monthly_usd",
+            ),
             system=system_settings_get(),
             now=clock.now(),
         )
