@@ -871,6 +871,7 @@ class _Turn:
             return
         record_rate_limit_event(
             agent_name=self.agent.name,
+            agent_id=self.agent.pk,
             credential_kind=ran_on.kind.value,
             subscription_id=ran_on.subscription_id,
             error_message=outcome.detail,
@@ -1060,6 +1061,7 @@ class _Turn:
                     body=f"Agent {agent.name!r}: every subscription refused; the turn ran on "
                     "the platform API key, billed per token.",
                     agent_name=agent.name,
+                    agent_id=agent.pk,
                     dedup_key=f"api-key-route:{agent.pk}",
                     dedup_ttl=KEY_NOTICE_TTL,
                     data={"agent": agent.name},
@@ -1087,6 +1089,7 @@ class _Turn:
             body=f"Agent {agent.name!r} is served by a plan again; meanwhile "
             f"{spent['turns']} turn(s) ran on the platform API key for ${usd:.4f}.",
             agent_name=agent.name,
+            agent_id=agent.pk,
             subscription_id=ran_on.subscription_id,
             data={"turns_on_key": spent["turns"], "key_usd": usd, "since": since.isoformat()},
             now=now,
@@ -1122,7 +1125,7 @@ class _Turn:
                 stop = Stop.KEY_BUDGET
                 detail = f"{walk.trail_text()}; every plan refused and {closed.reason}."
                 resets_at = min(resets_at or closed.reopens_at, closed.reopens_at)
-                key_budget_notify(closed=closed, agent_name=self.agent.name, now=now)
+                key_budget_notify(closed=closed, agent=self.agent, now=now)
             # Nobody waits for an autonomous turn: it may wait for the reset instead of
             # failing (never for dead credentials only: no reset brings those back).
             # A closed key budget alone is no reset to wait for: a plan's must be known.
@@ -1145,6 +1148,7 @@ class _Turn:
                 body=f"Agent {self.agent.name!r}: {detail}"
                 + (f" The earliest known reset is {resets_at.isoformat()}." if resets_at else ""),
                 agent_name=self.agent.name,
+                agent_id=self.agent.pk,
                 dedup_key=f"pool-exhausted:{self.agent.pk}",
                 dedup_ttl=EXHAUSTED_NOTICE_TTL,
                 data={

@@ -304,16 +304,22 @@ def key_spend_settle(*, ledger_ids: Sequence[int], reserved: Decimal, spent: Dec
         )
 
 
-def key_budget_notify(*, closed: BudgetClosed, agent_name: str, now: datetime) -> None:
-    """Tell the operator a key budget closed the key rung: once per budget per period."""
+def key_budget_notify(*, closed: BudgetClosed, agent: Agent, now: datetime) -> None:
+    """Tell the operator a key budget closed the key rung: once per budget per period.
+
+    An agent's budget is told to that agent's owner; the fleet's is the admin's (its
+    text names no agent: the turn that met it may be another owner's)."""
+    fleet = closed.budget.scope == FLEET_SCOPE
     ttl = max(int((closed.reopens_at - now).total_seconds()), 60)
     notification_send(
         kind="key_budget_closed",
         level="warning",
         title="Platform key budget reached",
         body=f"{closed.reason[0].upper()}{closed.reason[1:]}; key turns are refused until "
-        f"{closed.reopens_at.isoformat()} (turn of agent {agent_name!r}).",
-        agent_name=agent_name if closed.budget.scope != FLEET_SCOPE else "",
+        f"{closed.reopens_at.isoformat()}"
+        + ("." if fleet else f" (turn of agent {agent.name!r})."),
+        agent_name="" if fleet else agent.name,
+        agent_id=None if fleet else agent.pk,
         dedup_key=closed.dedup_key,
         dedup_ttl=ttl,
         data={
