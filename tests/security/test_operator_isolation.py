@@ -369,3 +369,22 @@ def test_a_turn_id_of_another_operator_answers_like_a_missing_one(
     theirs = client.get(f"/api/executions/{world['bravo'].executions[0].pk}")
     missing = client.get(f"/api/executions/{uuid.uuid4()}")
     assert (theirs.status_code, missing.status_code) == (404, 404)
+
+
+@pytest.mark.parametrize("viewer", OPERATORS)
+def test_the_explainer_names_only_subscriptions_the_viewers_list_shows(
+    world: dict[str, Holdings], viewer: str
+) -> None:
+    """The walk may serve any agent on any plan of the pool, so the explainer names
+    them; the viewer's subscription list must show every plan it names."""
+    client = _client(world[viewer].user)
+    listed = {s["name"] for s in client.get("/api/subscriptions").json()}
+    for agent in world[viewer].agents:
+        routing = client.get(f"/api/agents/{agent.name}/routing").json()
+        named = {
+            line["name"] for line in routing["rungs"] + routing["excluded"] if line.get("name")
+        }
+        if routing["assigned"]:
+            named.add(routing["assigned"]["name"])
+        assert named, routing
+        assert named - {"platform API key"} <= listed, (named, listed)
