@@ -19,6 +19,11 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
         "subscription",
         "use_platform_api_key",
         "routing_policy",
+        "key_budget_daily_usd",
+        "key_budget_monthly_usd",
+        # The admin's caps: the owner's own pair can only go below them.
+        "admin_key_budget_daily_usd",
+        "admin_key_budget_monthly_usd",
         "endpoint",
         "created_at",
         "updated_at",

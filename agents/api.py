@@ -6,8 +6,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,7 +16,10 @@ from rest_framework.views import APIView
 from agents import lifecycle, services
 from agents.models import Agent, ProcessState, RoutingPolicy, Runtime, WaitPolicy
 from agents.selectors import agent_get_visible, agents_visible_to
+from subscriptions import policy
+from trinity.models import SystemSettings
 from trinity.schema import CONFLICT
+from trinity.selectors import system_settings_get
 
 # A parked turn waits at most a week: longer than any provider window (7 days).
 MAX_WAIT_SECONDS_MAX = 7 * 24 * 3600
@@ -29,9 +33,33 @@ USD_INPUT: dict[str, Any] = {
 }
 
 
+class PlatformKeyOutput(serializers.Serializer[Any]):
+    allowed = serializers.BooleanField(
+        help_text="whether this agent's turns may reach the platform key now"
+    )
+    reason = serializers.ChoiceField(
+        choices=[r.value for r in policy.KeyRefusal],
+        allow_null=True,
+        help_text="why not: the admin's fallback is off (a ceiling no agent flag widens), "
+        "no key, the policy, the agent's own opt-out, or the runtime",
+    )
+
+
+def _effective_usd(*caps: Decimal | None) -> str | None:
+    tightest = policy.tightest_budget(caps)
+    return None if tightest is None else f"{tightest:.2f}"
+
+
 class AgentOutput(serializers.ModelSerializer[Agent]):
     owner = serializers.CharField(source="owner.username", read_only=True)
     subscription = serializers.SerializerMethodField()
+    platform_key = serializers.SerializerMethodField()
+    effective_key_budget_daily_usd = serializers.SerializerMethodField(
+        help_text="the tightest of the owner's, the admin's and the fleet's daily cap"
+    )
+    effective_key_budget_monthly_usd = serializers.SerializerMethodField(
+        help_text="the tightest of the owner's, the admin's and the fleet's monthly cap"
+    )
 
     class Meta:
         model = Agent
@@ -47,6 +75,11 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "max_wait_seconds",
             "key_budget_daily_usd",
             "key_budget_monthly_usd",
+            "admin_key_budget_daily_usd",
+            "admin_key_budget_monthly_usd",
+            "effective_key_budget_daily_usd",
+            "effective_key_budget_monthly_usd",
+            "platform_key",
             "endpoint",
             "process_state",
             "process_detail",
@@ -62,11 +95,47 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             return None
         return {"id": obj.subscription.pk, "name": obj.subscription.name}
 
+    def _system(self) -> SystemSettings:
+        # Read once per response, a list's rows included (they share the root's context).
+        context = self.context
+        if "system" not in context:
+            context["system"] = system_settings_get()
+        system: SystemSettings = context["system"]
+        return system
+
+    @extend_schema_field(PlatformKeyOutput)
+    def get_platform_key(self, obj: Agent) -> dict[str, Any]:
+        verdict = policy.agent_key_verdict(obj, self._system())
+        reason = verdict.refusal.value if verdict.refusal is not None else None
+        return {"allowed": verdict.allowed, "reason": reason}
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_effective_key_budget_daily_usd(self, obj: Agent) -> str | None:
+        return _effective_usd(
+            obj.key_budget_daily_usd,
+            obj.admin_key_budget_daily_usd,
+            self._system().key_budget_daily_usd,
+        )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_effective_key_budget_monthly_usd(self, obj: Agent) -> str | None:
+        return _effective_usd(
+            obj.key_budget_monthly_usd,
+            obj.admin_key_budget_monthly_usd,
+            self._system().key_budget_monthly_usd,
+        )
+
 
 class AgentUpdateInput(serializers.Serializer[Any]):
     runtime = serializers.ChoiceField(choices=Runtime.choices, required=False)
     model = serializers.CharField(max_length=100, allow_blank=True, required=False)
-    use_platform_api_key = serializers.BooleanField(allow_null=True, required=False)
+    use_platform_api_key = serializers.BooleanField(
+        allow_null=True,
+        required=False,
+        help_text="false: this agent never bills the platform key; null: follow the system's "
+        "API-key fallback (true means the same as null: an agent cannot widen the admin's "
+        "switch)",
+    )
     routing_policy = serializers.ChoiceField(
         choices=RoutingPolicy.choices,
         required=False,
@@ -94,6 +163,28 @@ class AgentUpdateInput(serializers.Serializer[Any]):
         **USD_INPUT,
         help_text="what the platform key may bill for this agent per month; null: no cap",
     )
+    admin_key_budget_daily_usd = serializers.DecimalField(
+        **USD_INPUT,
+        help_text="admins only: the daily cap the owner's cannot raise or clear; null: none",
+    )
+    admin_key_budget_monthly_usd = serializers.DecimalField(
+        **USD_INPUT,
+        help_text="admins only: the monthly cap the owner's cannot raise or clear; null: none",
+    )
+
+    def validate_use_platform_api_key(self, value: bool | None) -> bool | None:
+        # Only False narrows; True could not widen the system's switch, so it is stored
+        # as what it means (follow the system).
+        return False if value is False else None
+
+
+def _refuse_admin_fields(request: Request, fields: Any) -> None:
+    """403 when a non-admin writes the admin's caps on an agent (``policy``)."""
+    refused = policy.agent_fields_refused(
+        fields=fields, is_admin=bool(getattr(request.user, "is_staff", False))
+    )
+    if refused:
+        raise PermissionDenied(f"Only an admin may set {', '.join(refused)}.")
 
 
 class AgentListApi(APIView):
@@ -111,6 +202,7 @@ class AgentListApi(APIView):
     def post(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
+        _refuse_admin_fields(request, data.validated_data)
         owner = request.user
         assert isinstance(owner, User)  # IsAuthenticated ran first
         agent = services.agent_create(owner=owner, **data.validated_data)
@@ -127,6 +219,7 @@ class AgentDetailApi(APIView):
         agent = agent_get_visible(user=request.user, name=name)
         data = AgentUpdateInput(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
+        _refuse_admin_fields(request, data.validated_data)
         agent = services.agent_update(agent=agent, changes=data.validated_data)
         return Response(AgentOutput(agent).data)
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 
 from django.conf import settings
+from django.db import transaction
 
 from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
-from agents.models import Agent, AuthMode, ProcessState, RoutingPolicy, Runtime
+from agents.models import Agent, AuthMode, ProcessState, Runtime
 from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
 from agents.runtimes.base import StartConflict
+from subscriptions.policy import agent_key_verdict
 from trinity.markers import marker_claim, marker_release
 from trinity.models import SystemSettings
 from trinity.redaction import redact
@@ -33,6 +36,7 @@ START_WAIT_SECONDS = 60.0
 START_POLL_SECONDS = 0.2
 
 
+# The runtimes that can use a platform key (``subscriptions.policy.KEY_RUNTIMES``).
 CLAUDE_RUNTIMES = frozenset({Runtime.CLAUDE_CODE, Runtime.ANTHROPIC_API})
 
 
@@ -41,23 +45,21 @@ class AgentStartFailed(Exception):
 
 
 def platform_key_allowed(agent: Agent, system: SystemSettings) -> bool:
-    """Whether ``agent`` may run on the platform key: a ``subscription-only`` policy
-    never does (it fails closed: not as a rung, not as what it boots with); else its
-    own switch wins (False is a hard "never bill the key"); unset follows the
-    system-wide fallback."""
-    if agent.routing_policy == RoutingPolicy.SUBSCRIPTION_ONLY:
-        return False
-    allowed = agent.use_platform_api_key
-    if allowed is None:
-        allowed = system.subscription_api_key_fallback
-    return bool(allowed) and agent.runtime in CLAUDE_RUNTIMES
+    """Whether ``agent`` may run on the platform key at all: the routing policy's
+    verdict (``subscriptions.policy.agent_key_verdict``), where the admin's fallback
+    switch is a ceiling no agent flag widens.
+
+    The one import of subscriptions from agents: that module is pure (no models, no
+    I/O) and the one owner of the rule, so the boot credential and the walk agree."""
+    return agent_key_verdict(agent, system).allowed
 
 
 def baseline_rung(agent: Agent) -> Rung | None:
     """The rung an agent runs on when no walk intervenes (what it boots with).
 
     The assigned subscription's OAuth token, else the platform API key where the
-    agent may use it, else None.
+    key verdict allows it (the system's fallback on, a key configured, the agent's
+    policy and flag not forbidding it), else None.
     """
     subscription = agent.subscription
     if subscription is not None and subscription.provider == "anthropic" and subscription.token:
@@ -66,6 +68,24 @@ def baseline_rung(agent: Agent) -> Rung | None:
     if platform_key_allowed(agent, system) and system.platform_api_key:
         return Rung(RungKind.API_KEY, system.platform_api_key)
     return None
+
+
+def agents_key_mode_reapply() -> list[int]:
+    """After the key's system-wide switch or the key itself changed: bring every
+    running agent that does not boot on a plan in line with the verdict (one booted
+    on the key must stop holding it; one booted on nothing may now boot on it).
+    Enqueued after commit; returns the agents' ids."""
+    from agents import tasks as agent_tasks  # the task module imports this one
+
+    ids = list(
+        Agent.objects.filter(process_state=ProcessState.RUNNING)
+        .exclude(auth_mode=AuthMode.SUBSCRIPTION)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for agent_id in ids:
+        transaction.on_commit(partial(agent_tasks.apply_credentials.delay, agent_id))
+    return ids
 
 
 def auth_mode(rung: Rung | None) -> str:

@@ -52,7 +52,10 @@ class Agent(models.Model):
         blank=True,
         related_name="agents",
     )
-    use_platform_api_key = models.BooleanField(null=True, default=True)
+    # Only narrows the admin's system-wide fallback (``policy.key_verdict``): False
+    # means this agent never bills the key; None follows the system (True, kept for
+    # old clients, means the same as None: an agent cannot widen the fallback).
+    use_platform_api_key = models.BooleanField(null=True, default=None)
     # Created from ``SystemSettings.default_routing_policy`` unless given.
     routing_policy = models.CharField(
         max_length=30, choices=RoutingPolicy.choices, default=RoutingPolicy.THRIFTY
@@ -63,10 +66,19 @@ class Agent(models.Model):
     # An autonomous turn parks only for a reset at most this long after it was created.
     max_wait_seconds = models.PositiveIntegerField(default=6 * 3600)
     # This agent's caps on what the platform key may bill (USD); null means no cap.
+    # The owner's pair (owner-writable) and the admin's pair (only an admin writes it):
+    # the budget that applies is the tighter of the two (``policy.tightest_budget``),
+    # so an owner may lower the admin's cap but never raise or clear it.
     key_budget_daily_usd = models.DecimalField(
         max_digits=12, decimal_places=2, null=True, blank=True
     )
     key_budget_monthly_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
+    admin_key_budget_daily_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
+    admin_key_budget_monthly_usd = models.DecimalField(
         max_digits=12, decimal_places=2, null=True, blank=True
     )
     endpoint = models.CharField(max_length=200, blank=True, editable=False)

@@ -26,6 +26,9 @@ UPDATABLE_FIELDS = (
     "max_wait_seconds",
     "key_budget_daily_usd",
     "key_budget_monthly_usd",
+    # Only an admin writes these (the API refuses others: ``policy.agent_fields_refused``).
+    "admin_key_budget_daily_usd",
+    "admin_key_budget_monthly_usd",
 )
 # What the agent boots with depends on these: a change re-applies its credentials
 # (``subscription-only`` never boots on the platform key).
@@ -39,7 +42,7 @@ def agent_create(
     name: str,
     runtime: str,
     model: str = "",
-    use_platform_api_key: bool | None = True,
+    use_platform_api_key: bool | None = None,
     routing_policy: str | None = None,
     autostart: bool = True,
     auto_assign: bool = True,
@@ -47,6 +50,8 @@ def agent_create(
     max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS,
     key_budget_daily_usd: Decimal | None = None,
     key_budget_monthly_usd: Decimal | None = None,
+    admin_key_budget_daily_usd: Decimal | None = None,
+    admin_key_budget_monthly_usd: Decimal | None = None,
 ) -> Agent:
     """Create an agent owned by ``owner`` with a fresh agent-server secret.
 
@@ -63,6 +68,8 @@ def agent_create(
         shared_secret=Secret(secrets.token_urlsafe(32)),
         wait_policy=wait_policy,
         max_wait_seconds=max_wait_seconds,
+        admin_key_budget_daily_usd=admin_key_budget_daily_usd,
+        admin_key_budget_monthly_usd=admin_key_budget_monthly_usd,
     )
     # A budget left out stays the column's NULL: no cap.
     if key_budget_daily_usd is not None:

@@ -30,6 +30,9 @@ def session_previous_credential(
     return (
         Execution.objects.filter(
             agent_name=agent.name,
+            # The agent itself, not only its name: a new agent that reuses a deleted
+            # one's name (and a session id it knew) inherits none of its sessions.
+            agent_id=agent.pk,
             session_id=session_id,
             status=Status.SUCCEEDED,
             created_at__lt=before,

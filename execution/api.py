@@ -296,7 +296,8 @@ class NotificationListApi(APIView):
         if params.get("level"):
             queryset = queryset.filter(level=params["level"])
         if params.get("agent"):
-            queryset = queryset.filter(agent_name=params["agent"])
+            # The agent of that name now: a deleted namesake's notices are not its.
+            queryset = queryset.filter(agent__name=params["agent"])
         if unread in ("true", "1"):
             queryset = queryset.filter(read_at__isnull=True)
         elif unread in ("false", "0"):

@@ -43,7 +43,7 @@ def key_turn_estimate(*, agent: Agent) -> Decimal:
     would admit any number of concurrent turns)."""
     costs = list(
         Execution.objects.filter(
-            agent_name=agent.name,
+            agent=agent,
             served_by_kind=RungKind.API_KEY,
             status=Status.SUCCEEDED,
             cost_usd__isnull=False,
@@ -70,9 +70,7 @@ def turn_key_reserve(
     admitted = key_spend_reserve(agent=agent, system=system, usd=usd, now=now)
     if isinstance(admitted, BudgetClosed):
         closed = admitted
-        transaction.on_commit(
-            lambda: key_budget_notify(closed=closed, agent_name=agent.name, now=now)
-        )
+        transaction.on_commit(lambda: key_budget_notify(closed=closed, agent=agent, now=now))
         return closed
     execution.key_reservation = {**admitted.as_json(), "settled": False}
     Execution.objects.filter(pk=execution.pk).update(key_reservation=execution.key_reservation)

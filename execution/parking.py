@@ -76,6 +76,7 @@ def execution_park(
         body=f"Agent {agent.name!r}: every credential refused an autonomous turn; it runs "
         f"again at {until.isoformat()}, the earliest known reset. {detail}",
         agent_name=agent.name,
+        agent_id=agent.pk,
         # Once per agent and instant: a schedule's turns parked on one reset say it once.
         dedup_key=f"turn-parked:{agent.pk}:{until.isoformat()}",
         dedup_ttl=max(60, int((until - now).total_seconds()) + 60),

@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
-from agents.models import Agent, AuthMode
+from agents.models import AuthMode
 from execution.models import Execution, Status
 from subscriptions.models import RateLimitEvent
 from trinity.errors import NotFound
@@ -31,15 +31,17 @@ def execution_get_visible(*, user: AbstractBaseUser | AnonymousUser, pk: str) ->
 
 
 def notifications_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Notification]:
-    """Admins see every notification; others those about their agents or the
-    subscriptions their agents use."""
+    """Admins see every notification; others those about their own agents (by the
+    agent's id, never its name: a reused name starts clean) and those about a
+    subscription of the shared pool that name no agent (a headroom alert). A notice
+    about another owner's agent, about an agent since deleted, or about the fleet
+    (the key's fleet budget, a provider outage) is the admin's."""
     queryset = Notification.objects.all()
     if getattr(user, "is_staff", False):
         return queryset
-    own = Agent.objects.filter(owner_id=user.pk)
     return queryset.filter(
-        Q(agent_name__in=own.values("name"))
-        | Q(subscription_id__in=own.exclude(subscription=None).values("subscription_id"))
+        Q(agent__owner_id=user.pk)
+        | Q(agent__isnull=True, agent_name="", subscription_id__isnull=False)
     )
 
 
@@ -123,7 +125,8 @@ def usage_report(
     )
     events = RateLimitEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end)
     if not getattr(user, "is_staff", False):
-        events = events.filter(agent_name__in=Agent.objects.filter(owner_id=user.pk).values("name"))
+        # By the agent's id: a deleted agent's refusals are not its namesake's.
+        events = events.filter(agent__owner_id=user.pk)
     event_keys = {
         "day": TruncDate("occurred_at", tzinfo=UTC),
         "subscription": F("subscription__name"),

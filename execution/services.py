@@ -30,7 +30,7 @@ from django.db.models import Count, Sum
 
 from agents import lifecycle
 from agents.client import TURN_TIMEOUT_MARGIN, AgentServerUnavailable, TurnOutcome
-from agents.models import Agent, ProcessState
+from agents.models import Agent, AuthMode, ProcessState
 from agents.rung import Rung, RungKind
 from execution import affinity, key_budgets, parking
 from execution.models import Execution, Schedule, Status
@@ -302,6 +302,14 @@ class _Turn:
                 return self._fail("container_fault", f"the agent could not start: {detail}")
         self.origin = agent.subscription_id
         rung = lifecycle.baseline_rung(agent)
+        if rung is None and agent.auth_mode == AuthMode.API_KEY:
+            # Booted on the key, which the verdict no longer allows (the admin turned the
+            # fallback off): a turn sent without an override would run on that boot key.
+            # Rare (the switch re-applies credentials); the row is in memory: no query.
+            lifecycle.agent_apply_credentials(agent=agent)
+            agent = self.agent = self._reload_agent()
+            if agent.auth_mode == AuthMode.API_KEY:
+                return self._fail("container_fault", "the agent still holds the platform key")
         why = Why.ASSIGNED
         # A policy that forbids the assignment (subscription-only on an overage plan,
         # or with none) routes to a plan it allows or refuses: never a billable fallback.
@@ -863,6 +871,7 @@ class _Turn:
             return
         record_rate_limit_event(
             agent_name=self.agent.name,
+            agent_id=self.agent.pk,
             credential_kind=ran_on.kind.value,
             subscription_id=ran_on.subscription_id,
             error_message=outcome.detail,
@@ -1052,6 +1061,7 @@ class _Turn:
                     body=f"Agent {agent.name!r}: every subscription refused; the turn ran on "
                     "the platform API key, billed per token.",
                     agent_name=agent.name,
+                    agent_id=agent.pk,
                     dedup_key=f"api-key-route:{agent.pk}",
                     dedup_ttl=KEY_NOTICE_TTL,
                     data={"agent": agent.name},
@@ -1079,6 +1089,7 @@ class _Turn:
             body=f"Agent {agent.name!r} is served by a plan again; meanwhile "
             f"{spent['turns']} turn(s) ran on the platform API key for ${usd:.4f}.",
             agent_name=agent.name,
+            agent_id=agent.pk,
             subscription_id=ran_on.subscription_id,
             data={"turns_on_key": spent["turns"], "key_usd": usd, "since": since.isoformat()},
             now=now,
@@ -1114,7 +1125,7 @@ class _Turn:
                 stop = Stop.KEY_BUDGET
                 detail = f"{walk.trail_text()}; every plan refused and {closed.reason}."
                 resets_at = min(resets_at or closed.reopens_at, closed.reopens_at)
-                key_budget_notify(closed=closed, agent_name=self.agent.name, now=now)
+                key_budget_notify(closed=closed, agent=self.agent, now=now)
             # Nobody waits for an autonomous turn: it may wait for the reset instead of
             # failing (never for dead credentials only: no reset brings those back).
             # A closed key budget alone is no reset to wait for: a plan's must be known.
@@ -1137,6 +1148,7 @@ class _Turn:
                 body=f"Agent {self.agent.name!r}: {detail}"
                 + (f" The earliest known reset is {resets_at.isoformat()}." if resets_at else ""),
                 agent_name=self.agent.name,
+                agent_id=self.agent.pk,
                 dedup_key=f"pool-exhausted:{self.agent.pk}",
                 dedup_ttl=EXHAUSTED_NOTICE_TTL,
                 data={

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from django.db import transaction
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
@@ -12,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents import lifecycle
 from agents.selectors import agent_get_visible
 from subscriptions import services
 from subscriptions.models import Provider, Subscription
@@ -181,6 +183,14 @@ class AutoSwitchApi(SwitchSettingApi):
 class ApiKeyFallbackApi(SwitchSettingApi):
     setting = "subscription_api_key_fallback"
 
+    @transaction.atomic
+    def put(self, request: Request) -> Response:
+        response = super().put(request)
+        # The switch is a ceiling on what agents boot with too: an agent booted on the
+        # key must not keep it once the admin turned the fallback off.
+        lifecycle.agents_key_mode_reapply()
+        return response
+
     def render(self) -> dict[str, Any]:
         row = system_settings_get()
         # "On but inert" is a real state: the switch is on and no key is configured.
@@ -292,11 +302,15 @@ class PlatformApiKeyApi(APIView):
     def put(self, request: Request) -> Response:
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        trinity_services.platform_api_key_set(key=data.validated_data["key"])
+        with transaction.atomic():
+            trinity_services.platform_api_key_set(key=data.validated_data["key"])
+            lifecycle.agents_key_mode_reapply()
         return Response(self.render())
 
     # 200 with the (now unconfigured) state rather than a bodiless 204.
     @extend_schema(responses={200: PlatformApiKeyOutput})
     def delete(self, request: Request) -> Response:
-        trinity_services.platform_api_key_clear()
+        with transaction.atomic():
+            trinity_services.platform_api_key_clear()
+            lifecycle.agents_key_mode_reapply()  # a removed key leaves no agent booted on it
         return Response(self.render())

@@ -1,8 +1,12 @@
 """Spend budgets of the platform key: the rules, the ledger's admission and settlement.
 
-The key bills per token, so an operator caps what it may bill per agent and fleet-wide,
-per UTC day and per UTC month (``Agent.key_budget_*``, ``SystemSettings.key_budget_*``;
-null means no cap). The ledger (``KeySpend``) keeps one row per scope and period.
+The key bills per token, so what it may bill is capped per agent and fleet-wide, per
+UTC day and per UTC month (null means no cap). The fleet's caps are the admin's
+(``SystemSettings.key_budget_*``); an agent's cap per period is the tighter of its
+owner's and the admin's for it (``Agent.key_budget_*``, ``Agent.admin_key_budget_*``;
+``policy.tightest_budget``), so an owner may narrow but never widen what the admin
+set. A key turn is admitted against the agent's and the fleet's caps alike. The ledger
+(``KeySpend``) keeps one row per scope and period.
 
 - **Admission** (``key_spend_reserve``): before a key rung is sent, one conditional
   update per ledger row reserves the turn's estimated cost, admitted only while
@@ -34,6 +38,7 @@ from django.db.models.functions import Greatest
 
 from agents.models import Agent
 from subscriptions.models import FLEET_SCOPE, BudgetPeriod, KeySpend
+from subscriptions.policy import tightest_budget
 from trinity.models import SystemSettings
 from trinity.notifications import notification_send
 
@@ -161,13 +166,23 @@ class Reservation:
 # Selectors
 
 
+def agent_caps(agent: Agent) -> tuple[Decimal | None, Decimal | None]:
+    """The agent's own (daily, monthly) caps: the tighter of its owner's and the
+    admin's for each period (None: no cap)."""
+    return (
+        tightest_budget((agent.key_budget_daily_usd, agent.admin_key_budget_daily_usd)),
+        tightest_budget((agent.key_budget_monthly_usd, agent.admin_key_budget_monthly_usd)),
+    )
+
+
 def agent_budgets(*, agent: Agent, system: SystemSettings) -> list[Budget]:
     """The caps that apply to ``agent``'s key turns (from memory: no query)."""
+    daily, monthly = agent_caps(agent)
     return applicable_budgets(
         agent_id=agent.pk,
         agent_name=agent.name,
-        agent_daily=agent.key_budget_daily_usd,
-        agent_monthly=agent.key_budget_monthly_usd,
+        agent_daily=daily,
+        agent_monthly=monthly,
         fleet_daily=system.key_budget_daily_usd,
         fleet_monthly=system.key_budget_monthly_usd,
     )
@@ -289,16 +304,22 @@ def key_spend_settle(*, ledger_ids: Sequence[int], reserved: Decimal, spent: Dec
         )
 
 
-def key_budget_notify(*, closed: BudgetClosed, agent_name: str, now: datetime) -> None:
-    """Tell the operator a key budget closed the key rung: once per budget per period."""
+def key_budget_notify(*, closed: BudgetClosed, agent: Agent, now: datetime) -> None:
+    """Tell the operator a key budget closed the key rung: once per budget per period.
+
+    An agent's budget is told to that agent's owner; the fleet's is the admin's (its
+    text names no agent: the turn that met it may be another owner's)."""
+    fleet = closed.budget.scope == FLEET_SCOPE
     ttl = max(int((closed.reopens_at - now).total_seconds()), 60)
     notification_send(
         kind="key_budget_closed",
         level="warning",
         title="Platform key budget reached",
         body=f"{closed.reason[0].upper()}{closed.reason[1:]}; key turns are refused until "
-        f"{closed.reopens_at.isoformat()} (turn of agent {agent_name!r}).",
-        agent_name=agent_name if closed.budget.scope != FLEET_SCOPE else "",
+        f"{closed.reopens_at.isoformat()}"
+        + ("." if fleet else f" (turn of agent {agent.name!r})."),
+        agent_name="" if fleet else agent.name,
+        agent_id=None if fleet else agent.pk,
         dedup_key=closed.dedup_key,
         dedup_ttl=ttl,
         data={
@@ -348,15 +369,9 @@ def key_budget_lines(
         (FLEET_SCOPE, "", system.key_budget_daily_usd, system.key_budget_monthly_usd)
     ]
     for agent in agents:
-        if agent.key_budget_daily_usd is not None or agent.key_budget_monthly_usd is not None:
-            scopes.append(
-                (
-                    agent_scope(agent.pk),
-                    agent.name,
-                    agent.key_budget_daily_usd,
-                    agent.key_budget_monthly_usd,
-                )
-            )
+        daily, monthly = agent_caps(agent)
+        if daily is not None or monthly is not None:
+            scopes.append((agent_scope(agent.pk), agent.name, daily, monthly))
     keys = [(s[0], p, period_start(p, now=now)) for s in scopes for p in PERIODS]
     rows = {(r.scope, r.period): r for r in KeySpend.objects.filter(_ledger_filter(keys))}
     lines = []

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from agents.selectors import agents_visible_to
 from subscriptions.budgets import key_budget_lines
+from subscriptions.models import FLEET_SCOPE
 from trinity import clock
 from trinity.selectors import system_settings_get
 
@@ -28,10 +29,24 @@ class BudgetLineOutput(serializers.Serializer[Any]):
     budget_usd = serializers.DecimalField(
         source="limit_usd", max_digits=14, decimal_places=2, allow_null=True
     )
-    spent_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
-    reserved_usd = serializers.DecimalField(max_digits=14, decimal_places=6)
+    spent_usd = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        allow_null=True,
+        help_text="null on the fleet's lines for a non-admin: the fleet's spend is every "
+        "owner's turns",
+    )
+    reserved_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     remaining_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     closed = serializers.BooleanField()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        if instance.scope == FLEET_SCOPE and not self.context.get("admin", False):
+            # The cap and whether it is closed are the shared ceiling everyone's key
+            # turns meet; what it has spent is a sum of other owners' turns.
+            data.update(spent_usd=None, reserved_usd=None, remaining_usd=None)
+        return data
 
 
 class KeyBudgetsApi(APIView):
@@ -45,8 +60,16 @@ class KeyBudgetsApi(APIView):
         lines = key_budget_lines(
             agents=agents_visible_to(request.user)
             .select_related(None)
-            .only("pk", "name", "key_budget_daily_usd", "key_budget_monthly_usd"),
+            .only(
+                "pk",
+                "name",
+                "key_budget_daily_usd",
+                "key_budget_monthly_usd",
+                "admin_key_budget_daily_usd",
+                "admin_key_budget_monthly_usd",
+            ),
             system=system_settings_get(),
             now=clock.now(),
         )
-        return Response(BudgetLineOutput(lines, many=True).data)
+        admin = bool(getattr(request.user, "is_staff", False))
+        return Response(BudgetLineOutput(lines, many=True, context={"admin": admin}).data)

@@ -55,6 +55,17 @@ class RateLimitEvent(models.Model):
     failures for candidate skipping but not as rate limits for display.
     """
 
+    # The agent whose turn was refused. SET_NULL: the refusal is evidence about the
+    # credential (the walk's skip list, the pool's state), which must outlive the
+    # agent; a row without its agent is an admin's history only, so a new agent
+    # that reuses the name inherits none of it. ``agent_name`` stays as the label.
+    agent = models.ForeignKey(
+        "agents.Agent",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="rate_limit_events",
+    )
     agent_name = models.CharField(max_length=100)
     credential_kind = models.CharField(
         max_length=20, choices=CredentialKind.choices, default=CredentialKind.SUBSCRIPTION

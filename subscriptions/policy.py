@@ -10,25 +10,134 @@ Pure: no Django, no I/O. The policy values are ``trinity.models.RoutingPolicy``'
   stop (``billing.hard_stop``), the assigned one included; never the key.
 - ``pinned``: never leaves its assignment (the walk stops at ``Stop.PINNED``).
 
-The tables are ``tests/subscriptions/test_policies.py``.
+It is also the one owner of the platform key's ceiling (``key_verdict``): the admin's
+system-wide fallback switch bounds every agent, and an agent's own flag and budgets
+can only narrow what the fleet allows, never widen it.
+
+The tables are ``tests/subscriptions/test_policies.py`` and
+``tests/subscriptions/test_key_ceiling.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
 from subscriptions.billing import PlanEntry, hard_stop
+
+if TYPE_CHECKING:
+    from agents.models import Agent
+    from trinity.models import SystemSettings
 
 THRIFTY = "thrifty"
 SUBSCRIPTION_ONLY = "subscription-only"
 PINNED = "pinned"
 
 
-def key_allowed(policy: str) -> bool:
-    """Whether the policy lets a turn (or the agent's boot) bill the platform key.
+# The runtimes that can run on an Anthropic platform key (``agents.models.Runtime``'s
+# values; a test pins that they agree).
+KEY_RUNTIMES = frozenset({"claude-code", "anthropic-api"})
 
-    Only ``subscription-only`` forbids it; the key's own switches are checked beside
-    this (``lifecycle.platform_key_allowed``).
+
+def key_allowed(policy: str) -> bool:
+    """Whether the routing policy alone lets a turn (or the agent's boot) bill the
+    platform key. Only ``subscription-only`` forbids it; the whole verdict, with the
+    admin's switch and the agent's flag, is ``key_verdict``.
     """
     return policy != SUBSCRIPTION_ONLY
+
+
+class KeyRefusal(StrEnum):
+    """Why an agent may not reach the platform key at all (``key_verdict``), in the
+    order the verdict checks them: the admin's ceiling first."""
+
+    # The admin turned the system-wide fallback off: no agent reaches the key.
+    FALLBACK_OFF = "fallback_off"
+    NO_KEY = "no_key"
+    # A subscription-only agent never bills the key.
+    POLICY = "policy"
+    AGENT_OPTED_OUT = "agent_opted_out"
+    NOT_A_CLAUDE_RUNTIME = "not_a_claude_runtime"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyVerdict:
+    """May this agent reach the platform key (as a rung or as what it boots with), and
+    if not, the first reason why not."""
+
+    refusal: KeyRefusal | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.refusal is None
+
+
+def key_verdict(
+    *,
+    fallback_on: bool,
+    key_configured: bool,
+    routing_policy: str,
+    agent_flag: bool | None,
+    runtime: str,
+) -> KeyVerdict:
+    """Whether an agent may reach the platform key, and the first reason why not.
+
+    The admin's system-wide fallback is a ceiling: off, no agent reaches the key,
+    whatever its own flag says. The agent's ``use_platform_api_key`` only narrows:
+    False is "never bill the key"; None (and True, which cannot widen anything)
+    follow the system. Then the routing policy (subscription-only never bills the
+    key) and whether the runtime can use a key at all.
+    """
+    if not fallback_on:
+        return KeyVerdict(KeyRefusal.FALLBACK_OFF)
+    if not key_configured:
+        return KeyVerdict(KeyRefusal.NO_KEY)
+    if not key_allowed(routing_policy):
+        return KeyVerdict(KeyRefusal.POLICY)
+    if agent_flag is False:
+        return KeyVerdict(KeyRefusal.AGENT_OPTED_OUT)
+    if runtime not in KEY_RUNTIMES:
+        return KeyVerdict(KeyRefusal.NOT_A_CLAUDE_RUNTIME)
+    return KeyVerdict()
+
+
+def agent_key_verdict(agent: Agent, system: SystemSettings) -> KeyVerdict:
+    """``key_verdict`` for ``agent`` under ``system`` (both already in memory: no query).
+
+    Every caller asks this: the turn's baseline and key rung, the walk's key gate,
+    the routing explainer, the agent's boot credential and the API's effective value.
+    """
+    return key_verdict(
+        fallback_on=system.subscription_api_key_fallback,
+        key_configured=bool(system.platform_api_key),
+        routing_policy=agent.routing_policy,
+        agent_flag=agent.use_platform_api_key,
+        runtime=agent.runtime,
+    )
+
+
+def tightest_budget(caps: Iterable[Decimal | None]) -> Decimal | None:
+    """The tightest of ``caps`` (None: no cap), or None when none caps anything.
+
+    An agent's key budget per period is the tighter of what its owner set and what
+    the admin set for it (``Agent.key_budget_*`` and ``Agent.admin_key_budget_*``): the
+    owner can lower the admin's cap, never raise or clear it.
+    """
+    present = [cap for cap in caps if cap is not None]
+    return min(present) if present else None
+
+
+# The agent fields only an admin may write: the admin's caps on the agent's key budget.
+ADMIN_AGENT_FIELDS = frozenset({"admin_key_budget_daily_usd", "admin_key_budget_monthly_usd"})
+
+
+def agent_fields_refused(*, fields: Iterable[str], is_admin: bool) -> list[str]:
+    """The fields of an agent write its author may not make: the admin's caps, unless
+    the author is an admin (sorted; empty when the write is allowed)."""
+    return [] if is_admin else sorted(set(fields) & ADMIN_AGENT_FIELDS)
 
 
 def only_hard_stop(policy: str) -> bool:

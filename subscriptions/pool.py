@@ -14,7 +14,6 @@ from enum import StrEnum
 
 from django.conf import settings
 
-from agents.lifecycle import platform_key_allowed
 from agents.models import Agent
 from agents.rung import Rung, RungKind
 from subscriptions import billing, policy
@@ -103,14 +102,15 @@ def forecast_exhausted(
 
 
 class KeyClosed(StrEnum):
-    """Why the key rung is not offered (``key_rung_state``)."""
+    """Why the key rung is not offered (``key_rung_state``): the key verdict's reasons
+    (``policy.KeyRefusal``, same values), then the gates of the moment."""
 
-    FALLBACK_OFF = "fallback_off"
-    NO_KEY = "no_key"
+    FALLBACK_OFF = policy.KeyRefusal.FALLBACK_OFF.value
+    NO_KEY = policy.KeyRefusal.NO_KEY.value
     # A subscription-only agent never bills the key.
-    POLICY = "policy"
-    AGENT_OPTED_OUT = "agent_opted_out"
-    NOT_A_CLAUDE_RUNTIME = "not_a_claude_runtime"
+    POLICY = policy.KeyRefusal.POLICY.value
+    AGENT_OPTED_OUT = policy.KeyRefusal.AGENT_OPTED_OUT.value
+    NOT_A_CLAUDE_RUNTIME = policy.KeyRefusal.NOT_A_CLAUDE_RUNTIME.value
     REFUSED_RECENTLY = "refused_recently"
     # A key budget (agent or fleet, day or month) is consumed (``subscriptions/budgets.py``).
     BUDGET = "budget"
@@ -131,25 +131,17 @@ class KeyRungState:
 
 
 def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> KeyRungState:
-    """Whether the key rung is offered, and the first gate that closes it: the
-    fallback is off, no key is configured, the agent may not bill the key (its
-    subscription-only policy, opted out, or not a Claude runtime), or the key was
+    """Whether the key rung is offered, and the first gate that closes it: the key
+    verdict (``policy.agent_key_verdict``: the fallback is off, no key is configured,
+    the agent's subscription-only policy, opted out, or not a Claude runtime), or the key was
     refused recently (2h after an auth or billing refusal, 5 minutes after a 429), or
     one of its spend budgets is consumed. Reads one refusal row and, when a budget
     applies, the budget's ledger rows; writes nothing. The turn (``key_rung_available``) and the
     routing explainer both ask this, so they agree.
     """
-    if not system.subscription_api_key_fallback:
-        return KeyRungState(KeyClosed.FALLBACK_OFF)
-    if not system.platform_api_key:
-        return KeyRungState(KeyClosed.NO_KEY)
-    if not platform_key_allowed(agent, system):
-        # The rule said no; name which of its conditions did, in its own order.
-        if agent.routing_policy == RoutingPolicy.SUBSCRIPTION_ONLY:
-            return KeyRungState(KeyClosed.POLICY)
-        if agent.use_platform_api_key is False:
-            return KeyRungState(KeyClosed.AGENT_OPTED_OUT)
-        return KeyRungState(KeyClosed.NOT_A_CLAUDE_RUNTIME)
+    verdict = policy.agent_key_verdict(agent, system)
+    if verdict.refusal is not None:
+        return KeyRungState(KeyClosed(verdict.refusal.value))
     latest = (
         RateLimitEvent.objects.filter(
             credential_kind=CredentialKind.API_KEY, occurred_at__gt=skip_window_start(now)

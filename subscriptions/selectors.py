@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from agents.models import Agent
 from subscriptions.models import FailureKind, RateLimitEvent, Subscription
@@ -35,24 +35,33 @@ def has_recent_subscription_failures(*, subscription_id: int, now: datetime) -> 
     ).exists()
 
 
+def is_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(getattr(user, "is_staff", False))
+
+
 def subscriptions_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Subscription]:
-    """Admins see every subscription; others only those their own agents use."""
-    queryset = Subscription.objects.annotate(agent_count=Count("agents", distinct=True))
-    if getattr(user, "is_staff", False):
-        return queryset.prefetch_related(
+    """Every subscription of the pool, with the agents on it and their count: all of
+    them for an admin, only the viewer's own for anyone else.
+
+    The pool is admin-managed and shared by every agent of the installation (any
+    plan may serve any agent's turn: the walk, the explainer and a turn's "served
+    by" name them), so every signed-in user sees each subscription's name, plan and
+    headroom, never its token; what they must not see is other owners' agents or
+    counts derived from them.
+    """
+    if is_admin(user):
+        return Subscription.objects.annotate(
+            agent_count=Count("agents", distinct=True)
+        ).prefetch_related(
             Prefetch("agents", queryset=Agent.objects.only("id", "name", "subscription_id"))
         )
-    # Others see the subscriptions their agents use, and only their own agents on them.
-    return (
-        queryset.filter(agents__owner_id=user.pk)
-        .distinct()
-        .prefetch_related(
-            Prefetch(
-                "agents",
-                queryset=Agent.objects.filter(owner_id=user.pk).only(
-                    "id", "name", "subscription_id"
-                ),
-            )
+    own = Q(agents__owner_id=user.pk)
+    return Subscription.objects.annotate(
+        agent_count=Count("agents", filter=own, distinct=True)
+    ).prefetch_related(
+        Prefetch(
+            "agents",
+            queryset=Agent.objects.filter(owner_id=user.pk).only("id", "name", "subscription_id"),
         )
     )
 

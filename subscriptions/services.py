@@ -226,6 +226,7 @@ def assignment_commit(
         title=f"Subscription auto-switched to {subscription_name!r}",
         body=f"Agent {agent.name!r}: {switch['explanation']}",
         agent_name=agent.name,
+        agent_id=agent.pk,
         subscription_id=subscription_id,
         data=switch,
         now=now,
@@ -271,6 +272,7 @@ def switch_explanation(why: dict[str, Any]) -> str:
 def record_rate_limit_event(
     *,
     agent_name: str,
+    agent_id: int | None = None,
     credential_kind: str = CredentialKind.SUBSCRIPTION,
     subscription_id: int | None,
     error_message: str,
@@ -316,6 +318,7 @@ def record_rate_limit_event(
             family=family,
         )
     event = RateLimitEvent.objects.create(
+        agent_id=agent_id,
         agent_name=agent_name,
         credential_kind=credential_kind,
         subscription_id=subscription_id if credential_kind == CredentialKind.SUBSCRIPTION else None,

@@ -102,6 +102,17 @@ class Notification(models.Model):
     level = models.CharField(max_length=10, choices=Level.choices, default=Level.INFO)
     title = models.CharField(max_length=200)
     body = models.TextField(blank=True)
+    # The agent it is about (visibility follows its owner). SET_NULL, not CASCADE: the
+    # admin's history and its webhook deliveries outlive the agent; a row whose agent
+    # is gone (``agent_name`` set, ``agent`` null) is shown to admins only, so a new
+    # agent that reuses the name starts clean. ``agent_name`` stays as the label.
+    agent = models.ForeignKey(
+        "agents.Agent",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="notifications",
+    )
     agent_name = models.CharField(max_length=100, blank=True)
     subscription_id = models.BigIntegerField(null=True, blank=True)
     dedup_key = models.CharField(max_length=200, blank=True)

@@ -41,6 +41,7 @@ def notification_send(
     level: str = Notification.Level.INFO,
     body: str = "",
     agent_name: str = "",
+    agent_id: int | None = None,
     subscription_id: int | None = None,
     dedup_key: str = "",
     dedup_ttl: int | None = None,
@@ -48,7 +49,10 @@ def notification_send(
 ) -> Notification | None:
     """Record a notification; returns None when ``dedup_key`` fired within the TTL.
 
-    Title and body are redacted: a notification is shown in the panel verbatim. Each
+    ``agent_id`` is the agent it is about: only that agent's owner (and admins) see it;
+    one without an agent is the fleet's (admins) or, with ``subscription_id``, the
+    shared pool's (every operator). Title and body are redacted: a notification is
+    shown in the panel verbatim. Each
     enabled notification channel it matches (level, kinds) gets a pending delivery in
     the same transaction, enqueued to a worker on commit
     (``trinity.notification_channels``).
@@ -63,6 +67,7 @@ def notification_send(
         "title": redact(title)[:200],
         "body": redact(body),
         "agent_name": agent_name,
+        "agent_id": agent_id,
         "subscription_id": subscription_id,
         "dedup_key": dedup_key,
         "data": data or {},

@@ -85,6 +85,10 @@ describe("agentRoute", () => {
     ["no sub, key forbidden", { ...base, use_platform_api_key: false }, ctx, "none", "No route"],
     ["unset follows fallback on", { ...base, use_platform_api_key: null }, ctx, "platform-key", "Platform API key"],
     ["unset follows fallback off", { ...base, use_platform_api_key: null }, { ...ctx, fallbackEnabled: false }, "none", "No route"],
+    // The admin's switch is a ceiling: the agent's own true does not reopen it.
+    ["true does not widen fallback off", base, { ...ctx, fallbackEnabled: false }, "none", "No route"],
+    ["the server's verdict decides", { ...base, platform_key: { allowed: false, reason: "fallback_off" } }, ctx, "none", "No route"],
+    ["the server's verdict allows", { ...base, use_platform_api_key: null, platform_key: { allowed: true, reason: null } }, ctx, "platform-key", "Platform API key"],
     ["codex sub is unusable", { ...base, subscription: sub }, { ...ctx, subscriptionProvider: "openai-codex" }, "platform-key", "Platform API key"],
     ["unknown key state", base, { ...ctx, keyConfigured: null }, "unknown", "Unknown"],
   ])("%s", (_, agent, context, kind, label) => {

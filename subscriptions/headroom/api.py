@@ -119,7 +119,7 @@ class SubscriptionUsageApi(APIView):
     def get(self, request: Request, pk: int) -> Response:
         subscription = subscription_get_visible(user=request.user, pk=pk)
         now = clock.now()
-        usage = headroom_usage_get(subscription=subscription, now=now)
+        usage = headroom_usage_get(subscription=subscription, now=now, user=request.user)
         return Response(UsageOutput(usage, context=_forecasts([subscription.pk], now)).data)
 
 
@@ -141,7 +141,7 @@ class SubscriptionUsageRefreshApi(APIView):
         subscription = subscription_get_visible(user=request.user, pk=pk)
         now = clock.now()
         headroom_refresh(subscription=subscription, now=now)  # ProbeTooSoon: 429 + Retry-After
-        usage = headroom_usage_get(subscription=subscription, now=now)
+        usage = headroom_usage_get(subscription=subscription, now=now, user=request.user)
         return Response(UsageOutput(usage, context=_forecasts([subscription.pk], now)).data)
 
 

@@ -26,6 +26,7 @@ from subscriptions.headroom.selection import (
 from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
 from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
 from subscriptions.selectors import (
+    is_admin,
     is_subscription_rate_limited,
     skip_window_start,
     subscriptions_visible_to,
@@ -111,14 +112,19 @@ def _rate_limited_now(
 OBSERVED_WINDOWS = {"five_hour": timedelta(hours=5), "seven_day": timedelta(days=7)}
 
 
-def observed_usage(*, subscription: Subscription, now: datetime) -> dict[str, Any]:
+def observed_usage(
+    *, subscription: Subscription, now: datetime, user: AbstractBaseUser | AnonymousUser
+) -> dict[str, Any]:
     """Turns this subscription served, with tokens and cost, over the last 5h and 7d,
-    and per agent over the last 7d.
+    and per agent over the last 7d: every agent's for an admin, only the viewer's own
+    agents' for anyone else (the pool is shared; other owners' turns are not theirs).
 
     Read through the reverse relation from executions: subscriptions does not import
     execution (dependencies point execution -> subscriptions).
     """
     served = subscription.served_executions.filter(status="succeeded")
+    if not is_admin(user):
+        served = served.filter(agent__owner_id=user.pk)
     totals = {
         "turns": Count("pk"),
         "input_tokens": Sum("input_tokens"),
@@ -148,12 +154,20 @@ def observed_usage(*, subscription: Subscription, now: datetime) -> dict[str, An
     return observed
 
 
-def headroom_usage_get(*, subscription: Subscription, now: datetime) -> UsageView:
-    """What one subscription has left, what refused it in 24h, and whether it is limited now."""
+def headroom_usage_get(
+    *, subscription: Subscription, now: datetime, user: AbstractBaseUser | AnonymousUser
+) -> UsageView:
+    """What one subscription has left, what refused it in 24h, and whether it is limited now.
+
+    Whether it is limited is the pool's state (every viewer sees it alike); the
+    refusal counts and the observed turns are the viewer's agents' only, unless the
+    viewer is an admin.
+    """
     snapshots = snapshot_read(subscription.pk)
     events = RateLimitEvent.objects.filter(subscription=subscription)
+    counted = events if is_admin(user) else events.filter(agent__owner_id=user.pk)
     by_kind = (
-        events.filter(occurred_at__gt=now - FAILURE_DISPLAY_WINDOW)
+        counted.filter(occurred_at__gt=now - FAILURE_DISPLAY_WINDOW)
         .values("failure_kind")
         .annotate(n=Count("pk"))
     )
@@ -186,7 +200,7 @@ def headroom_usage_get(*, subscription: Subscription, now: datetime) -> UsageVie
         last_probe=HeadroomSample.objects.filter(subscription=subscription)
         .order_by("-fetched_at")
         .first(),
-        observed=observed_usage(subscription=subscription, now=now),
+        observed=observed_usage(subscription=subscription, now=now, user=user),
     )
 
 
@@ -221,6 +235,10 @@ def subscription_pressure_list(
 ) -> FleetPressure:
     """Every subscription the user may see with its headroom: one query and one MGET."""
     window_start = skip_window_start(now)
+    # The viewer's own agents' refusals only, unless an admin (the limited flag is the
+    # pool's state: every refusal counts in it).
+    recent = Q(rate_limit_events__occurred_at__gt=now - FAILURE_DISPLAY_WINDOW)
+    own_refusals = Q(rate_limit_events__agent__owner_id=user.pk)
     subscriptions = list(
         subscriptions_visible_to(user).annotate(
             last_refusal_at=last_failure_subquery(now),
@@ -234,7 +252,7 @@ def subscription_pressure_list(
             ),
             failures_24h=Count(
                 "rate_limit_events",
-                filter=Q(rate_limit_events__occurred_at__gt=now - FAILURE_DISPLAY_WINDOW),
+                filter=recent if is_admin(user) else recent & own_refusals,
                 distinct=True,
             ),
         )

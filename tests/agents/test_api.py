@@ -22,7 +22,7 @@ def test_any_user_creates_an_agent_they_own(owner_client: APIClient, owner: obje
     data = response.json()
     assert data["owner"] == "owner"
     assert data["runtime"] == "claude-code"
-    assert data["use_platform_api_key"] is True
+    assert data["use_platform_api_key"] is None  # unset: follows the system's fallback
     assert data["subscription"] is None
     assert "shared_secret" not in data
     agent = Agent.objects.get(name="bot")

@@ -118,6 +118,8 @@ ROWS = [
             "max_wait_seconds": "max_wait",
             "key_budget_daily_usd": "usd",
             "key_budget_monthly_usd": "usd",
+            "admin_key_budget_daily_usd": "usd",
+            "admin_key_budget_monthly_usd": "usd",
         },
     ),
     Row(
@@ -133,6 +135,8 @@ ROWS = [
             "max_wait_seconds": "max_wait",
             "key_budget_daily_usd": "usd",
             "key_budget_monthly_usd": "usd",
+            "admin_key_budget_daily_usd": "usd",
+            "admin_key_budget_monthly_usd": "usd",
         },
     ),
     Row(

@@ -17,13 +17,19 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def notes(owner: User) -> dict[str, int]:
     mine = SubscriptionFactory.create(name="mine")
-    AgentFactory.create(name="my-bot", owner=owner, subscription=mine)
-    AgentFactory.create(name="their-bot")
+    my_bot = AgentFactory.create(name="my-bot", owner=owner, subscription=mine)
+    their_bot = AgentFactory.create(name="their-bot", subscription=mine)
     ids = {}
     for key, kwargs in {
-        "agent": {"agent_name": "my-bot"},
+        "agent": {"agent_name": "my-bot", "agent_id": my_bot.pk},
+        # About a plan of the shared pool, naming no agent (a headroom alert).
         "subscription": {"subscription_id": mine.pk, "level": "warning"},
-        "foreign": {"agent_name": "their-bot"},
+        # About another owner's agent on the same plan: never this owner's to see.
+        "foreign": {
+            "agent_name": "their-bot",
+            "agent_id": their_bot.pk,
+            "subscription_id": mine.pk,
+        },
         "global": {},
     }.items():
         note = notification_send(kind=f"k-{key}", title=key, now=NOW, **kwargs)  # type: ignore[arg-type]
@@ -37,12 +43,13 @@ def test_admin_sees_every_notification(admin_client_api: APIClient, notes: dict[
     assert titles == {"agent", "subscription", "foreign", "global"}
 
 
-def test_an_owner_sees_notifications_about_their_agents_and_subscriptions(
+def test_an_owner_sees_notifications_about_their_agents_and_the_pools_plans(
     owner_client: APIClient, other_client: APIClient, notes: dict[str, int]
 ) -> None:
     titles = {n["title"] for n in owner_client.get("/api/notifications").json()}
     assert titles == {"agent", "subscription"}
-    assert other_client.get("/api/notifications").json() == []
+    # Another operator shares the pool (its plan's alert), never an owner's agents.
+    assert [n["title"] for n in other_client.get("/api/notifications").json()] == ["subscription"]
 
 
 def test_notifications_filter_by_level_kind_and_agent(

@@ -21,7 +21,9 @@ from tests.headroom.test_store import UNREACHABLE_REDIS
 from tests.subscriptions.factories import RateLimitEventFactory, SubscriptionFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("at_t0")]
-TRIO = [("owner_client", 200), ("other_client", 404), ("admin_client_api", 200)]
+# The pool is shared: every signed-in user reads a plan's headroom (its owner's agents
+# on it or not); what differs is whose agents, turns and refusals are counted in it.
+TRIO = [("owner_client", 200), ("other_client", 200), ("admin_client_api", 200)]
 
 
 @pytest.fixture
@@ -52,15 +54,27 @@ class TestUsage:
         assert admin_client_api.get("/api/subscriptions/999999/usage").status_code == 404
 
     def test_it_shows_the_reading_its_age_refusals_by_kind_and_the_readings_verdict(
-        self, owner_client: APIClient, plan: Subscription
+        self, owner_client: APIClient, admin_client_api: APIClient, plan: Subscription
     ) -> None:
-        RateLimitEventFactory.create(subscription=plan, occurred_at=T0 - timedelta(minutes=30))
+        owned = plan.agents.get()
         RateLimitEventFactory.create(
-            subscription=plan, occurred_at=T0 - timedelta(hours=5), failure_kind=FailureKind.AUTH
+            subscription=plan, agent=owned, occurred_at=T0 - timedelta(minutes=30)
         )
         RateLimitEventFactory.create(
-            subscription=plan, occurred_at=T0 - timedelta(hours=25)
+            subscription=plan,
+            agent=owned,
+            occurred_at=T0 - timedelta(hours=5),
+            failure_kind=FailureKind.AUTH,
+        )
+        RateLimitEventFactory.create(
+            subscription=plan, agent=owned, occurred_at=T0 - timedelta(hours=25)
         )  # past 24h
+        # Another owner's refusal counts for the admin, never for this owner.
+        RateLimitEventFactory.create(
+            subscription=plan, agent=AgentFactory.create(), occurred_at=T0 - timedelta(hours=1)
+        )
+        admin_view = admin_client_api.get(f"/api/subscriptions/{plan.pk}/usage").json()
+        assert admin_view["failures_24h"] == {"rate_limit": 2, "auth": 1, "unknown": 0}
         snapshots_write({plan.pk: reading(five_hour=12.5, seven_day=40.0)})
 
         body = owner_client.get(f"/api/subscriptions/{plan.pk}/usage").json()
@@ -89,8 +103,15 @@ class TestUsage:
 
         from execution.models import Execution
 
+        agents = {
+            "a": AgentFactory.create(name="a", owner=plan.agents.get().owner),
+            "b": AgentFactory.create(name="b", owner=plan.agents.get().owner),
+            "theirs": AgentFactory.create(name="theirs"),
+        }
+
         def served(agent: str, age: timedelta, status: str = "succeeded") -> None:
             Execution.objects.create(
+                agent=agents[agent],
                 agent_name=agent,
                 message="m",
                 status=status,
@@ -107,6 +128,7 @@ class TestUsage:
         served("a", timedelta(hours=5, minutes=1))  # outside the 5h span, inside 7d
         served("a", timedelta(days=8))  # outside both
         served("a", timedelta(hours=1), status="failed")  # a failed turn spent nothing here
+        served("theirs", timedelta(hours=1))  # another owner's: counted for the admin only
 
         observed = owner_client.get(f"/api/subscriptions/{plan.pk}/usage").json()["observed"]
 
@@ -118,6 +140,7 @@ class TestUsage:
         assert observed["seven_day"]["turns"] == 3
         assert observed["per_agent"]["a"]["turns"] == 2
         assert observed["per_agent"]["b"]["output_tokens"] == 10
+        assert sorted(observed["per_agent"]) == ["a", "b"]
 
     def test_without_a_reading_the_two_hour_events_decide(
         self, owner_client: APIClient, plan: Subscription
@@ -296,20 +319,31 @@ class TestFleetPressure:
             "rate_limited_now": 2,
         }
 
-    def test_an_owner_sees_only_the_subscriptions_and_agents_that_are_theirs(
+    def test_an_owner_sees_the_pool_with_only_their_own_agents_and_refusals(
         self, owner_client: APIClient, fleet: dict[str, Any]
     ) -> None:
         body = owner_client.get(self.URL).json()
         rows = {row["name"]: row for row in body["subscriptions"]}
-        assert sorted(rows) == ["mine", "shared"]
-        assert rows["shared"]["agents"] == ["owner-2"]
+        assert sorted(rows) == ["mine", "shared", "theirs"]
+        assert [(n, rows[n]["agents"], rows[n]["agent_count"]) for n in sorted(rows)] == [
+            ("mine", ["owner-1"], 1),
+            ("shared", ["owner-2"], 1),
+            ("theirs", [], 0),
+        ]
+        # Limited is the pool's state; the refusal that says so is not this owner's.
+        assert (rows["theirs"]["rate_limited_now"], rows["theirs"]["failures_24h"]) == (True, 0)
+        assert "ops-1" not in str(body) and "ops-2" not in str(body)
 
-    def test_another_user_sees_nothing(
+    def test_another_user_sees_the_pool_and_no_ones_agents(
         self, other_client: APIClient, fleet: dict[str, Any]
     ) -> None:
         body = other_client.get(self.URL).json()
-        assert body["subscriptions"] == []
-        assert body["summary"]["subscriptions"] == 0
+        assert [(r["name"], r["agents"], r["agent_count"]) for r in body["subscriptions"]] == [
+            ("mine", [], 0),
+            ("shared", [], 0),
+            ("theirs", [], 0),
+        ]
+        assert body["summary"]["subscriptions"] == 3
 
     def test_signed_out_is_refused(self, anon_client: APIClient) -> None:
         assert anon_client.get(self.URL).status_code in (401, 403)

@@ -114,10 +114,11 @@ def test_every_row_of_the_fleet_view_carries_its_own_forecast(
     assert rows[idle.name]["forecast"] is None
 
 
-def test_another_users_subscription_shows_no_forecast(
+def test_every_operator_sees_a_pool_plans_forecast_but_not_its_agents(
     other_client: APIClient, plan: Subscription
 ) -> None:
     store(plan, five_hour=out(45 * MIN))
-    assert other_client.get(f"/api/subscriptions/{plan.pk}/usage").status_code == 404
+    usage = other_client.get(f"/api/subscriptions/{plan.pk}/usage").json()
+    assert usage["forecast"]["windows"]["five_hour"]["burn_per_hour"] == 9.2
     body = other_client.get("/api/agents/subscription-pressure").json()
-    assert [row["name"] for row in body["subscriptions"]] == []
+    assert [(row["name"], row["agents"]) for row in body["subscriptions"]] == [(plan.name, [])]

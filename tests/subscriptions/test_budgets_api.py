@@ -53,4 +53,13 @@ def test_budget_lines_show_spend_against_caps_to_whoever_may_see_the_agent(
     # Another user sees the fleet only; an admin sees every agent; nobody anonymous.
     assert [x["scope"] for x in other_client.get("/api/budgets").json()] == ["fleet", "fleet"]
     assert len(admin_client_api.get("/api/budgets").json()) == 4
+    # The fleet's spend is every owner's key turns: an admin's figure, not an operator's.
+    fleet_day = lines[0]
+    assert (fleet_day["spent_usd"], fleet_day["reserved_usd"], fleet_day["remaining_usd"]) == (
+        None,
+        None,
+        None,
+    )
+    admin_fleet_day = admin_client_api.get("/api/budgets").json()[0]
+    assert admin_fleet_day["reserved_usd"] == "0.400000"
     assert anon_client.get("/api/budgets").status_code in (401, 403)

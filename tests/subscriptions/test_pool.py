@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 
 from agents.models import Agent
 from subscriptions.headroom.reading import Reading
@@ -97,7 +98,9 @@ def test_display_pre_dispatch_and_ranking_agree_on_one_reading(
         snapshots_write({subject.pk: snapshot})
     if refused_ago is not None:
         _refuse(subject, ago=refused_ago, resets_in=refusal_resets_in)
-    display = headroom_usage_get(subscription=subject, now=T0).rate_limited_now
+    display = headroom_usage_get(
+        subscription=subject, now=T0, user=AnonymousUser()
+    ).rate_limited_now
     pre_dispatch = assigned_refusing(turn_evidence_read(subject.pk), now=T0)
     selection = rank_alternatives(agent=agent, now=T0)
     ranked = subject.pk in [r.candidate.subscription_id for r in selection.ranked]

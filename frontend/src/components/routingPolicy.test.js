@@ -101,6 +101,24 @@ describe("AgentRouting", () => {
     expect(wrapper.find("[data-testid=routing-form]").exists()).toBe(false);
   });
 
+  it("shows the budget that applies, the admin's cap and why the key is closed", () => {
+    const capped = {
+      ...AGENT,
+      key_budget_daily_usd: "50.00",
+      admin_key_budget_daily_usd: "2.00",
+      admin_key_budget_monthly_usd: null,
+      effective_key_budget_daily_usd: "2.00",
+      effective_key_budget_monthly_usd: "40.00",
+      platform_key: { allowed: false, reason: "fallback_off" },
+    };
+    wrapper = mount(AgentRouting, { props: { agent: capped } });
+    expect(wrapper.find("[data-testid=budget-label]").text()).toBe("API key: $2.00/day, $40.00/month");
+    expect(wrapper.find("[data-testid=admin-cap-label]").text()).toBe(
+      "Admin's cap: $2.00/day, no cap/month (yours can only be lower)",
+    );
+    expect(wrapper.find("[data-testid=key-off-label]").text()).toContain("admin turned the API-key fallback off");
+  });
+
   it("sends nothing while a value is out of range, and says which", async () => {
     const { calls } = mockFetch({});
     wrapper = mount(AgentRouting, { props: { agent: AGENT } });
