@@ -28,7 +28,7 @@ from agent_server.envlayer import (
     read_dotenv,
 )
 from agent_server.forwarder import HeaderShape
-from agent_server.isolation import WorkArea, spawn_home_make, work_area_prepare
+from agent_server.isolation import WorkArea, own_dir, spawn_home_make, work_area_prepare
 from agent_server.redaction import Redactor, is_credential_name
 from agent_server.runtimes.base import session_uuid
 
@@ -90,6 +90,10 @@ class AgentState:
         self.busy = 0
         self._session_locks: dict[str, asyncio.Lock] = {}
         self._area: WorkArea | None = None
+        if config.agent_user is not None:
+            # The server's own directory (the `.env`, its log) is no business of the
+            # agent user's, whatever mode it was created with.
+            own_dir(config.home, mode=0o700)
         # A token an older server persisted beside the `.env` outlives its use: this
         # server keeps credentials in memory only.
         for path in config.legacy_token_files:
