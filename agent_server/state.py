@@ -89,7 +89,11 @@ class AgentState:
         self.runtime_overrides: dict[str, str | None] = {}
         self.busy = 0
         self._session_locks: dict[str, asyncio.Lock] = {}
+        # A configured area is laid out at boot (a bad one stops the server there); a
+        # temporary one only when a spawn first needs it.
         self._area: WorkArea | None = None
+        if config.work_area is not None:
+            self._area = work_area_prepare(config.work_area, config.agent_user)
         if config.agent_user is not None:
             # The server's own directory (the `.env`, its log) is no business of the
             # agent user's, whatever mode it was created with.

@@ -124,7 +124,15 @@ def test_the_cli_spends_the_turns_credential_through_the_forwarder_without_holdi
 
     response = result["response"]
     assert response.status_code == 200, response.text
-    assert TaskResponse.model_validate(response.json()).response.startswith("Simulated reply")
+    answer = TaskResponse.model_validate(response.json())
+    assert answer.response.startswith("Simulated reply")
+    # a plan's answers carry the unified headers (a key's do not): the forwarder kept
+    # them and the turn's answer carries them
+    if kind == "oauth_token":
+        assert answer.upstream_ratelimit is not None
+        assert "anthropic-ratelimit-unified-5h-utilization" in answer.upstream_ratelimit
+    else:
+        assert answer.upstream_ratelimit is None
     # upstream got the real credential, once, in its own header shape
     assert set(seen(sim)) == {("oauth" if kind == "oauth_token" else "api_key", "ov")}
     # the CLI held a capability in the matching variable, and no secret anywhere
