@@ -139,7 +139,11 @@ class Forwarder:
     async def start(self) -> str:
         """Bind 127.0.0.1:0, start serving; return the base URL the CLI is given."""
         self._client = httpx.AsyncClient(timeout=_UPSTREAM_TIMEOUT, limits=_POOL, trust_env=False)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named, and TCP_NODELAY on the listener (accepted sockets inherit
+        # it): asyncio sets NODELAY only on sockets whose proto says TCP, and without
+        # it the first SSE chunk after the headers waited ~40 ms for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         port = sock.getsockname()[1]
