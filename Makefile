@@ -119,6 +119,13 @@ bench-turn: $(STAMP)
 bench-storm: $(STAMP) $(NODE_STAMP)
 	$(PY) bench/storm.py $(STORM_ARGS)
 
+# The credential forwarder's added latency (bench/forwarder.py): the real CLI through
+# the forwarder against the CLI straight to the simulator, interleaved, e.g.
+# FORWARDER_ARGS="--pairs 40 --requests 1000".
+.PHONY: bench-forwarder
+bench-forwarder: $(STAMP) $(NODE_STAMP)
+	$(PY) bench/forwarder.py $(FORWARDER_ARGS)
+
 bench: $(STAMP) bench-turn
 	$(PY) bench/ranking.py
 	$(PY) bench/sweep.py

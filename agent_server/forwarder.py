@@ -44,6 +44,9 @@ logger = logging.getLogger("agent_server.forwarder")
 CAPABILITY_PREFIX: Final = "trinity-cap-"
 ALLOWED_PATHS: Final = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
 RATELIMIT_PREFIX: Final = "anthropic-ratelimit-unified-"
+# The Messages API's own request limit: a larger body is refused here, so agent code
+# cannot make the server hold an unbounded request in memory.
+MAX_REQUEST_BYTES: Final = 32 * 1024 * 1024
 # How the grant's credential goes upstream, and so which CLI variable carries the
 # capability (the CLI sends `x-api-key` for ANTHROPIC_API_KEY, a Bearer otherwise).
 HeaderShape = Literal["bearer", "x-api-key"]
@@ -150,8 +153,9 @@ class Forwarder:
         config = uvicorn.Config(
             self,
             lifespan="off",
+            # No log settings of its own: uvicorn applies them to its global loggers,
+            # and `access_log=False` would silence the agent server's access lines too.
             log_config=None,
-            access_log=False,
             timeout_keep_alive=75,
             timeout_graceful_shutdown=1,
         )
@@ -202,6 +206,10 @@ class Forwarder:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
+            if len(body) > MAX_REQUEST_BYTES:
+                logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
+                await _answer(send, 413, "request_too_large", "request body too large")
+                return
         upstream_headers = [
             (name, value)
             for name, value in headers

@@ -325,3 +325,25 @@ def test_an_unreachable_upstream_is_a_502_in_the_messages_api_shape() -> None:
     assert response.status_code == 502
     assert response.json()["error"]["type"] == "api_error"
     assert SECRET_OAT not in response.text
+
+
+def test_a_request_body_over_the_limit_is_413_and_never_forwarded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("agent_server.forwarder.MAX_REQUEST_BYTES", 1024)
+    answers: list[httpx.Response] = []
+
+    async def scenario(_: Upstream, forwarder: Forwarder, client: httpx.AsyncClient) -> None:
+        with forwarder.grant(shape="bearer", secret=SECRET_OAT) as grant:
+            answers.append(
+                await client.post(
+                    "/v1/messages",
+                    content=b"x" * 4096,
+                    headers={"authorization": f"Bearer {grant.capability}"},
+                )
+            )
+
+    upstream = run(scenario)
+
+    assert answers[0].status_code == 413
+    assert upstream.requests == []
