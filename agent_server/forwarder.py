@@ -30,7 +30,7 @@ import json
 import logging
 import secrets
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -66,7 +66,6 @@ _REQUEST_DROPPED: Final = frozenset(
         "trailer",
         "transfer-encoding",
         "upgrade",
-        "content-length",
     }
 )
 _RESPONSE_DROPPED: Final = frozenset(
@@ -200,16 +199,11 @@ class Forwarder:
             logger.warning("forwarder: refused %s %s (no live capability)", method, path)
             await _answer(send, 401, "authentication_error", "invalid or expired capability")
             return
-        body = bytearray()
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > MAX_REQUEST_BYTES:
-                logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
-                await _answer(send, 413, "request_too_large", "request body too large")
-                return
+        declared = _content_length(headers)
+        if declared is not None and declared > MAX_REQUEST_BYTES:
+            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
+            await _answer(send, 413, "request_too_large", "request body too large")
+            return
         upstream_headers = [
             (name, value)
             for name, value in headers
@@ -226,12 +220,20 @@ class Forwarder:
         assert self._client is not None
         grant.requests += 1
         try:
+            # The body streams on as it arrives (its content-length kept), so the
+            # upstream reads a large prompt while the rest is still coming in.
             response = await self._client.send(
                 self._client.build_request(
-                    "POST", url, headers=upstream_headers, content=bytes(body)
+                    "POST", url, headers=upstream_headers, content=_body(receive)
                 ),
                 stream=True,
             )
+        except _BodyTooLarge:
+            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
+            await _answer(send, 413, "request_too_large", "request body too large")
+            return
+        except _ClientGone:
+            return
         except httpx.HTTPError as exc:
             logger.warning("forwarder: upstream unreachable: %s", type(exc).__name__)
             await _answer(send, 502, "api_error", "the forwarder could not reach the upstream")
@@ -262,6 +264,41 @@ class Forwarder:
             logger.warning("forwarder: upstream stream broke: %s", type(exc).__name__)
         finally:
             await response.aclose()
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class _ClientGone(Exception):
+    pass
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _body(receive: Any) -> AsyncIterator[bytes]:
+    """The request body as the client sends it, at most MAX_REQUEST_BYTES."""
+    seen = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk: bytes = message.get("body", b"")
+        seen += len(chunk)
+        if seen > MAX_REQUEST_BYTES:
+            raise _BodyTooLarge
+        more = message.get("more_body", False)
+        if chunk:
+            yield chunk
 
 
 async def _relay(response: httpx.Response, send: Any) -> None:

@@ -52,6 +52,8 @@ class Upstream:
         more = True
         while more:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the body never arrived whole: no request was made
             body += message.get("body", b"")
             more = message.get("more_body", False)
         self.requests.append(
@@ -339,6 +341,32 @@ def test_a_request_body_over_the_limit_is_413_and_never_forwarded(
                 await client.post(
                     "/v1/messages",
                     content=b"x" * 4096,
+                    headers={"authorization": f"Bearer {grant.capability}"},
+                )
+            )
+
+    upstream = run(scenario)
+
+    assert answers[0].status_code == 413
+    assert upstream.requests == []
+
+
+def test_a_streamed_body_that_outgrows_the_limit_is_413_and_never_reaches_upstream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("agent_server.forwarder.MAX_REQUEST_BYTES", 1024)
+    answers: list[httpx.Response] = []
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for _ in range(8):  # no content-length: only counting catches it
+            yield b"x" * 512
+
+    async def scenario(_: Upstream, forwarder: Forwarder, client: httpx.AsyncClient) -> None:
+        with forwarder.grant(shape="bearer", secret=SECRET_OAT) as grant:
+            answers.append(
+                await client.post(
+                    "/v1/messages",
+                    content=chunked(),
                     headers={"authorization": f"Bearer {grant.capability}"},
                 )
             )
