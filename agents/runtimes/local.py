@@ -66,11 +66,16 @@ def agent_home(name: str) -> Path:
 
 
 def work_root() -> Path:
-    """TRINITY_AGENT_WORK_ROOT, else a directory in the system temp dir named after
-    this user and VAR_DIR (two checkouts on one machine never share one)."""
+    """TRINITY_AGENT_WORK_ROOT, else the default for this VAR_DIR (`default_work_root`)."""
     if settings.TRINITY_AGENT_WORK_ROOT is not None:
         return Path(settings.TRINITY_AGENT_WORK_ROOT)
-    tag = hashlib.sha256(str(Path(settings.VAR_DIR).resolve()).encode()).hexdigest()[:12]
+    return default_work_root(Path(settings.VAR_DIR))
+
+
+def default_work_root(var_dir: Path) -> Path:
+    """A directory in the system temp dir named after this user and `var_dir`: two
+    checkouts (or two tests' VAR_DIRs) on one machine never share one."""
+    tag = hashlib.sha256(str(var_dir.resolve()).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"trinity-agents-{os.geteuid()}-{tag}"
 
 
