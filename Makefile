@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := agent_server/node_modules/.installed-stamp
 PANEL_STAMP := frontend/node_modules/.installed-stamp
 
-.PHONY: setup run stop test clean chromium panel bench-fleet
+.PHONY: setup run stop test clean chromium panel bench-fleet agent-user
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,7 +39,16 @@ chromium:
 panel: $(PANEL_STAMP)
 	npm run --prefix frontend build
 
-setup: $(STAMP) $(NODE_STAMP) panel
+# The unprivileged OS user the Claude Code CLI runs as when agent servers run as root
+# (agent_server/isolation.py). Idempotent; as another user there is nothing to create
+# (the CLI then runs as that user: the weak, same-user mode).
+AGENT_USER := $(or $(TRINITY_AGENT_USER),trinity-agent)
+agent-user:
+	if [ "$$(id -u)" = 0 ] && ! id -u '$(AGENT_USER)' >/dev/null 2>&1; then
+	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin '$(AGENT_USER)'
+	fi
+
+setup: $(STAMP) $(NODE_STAMP) panel agent-user
 
 # Ports (`PORT=9000 make run` or `make run PORT=9000`): web on PORT, the provider
 # simulator on SIMULATOR_PORT. trinity/settings.py validates both when the first
@@ -109,6 +118,13 @@ bench-turn: $(STAMP)
 .PHONY: bench-storm
 bench-storm: $(STAMP) $(NODE_STAMP)
 	$(PY) bench/storm.py $(STORM_ARGS)
+
+# The credential forwarder's added latency (bench/forwarder.py): the real CLI through
+# the forwarder against the CLI straight to the simulator, interleaved, e.g.
+# FORWARDER_ARGS="--pairs 40 --requests 1000".
+.PHONY: bench-forwarder
+bench-forwarder: $(STAMP) $(NODE_STAMP)
+	$(PY) bench/forwarder.py $(FORWARDER_ARGS)
 
 bench: $(STAMP) bench-turn
 	$(PY) bench/ranking.py

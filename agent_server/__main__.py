@@ -27,6 +27,7 @@ import uvicorn
 
 from agent_server.app import create_app
 from agent_server.config import ConfigError, load_config
+from agent_server.isolation import IsolationError
 from agent_server.logjson import JsonFormatter
 from agent_server.redaction import Redactor, install_log_redaction
 
@@ -172,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
 
     redactor = Redactor()
     configure_logging(redactor, args.log_level, config.log_format, agent=config.agent_name)
-    app = create_app(config, redactor=redactor)
+    try:
+        app = create_app(config, redactor=redactor)
+    except IsolationError as exc:
+        logging.getLogger("agent_server").error("refusing to start: %s", exc)
+        return 2
 
     listener = None
     if args.uds is not None:

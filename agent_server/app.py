@@ -30,13 +30,15 @@ from agent_server.contract import (
     Usage,
 )
 from agent_server.errors import TurnError
+from agent_server.forwarder import Forwarder, Grant
+from agent_server.isolation import cli_stage, default_cli_cache
 from agent_server.logjson import turn_log_context
 from agent_server.proof import BadNonce, health_proof
 from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn
 from agent_server.runtimes.claude_code import ClaudeCodeRuntime
-from agent_server.state import AgentState
+from agent_server.state import AgentState, capability_env, turn_credential
 
 logger = logging.getLogger("agent_server")
 
@@ -51,7 +53,11 @@ def build_runtime(config: AgentConfig, clock: Clock) -> Runtime:
     if config.runtime == "anthropic-api":
         assert config.model is not None  # load_config requires it for this runtime
         return AnthropicApiRuntime(default_model=config.model, clock=clock)
-    return ClaudeCodeRuntime(binary=config.claude_bin, clock=clock)
+    binary = config.claude_bin
+    if config.agent_user is not None:
+        # The checkout may sit under a directory the agent user cannot enter.
+        binary = cli_stage(binary, config.cli_cache or default_cli_cache())
+    return ClaudeCodeRuntime(binary=binary, clock=clock, run_as=config.agent_user)
 
 
 def create_app(
@@ -70,15 +76,36 @@ def create_app(
         redactor=redactor,
     )
     runtime = runtime or build_runtime(config, clock)
+    # A runtime that runs the agent's code in a child process (the CLI) gets the turn's
+    # credential only as a forwarder capability; an in-process one (the direct
+    # Messages API runtime, which runs no tools) gets the environment as it is.
+    via_forwarder = bool(getattr(runtime, "uses_forwarder", True))
+    forwarder = Forwarder(upstream=config.upstream, redactor=redactor)
+    if config.isolation == "same-user":
+        logger.warning(
+            "isolation=same-user: the agent server is not root, so the CLI runs as this "
+            "server's own user and could read its memory and files (weak mode; run it as "
+            "root with TRINITY_AGENT_USER for separate-user isolation)"
+        )
+    else:
+        assert config.agent_user is not None
+        logger.info("isolation=separate-user: the CLI runs as %s", config.agent_user.name)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        await runtime.aclose()
+        if via_forwarder:
+            await forwarder.start()
+        try:
+            yield
+        finally:
+            await runtime.aclose()
+            await forwarder.aclose()
+            state.close()
 
     app = FastAPI(title="Trinity agent server", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.agent = state
     app.state.runtime = runtime
+    app.state.forwarder = forwarder
 
     def error_response(
         code: ErrorCode,
@@ -139,7 +166,11 @@ def create_app(
             except BadNonce as exc:
                 return error_response("invalid_request", str(exc), execution_id=None)
         body = HealthResponse(
-            runtime=config.runtime, model=config.model, busy=state.busy, proof=proof
+            runtime=config.runtime,
+            model=config.model,
+            busy=state.busy,
+            proof=proof,
+            isolation=config.isolation,
         )
         return JSONResponse(body.model_dump(mode="json"))
 
@@ -156,15 +187,7 @@ def create_app(
         token = body.token.get_secret_value().strip()
         if not token:
             return error_response("invalid_request", "token must not be empty", execution_id=None)
-        try:
-            shadow = state.reload_token(token, remove_api_key=body.remove_api_key)
-        except OSError as exc:
-            logger.error("reload-token: cannot write the token file: %s", exc)
-            return error_response(
-                "container_fault",
-                f"cannot write the token file: {exc.strerror or exc}",
-                execution_id=None,
-            )
+        shadow = state.reload_token(token, remove_api_key=body.remove_api_key)
         logger.info(
             "reload-token: next spawns use the new OAuth token (remove_api_key=%s, env_shadow=%s)",
             body.remove_api_key,
@@ -197,6 +220,7 @@ def create_app(
         lock = state.session_lock(session_id) if session_id is not None else None
         state.busy += 1
         home = None
+        grant: Grant | None = None
         try:
             if lock is not None:
                 try:
@@ -213,18 +237,37 @@ def create_app(
             try:
                 home = state.new_spawn_home(session_id)
                 env = state.spawn_env(override, home)
-                outcome = await runtime.run(
-                    Turn(
-                        execution_id=body.execution_id,
-                        message=body.message,
-                        model=body.model or config.model,
-                        timeout_seconds=max(deadline - loop.time(), 0.001),
-                        home=home,
-                        cwd=config.home,
-                        session_id=session_id,
-                    ),
-                    env,
+                spawn = Turn(
+                    execution_id=body.execution_id,
+                    message=body.message,
+                    model=body.model or config.model,
+                    timeout_seconds=max(deadline - loop.time(), 0.001),
+                    home=home,
+                    cwd=state.area.workdir,
+                    session_id=session_id,
                 )
+                credential = turn_credential(env) if via_forwarder else None
+                if not via_forwarder:
+                    outcome = await runtime.run(spawn, env)
+                elif credential is None:
+                    outcome = await runtime.run(
+                        spawn,
+                        capability_env(
+                            env, capability=None, name=None, forwarder_url=forwarder.base_url
+                        ),
+                    )
+                else:
+                    # The capability lives exactly as long as this spawn.
+                    with forwarder.grant(shape=credential.shape, secret=credential.secret) as grant:
+                        outcome = await runtime.run(
+                            spawn,
+                            capability_env(
+                                env,
+                                capability=grant.capability,
+                                name=credential.env_name,
+                                forwarder_url=forwarder.base_url,
+                            ),
+                        )
             finally:
                 if lock is not None:
                     lock.release()
@@ -266,9 +309,13 @@ def create_app(
             model=outcome.model,
             usage=Usage(input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens),
             cost_usd=outcome.cost_usd,
+            upstream_ratelimit=grant.ratelimit if grant is not None and grant.ratelimit else None,
         )
         if session_id is not None:
             payload = ChatResponse(**payload.model_dump(), session_id=session_id)
-        return JSONResponse(payload.model_dump(mode="json"), headers=headers)
+        answer = payload.model_dump(mode="json")
+        if answer.get("upstream_ratelimit") is None:
+            answer.pop("upstream_ratelimit", None)  # optional: absent, not null
+        return JSONResponse(answer, headers=headers)
 
     return app

@@ -8,6 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal, cast
+from urllib.parse import urlsplit
+
+from agent_server.isolation import (
+    DEFAULT_AGENT_USER,
+    AgentUser,
+    Isolation,
+    IsolationError,
+    resolve_agent_user,
+)
 
 RuntimeName = Literal["claude-code", "anthropic-api"]
 RUNTIMES: Final = ("claude-code", "anthropic-api")
@@ -15,6 +24,7 @@ RUNTIMES: Final = ("claude-code", "anthropic-api")
 PACKAGE_DIR: Final = Path(__file__).resolve().parent
 # Installed from agent_server/package.json (`npm ci` in agent_server/).
 BUNDLED_CLAUDE_BIN: Final = PACKAGE_DIR / "node_modules" / ".bin" / "claude"
+DEFAULT_UPSTREAM: Final = "https://api.anthropic.com"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -37,19 +47,29 @@ class AgentConfig:
     # lines carry the name).
     log_format: str = "plain"
     agent_name: str = ""
+    # Where the forwarder sends the CLI's requests: the server's own configuration
+    # (TRINITY_ANTHROPIC_BASE_URL, else ANTHROPIC_BASE_URL), never the agent's `.env`.
+    upstream: str = DEFAULT_UPSTREAM
+    # The agent user's area (agent_server/isolation.py); None: a private temporary one.
+    work_area: Path | None = None
+    # Set when the server runs as root: the CLI runs as this user.
+    agent_user: AgentUser | None = None
+    # Where the CLI binary is staged for the agent user (separate-user mode only).
+    cli_cache: Path | None = None
 
     @property
     def dotenv_path(self) -> Path:
         return self.home / ".env"
 
     @property
-    def state_dir(self) -> Path:
-        """Server-owned files inside the agent home (token file, spawn HOMEs)."""
-        return self.home / ".trinity"
+    def isolation(self) -> Isolation:
+        return "separate-user" if self.agent_user is not None else "same-user"
 
     @property
-    def token_path(self) -> Path:
-        return self.state_dir / "oauth_token"
+    def legacy_token_files(self) -> list[Path]:
+        """Where servers before the forwarder kept a reloaded token (removed at boot)."""
+        state = self.home / ".trinity"
+        return [state / "oauth_token", *state.glob(".oauth_token.*.tmp")]
 
 
 LOG_FORMATS = ("plain", "json")
@@ -110,6 +130,30 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
     log_format = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
     if log_format not in LOG_FORMATS:
         raise ConfigError(f"LOG_FORMAT={log_format!r} is not 'plain' or 'json'")
+    upstream = (
+        env.get("TRINITY_ANTHROPIC_BASE_URL", "").strip()
+        or env.get("ANTHROPIC_BASE_URL", "").strip()
+        or DEFAULT_UPSTREAM
+    )
+    parts = urlsplit(upstream)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"the upstream base URL {upstream!r} is not an http(s) URL")
+    work_area: Path | None = None
+    raw_area = env.get("TRINITY_AGENT_WORK_AREA", "").strip()
+    if raw_area:
+        work_area = Path(raw_area).expanduser()
+        if not work_area.is_absolute():
+            raise ConfigError(f"TRINITY_AGENT_WORK_AREA={raw_area!r} is not an absolute path")
+    agent_user: AgentUser | None = None
+    if os.geteuid() == 0:
+        name = env.get("TRINITY_AGENT_USER", "").strip() or DEFAULT_AGENT_USER
+        try:
+            agent_user = resolve_agent_user(name)
+        except IsolationError as exc:
+            raise ConfigError(f"TRINITY_AGENT_USER: {exc}") from None
+    raw_cache = env.get("TRINITY_AGENT_CLI_CACHE", "").strip()
+    if raw_cache and not Path(raw_cache).is_absolute():
+        raise ConfigError(f"TRINITY_AGENT_CLI_CACHE={raw_cache!r} is not an absolute path")
     return AgentConfig(
         secret=secret,
         runtime=cast(RuntimeName, runtime),
@@ -120,4 +164,8 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         boot_guard=raw_guard in _TRUE,
         log_format=log_format,
         agent_name=env.get("TRINITY_AGENT_NAME", "").strip(),
+        upstream=upstream.rstrip("/"),
+        work_area=work_area,
+        agent_user=agent_user,
+        cli_cache=Path(raw_cache) if raw_cache else None,
     )

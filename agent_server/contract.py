@@ -98,6 +98,11 @@ class TaskResponse(BaseModel):
     model: str
     usage: Usage
     cost_usd: float | None
+    # The `anthropic-ratelimit-unified-*` headers (lower-case names, values as sent)
+    # of the last provider answer the forwarder relayed for this turn: a fresh
+    # headroom reading of the credential the turn ran on, at no extra request. Absent
+    # when no answer carried them (the direct API runtime, a turn with no credential).
+    upstream_ratelimit: dict[str, str] | None = None
 
 
 class ChatResponse(TaskResponse):
@@ -125,6 +130,9 @@ class ReloadTokenResponse(BaseModel):
     env_shadow: list[str]
 
 
+Isolation = Literal["separate-user", "same-user"]
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"] = "ok"
     runtime: str
@@ -133,6 +141,9 @@ class HealthResponse(BaseModel):
     # With ``GET /health?nonce=<hex>``: the HMAC of that nonce under the agent's secret
     # (agent_server/proof.py), which the platform checks before it sends anything.
     proof: str | None = Field(default=None, max_length=64)
+    # Whether the CLI runs as an OS user of its own (the server runs as root) or as
+    # the server's own user (the weak mode: it could read the server's memory).
+    isolation: Isolation | None = None
 
 
 # Canonical example payloads. Credential values here are obviously fake on purpose.
@@ -165,6 +176,21 @@ EXAMPLE_TASK_RESPONSE: Final[dict[str, Any]] = {
     "model": "claude-sonnet-5",
     "usage": {"input_tokens": 1200, "output_tokens": 340},
     "cost_usd": 0.0087,
+}
+
+# A turn served through the forwarder carries the provider's unified headers.
+EXAMPLE_TASK_RESPONSE_WITH_RATELIMIT: Final[dict[str, Any]] = {
+    **EXAMPLE_TASK_RESPONSE,
+    "upstream_ratelimit": {
+        "anthropic-ratelimit-unified-status": "allowed",
+        "anthropic-ratelimit-unified-5h-utilization": "0.42",
+        "anthropic-ratelimit-unified-5h-reset": "1777608000",
+        "anthropic-ratelimit-unified-5h-status": "allowed",
+        "anthropic-ratelimit-unified-7d-utilization": "0.13",
+        "anthropic-ratelimit-unified-7d-reset": "1777881600",
+        "anthropic-ratelimit-unified-7d-status": "allowed",
+        "anthropic-ratelimit-unified-representative-claim": "five_hour",
+    },
 }
 
 EXAMPLE_CHAT_RESPONSE: Final[dict[str, Any]] = {
@@ -255,6 +281,7 @@ EXAMPLE_HEALTH_RESPONSE: Final[dict[str, Any]] = {
     "runtime": "claude-code",
     "model": "claude-sonnet-5",
     "busy": 0,
+    "isolation": "separate-user",
 }
 
 EXAMPLE_HEALTH_RESPONSE_WITH_PROOF: Final[dict[str, Any]] = {
@@ -269,6 +296,7 @@ EXAMPLES: Final[tuple[tuple[type[BaseModel], dict[str, Any]], ...]] = (
     (TaskRequest, EXAMPLE_TASK_REQUEST_API_KEY_OVERRIDE),
     (ChatRequest, EXAMPLE_CHAT_REQUEST),
     (TaskResponse, EXAMPLE_TASK_RESPONSE),
+    (TaskResponse, EXAMPLE_TASK_RESPONSE_WITH_RATELIMIT),
     (ChatResponse, EXAMPLE_CHAT_RESPONSE),
     *((ErrorBody, body) for body in EXAMPLE_ERRORS.values()),
     (ErrorBody, EXAMPLE_RATE_LIMIT_WITH_CLAIM),

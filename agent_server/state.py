@@ -1,4 +1,10 @@
-"""What one agent server remembers between requests: runtime overrides, busy count."""
+"""What one agent server remembers between requests: runtime overrides, busy count.
+
+Credentials live here in memory only: the baseline environment, the reloaded token,
+the per-request override. Nothing is written to disk (a restarted server is started
+with the assignment's credential again), and the CLI gets none of them
+(`cli_env` swaps the turn's credential for a forwarder capability).
+"""
 
 from __future__ import annotations
 
@@ -7,22 +13,68 @@ import logging
 import secrets
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent_server.config import AgentConfig
 from agent_server.contract import AppliedOverride
 from agent_server.envlayer import (
+    API_KEY,
     API_KEY_NAMES,
+    AUTH_TOKEN,
     OAUTH_TOKEN,
     layer_env,
     override_layers,
     read_dotenv,
 )
+from agent_server.forwarder import HeaderShape
+from agent_server.isolation import WorkArea, own_dir, spawn_home_make, work_area_prepare
 from agent_server.redaction import Redactor, is_credential_name
 from agent_server.runtimes.base import session_uuid
-from agent_server.tokenfile import write_token_file
 
 logger = logging.getLogger(__name__)
+
+# The variables the CLI reads its provider credential from, in the order it prefers
+# them (an API key shadows an OAuth token), with the header shape each one sends.
+CLI_CREDENTIALS: tuple[tuple[str, HeaderShape], ...] = (
+    (API_KEY, "x-api-key"),
+    (AUTH_TOKEN, "bearer"),
+    (OAUTH_TOKEN, "bearer"),
+)
+
+
+@dataclass(frozen=True)
+class TurnCredential:
+    """The credential one spawn would send, and the variable the CLI reads it from."""
+
+    env_name: str
+    shape: HeaderShape
+    secret: str
+
+    def __repr__(self) -> str:
+        return f"TurnCredential(env_name={self.env_name!r}, shape={self.shape!r})"
+
+
+def turn_credential(env: Mapping[str, str]) -> TurnCredential | None:
+    """What the CLI would authenticate with in `env` (None: nothing)."""
+    for name, shape in CLI_CREDENTIALS:
+        value = env.get(name, "")
+        if value:
+            return TurnCredential(env_name=name, shape=shape, secret=value)
+    return None
+
+
+def capability_env(
+    env: Mapping[str, str], *, capability: str | None, name: str | None, forwarder_url: str
+) -> dict[str, str]:
+    """`env` with every provider credential removed, the capability (if any) under
+    `name`, and the forwarder as the CLI's base URL. Changes nothing it is given."""
+    cli = {k: v for k, v in env.items() if k not in {n for n, _ in CLI_CREDENTIALS}}
+    if capability is not None and name is not None:
+        cli[name] = capability
+    # Last, so neither the baseline nor the agent's `.env` can point the CLI elsewhere.
+    cli["ANTHROPIC_BASE_URL"] = forwarder_url
+    return cli
 
 
 class AgentState:
@@ -37,6 +89,19 @@ class AgentState:
         self.runtime_overrides: dict[str, str | None] = {}
         self.busy = 0
         self._session_locks: dict[str, asyncio.Lock] = {}
+        # A configured area is laid out at boot (a bad one stops the server there); a
+        # temporary one only when a spawn first needs it.
+        self._area: WorkArea | None = None
+        if config.work_area is not None:
+            self._area = work_area_prepare(config.work_area, config.agent_user)
+        if config.agent_user is not None:
+            # The server's own directory (the `.env`, its log) is no business of the
+            # agent user's, whatever mode it was created with.
+            own_dir(config.home, mode=0o700)
+        # A token an older server persisted beside the `.env` outlives its use: this
+        # server keeps credentials in memory only.
+        for path in config.legacy_token_files:
+            path.unlink(missing_ok=True)
         redactor.add(config.secret)
         redactor.add_credentials_from(self.baseline)
         self.boot_guard_armed = False
@@ -48,6 +113,13 @@ class AgentState:
             self.force_unset_api_keys()
             self.boot_guard_armed = True
             logger.info("boot guard armed: %s are unset for every spawn", ", ".join(API_KEY_NAMES))
+
+    @property
+    def area(self) -> WorkArea:
+        """The agent user's work area, laid out (or checked) on first use."""
+        if self._area is None:
+            self._area = work_area_prepare(self.config.work_area, self.config.agent_user)
+        return self._area
 
     def force_unset_api_keys(self) -> None:
         for name in API_KEY_NAMES:
@@ -62,14 +134,13 @@ class AgentState:
     def reload_token(self, token: str, *, remove_api_key: bool) -> list[str]:
         """Make `token` the OAuth token of every later spawn; return the `.env` shadow.
 
-        Writes the token file first: if that fails (OSError) nothing changes. Turns
-        already running keep the environment they were spawned with. With
+        Kept in this process's memory only (a restart boots on the assignment's
+        credential again). Turns already running keep their credential. With
         `remove_api_key`, API-key names are force-unset for all later spawns; without
         it an earlier force-unset (e.g. the boot guard) stays armed. Returns the
         API-key names the `.env` file still carries, names only.
         """
         self.redactor.add(token)
-        write_token_file(self.config.token_path, token)
         self.runtime_overrides[OAUTH_TOKEN] = token
         if remove_api_key:
             self.force_unset_api_keys()
@@ -98,17 +169,20 @@ class AgentState:
         stores the transcript `--resume` reads.
         """
         if session_id is None:
-            home = self.config.state_dir / "spawns" / secrets.token_hex(8)
+            name = f"spawn-{secrets.token_hex(8)}"
         else:
-            home = self.config.state_dir / "sessions" / str(session_uuid(session_id))
-        self.config.state_dir.mkdir(mode=0o700, exist_ok=True)
-        home.parent.mkdir(mode=0o700, exist_ok=True)
-        home.mkdir(mode=0o700, exist_ok=True)
-        return home
+            name = f"session-{session_uuid(session_id)}"
+        return spawn_home_make(self.area, name, self.config.agent_user)
 
     @staticmethod
     def discard_spawn_home(home: Path) -> None:
+        # rmtree removes symlinks the agent left without following them.
         shutil.rmtree(home, ignore_errors=True)
+
+    def close(self) -> None:
+        """Remove a temporary work area this server made for itself."""
+        if self._area is not None and self._area.ephemeral:
+            shutil.rmtree(self._area.root, ignore_errors=True)
 
     def session_lock(self, session_id: str) -> asyncio.Lock:
         """Turns of one chat session run one at a time: they share one transcript."""

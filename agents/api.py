@@ -84,6 +84,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "process_state",
             "process_detail",
             "auth_mode",
+            "isolation",
             "last_switch",
             "on_api_key_since",
             "created_at",

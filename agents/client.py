@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -106,6 +106,9 @@ class TurnOutcome:
     # claim), when the runtime saw it; "" otherwise.
     limiting_window: str = ""
     override_echo: str | None = None
+    # A served turn's `upstream_ratelimit`: the provider's unified rate-limit headers
+    # of the last answer the agent server's forwarder relayed (empty: none came).
+    upstream_ratelimit: dict[str, str] = field(default_factory=dict)
 
 
 class AgentServerUnavailable(Exception):
@@ -296,6 +299,33 @@ def _window(value: Any) -> str:
     return value
 
 
+RATELIMIT_PREFIX = "anthropic-ratelimit-unified-"
+# More than the provider has ever sent for one answer (one per window and field).
+RATELIMIT_MAX_HEADERS = 64
+
+
+def _ratelimit(value: Any) -> dict[str, str]:
+    """The served turn's unified headers; a malformed field is ignored, not a fault:
+    it is a free reading, and the turn it came with was served and paid for."""
+    if value is None:
+        return {}
+    if (
+        not isinstance(value, dict)
+        or len(value) > RATELIMIT_MAX_HEADERS
+        or not all(
+            isinstance(k, str)
+            and k.startswith(RATELIMIT_PREFIX)
+            and isinstance(v, str)
+            and len(k) <= 100
+            and len(v) <= 100
+            for k, v in value.items()
+        )
+    ):
+        logger.warning("agent server sent a malformed upstream_ratelimit; ignored")
+        return {}
+    return dict(value)
+
+
 def parse_turn_response(response: httpx.Response) -> TurnOutcome:
     """Map an agent-server answer to a TurnOutcome; anything off-contract is a fault.
 
@@ -325,6 +355,7 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
                 output_tokens=_count(usage.get("output_tokens"), "usage.output_tokens"),
                 cost_usd=_cost(data.get("cost_usd")),
                 override_echo=echo,
+                upstream_ratelimit=_ratelimit(data.get("upstream_ratelimit")),
             )
         resets_at = _instant(data.get("resets_at"))
         limiting_window = _window(data.get("limiting_window"))

@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
-from agents.models import Agent, AuthMode, ProcessState, Runtime
+from agents.models import Agent, AuthMode, Isolation, ProcessState, Runtime
 from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
-from agents.runtimes.base import StartConflict
+from agents.runtimes.base import Spawned, StartConflict
 from subscriptions.policy import agent_key_verdict
 from trinity.markers import marker_claim, marker_release
 from trinity.models import SystemSettings
@@ -179,9 +179,33 @@ def agent_start(*, agent: Agent) -> Agent:
                 "agent %s was started concurrently; stopping the extra server", agent.name
             )
             runtime.stop(name=agent.name, handle=spawned.handle)
+        else:
+            _isolation_record(agent=agent, spawned=spawned)
     finally:
         marker_release(marker)
     return _reload(agent)
+
+
+def _isolation_record(*, agent: Agent, spawned: Spawned) -> None:
+    """Keep how the new server isolates its CLI (its /health says); never raises.
+
+    A weak (same-user) server is kept as such, so the API and the panel warn about it.
+    """
+    try:
+        health = AgentServerClient(
+            endpoint=spawned.endpoint, secret=agent.shared_secret, handle=spawned.handle
+        ).health()
+    except AgentServerUnavailable as exc:
+        logger.warning("agent %s: isolation unknown (%s)", agent.name, exc)
+        return
+    isolation = health.get("isolation")
+    value = isolation if isolation in Isolation.values else ""
+    Agent.objects.filter(pk=agent.pk, process_handle=spawned.handle).update(isolation=value)
+    if value == Isolation.SAME_USER:
+        logger.warning(
+            "agent %s runs in the weak mode: its CLI runs as the platform's own OS user",
+            agent.name,
+        )
 
 
 def _await_start(agent: Agent) -> Agent:

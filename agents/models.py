@@ -21,6 +21,11 @@ class WaitPolicy(models.TextChoices):
     FAIL = "fail", "Fail at once"
 
 
+class Isolation(models.TextChoices):
+    SEPARATE_USER = "separate-user", "separate user"
+    SAME_USER = "same-user", "same user (weak)"
+
+
 class AuthMode(models.TextChoices):
     """Which credential an agent server was booted with: its own rung's kind, or none."""
 
@@ -92,6 +97,12 @@ class Agent(models.Model):
     process_detail = models.CharField(max_length=500, blank=True, editable=False)
     auth_mode = models.CharField(
         max_length=20, choices=AuthMode.choices, default=AuthMode.NONE, editable=False
+    )
+    # How its server isolates the CLI, as its /health said at the last start:
+    # separate-user (the CLI runs as an OS user of its own) or same-user (the weak
+    # mode: the server is not root, so the CLI could read its memory); "" unknown.
+    isolation = models.CharField(
+        max_length=20, choices=Isolation.choices, blank=True, default="", editable=False
     )
     shared_secret = EncryptedSecretField(editable=False)
     # Set while the agent's turns are served by the platform key (the first key-served

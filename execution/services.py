@@ -43,6 +43,7 @@ from subscriptions.classifier import (
     Refusal,
     classify_refusal,
 )
+from subscriptions.headroom.feed import headroom_reading_observe
 from subscriptions.headroom.rules import Selection, earliest_known_reset, family_window
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
@@ -978,6 +979,16 @@ class _Turn:
             execution.save(update_fields=SERVED_FIELDS)
             if ran_on is not None:
                 self._notices(ran_on, why, now)
+        if (
+            outcome.upstream_ratelimit
+            and ran_on is not None
+            and ran_on.kind is RungKind.SUBSCRIPTION
+            and ran_on.subscription_id is not None
+        ):
+            # The headers of the plan that was sent: a fresh reading for one cache write.
+            headroom_reading_observe(
+                subscription_id=ran_on.subscription_id, headers=outcome.upstream_ratelimit, now=now
+            )
         logger.info("turn %s on %s: served by %s", execution.pk, self.agent.name, ran_on)
         return execution
 

@@ -59,6 +59,7 @@ def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | No
         last_refusal_at=mark.at if mark is not None else None,
         refusal_resets_at=mark.resets_at if mark is not None else None,
         family=family,
+        refusal_window=mark.limiting_window or None if mark is not None else None,
     )
 
 

@@ -12,7 +12,10 @@ this run. Whatever a token reaches, the marker reaches too, so through the whole
   database, where a token must only ever be ciphertext;
 - at the end, every log file the other processes wrote under the run's temporary
   directory (agent servers log under their homes, the simulator to its log path,
-  web, worker and beat wherever their test put them).
+  web, worker and beat wherever their test put them), and every file in the agents'
+  work areas (the CLI's working directories and HOMEs, which live outside it, under
+  the local runtime's default work root of each test's VAR_DIR); those are removed
+  once scanned.
 
 Any hit fails the run loudly, naming what leaked (the token's last 4) and where.
 """
@@ -189,12 +192,35 @@ def _scan_files(root: Path) -> None:
                 continue
 
 
+def _scan_work_areas(basetemp: Path) -> None:
+    """Scan, then remove, the work roots of the VAR_DIRs this run's tests used (each
+    test's tmp_path, or a directory just below it): every file, whatever its name."""
+    from agents.runtimes.local import default_work_root
+
+    candidates = [basetemp, *basetemp.glob("*"), *basetemp.glob("*/*")]
+    for var_dir in candidates:
+        if not var_dir.is_dir():
+            continue
+        root = default_work_root(var_dir)
+        if not root.is_dir() or root.is_symlink():
+            continue
+        for path in root.rglob("*"):
+            try:
+                if path.is_file() and not path.is_symlink():
+                    if path.stat().st_size <= MAX_FILE_BYTES:
+                        scan(path.read_bytes(), f"agent work area file {path}")
+            except OSError:
+                continue
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _current_test[0] = "(end of the run)"
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is not None:
         try:
             _scan_files(factory.getbasetemp())
+            _scan_work_areas(factory.getbasetemp())
         except (OSError, ValueError):
             pass
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

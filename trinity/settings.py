@@ -484,6 +484,17 @@ if TRINITY_AGENT_BACKEND not in {"local", "docker"}:
 TRINITY_AGENT_IMAGE = env.str("TRINITY_AGENT_IMAGE", default="trinity-agent:latest")
 TRINITY_DOCKER_NETWORK = env.str("TRINITY_DOCKER_NETWORK", default="")
 TRINITY_AGENT_MEMORY_LIMIT = env.str("TRINITY_AGENT_MEMORY_LIMIT", default="2g")
+# The local runtime's agent work areas (the CLI's working directories and HOMEs),
+# outside var/ and reachable by the agent's OS user. Unset: a directory under the
+# system temp dir named after this process's user and VAR_DIR (agents/runtimes/local.py).
+_work_root = env.str("TRINITY_AGENT_WORK_ROOT", default="").strip()
+if _work_root and not Path(_work_root).is_absolute():
+    raise ImproperlyConfigured("TRINITY_AGENT_WORK_ROOT must be an absolute path")
+TRINITY_AGENT_WORK_ROOT = Path(_work_root) if _work_root else None
+# The OS user the Claude Code CLI runs as when the agent server runs as root.
+TRINITY_AGENT_USER = env.str("TRINITY_AGENT_USER", default="trinity-agent").strip()
+if not TRINITY_AGENT_USER or not TRINITY_AGENT_USER.replace("-", "").replace("_", "").isalnum():
+    raise ImproperlyConfigured("TRINITY_AGENT_USER must be a plain user name")
 
 # The settings panel (frontend/). Vite builds it into frontend/dist with asset URLs under
 # /static/panel/assets/; staticfiles finds them there (the live test server serves them

@@ -50,6 +50,8 @@ def auth_headers(env: Mapping[str, str]) -> dict[str, str]:
 
 class AnthropicApiRuntime:
     name = "anthropic-api"
+    # In-process and tool-less: no agent code runs, so it holds the credential itself.
+    uses_forwarder = False
 
     def __init__(self, *, default_model: str, clock: Clock) -> None:
         self.default_model = default_model

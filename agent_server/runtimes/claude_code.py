@@ -24,6 +24,7 @@ from typing import Any
 
 from agent_server.classifier import classify_refusal
 from agent_server.errors import TurnError
+from agent_server.isolation import AGENT_UMASK, AgentUser
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome, session_uuid
 
 logger = logging.getLogger(__name__)
@@ -36,10 +37,15 @@ _CONTEXT_SUFFIX = re.compile(r"\[[^\]]*\]$")
 
 class ClaudeCodeRuntime:
     name = "claude-code"
+    # Agent code (the CLI's tools) runs in the child: it gets a forwarder capability.
+    uses_forwarder = True
 
-    def __init__(self, *, binary: str, clock: Clock) -> None:
+    def __init__(self, *, binary: str, clock: Clock, run_as: AgentUser | None = None) -> None:
         self.binary = binary
         self.clock = clock
+        # Separate-user mode: the CLI and every tool it starts run as this user, with
+        # no supplementary groups and a umask that keeps their files to themselves.
+        self.run_as = run_as
         self._live_groups: set[int] = set()
 
     def argv(self, turn: Turn, env: Mapping[str, str]) -> list[str]:
@@ -60,6 +66,14 @@ class ClaudeCodeRuntime:
 
     async def run(self, turn: Turn, env: Mapping[str, str]) -> TurnOutcome:
         argv = self.argv(turn, env)
+        identity: dict[str, Any] = {}
+        if self.run_as is not None:
+            identity = {
+                "user": self.run_as.uid,
+                "group": self.run_as.gid,
+                "extra_groups": [],
+                "umask": AGENT_UMASK,
+            }
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -71,7 +85,10 @@ class ClaudeCodeRuntime:
                 # Its own process group, so a timeout kills the CLI and every tool
                 # process it started, not just the CLI.
                 start_new_session=True,
+                # Runs after the switch to the agent user: a change of credentials
+                # clears the parent-death signal, so it is set here, not before.
                 preexec_fn=_die_with_parent(os.getpid()),
+                **identity,
             )
         except OSError as exc:
             raise TurnError(

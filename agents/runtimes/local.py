@@ -1,8 +1,16 @@
 """Agent servers as local subprocesses: the embedded default.
 
 The pid and the endpoint are recorded on the Agent row, so a restarted web process
-finds the agents that kept running. Each agent gets a home under var/agents/<name>/
-holding its .env, token file and log.
+finds the agents that kept running. Each agent has two places:
+
+- its server's home, var/agents/<name>/ (0700, the platform's user): the `.env` and
+  the server log; the agent's OS user cannot enter it;
+- its work area, <work root>/<name>/ (TRINITY_AGENT_WORK_ROOT, outside var/): the
+  CLI's working directory and HOMEs, laid out and handed to the agent user by the
+  agent server (agent_server/isolation.py). Nothing secret is ever written there.
+
+Credentials stay in the server's memory; servers before the forwarder wrote a
+reloaded token to <home>/.trinity/oauth_token, which forget_credentials still removes.
 
 No port is picked and handed over: the server binds its own Unix socket in
 var/run/ (0700, the platform's user's), ``unix://<var>/run/<digest>.sock``, which no
@@ -29,6 +37,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -50,6 +59,8 @@ EXIT_SOCKET_HELD = 3
 # Only these reach an agent process from the platform's own environment: it must not
 # inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
 INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
+# The agent user may pass through the work root to its own area, never list it.
+WORK_ROOT_MODE = 0o711
 
 # The servers this process started (it is their parent), by pid. Entries of exited
 # servers are pruned on the next start.
@@ -126,6 +137,46 @@ def _last_line(log: Path) -> str:
     return lines[-1][-300:] if lines else ""
 
 
+def work_root() -> Path:
+    """TRINITY_AGENT_WORK_ROOT, else the default for this VAR_DIR (`default_work_root`)."""
+    if settings.TRINITY_AGENT_WORK_ROOT is not None:
+        return Path(settings.TRINITY_AGENT_WORK_ROOT)
+    return default_work_root(Path(settings.VAR_DIR))
+
+
+def default_work_root(var_dir: Path) -> Path:
+    """A directory in the system temp dir named after this user and `var_dir`: two
+    checkouts (or two tests' VAR_DIRs) on one machine never share one."""
+    tag = hashlib.sha256(str(var_dir.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"trinity-agents-{os.geteuid()}-{tag}"
+
+
+def _own_dir(path: Path, mode: int) -> Path:
+    """`path` as a real directory of this user with `mode`; anything else (a symlink,
+    someone else's directory planted in a shared temp dir) is refused."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=mode)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise RuntimeError(f"{path} is not a directory owned by uid {os.geteuid()}")
+    if stat.S_IMODE(info.st_mode) != mode:
+        os.chmod(path, mode)
+    return path
+
+
+def _area_path(name: str) -> Path:
+    return work_root() / name
+
+
+def agent_work_area(name: str) -> Path:
+    """The agent's work area path, its parent made and checked (the agent server lays
+    out the area itself)."""
+    root = work_root()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    _own_dir(root, WORK_ROOT_MODE)
+    return root / name
+
+
 def _token_files(home: Path) -> list[Path]:
     """The agent server's token file and any temp file a torn write left beside it
     (agent_server/tokenfile.py names them ``.oauth_token.<hex>.tmp``)."""
@@ -192,6 +243,10 @@ class LocalProcessRuntime:
         env = {k: os.environ[k] for k in INHERITED if k in os.environ}
         env.update(spec.environment())
         env["TRINITY_AGENT_HOME"] = str(home)
+        env["TRINITY_AGENT_WORK_AREA"] = str(agent_work_area(spec.name))
+        # The CLI binary is staged here for the agent user (agent_server/isolation.py).
+        env["TRINITY_AGENT_CLI_CACHE"] = str(work_root() / ".cli")
+        env["TRINITY_AGENT_USER"] = settings.TRINITY_AGENT_USER
         log_path = home / "server.log"
         log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
@@ -279,8 +334,8 @@ class LocalProcessRuntime:
         return _is_agent_server(pid)
 
     def forget_credentials(self, *, name: str) -> None:
-        """Delete the agent's token file (and any temp file beside it); the server keeps
-        running on the credential in its memory until it is recreated."""
+        """Delete a token file an older agent server left (and any temp file beside
+        it). Today's servers keep credentials in memory only: nothing else to delete."""
         for path in _token_files(_home_path(name)):
             path.unlink(missing_ok=True)
 
@@ -299,8 +354,12 @@ class LocalProcessRuntime:
         self.forget_credentials(name=name)
         if home.exists():
             shutil.rmtree(home)
+        area = _area_path(name)
+        if area.parent == work_root() and not area.is_symlink() and area.exists():
+            # rmtree never follows the symlinks an agent may have left in its area.
+            shutil.rmtree(area)
         with contextlib.suppress(RuntimeError):
             path = socket_path(name)
             path.unlink(missing_ok=True)
             path.with_name(f"{path.name}.lock").unlink(missing_ok=True)
-        logger.info("agent %s: home removed", name)
+        logger.info("agent %s: home and work area removed", name)

@@ -305,12 +305,16 @@ def reading_says_limited(
     max_age: timedelta,
     last_refusal_at: datetime | None = None,
     family: str | None = None,
+    refusal_window: str | None = None,
 ) -> bool | None:
     """True/False when a usable reading decides whether the provider limits now, else None.
 
     A healthy reading taken at or before the latest refusal decides nothing: the
     refusal is newer. An ``invalid_token`` reading is not about rate limits. With
-    ``family`` (a turn's family window) that window's block limits too.
+    ``family`` (a turn's family window) that window's block limits too. A healthy
+    reading that does not describe the family window the refusal named
+    (``refusal_window``) decides nothing either: a served Opus turn's headers say
+    nothing about the Sonnet week, and absence of evidence readmits nothing.
     """
     headroom = classify_headroom(reading, now=now, max_age=max_age, family=family)
     if reading is None or headroom.gate is not Gate.USABLE:
@@ -322,6 +326,12 @@ def reading_says_limited(
     if headroom.tier is Tier.REFUSING:
         return True
     if _superseded(reading, last_refusal_at):
+        return None
+    if (
+        refusal_window is not None
+        and refusal_window.startswith(SEVEN_DAY + "_")
+        and refusal_window not in reading.windows
+    ):
         return None
     return False
 
@@ -335,6 +345,7 @@ def resolve_rate_limited_now(
     last_refusal_at: datetime | None = None,
     refusal_resets_at: datetime | None = None,
     family: str | None = None,
+    refusal_window: str | None = None,
 ) -> bool:
     """Three-state: a usable reading decides; only without one do the 2h events decide.
 
@@ -347,7 +358,12 @@ def resolve_rate_limited_now(
     too. The caller passes only a refusal that blocks that family (``refusal_blocks``).
     """
     decided = reading_says_limited(
-        reading, now=now, max_age=max_age, last_refusal_at=last_refusal_at, family=family
+        reading,
+        now=now,
+        max_age=max_age,
+        last_refusal_at=last_refusal_at,
+        family=family,
+        refusal_window=refusal_window,
     )
     if decided is not None:
         return decided

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,9 +35,14 @@ StartServer = Callable[..., AgentServer]
 def start_server(sim: SimulatorProcess, tmp_path: Path) -> Iterator[StartServer]:
     """Start agent servers for this test; each is stopped at teardown.
 
-    `start_server(dotenv=..., log_level=..., **env)` makes a fresh agent home.
+    `start_server(dotenv=..., log_level=..., **env)` makes a fresh agent home (the
+    server's own directory, under tmp_path) and a fresh work area for the agent user.
+    The work area sits directly in the system temp dir: pytest's tmp_path is under a
+    0700 directory of the test's user, which the agent user (when the tests run as
+    root) could not enter.
     """
     started: list[AgentServer] = []
+    areas: list[Path] = []
 
     def start(*, dotenv: str | None = None, log_level: str = "info", **env: str) -> AgentServer:
         index = len(started)
@@ -43,12 +50,14 @@ def start_server(sim: SimulatorProcess, tmp_path: Path) -> Iterator[StartServer]
         home.mkdir()
         if dotenv is not None:
             (home / ".env").write_text(dotenv)
+        area = Path(tempfile.mkdtemp(prefix="trinity-test-area-"))
+        areas.append(area)
         server = AgentServer(
             env=agent_env(
                 simulator_url=sim.base_url,
                 home=home,
                 secret=SECRET,
-                **env,
+                **{"TRINITY_AGENT_WORK_AREA": str(area), **env},
             ),
             log_path=tmp_path / f"agent{index}.log",
             log_level=log_level,
@@ -59,3 +68,5 @@ def start_server(sim: SimulatorProcess, tmp_path: Path) -> Iterator[StartServer]
     yield start
     for server in started:
         server.stop()
+    for area in areas:
+        shutil.rmtree(area, ignore_errors=True)

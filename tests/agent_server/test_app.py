@@ -22,6 +22,7 @@ from agent_server.app import create_app
 from agent_server.config import AgentConfig
 from agent_server.contract import AUTH_OVERRIDE_HEADER, ErrorBody, TaskResponse
 from agent_server.errors import TurnError
+from agent_server.forwarder import CAPABILITY_PREFIX, Forwarder
 from agent_server.proof import health_proof, new_nonce, proof_matches
 from agent_server.runtimes.base import Turn, TurnOutcome
 
@@ -32,17 +33,36 @@ OVERRIDE_OAT = "sk-ant-oat01-override-token-bbbb"
 OVERRIDE_KEY = "sk-ant-api03-override-key-cccc"
 
 
+CREDENTIAL_NAMES = ("CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
 @dataclass
 class RecordingRuntime:
-    """Records each turn and its env; answers with `outcome` or raises `error`."""
+    """Records each turn and its env; answers with `outcome` or raises `error`.
+
+    Like the CLI, it runs agent code in a child, so it gets forwarder capabilities.
+    `calls` records the env as the upstream would see its credential: each
+    capability resolved through the forwarder while the turn runs (what it would
+    send upstream). `given` records the env exactly as the runtime got it.
+    """
 
     name: str = "recording"
     calls: list[tuple[Turn, dict[str, str]]] = field(default_factory=list)
+    given: list[dict[str, str]] = field(default_factory=list)
     error: TurnError | None = None
     response: str = "done"
+    forwarder: Forwarder | None = None
 
     async def run(self, turn: Turn, env: Mapping[str, str]) -> TurnOutcome:
-        self.calls.append((turn, dict(env)))
+        self.given.append(dict(env))
+        resolved = dict(env)
+        for name in CREDENTIAL_NAMES:
+            if name in resolved:
+                assert self.forwarder is not None, "a credential variable without a forwarder"
+                grant = self.forwarder.find(resolved[name])
+                assert grant is not None, f"{name} holds no live capability"
+                resolved[name] = grant.secret
+        self.calls.append((turn, resolved))
         if self.error is not None:
             raise self.error
         return TurnOutcome(
@@ -66,6 +86,7 @@ def make_config(home: Path, **changes: object) -> AgentConfig:
         "timeout_max": None,
         "claude_bin": "claude",
         "boot_guard": True,
+        "work_area": home / "area",
     }
     values.update(changes)
     return AgentConfig(**values)  # type: ignore[arg-type]
@@ -83,6 +104,7 @@ def client(tmp_path: Path, runtime: RecordingRuntime) -> Iterator[TestClient]:
         runtime=runtime,
         baseline={"CLAUDE_CODE_OAUTH_TOKEN": BASE_OAT, "PATH": "/usr/bin"},
     )
+    runtime.forwarder = app.state.forwarder
     with TestClient(app) as test_client:
         yield test_client
 
@@ -136,6 +158,7 @@ def test_health_needs_no_secret(client: TestClient) -> None:
         "model": None,
         "busy": 0,
         "proof": None,
+        "isolation": "same-user",  # a config without an agent user
     }
 
 
@@ -175,15 +198,41 @@ def test_a_task_answers_with_the_contract_shape(
         "model": "claude-sonnet-5",
         "usage": {"input_tokens": 3, "output_tokens": 4},
         "cost_usd": 0.01,
+        "upstream_ratelimit": None,  # no upstream answer was relayed
     }
+    assert "upstream_ratelimit" not in response.json()  # optional: absent, not null
     assert AUTH_OVERRIDE_HEADER not in response.headers
     turn, env = runtime.calls[0]
-    assert turn.cwd == tmp_path
+    assert turn.cwd == tmp_path / "area" / "work"
     assert env["HOME"] == str(turn.home)
-    assert turn.home.parent == tmp_path / ".trinity" / "spawns"
+    assert turn.home.parent == tmp_path / "area" / "homes"
     assert not turn.home.exists()  # a task's HOME is discarded after the turn
     assert env["CLAUDE_CODE_OAUTH_TOKEN"] == BASE_OAT
     assert "TRINITY_AGENT_SECRET" not in env
+
+
+def test_the_runtime_gets_a_capability_and_the_forwarder_never_the_secret(
+    client: TestClient, runtime: RecordingRuntime
+) -> None:
+    client.post("/api/task", json=task(auth_override={"api_key": OVERRIDE_KEY}), headers=AUTH)
+    given = runtime.given[0]
+    forwarder = runtime.forwarder
+    assert forwarder is not None
+    assert given["ANTHROPIC_API_KEY"].startswith(CAPABILITY_PREFIX)
+    assert given["ANTHROPIC_BASE_URL"] == forwarder.base_url
+    assert not {"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"} & set(given)
+    assert all(OVERRIDE_KEY not in v and BASE_OAT not in v for v in given.values())
+    assert forwarder.find(given["ANTHROPIC_API_KEY"]) is None  # the turn is over
+    assert forwarder.live_grants == 0
+
+
+def test_a_dotenv_base_url_cannot_point_the_cli_past_the_forwarder(
+    client: TestClient, runtime: RecordingRuntime, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_text("ANTHROPIC_BASE_URL=http://elsewhere.invalid\n")
+    client.post("/api/task", json=task(), headers=AUTH)
+    assert runtime.forwarder is not None
+    assert runtime.given[0]["ANTHROPIC_BASE_URL"] == runtime.forwarder.base_url
 
 
 @pytest.mark.parametrize(

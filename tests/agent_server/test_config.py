@@ -42,6 +42,10 @@ def test_defaults(tmp_path: Path) -> None:
         ({"TRINITY_AGENT_TIMEOUT_MAX": "ten"}, "TRINITY_AGENT_TIMEOUT_MAX"),
         ({"TRINITY_AGENT_TIMEOUT_MAX": "0"}, "TRINITY_AGENT_TIMEOUT_MAX"),
         ({"TRINITY_AGENT_BOOT_GUARD": "maybe"}, "TRINITY_AGENT_BOOT_GUARD"),
+        ({"TRINITY_AGENT_WORK_AREA": "relative/area"}, "TRINITY_AGENT_WORK_AREA"),
+        ({"TRINITY_AGENT_CLI_CACHE": "relative/cache"}, "TRINITY_AGENT_CLI_CACHE"),
+        ({"ANTHROPIC_BASE_URL": "ftp://example.invalid"}, "upstream base URL"),
+        ({"TRINITY_ANTHROPIC_BASE_URL": "not a url"}, "upstream base URL"),
     ],
 )
 def test_a_bad_setting_fails_loudly_naming_the_variable(
@@ -81,3 +85,35 @@ def test_the_server_refuses_to_start_without_the_secret(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "TRINITY_AGENT_SECRET is not set" in done.stderr
     assert "listening" not in done.stdout
+
+
+def test_the_upstream_is_the_servers_own_setting_trinitys_first(tmp_path: Path) -> None:
+    assert load_config(env_for(tmp_path)).upstream == "https://api.anthropic.com"
+    assert (
+        load_config(env_for(tmp_path, ANTHROPIC_BASE_URL="http://127.0.0.1:9/")).upstream
+        == "http://127.0.0.1:9"
+    )
+    both = env_for(
+        tmp_path,
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+        TRINITY_ANTHROPIC_BASE_URL="http://127.0.0.1:8",
+    )
+    assert load_config(both).upstream == "http://127.0.0.1:8"
+
+
+def test_a_missing_agent_user_stops_a_root_boot_naming_the_fix(tmp_path: Path) -> None:
+    env = env_for(tmp_path, TRINITY_AGENT_USER="no-such-agent-user-x")
+    if os.geteuid() != 0:  # not root: no user to switch to, the weak mode
+        assert load_config(env).isolation == "same-user"
+        return
+    with pytest.raises(ConfigError, match="TRINITY_AGENT_USER.*make setup"):
+        load_config(env)
+
+
+def test_isolation_follows_whether_the_server_runs_as_root(tmp_path: Path) -> None:
+    config = load_config(env_for(tmp_path))
+    if os.geteuid() == 0:
+        assert config.isolation == "separate-user"
+        assert config.agent_user is not None and config.agent_user.uid != 0
+    else:
+        assert (config.isolation, config.agent_user) == ("same-user", None)

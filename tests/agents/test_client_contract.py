@@ -228,3 +228,34 @@ def test_the_client_drops_an_idle_connection_before_the_agent_server_does() -> N
 
     assert POOL_LIMITS.keepalive_expiry == KEEPALIVE_SECONDS
     assert KEEPALIVE_SECONDS * 2 <= SERVER_KEEPALIVE_SECONDS
+
+
+def test_a_served_turn_carries_the_forwarded_ratelimit_headers() -> None:
+    body = contract.EXAMPLE_TASK_RESPONSE_WITH_RATELIMIT
+    outcome = parse_turn_response(httpx.Response(200, json=body))
+    assert outcome.ok
+    assert outcome.upstream_ratelimit == body["upstream_ratelimit"]
+    assert (
+        parse_turn_response(
+            httpx.Response(200, json=contract.EXAMPLE_TASK_RESPONSE)
+        ).upstream_ratelimit
+        == {}
+    )
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        "anthropic-ratelimit-unified-status: allowed",
+        {"x-other-header": "1"},
+        {"anthropic-ratelimit-unified-5h-utilization": 0.5},
+        {f"anthropic-ratelimit-unified-{i}-status": "allowed" for i in range(65)},
+    ],
+)
+def test_a_malformed_ratelimit_field_is_dropped_and_the_served_turn_stays_served(
+    malformed: object,
+) -> None:
+    body = {**contract.EXAMPLE_TASK_RESPONSE, "upstream_ratelimit": malformed}
+    outcome = parse_turn_response(httpx.Response(200, json=body))
+    assert outcome.ok
+    assert outcome.upstream_ratelimit == {}

@@ -1,8 +1,9 @@
 """Deleting an agent, or the subscription it ran on, removes what it left on disk:
-the plan token file first, then (for an agent) its home folder and log.
+the plan token file first, then (for an agent) its home folder, log and work area.
 
-Real local agent-server processes on the real database; the token file is the one
-the agent server itself writes when a subscription's token is hot-reloaded into it.
+Real local agent-server processes on the real database. Today's agent servers keep a
+hot-reloaded token in memory only; the token file here is the one a server before the
+forwarder wrote, which an upgraded platform must still remove first.
 The docker side of a delete (containers and volumes) is pinned in
 tests/agents/test_docker_runtime.py against a mocked SDK.
 """
@@ -57,7 +58,9 @@ def _agent_with_a_token_file(control: SimulatorControl, name: str) -> tuple[Agen
     subscription_services.assignment_set(agent=agent, subscription_id=first_id)
     agent = lifecycle.agent_start(agent=agent)
     subscription_services.assignment_set(agent=agent, subscription_id=second_id)
-    assert _token_file(name).read_text() == token  # the precondition the tests are about
+    assert not _token_file(name).exists()  # the hot-reload wrote nothing
+    _token_file(name).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _token_file(name).write_text(token)  # what an older server left behind
     agent.refresh_from_db()
     return agent, token, second_id
 
@@ -71,6 +74,7 @@ def test_deleting_an_agent_removes_its_token_file_home_and_log(control: Simulato
 
     assert not _token_file("bot").exists()
     assert not _home("bot").exists()
+    assert not (local.work_root() / "bot").exists()
     assert not Agent.objects.filter(name="bot").exists()
     assert not local.LocalProcessRuntime().is_alive(name="bot", handle=pid)
 

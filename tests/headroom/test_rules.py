@@ -314,6 +314,42 @@ def test_resolve_rate_limited_now(
     assert bool(asked) is asks_events, case
 
 
+@pytest.mark.parametrize(
+    ("case", "refusal_window", "family", "expected", "asks_events"),
+    [
+        (
+            "a fresh reading without the Sonnet week cannot clear a Sonnet-week refusal",
+            "seven_day_sonnet",
+            "seven_day_sonnet",
+            True,
+            True,
+        ),
+        ("a core-window refusal is cleared by a fresh reading", "five_hour", None, False, False),
+        ("a refusal of unknown window is cleared by a fresh reading", None, None, False, False),
+    ],
+)
+def test_a_fresh_reading_clears_only_the_windows_it_describes(
+    case: str, refusal_window: str | None, family: str | None, expected: bool, asks_events: bool
+) -> None:
+    asked: list[bool] = []
+
+    def events_say_limited() -> bool:
+        asked.append(True)
+        return True
+
+    result = resolve_rate_limited_now(
+        reading(age=MINUTE),  # five_hour and seven_day only, as an Opus answer's headers
+        now=T0,
+        max_age=MAX_AGE,
+        events_say_limited=events_say_limited,
+        last_refusal_at=T0 - 5 * MINUTE,
+        family=family,
+        refusal_window=refusal_window,
+    )
+    assert result is expected, case
+    assert bool(asked) is asks_events, case
+
+
 # Readmission: absence of evidence readmits nothing
 
 

@@ -315,6 +315,25 @@ describe("AgentsPage", () => {
     expect(researcher.find("[data-testid=last-switch]").text()).toBe("Never switched");
   });
 
+  it("warns about the agents whose CLI runs as the platform's own OS user, and only those", async () => {
+    const agents = [
+      { ...AGENTS[0], process_state: "running", process_detail: "", isolation: "same-user" },
+      { ...AGENTS[1], process_state: "running", process_detail: "", isolation: "separate-user" },
+    ];
+    await mountAgents(agents);
+    const notice = wrapper.find("[data-testid=weak-isolation]");
+    expect(notice.exists()).toBe(true);
+    expect(notice.text()).toContain("researcher runs its CLI as the platform's own OS user");
+    expect(notice.text()).not.toContain("idle");
+    expect(wrapper.find("tr[data-agent=researcher]").text()).toContain("Weak isolation");
+    expect(wrapper.find("tr[data-agent=idle]").text()).not.toContain("Weak isolation");
+  });
+
+  it("shows no isolation warning when every agent has a user of its own", async () => {
+    await mountAgents([{ ...AGENTS[0], process_state: "running", process_detail: "", isolation: "separate-user" }]);
+    expect(wrapper.find("[data-testid=weak-isolation]").exists()).toBe(false);
+  });
+
   it("shows each agent's last switch, why, and since when it bills the platform key", async () => {
     const at = new Date(Date.now() - 5 * 60_000).toISOString();
     const explanation =

@@ -133,15 +133,28 @@ def probe(*, token: Secret, client: httpx.Client, now: datetime, label: str = ""
         )
     if code != 200:
         return http_failure(code, now=now, source="probe", label=label)
-    if not windows:
+    reading = served_reading(response.headers, now=now, source="probe")
+    if reading is None:
         return drift("200 without unified rate-limit headers", now=now, source="probe", label=label)
+    return reading
+
+
+def served_reading(headers: httpx.Headers, *, now: datetime, source: str) -> Reading | None:
+    """The reading the unified headers of a 200 answer give, or None without them.
+
+    The probe's own answer and every answer the agent servers' forwarders relay for
+    a served turn are read here, so both write the same reading for the same headers.
+    """
+    windows = parse_unified_headers(headers)
+    if not windows:
+        return None
     return Reading(
         fetched_at=now,
         status=ReadingStatus.OK,
         windows=windows,
-        source="probe",
-        representative_claim=claim,
-        overage_status=overage,
+        source=source,
+        representative_claim=headers.get(UNIFIED + "representative-claim"),
+        overage_status=headers.get(UNIFIED + "overage-status"),
     )
 
 

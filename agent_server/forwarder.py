@@ -1,0 +1,377 @@
+"""The credential-injecting forwarder: the CLI spends a turn's credential, never reads it.
+
+It runs in the agent server process on a loopback listener of its own (127.0.0.1,
+port 0, bound by `Forwarder.start` from the app's lifespan). Per turn the server
+registers a `Grant`: an opaque capability (`trinity-cap-...`) mapped to the real
+credential the turn runs on. The CLI is started with `ANTHROPIC_BASE_URL` pointing
+here and the capability where the secret would be; the forwarder
+
+- finds the grant by the capability the request presents (`Authorization: Bearer`
+  or `x-api-key`), compared in constant time; no grant: 401, nothing goes upstream;
+- forwards only `POST /v1/messages` and `POST /v1/messages/count_tokens` (query kept)
+  to the upstream the server was configured with; anything else: 403, logged;
+- replaces the capability with the real credential in the grant's header shape
+  (Bearer for an OAuth token, `x-api-key` for a key) and drops the other header;
+- streams the answer back as it arrives (one pooled `httpx.AsyncClient`), and keeps
+  the `anthropic-ratelimit-unified-*` headers of every answer on the grant, so the
+  turn's answer can carry a fresh headroom reading to the platform.
+
+A grant lives exactly as long as its turn (`Forwarder.grant` is a context manager):
+a capability copied out of a finished turn is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import httpx
+import uvicorn
+
+from agent_server.redaction import Redactor
+
+logger = logging.getLogger("agent_server.forwarder")
+
+CAPABILITY_PREFIX: Final = "trinity-cap-"
+ALLOWED_PATHS: Final = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+RATELIMIT_PREFIX: Final = "anthropic-ratelimit-unified-"
+# The Messages API's own request limit: a larger body is refused here, so agent code
+# cannot make the server hold an unbounded request in memory.
+MAX_REQUEST_BYTES: Final = 32 * 1024 * 1024
+# How the grant's credential goes upstream, and so which CLI variable carries the
+# capability (the CLI sends `x-api-key` for ANTHROPIC_API_KEY, a Bearer otherwise).
+HeaderShape = Literal["bearer", "x-api-key"]
+
+# Never copied between the two hops: they describe one connection, or carry the
+# credential, or are recomputed by httpx.
+_REQUEST_DROPPED: Final = frozenset(
+    {
+        "host",
+        "authorization",
+        "x-api-key",
+        "connection",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_RESPONSE_DROPPED: Final = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "trailer", "upgrade", "date", "server"}
+)
+# The CLI streams: the whole answer may take minutes; only a silent connection fails.
+_UPSTREAM_TIMEOUT: Final = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0)
+_POOL: Final = httpx.Limits(max_connections=64, max_keepalive_connections=16)
+
+
+@dataclass
+class Grant:
+    """One turn's right to spend one credential through the forwarder.
+
+    `ratelimit` holds the unified rate-limit headers of the latest upstream answer
+    relayed on this grant (lower-case names), empty until one arrives.
+    """
+
+    capability: str = field(repr=False)
+    shape: HeaderShape
+    secret: str = field(repr=False)
+    ratelimit: dict[str, str] = field(default_factory=dict)
+    requests: int = 0
+
+
+def _digest(capability: str) -> bytes:
+    return hashlib.sha256(capability.encode("utf-8", "surrogateescape")).digest()
+
+
+class Forwarder:
+    """The forwarder of one agent server. `start`/`aclose` run on the server's loop."""
+
+    def __init__(self, *, upstream: str, redactor: Redactor) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.redactor = redactor
+        # Keyed by the capability's SHA-256: the lookup's timing depends on a digest
+        # the caller cannot steer, and the final comparison is constant-time.
+        self._grants: dict[bytes, Grant] = {}
+        self._client: httpx.AsyncClient | None = None
+        self._server: _EmbeddedServer | None = None
+        self._serving: Any = None
+        self.base_url = ""
+
+    # --- grants -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def grant(self, *, shape: HeaderShape, secret: str) -> Iterator[Grant]:
+        """Register a fresh capability for `secret` for the duration of the block."""
+        capability = CAPABILITY_PREFIX + secrets.token_urlsafe(32)
+        grant = Grant(capability=capability, shape=shape, secret=secret)
+        key = _digest(capability)
+        self._grants[key] = grant
+        try:
+            yield grant
+        finally:
+            self._grants.pop(key, None)
+
+    def find(self, presented: str) -> Grant | None:
+        """The live grant `presented` names, or None."""
+        if not presented.startswith(CAPABILITY_PREFIX):
+            return None
+        grant = self._grants.get(_digest(presented))
+        if grant is None or not hmac.compare_digest(grant.capability, presented):
+            return None
+        return grant
+
+    @property
+    def live_grants(self) -> int:
+        return len(self._grants)
+
+    # --- the listener -----------------------------------------------------------
+
+    async def start(self) -> str:
+        """Bind 127.0.0.1:0, start serving; return the base URL the CLI is given."""
+        self._client = httpx.AsyncClient(timeout=_UPSTREAM_TIMEOUT, limits=_POOL, trust_env=False)
+        # IPPROTO_TCP named, and TCP_NODELAY on the listener (accepted sockets inherit
+        # it): asyncio sets NODELAY only on sockets whose proto says TCP, and without
+        # it the first SSE chunk after the headers waited ~40 ms for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self,
+            lifespan="off",
+            # No log settings of its own: uvicorn applies them to its global loggers,
+            # and `access_log=False` would silence the agent server's access lines too.
+            log_config=None,
+            timeout_keep_alive=75,
+            timeout_graceful_shutdown=1,
+        )
+        self._server = _EmbeddedServer(config)
+        self._serving = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._serving.done():
+                self._serving.result()  # raises what stopped it
+                raise RuntimeError("the forwarder stopped before it listened")
+            await asyncio.sleep(0.005)  # startup is a few event-loop turns
+        self.base_url = f"http://127.0.0.1:{port}"
+        logger.info("forwarder listening on %s, upstream %s", self.base_url, self.upstream)
+        return self.base_url
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(Exception):
+                await self._serving
+        if self._client is not None:
+            await self._client.aclose()
+        self._grants.clear()
+
+    # --- ASGI ---------------------------------------------------------------------
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        method: str = scope["method"]
+        path: str = scope["path"]
+        if method != "POST" or path not in ALLOWED_PATHS:
+            logger.warning(
+                "forwarder: refused %s %s (not a provider path the runtime needs)",
+                method,
+                self.redactor.redact(path[:200]),
+            )
+            await _answer(send, 403, "permission_error", "path not allowed by the forwarder")
+            return
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        grant = self.find(_presented(headers))
+        if grant is None:
+            logger.warning("forwarder: refused %s %s (no live capability)", method, path)
+            await _answer(send, 401, "authentication_error", "invalid or expired capability")
+            return
+        declared = _content_length(headers)
+        if declared is not None and declared > MAX_REQUEST_BYTES:
+            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
+            await _answer(send, 413, "request_too_large", "request body too large")
+            return
+        upstream_headers = [
+            (name, value)
+            for name, value in headers
+            if name.decode().lower() not in _REQUEST_DROPPED
+        ]
+        if grant.shape == "bearer":
+            upstream_headers.append((b"authorization", f"Bearer {grant.secret}".encode()))
+        else:
+            upstream_headers.append((b"x-api-key", grant.secret.encode()))
+        url = self.upstream + path
+        query: bytes = scope.get("query_string", b"")
+        if query:
+            url += "?" + query.decode("latin-1")
+        assert self._client is not None
+        grant.requests += 1
+        try:
+            # The body streams on as it arrives (its content-length kept), so the
+            # upstream reads a large prompt while the rest is still coming in.
+            response = await self._client.send(
+                self._client.build_request(
+                    "POST", url, headers=upstream_headers, content=_body(receive)
+                ),
+                stream=True,
+            )
+        except _BodyTooLarge:
+            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
+            await _answer(send, 413, "request_too_large", "request body too large")
+            return
+        except _ClientGone:
+            return
+        except httpx.HTTPError as exc:
+            logger.warning("forwarder: upstream unreachable: %s", type(exc).__name__)
+            await _answer(send, 502, "api_error", "the forwarder could not reach the upstream")
+            return
+        try:
+            limits = {
+                name: value
+                for name, value in response.headers.items()
+                if name.startswith(RATELIMIT_PREFIX)
+            }
+            if limits:
+                grant.ratelimit = limits
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": [
+                        (name, value)
+                        for name, value in response.headers.raw
+                        if name.decode().lower() not in _RESPONSE_DROPPED
+                    ],
+                }
+            )
+            await _relay(response, send)
+        except httpx.HTTPError as exc:
+            # Headers already went out: all that is left is to cut the stream, which
+            # the CLI reports as a broken connection.
+            logger.warning("forwarder: upstream stream broke: %s", type(exc).__name__)
+        finally:
+            await response.aclose()
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class _ClientGone(Exception):
+    pass
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _body(receive: Any) -> AsyncIterator[bytes]:
+    """The request body as the client sends it, at most MAX_REQUEST_BYTES."""
+    seen = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk: bytes = message.get("body", b"")
+        seen += len(chunk)
+        if seen > MAX_REQUEST_BYTES:
+            raise _BodyTooLarge
+        more = message.get("more_body", False)
+        if chunk:
+            yield chunk
+
+
+async def _relay(response: httpx.Response, send: Any) -> None:
+    """Send the answer's raw bytes on as they arrive (no decoding: content-encoding
+    passes through with its content-length), never holding a byte back to wait for
+    the network.
+
+    Chunks the upstream's last read already holds (one read often carries several
+    SSE events) go out in one write: each write on loopback is a syscall that
+    delivers to the reader at once, the forwarder's main cost per request. Before
+    waiting on the network, whatever is pending is sent.
+    """
+    chunks = response.aiter_raw()
+    pending = bytearray()
+    upcoming = asyncio.ensure_future(anext(chunks))
+    try:
+        while True:
+            if not upcoming.done():
+                if pending:
+                    await send(
+                        {"type": "http.response.body", "body": bytes(pending), "more_body": True}
+                    )
+                    pending.clear()
+                await asyncio.wait({upcoming})
+            try:
+                pending += upcoming.result()
+            except StopAsyncIteration:
+                break
+            upcoming = asyncio.ensure_future(anext(chunks))
+            await asyncio.sleep(0)  # one loop turn: lets it take what is already read
+    finally:
+        if not upcoming.done():
+            upcoming.cancel()
+    await send({"type": "http.response.body", "body": bytes(pending), "more_body": False})
+
+
+def _presented(headers: list[tuple[bytes, bytes]]) -> str:
+    """The capability a request presents: a Bearer token, else the x-api-key."""
+    api_key = ""
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer":
+                return token.strip()
+        elif lowered == b"x-api-key":
+            api_key = value.decode("latin-1").strip()
+    return api_key
+
+
+async def _answer(send: Any, status: int, kind: str, message: str) -> None:
+    """An error in the Messages API's shape, so the CLI reports it as it would upstream's."""
+    payload = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that shares the agent server's process and event loop.
+
+    It must not take the process's signals: the agent server's own uvicorn handles
+    SIGTERM/SIGINT and stops this one from its lifespan.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
