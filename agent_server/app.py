@@ -50,7 +50,9 @@ def build_runtime(config: AgentConfig, clock: Clock) -> Runtime:
     if config.runtime == "anthropic-api":
         assert config.model is not None  # load_config requires it for this runtime
         return AnthropicApiRuntime(default_model=config.model, clock=clock)
-    return ClaudeCodeRuntime(binary=config.claude_bin, clock=clock)
+    return ClaudeCodeRuntime(
+        binary=config.claude_bin, clock=clock, allowed_tools=config.allowed_tools
+    )
 
 
 def create_app(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ class AgentConfig:
     # lines carry the name).
     log_format: str = "plain"
     agent_name: str = ""
+    # CLI tools the turns may run without approval (TRINITY_AGENT_ALLOWED_TOOLS,
+    # comma-separated); empty: the CLI's default.
+    allowed_tools: tuple[str, ...] = ()
 
     @property
     def dotenv_path(self) -> Path:
@@ -53,6 +57,9 @@ class AgentConfig:
 
 
 LOG_FORMATS = ("plain", "json")
+# A tool name, never a permission rule such as `Bash(rm:*)`: the platform validates the
+# names it sends; this refuses anything else reaching the CLI's argv.
+_TOOL_NAME: Final = re.compile(r"[A-Z][A-Za-z]{1,39}")
 
 
 def resolve_claude_bin(environ: Mapping[str, str]) -> str:
@@ -110,6 +117,16 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
     log_format = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
     if log_format not in LOG_FORMATS:
         raise ConfigError(f"LOG_FORMAT={log_format!r} is not 'plain' or 'json'")
+    allowed_tools = tuple(
+        name.strip()
+        for name in env.get("TRINITY_AGENT_ALLOWED_TOOLS", "").split(",")
+        if name.strip()
+    )
+    for name in allowed_tools:
+        if not _TOOL_NAME.fullmatch(name):
+            raise ConfigError(
+                f"TRINITY_AGENT_ALLOWED_TOOLS: {name!r} is not a CLI tool name (letters only)"
+            )
     return AgentConfig(
         secret=secret,
         runtime=cast(RuntimeName, runtime),
@@ -120,4 +137,5 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         boot_guard=raw_guard in _TRUE,
         log_format=log_format,
         agent_name=env.get("TRINITY_AGENT_NAME", "").strip(),
+        allowed_tools=allowed_tools,
     )

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import lifecycle, services
-from agents.models import Agent, ProcessState, RoutingPolicy, Runtime, WaitPolicy
+from agents.models import CLI_TOOLS, Agent, ProcessState, RoutingPolicy, Runtime, WaitPolicy
 from agents.selectors import agent_get_visible, agents_visible_to
 from trinity.schema import CONFLICT
 
@@ -47,6 +47,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "max_wait_seconds",
             "key_budget_daily_usd",
             "key_budget_monthly_usd",
+            "allowed_tools",
             "endpoint",
             "process_state",
             "process_detail",
@@ -94,6 +95,20 @@ class AgentUpdateInput(serializers.Serializer[Any]):
         **USD_INPUT,
         help_text="what the platform key may bill for this agent per month; null: no cap",
     )
+
+    allowed_tools = serializers.ListField(
+        child=serializers.ChoiceField(choices=CLI_TOOLS),
+        max_length=len(CLI_TOOLS),
+        required=False,
+        help_text="Claude Code CLI tools the agent's turns may run without approval "
+        "(passed as --allowedTools; the agent restarts); empty: the CLI's default, which "
+        "denies every tool that needs approval",
+    )
+
+    def validate_allowed_tools(self, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("each tool at most once")
+        return value
 
 
 class AgentListApi(APIView):

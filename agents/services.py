@@ -26,6 +26,7 @@ UPDATABLE_FIELDS = (
     "max_wait_seconds",
     "key_budget_daily_usd",
     "key_budget_monthly_usd",
+    "allowed_tools",
 )
 # What the agent boots with depends on these: a change re-applies its credentials
 # (``subscription-only`` never boots on the platform key).
@@ -47,6 +48,7 @@ def agent_create(
     max_wait_seconds: int = DEFAULT_MAX_WAIT_SECONDS,
     key_budget_daily_usd: Decimal | None = None,
     key_budget_monthly_usd: Decimal | None = None,
+    allowed_tools: list[str] | None = None,
 ) -> Agent:
     """Create an agent owned by ``owner`` with a fresh agent-server secret.
 
@@ -63,6 +65,7 @@ def agent_create(
         shared_secret=Secret(secrets.token_urlsafe(32)),
         wait_policy=wait_policy,
         max_wait_seconds=max_wait_seconds,
+        allowed_tools=list(allowed_tools or []),
     )
     # A budget left out stays the column's NULL: no cap.
     if key_budget_daily_usd is not None:
@@ -88,7 +91,7 @@ def agent_create(
 def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
     """Apply ``changes`` (only ``UPDATABLE_FIELDS``; others are ignored) and save them.
 
-    A runtime or model change restarts the agent once committed; a credential change
+    A runtime, model or allowed-tools change restarts the agent once committed; a credential change
     (its platform-key switch or its routing policy) re-applies what it boots with.
     """
     fields = [f for f in UPDATABLE_FIELDS if f in changes]
@@ -96,10 +99,10 @@ def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
         setattr(agent, field, changes[field])
     if fields:
         agent.save(update_fields=[*fields, "updated_at"])
-    if ({"runtime", "model"} | CREDENTIAL_FIELDS) & set(fields):
+    if ({"runtime", "model", "allowed_tools"} | CREDENTIAL_FIELDS) & set(fields):
         agent_id = agent.pk
-        if "runtime" in fields or "model" in fields:
-            # The runtime and default model are fixed at boot.
+        if {"runtime", "model", "allowed_tools"} & set(fields):
+            # The runtime, default model and allowed tools are fixed at boot.
             transaction.on_commit(lambda: agent_tasks.restart.delay(agent_id))
         else:
             transaction.on_commit(lambda: agent_tasks.apply_credentials.delay(agent_id))

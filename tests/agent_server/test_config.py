@@ -81,3 +81,17 @@ def test_the_server_refuses_to_start_without_the_secret(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "TRINITY_AGENT_SECRET is not set" in done.stderr
     assert "listening" not in done.stdout
+
+
+def test_allowed_tools_are_read_as_a_comma_separated_list(tmp_path: Path) -> None:
+    config = load_config(env_for(tmp_path, TRINITY_AGENT_ALLOWED_TOOLS=" Read, Bash ,"))
+    assert config.allowed_tools == ("Read", "Bash")
+    assert load_config(env_for(tmp_path)).allowed_tools == ()
+
+
+@pytest.mark.parametrize("value", ["Bash(rm:*)", "Read Bash", "--dangerously-skip-permissions"])
+def test_an_allowed_tool_that_is_not_a_tool_name_is_refused_at_boot(
+    tmp_path: Path, value: str
+) -> None:
+    with pytest.raises(ConfigError, match="TRINITY_AGENT_ALLOWED_TOOLS"):
+        load_config(env_for(tmp_path, TRINITY_AGENT_ALLOWED_TOOLS=value))
