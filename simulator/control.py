@@ -74,6 +74,7 @@ class RedTeamView(TypedDict):
     tool_calls: int
     results: list[ToolResultView]
     answers: int
+    cwd: str | None  # the working directory the CLI named in its prompt
 
 
 class UpstreamErrorView(TypedDict):

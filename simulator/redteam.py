@@ -22,11 +22,15 @@ canaries; it lives only in this process's memory.
 from __future__ import annotations
 
 import base64
+import json
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 TOOL_ID_PREFIX = "toolu_redteam_"
+# Claude Code's environment section (2.1.332): " - Primary working directory: /path".
+_WORKING_DIRECTORY = re.compile(r"Primary working directory: ([^\s\\\"]+)")
 # The final answer quotes each encoding of the results up to this many characters.
 ANSWER_QUOTE_CHARS = 100_000
 
@@ -49,6 +53,8 @@ class ToolScript:
     calls: dict[str, ToolCall] = field(default_factory=dict)
     results: list[dict[str, Any]] = field(default_factory=list)
     answers: int = 0
+    # The working directory the CLI names in its prompt: where the agent really runs.
+    cwd: str | None = None
 
     def matches(self, body: dict[str, Any]) -> bool:
         """Whether a request belongs to this script: a user message carries the trigger."""
@@ -60,6 +66,9 @@ class ToolScript:
 
     def answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """The assistant content blocks and stop reason for ``body``; records results."""
+        if self.cwd is None:
+            found = _WORKING_DIRECTORY.search(json.dumps(body))
+            self.cwd = found.group(1) if found else None
         results = _tool_results(body)
         mine = [r for r in results if str(r.get("tool_use_id", "")).startswith(TOOL_ID_PREFIX)]
         if not mine:
@@ -105,6 +114,7 @@ class ToolScript:
             "tool_calls": len(self.calls),
             "results": self.results,
             "answers": self.answers,
+            "cwd": self.cwd,
         }
 
 

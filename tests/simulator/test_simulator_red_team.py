@@ -228,6 +228,7 @@ def test_the_real_cli_runs_the_scripted_reads_and_answers_with_their_content(
     assert by_path[str(outside)]["is_error"] is True
     assert "OUTSIDE-CONTENT-42" not in by_path[str(outside)]["content"]
     assert "INSIDE-CONTENT-31" in result["result"]
+    assert control.red_team()["cwd"] == str(workdir)
 
 
 @pytest.mark.e2e
