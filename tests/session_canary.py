@@ -12,7 +12,13 @@ this run. Whatever a token reaches, the marker reaches too, so through the whole
   database, where a token must only ever be ciphertext;
 - at the end, every log file the other processes wrote under the run's temporary
   directory (agent servers log under their homes, the simulator to its log path,
-  web, worker and beat wherever their test put them).
+  web, worker and beat wherever their test put them);
+- at the end, every file (whatever its name) in the agents' homes and working
+  directories of every ``VAR_DIR`` a test ran with: ``<VAR_DIR>/agents/<name>/`` (the
+  agent server's log, where its forwarder logs too, its ``.env`` and state) and the
+  local runtime's work root when it has one (the CLI's working directories and
+  HOMEs, outside ``var/``). A token file left where an agent's tools can read it is
+  a hit like a token in a log.
 
 Any hit fails the run loudly, naming what leaked (the token's last 4) and where.
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -42,7 +49,10 @@ class Hit:
     excerpt: str
 
 
+_TOKEN_TAIL = re.compile(re.escape(MARKER) + r"[A-Za-z0-9_-]*")
 HITS: list[Hit] = []
+# The agents' homes and work roots of every VAR_DIR a test ran with; scanned at the end.
+AGENT_DIRS: set[Path] = set()
 _HANDLER: list[logging.Handler] = []
 UNSCANNED: list[str] = []
 _current_test = ["(outside any test)"]
@@ -58,7 +68,8 @@ def scan(text: str | bytes | None, where: str) -> None:
     if index < 0:
         return
     start = max(0, index - 60)
-    excerpt = text[start : index + 80].replace(MARKER, "<CANARY>")
+    # The whole token goes, not just the marker: the report must not leak either.
+    excerpt = _TOKEN_TAIL.sub("<CANARY>", text[start : index + 80])
     HITS.append(Hit(where=f"{_current_test[0]}: {where}", excerpt=excerpt))
 
 
@@ -167,6 +178,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         root.addHandler(_HANDLER[0])
     yield
     # The test body has run; its fixtures (and the test transaction) are still there.
+    _remember_agent_dirs()
     uses_db, transactional = _uses_db(item)
     if uses_db:
         try:
@@ -179,11 +191,28 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             UNSCANNED.append(f"{item.nodeid}: {type(exc).__name__}")
 
 
-def _scan_files(root: Path) -> None:
+def _remember_agent_dirs() -> None:
+    """Note where this test's agents live (its settings, overrides included, are still
+    in force): their homes under VAR_DIR, and the local runtime's work root, the CLI's
+    working directories and HOMEs, where the runtime has one."""
+    try:
+        from django.conf import settings
+
+        from agents.runtimes import local
+
+        AGENT_DIRS.add(Path(settings.VAR_DIR) / "agents")
+        work_root = getattr(local, "work_root", None)
+        if callable(work_root):
+            AGENT_DIRS.add(Path(work_root()))
+    except Exception:  # noqa: S110 - a test without Django settings has no agents
+        pass
+
+
+def _scan_files(root: Path, *, every_file: bool = False) -> None:
     for path in root.rglob("*"):
-        if path.suffix in LOG_SUFFIXES and path.is_file():
+        if (every_file or path.suffix in LOG_SUFFIXES) and path.is_file():
             try:
-                if path.stat().st_size <= MAX_FILE_BYTES:
+                if not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:
                     scan(path.read_bytes(), f"file {path}")
             except OSError:
                 continue
@@ -197,6 +226,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             _scan_files(factory.getbasetemp())
         except (OSError, ValueError):
             pass
+    for directory in sorted(AGENT_DIRS):
+        try:
+            if directory.is_dir():
+                _scan_files(directory, every_file=True)
+        except OSError:
+            continue
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if UNSCANNED and reporter is not None:
         reporter.write_line(
