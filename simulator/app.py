@@ -312,6 +312,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             if script is None or not script.matches(body):
                 return reply
             return Reply(body, model, scripted=script.answer(body))
+
         headers = {}
         if cred.kind == "oauth":
             decision = sim.check_quota(cred, model)
