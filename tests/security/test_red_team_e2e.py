@@ -234,8 +234,15 @@ class RedTeam:
             format="json",
         )
         body = response.json()
-        # Status and code only: the body carries the hostile model's answer.
-        assert response.status_code == 200, (response.status_code, body.get("error_code"))
+        if response.status_code != 200:
+            # Status and code only: the body carries the hostile model's answer.
+            hint = ""
+            if strong_mode() and agent_user_uid() is None:
+                hint = f"; the agent user {AGENT_USER!r} does not exist (make setup creates it)"
+            pytest.fail(
+                f"the turn failed: {response.status_code} {body.get('error_code')}{hint}",
+                pytrace=False,
+            )
         return dict(body)
 
     def recon(self) -> None:
