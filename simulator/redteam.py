@@ -60,7 +60,7 @@ class ToolScript:
         """Whether a request belongs to this script: a user message carries the trigger."""
         for message in body.get("messages") or []:
             if isinstance(message, dict) and message.get("role") == "user":
-                if self.trigger in _user_text(message.get("content")):
+                if self.trigger in _text(message.get("content")):
                     return True
         return False
 
@@ -89,7 +89,7 @@ class ToolScript:
                     "tool": call.name if call else None,
                     "input": call.input if call else None,
                     "is_error": bool(result.get("is_error")),
-                    "content": _result_text(result.get("content")),
+                    "content": _text(result.get("content")),
                 }
             )
         self.answers += 1
@@ -122,7 +122,9 @@ def _tool_id() -> str:
     return TOOL_ID_PREFIX + secrets.token_hex(8)
 
 
-def _user_text(content: Any) -> str:
+def _text(content: Any) -> str:
+    """A message's or a tool result's content as text: a string, or its text blocks
+    joined (a user message's tool results and images are no text)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -143,16 +145,3 @@ def _tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(content, list):
         return []
     return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-
-
-def _result_text(content: Any) -> str:
-    """A tool result's content as text: a string, or its text blocks joined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(b.get("text", ""))
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
