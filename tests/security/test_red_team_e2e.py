@@ -68,7 +68,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 AGENT_USER = os.environ.get("TRINITY_AGENT_USER", "trinity-agent")
 # The platform's var/ as settings found it at import (tests move VAR_DIR to tmp_path).
 PLATFORM_VAR = Path(settings.VAR_DIR)
-MAX_FILES = 300
+MAX_FILES = 500
 MAX_FILE_BYTES = 1_000_000
 TURN_TIMEOUT = 240
 
@@ -168,7 +168,8 @@ def walk(roots: list[Path]) -> tuple[list[str], list[str]]:
             continue
         dirs.append(str(root))
         for path in sorted(root.rglob("*")):
-            if path.is_symlink():
+            if path.is_symlink() or Path(settings.STATIC_ROOT) in path.parents:
+                # The collected static files are the panel's public assets.
                 continue
             if path.is_dir():
                 dirs.append(str(path))
