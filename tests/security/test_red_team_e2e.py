@@ -211,6 +211,7 @@ class RedTeam:
     agent_name: str = "bot"
     trigger: str = field(default_factory=lambda: "red-team-" + secrets.token_hex(8))
     cwd: Path | None = None
+    probe: Path | None = None
 
     def agent(self) -> Agent:
         return Agent.objects.select_related("subscription").get(name=self.agent_name)
@@ -254,6 +255,11 @@ class RedTeam:
         reported = self.control.red_team()["cwd"]
         assert reported, "the CLI named no working directory in its prompt"
         self.cwd = Path(reported)
+        # The positive control: a file the agent may read, so a run in which every
+        # tool call failed (and so leaked nothing) cannot pass.
+        self.probe = self.cwd / "red-team-probe.txt"
+        self.probe.write_text(f"probe {self.trigger}\n")
+        self.probe.chmod(0o644)
 
     def turn(self, label: str, *, served_by: str) -> dict[str, Any]:
         """One hostile turn; its tool results and answer join the evidence."""
@@ -277,6 +283,20 @@ class RedTeam:
         assert {r["credential"] for r in served} == {served_by}, (label, served_by)
         assert script["answers"] >= 1 and script["tool_calls"] == len(reads) + len(commands)
         assert len(script["results"]) == script["tool_calls"], label
+        probe_calls = (
+            {"file_path": str(self.probe)},
+            {"command": f"cat {shlex.quote(str(self.probe))} 2>&1"},
+        )
+        probed = [
+            r
+            for r in script["results"]
+            if any(call.items() <= (r["input"] or {}).items() for call in probe_calls)
+        ]
+        assert len(probed) == (2 if self.bash else 1), f"{label}: the probe was not asked for"
+        assert all(self.trigger in r["content"] for r in probed), (
+            f"{label}: the agent's tools could not read the probe in its own working "
+            "directory, so this turn proves nothing"
+        )
         for result in script["results"]:
             where = f"{label}: {result['tool']} {describe(result['input'])}"
             self.evidence.add(f"the tool result of {where}", result["content"])
