@@ -57,7 +57,12 @@ def build_runtime(config: AgentConfig, clock: Clock) -> Runtime:
     if config.agent_user is not None:
         # The checkout may sit under a directory the agent user cannot enter.
         binary = cli_stage(binary, config.cli_cache or default_cli_cache())
-    return ClaudeCodeRuntime(binary=binary, clock=clock, run_as=config.agent_user)
+    return ClaudeCodeRuntime(
+        binary=binary,
+        clock=clock,
+        run_as=config.agent_user,
+        allowed_tools=config.allowed_tools,
+    )
 
 
 def create_app(

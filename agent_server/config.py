@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ class AgentConfig:
     agent_user: AgentUser | None = None
     # Where the CLI binary is staged for the agent user (separate-user mode only).
     cli_cache: Path | None = None
+    # CLI tools the turns may run without approval (TRINITY_AGENT_ALLOWED_TOOLS,
+    # comma-separated); empty: the CLI's default.
+    allowed_tools: tuple[str, ...] = ()
 
     @property
     def dotenv_path(self) -> Path:
@@ -73,6 +77,9 @@ class AgentConfig:
 
 
 LOG_FORMATS = ("plain", "json")
+# A tool name, never a permission rule such as `Bash(rm:*)`: the platform validates the
+# names it sends; this refuses anything else reaching the CLI's argv.
+_TOOL_NAME: Final = re.compile(r"[A-Z][A-Za-z]{1,39}")
 
 
 def resolve_claude_bin(environ: Mapping[str, str]) -> str:
@@ -154,6 +161,16 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
     raw_cache = env.get("TRINITY_AGENT_CLI_CACHE", "").strip()
     if raw_cache and not Path(raw_cache).is_absolute():
         raise ConfigError(f"TRINITY_AGENT_CLI_CACHE={raw_cache!r} is not an absolute path")
+    allowed_tools = tuple(
+        name.strip()
+        for name in env.get("TRINITY_AGENT_ALLOWED_TOOLS", "").split(",")
+        if name.strip()
+    )
+    for name in allowed_tools:
+        if not _TOOL_NAME.fullmatch(name):
+            raise ConfigError(
+                f"TRINITY_AGENT_ALLOWED_TOOLS: {name!r} is not a CLI tool name (letters only)"
+            )
     return AgentConfig(
         secret=secret,
         runtime=cast(RuntimeName, runtime),
@@ -168,4 +185,5 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         work_area=work_area,
         agent_user=agent_user,
         cli_cache=Path(raw_cache) if raw_cache else None,
+        allowed_tools=allowed_tools,
     )

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import lifecycle, services
-from agents.models import Agent, ProcessState, RoutingPolicy, Runtime, WaitPolicy
+from agents.models import CLI_TOOLS, Agent, ProcessState, RoutingPolicy, Runtime, WaitPolicy
 from agents.selectors import agent_get_visible, agents_visible_to
 from subscriptions import policy
 from trinity.models import SystemSettings
@@ -80,6 +80,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "effective_key_budget_daily_usd",
             "effective_key_budget_monthly_usd",
             "platform_key",
+            "allowed_tools",
             "endpoint",
             "process_state",
             "process_detail",
@@ -172,6 +173,20 @@ class AgentUpdateInput(serializers.Serializer[Any]):
         **USD_INPUT,
         help_text="admins only: the monthly cap the owner's cannot raise or clear; null: none",
     )
+
+    allowed_tools = serializers.ListField(
+        child=serializers.ChoiceField(choices=CLI_TOOLS),
+        max_length=len(CLI_TOOLS),
+        required=False,
+        help_text="Claude Code CLI tools the agent's turns may run without approval "
+        "(passed as --allowedTools; the agent restarts); empty: the CLI's default, which "
+        "denies every tool that needs approval",
+    )
+
+    def validate_allowed_tools(self, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("each tool at most once")
+        return value
 
     def validate_use_platform_api_key(self, value: bool | None) -> bool | None:
         # Only False narrows; True could not widen the system's switch, so it is stored

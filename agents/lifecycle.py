@@ -105,6 +105,9 @@ def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
             "ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL,
             "LOG_FORMAT": settings.LOG_FORMAT,
             "TRINITY_AGENT_NAME": agent.name,
+            # The CLI's --allowedTools; TRINITY_* names are the one layer an agent's
+            # own .env cannot override.
+            "TRINITY_AGENT_ALLOWED_TOOLS": ",".join(agent.allowed_tools),
         },
         credentials=rung.env() if rung is not None else {},
     )

@@ -34,6 +34,25 @@ class AuthMode(models.TextChoices):
     NONE = "none", "No credential"
 
 
+# The Claude Code CLI's tools an agent may be allowed to run without approval
+# (`--allowedTools`); anything else is refused by the agents API.
+CLI_TOOLS = (
+    "Bash",
+    "Edit",
+    "Glob",
+    "Grep",
+    "LS",
+    "MultiEdit",
+    "NotebookEdit",
+    "Read",
+    "Task",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+    "Write",
+)
+
+
 class ProcessState(models.TextChoices):
     STOPPED = "stopped", "Stopped"
     RUNNING = "running", "Running"
@@ -86,6 +105,9 @@ class Agent(models.Model):
     admin_key_budget_monthly_usd = models.DecimalField(
         max_digits=12, decimal_places=2, null=True, blank=True
     )
+    # CLI tools this agent's turns may run without approval (names from CLI_TOOLS);
+    # empty: the CLI's default, which in print mode denies every tool needing approval.
+    allowed_tools = models.JSONField(default=list, blank=True)
     endpoint = models.CharField(max_length=200, blank=True, editable=False)
     # The running agent server: a pid (local) or container id (docker), the credential
     # mode it booted with, and whether it is up. Recorded so a restarted web process

@@ -29,6 +29,7 @@ UPDATABLE_FIELDS = (
     # Only an admin writes these (the API refuses others: ``policy.agent_fields_refused``).
     "admin_key_budget_daily_usd",
     "admin_key_budget_monthly_usd",
+    "allowed_tools",
 )
 # What the agent boots with depends on these: a change re-applies its credentials
 # (``subscription-only`` never boots on the platform key).
@@ -52,6 +53,7 @@ def agent_create(
     key_budget_monthly_usd: Decimal | None = None,
     admin_key_budget_daily_usd: Decimal | None = None,
     admin_key_budget_monthly_usd: Decimal | None = None,
+    allowed_tools: list[str] | None = None,
 ) -> Agent:
     """Create an agent owned by ``owner`` with a fresh agent-server secret.
 
@@ -70,6 +72,7 @@ def agent_create(
         max_wait_seconds=max_wait_seconds,
         admin_key_budget_daily_usd=admin_key_budget_daily_usd,
         admin_key_budget_monthly_usd=admin_key_budget_monthly_usd,
+        allowed_tools=list(allowed_tools or []),
     )
     # A budget left out stays the column's NULL: no cap.
     if key_budget_daily_usd is not None:
@@ -95,7 +98,7 @@ def agent_create(
 def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
     """Apply ``changes`` (only ``UPDATABLE_FIELDS``; others are ignored) and save them.
 
-    A runtime or model change restarts the agent once committed; a credential change
+    A runtime, model or allowed-tools change restarts the agent once committed; a credential change
     (its platform-key switch or its routing policy) re-applies what it boots with.
     """
     fields = [f for f in UPDATABLE_FIELDS if f in changes]
@@ -103,10 +106,10 @@ def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
         setattr(agent, field, changes[field])
     if fields:
         agent.save(update_fields=[*fields, "updated_at"])
-    if ({"runtime", "model"} | CREDENTIAL_FIELDS) & set(fields):
+    if ({"runtime", "model", "allowed_tools"} | CREDENTIAL_FIELDS) & set(fields):
         agent_id = agent.pk
-        if "runtime" in fields or "model" in fields:
-            # The runtime and default model are fixed at boot.
+        if {"runtime", "model", "allowed_tools"} & set(fields):
+            # The runtime, default model and allowed tools are fixed at boot.
             transaction.on_commit(lambda: agent_tasks.restart.delay(agent_id))
         else:
             transaction.on_commit(lambda: agent_tasks.apply_credentials.delay(agent_id))

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from simulator.messages import Reply, new_request_id, sse_frame
 from simulator.ratelimit import unified_headers
+from simulator.redteam import ToolScript
 from simulator.state import (
     CODEX_WINDOWS,
     AuthKind,
@@ -152,6 +153,12 @@ class UpstreamErrorIn(BaseModel):
     # 0 lifts the outage.
     status: int = Field(ge=0)
     retryable: bool = True
+
+
+class RedTeamIn(BaseModel):
+    trigger: str = Field(min_length=8)
+    reads: list[str] = Field(default_factory=list, max_length=5000)
+    commands: list[str] = Field(default_factory=list, max_length=100)
 
 
 class ModelIn(BaseModel):
@@ -298,6 +305,14 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             return anthropic_error(404, "not_found_error", f"model: {model}", headers)
 
         reply = Reply(body, model)
+        script = sim.red_team if not count else None
+
+        def scripted(reply: Reply) -> Reply:
+            # Only once the request passed every check: a refused request ran no tools.
+            if script is None or not script.matches(body):
+                return reply
+            return Reply(body, model, scripted=script.answer(body))
+
         headers = {}
         if cred.kind == "oauth":
             decision = sim.check_quota(cred, model)
@@ -307,12 +322,14 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
                 headers["x-should-retry"] = "false"
                 return anthropic_error(429, "rate_limit_error", RATE_LIMITED, headers)
             if not count:
+                reply = scripted(reply)
                 sim.spend(cred, model, reply.total_tokens)
             # Counting is never refused, so it never reports "rejected" either.
             headers = plan_headers(cred, model, served=decision.allowed or count)
         elif not count:
             if cred.credit_usd <= 0:
                 return anthropic_error(400, "invalid_request_error", CREDIT_TOO_LOW)
+            reply = scripted(reply)
             sim.charge(cred, reply.total_tokens)
 
         if count:
@@ -592,6 +609,23 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         sim.upstream_error_status = body.status
         sim.upstream_error_retryable = body.retryable
         return upstream_error_view()
+
+    # The scripted tool-using model (simulator/redteam.py). Its view carries what the
+    # agent's tools returned, verbatim: the red-team test's evidence.
+
+    @control.post("/red-team")
+    async def arm_red_team(body: RedTeamIn) -> dict[str, Any]:
+        sim.red_team = ToolScript(trigger=body.trigger, reads=body.reads, commands=body.commands)
+        return sim.red_team.view()
+
+    @control.get("/red-team")
+    async def red_team() -> dict[str, Any]:
+        return sim.red_team.view() if sim.red_team is not None else {}
+
+    @control.delete("/red-team")
+    async def disarm_red_team() -> dict[str, Any]:
+        sim.red_team = None
+        return {"ok": True}
 
     @control.get("/models")
     async def models() -> list[str]:

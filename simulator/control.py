@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypedDict, cast
@@ -57,6 +58,23 @@ class LatencyView(TypedDict):
     all_ms: int
     usage_ms: int
     in_flight: int  # API requests not yet answered (a held one included)
+
+
+class ToolResultView(TypedDict):
+    tool: str | None
+    input: dict[str, Any] | None
+    is_error: bool
+    content: str
+
+
+class RedTeamView(TypedDict):
+    trigger: str
+    reads: list[str]
+    commands: list[str]
+    tool_calls: int
+    results: list[ToolResultView]
+    answers: int
+    cwd: str | None  # the working directory the CLI named in its prompt
 
 
 class UpstreamErrorView(TypedDict):
@@ -220,6 +238,23 @@ class SimulatorControl:
         every credential, with ``x-should-retry`` set from ``retryable``; 0 lifts it."""
         body = {"status": status, "retryable": retryable}
         return cast(UpstreamErrorView, self._call("POST", "/upstream-error", body))
+
+    # the scripted tool-using model (simulator/redteam.py)
+
+    def arm_red_team(
+        self, *, trigger: str, reads: Sequence[str], commands: Sequence[str] = ()
+    ) -> RedTeamView:
+        """Answer requests whose prompt carries ``trigger`` with Read calls on ``reads``
+        and Bash calls running ``commands``; then quote what the tools returned."""
+        body = {"trigger": trigger, "reads": list(reads), "commands": list(commands)}
+        return cast(RedTeamView, self._call("POST", "/red-team", body))
+
+    def red_team(self) -> RedTeamView:
+        """The armed script: its calls and every tool result the CLI sent back."""
+        return cast(RedTeamView, self._call("GET", "/red-team"))
+
+    def disarm_red_team(self) -> None:
+        self._call("DELETE", "/red-team")
 
     def models(self) -> list[str]:
         return cast(list[str], self._call("GET", "/models"))

@@ -82,9 +82,22 @@ def new_request_id() -> str:
 class Reply:
     """One assistant turn computed from a request body."""
 
-    def __init__(self, body: dict[str, Any], model: str) -> None:
+    def __init__(
+        self,
+        body: dict[str, Any],
+        model: str,
+        *,
+        scripted: tuple[list[dict[str, Any]], str] | None = None,
+    ) -> None:
+        """The echo reply, or ``scripted`` (content blocks, stop reason) as given."""
         self.model = model
         self.input_tokens = tokens_for(prompt_text(body))
+        self.id = new_message_id()
+        if scripted is not None:
+            self.blocks, self.stop_reason = scripted
+            self.text = content_text(self.blocks)
+            self.output_tokens = tokens_for(self.text)
+            return
         text = reply_text(body)
         self.stop_reason = "end_turn"
         max_tokens = body.get("max_tokens")
@@ -92,8 +105,8 @@ class Reply:
             text = text[: max_tokens * 4]
             self.stop_reason = "max_tokens"
         self.text = text
+        self.blocks = [{"type": "text", "text": text}]
         self.output_tokens = tokens_for(text)
-        self.id = new_message_id()
 
     @property
     def total_tokens(self) -> int:
@@ -114,7 +127,7 @@ class Reply:
             "type": "message",
             "role": "assistant",
             "model": self.model,
-            "content": [{"type": "text", "text": self.text}],
+            "content": self.blocks,
             "stop_reason": self.stop_reason,
             "stop_sequence": None,
             "usage": self.usage(output_tokens=self.output_tokens),
@@ -128,24 +141,8 @@ class Reply:
             "usage": self.usage(output_tokens=1),
         }
         yield "message_start", {"type": "message_start", "message": start}
-        yield (
-            "content_block_start",
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            },
-        )
-        for i in range(0, len(self.text), SSE_CHUNK_CHARS):
-            yield (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": self.text[i : i + SSE_CHUNK_CHARS]},
-                },
-            )
-        yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+        for index, block in enumerate(self.blocks):
+            yield from _block_events(index, block)
         yield (
             "message_delta",
             {
@@ -155,6 +152,37 @@ class Reply:
             },
         )
         yield "message_stop", {"type": "message_stop"}
+
+
+def _block_events(index: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One content block as the API streams it: text in ``text_delta`` chunks, a
+    ``tool_use`` block opened with an empty input and filled by ``input_json_delta``."""
+    if block.get("type") == "tool_use":
+        opened = {**block, "input": {}}
+        payload, key, delta_type = (
+            json.dumps(block.get("input", {})),
+            "partial_json",
+            "input_json_delta",
+        )
+    else:
+        opened = {"type": "text", "text": ""}
+        payload, key, delta_type = str(block.get("text", "")), "text", "text_delta"
+    yield (
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": opened},
+    )
+    # A long scripted answer streams in at most about 256 chunks.
+    step = max(SSE_CHUNK_CHARS, len(payload) // 256)
+    for i in range(0, len(payload), step):
+        yield (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": delta_type, key: payload[i : i + step]},
+            },
+        )
+    yield "content_block_stop", {"type": "content_block_stop", "index": index}
 
 
 def sse_frame(event: str, data: dict[str, Any]) -> bytes:

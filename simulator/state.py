@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from simulator.redteam import ToolScript
+
 CredentialKind = Literal["oauth", "api_key", "codex"]
 AuthKind = Literal["oauth", "api_key", "codex", "none"]
 LatencyScope = Literal["all", "usage"]
@@ -315,6 +317,8 @@ class Simulator:
     # credential (0: none). ``upstream_error_retryable`` is its ``x-should-retry``.
     upstream_error_status: int = 0
     upstream_error_retryable: bool = True
+    # The armed scripted tool-using model (simulator/redteam.py), or None.
+    red_team: ToolScript | None = None
 
     def reset(self) -> None:
         """Back to a fresh start: no credentials, default models, real time, no latency,
@@ -327,6 +331,7 @@ class Simulator:
         self.latency_usage_ms = 0
         self.upstream_error_status = 0
         self.upstream_error_retryable = True
+        self.red_team = None
 
     # credentials
 

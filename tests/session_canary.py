@@ -12,10 +12,15 @@ this run. Whatever a token reaches, the marker reaches too, so through the whole
   database, where a token must only ever be ciphertext;
 - at the end, every log file the other processes wrote under the run's temporary
   directory (agent servers log under their homes, the simulator to its log path,
-  web, worker and beat wherever their test put them), and every file in the agents'
-  work areas (the CLI's working directories and HOMEs, which live outside it, under
-  the local runtime's default work root of each test's VAR_DIR); those are removed
-  once scanned.
+  web, worker and beat wherever their test put them);
+- at the end, every file (whatever its name) in the agents' homes and working
+  directories of every ``VAR_DIR`` a test ran with: ``<VAR_DIR>/agents/<name>/`` (the
+  agent server's log, where its forwarder logs too, its ``.env`` and state) and the
+  local runtime's work roots (the CLI's working directories and HOMEs, outside
+  ``var/``: the one each test's settings name, and the default one of every VAR_DIR
+  under the run's temporary directory, for servers a test started by itself). A
+  token file left where an agent's tools can read it is a hit like a token in a log.
+  Work roots live outside the temporary directory, so they are removed once scanned.
 
 Any hit fails the run loudly, naming what leaked (the token's last 4) and where.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -45,7 +51,10 @@ class Hit:
     excerpt: str
 
 
+_TOKEN_TAIL = re.compile(re.escape(MARKER) + r"[A-Za-z0-9_-]*")
 HITS: list[Hit] = []
+# The agents' homes and work roots of every VAR_DIR a test ran with; scanned at the end.
+AGENT_DIRS: set[Path] = set()
 _HANDLER: list[logging.Handler] = []
 UNSCANNED: list[str] = []
 _current_test = ["(outside any test)"]
@@ -61,7 +70,8 @@ def scan(text: str | bytes | None, where: str) -> None:
     if index < 0:
         return
     start = max(0, index - 60)
-    excerpt = text[start : index + 80].replace(MARKER, "<CANARY>")
+    # The whole token goes, not just the marker: the report must not leak either.
+    excerpt = _TOKEN_TAIL.sub("<CANARY>", text[start : index + 80])
     HITS.append(Hit(where=f"{_current_test[0]}: {where}", excerpt=excerpt))
 
 
@@ -170,6 +180,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         root.addHandler(_HANDLER[0])
     yield
     # The test body has run; its fixtures (and the test transaction) are still there.
+    _remember_agent_dirs()
     uses_db, transactional = _uses_db(item)
     if uses_db:
         try:
@@ -182,36 +193,59 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             UNSCANNED.append(f"{item.nodeid}: {type(exc).__name__}")
 
 
-def _scan_files(root: Path) -> None:
+def _remember_agent_dirs() -> None:
+    """Note where this test's agents live (its settings, overrides included, are still
+    in force): their homes under VAR_DIR, and the local runtime's work root, the CLI's
+    working directories and HOMEs, where the runtime has one."""
+    try:
+        from django.conf import settings
+
+        from agents.runtimes import local
+
+        AGENT_DIRS.add(Path(settings.VAR_DIR) / "agents")
+        work_root = getattr(local, "work_root", None)
+        if callable(work_root):
+            AGENT_DIRS.add(Path(work_root()))
+    except Exception:  # noqa: S110 - a test without Django settings has no agents
+        pass
+
+
+def _scan_files(root: Path, *, every_file: bool = False) -> None:
     for path in root.rglob("*"):
-        if path.suffix in LOG_SUFFIXES and path.is_file():
+        if (every_file or path.suffix in LOG_SUFFIXES) and path.is_file():
             try:
-                if path.stat().st_size <= MAX_FILE_BYTES:
+                if not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:
                     scan(path.read_bytes(), f"file {path}")
             except OSError:
                 continue
 
 
-def _scan_work_areas(basetemp: Path) -> None:
-    """Scan, then remove, the work roots of the VAR_DIRs this run's tests used (each
-    test's tmp_path, or a directory just below it): every file, whatever its name."""
+def _work_roots_below(basetemp: Path) -> set[Path]:
+    """The default work roots of the VAR_DIRs this run's tests used (each test's
+    tmp_path, or a directory just below it), for agent servers a test started itself."""
     from agents.runtimes.local import default_work_root
 
     candidates = [basetemp, *basetemp.glob("*"), *basetemp.glob("*/*")]
-    for var_dir in candidates:
-        if not var_dir.is_dir():
-            continue
-        root = default_work_root(var_dir)
-        if not root.is_dir() or root.is_symlink():
-            continue
-        for path in root.rglob("*"):
-            try:
-                if path.is_file() and not path.is_symlink():
-                    if path.stat().st_size <= MAX_FILE_BYTES:
-                        scan(path.read_bytes(), f"agent work area file {path}")
-            except OSError:
+    return {default_work_root(var_dir) for var_dir in candidates if var_dir.is_dir()}
+
+
+def _scan_agent_dirs(basetemp: Path | None) -> None:
+    """Scan every file in the agents' homes and work roots; remove the work roots
+    (they live in the system's temp dir, which pytest does not clean)."""
+    directories = set(AGENT_DIRS)
+    if basetemp is not None:
+        directories |= _work_roots_below(basetemp)
+    for directory in sorted(directories):
+        try:
+            if not directory.is_dir() or directory.is_symlink():
                 continue
-        shutil.rmtree(root, ignore_errors=True)
+            _scan_files(directory, every_file=True)
+        except OSError:
+            continue
+        from agents.runtimes.local import WORK_ROOT_PREFIX
+
+        if directory.name.startswith(WORK_ROOT_PREFIX):
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -220,9 +254,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if factory is not None:
         try:
             _scan_files(factory.getbasetemp())
-            _scan_work_areas(factory.getbasetemp())
         except (OSError, ValueError):
             pass
+    try:
+        basetemp = factory.getbasetemp() if factory is not None else None
+    except (OSError, ValueError):
+        basetemp = None
+    _scan_agent_dirs(basetemp)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if UNSCANNED and reporter is not None:
         reporter.write_line(

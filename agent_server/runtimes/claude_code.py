@@ -40,12 +40,20 @@ class ClaudeCodeRuntime:
     # Agent code (the CLI's tools) runs in the child: it gets a forwarder capability.
     uses_forwarder = True
 
-    def __init__(self, *, binary: str, clock: Clock, run_as: AgentUser | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        binary: str,
+        clock: Clock,
+        run_as: AgentUser | None = None,
+        allowed_tools: tuple[str, ...] = (),
+    ) -> None:
         self.binary = binary
         self.clock = clock
         # Separate-user mode: the CLI and every tool it starts run as this user, with
         # no supplementary groups and a umask that keeps their files to themselves.
         self.run_as = run_as
+        self.allowed_tools = allowed_tools
         self._live_groups: set[int] = set()
 
     def argv(self, turn: Turn, env: Mapping[str, str]) -> list[str]:
@@ -54,8 +62,13 @@ class ClaudeCodeRuntime:
         A chat turn names its session: `--resume` when the session's transcript
         already exists under the spawn HOME, else `--session-id` to create it (the CLI
         refuses `--session-id` for an id in use and `--resume` for an unknown one).
+        The agent's allowed tools go as `--allowedTools` (print mode denies every tool
+        that needs approval otherwise).
         """
         argv = [self.binary, "-p", "--output-format", "json"]
+        if self.allowed_tools:
+            # One comma-joined word: the flag is variadic and would swallow what follows.
+            argv += ["--allowedTools", ",".join(self.allowed_tools)]
         if turn.model:
             argv += ["--model", turn.model]
         if turn.session_id is not None:

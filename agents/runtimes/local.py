@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+# The default work roots' name (`default_work_root`); the tests' canary finds them by it.
+WORK_ROOT_PREFIX = "trinity-agents-"
 # sun_path holds 108 bytes on Linux, the terminating NUL included.
 UNIX_PATH_MAX = 107
 # agent_server/__main__.py EXIT_SOCKET_HELD: another server of this agent holds the
@@ -148,7 +150,7 @@ def default_work_root(var_dir: Path) -> Path:
     """A directory in the system temp dir named after this user and `var_dir`: two
     checkouts (or two tests' VAR_DIRs) on one machine never share one."""
     tag = hashlib.sha256(str(var_dir.resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"trinity-agents-{os.geteuid()}-{tag}"
+    return Path(tempfile.gettempdir()) / f"{WORK_ROOT_PREFIX}{os.geteuid()}-{tag}"
 
 
 def _own_dir(path: Path, mode: int) -> Path:

@@ -204,6 +204,21 @@ def test_the_command_line_names_model_and_session_but_never_the_message(tmp_path
     assert runtime.argv(make_turn(tmp_path), {}) == ["claude", "-p", "--output-format", "json"]
 
 
+def test_allowed_tools_go_to_the_command_line_as_one_word(tmp_path: Path) -> None:
+    runtime = ClaudeCodeRuntime(binary="claude", clock=lambda: NOW, allowed_tools=("Read", "Bash"))
+    argv = runtime.argv(make_turn(tmp_path, model="claude-opus-4-8"), {})
+    assert argv == [
+        "claude",
+        "-p",
+        "--output-format",
+        "json",
+        "--allowedTools",
+        "Read,Bash",
+        "--model",
+        "claude-opus-4-8",
+    ]
+
+
 def test_a_session_id_maps_to_a_stable_uuid() -> None:
     given = "11111111-2222-4333-8444-555555555555"
     assert str(session_uuid(given)) == given

@@ -117,3 +117,17 @@ def test_isolation_follows_whether_the_server_runs_as_root(tmp_path: Path) -> No
         assert config.agent_user is not None and config.agent_user.uid != 0
     else:
         assert (config.isolation, config.agent_user) == ("same-user", None)
+
+
+def test_allowed_tools_are_read_as_a_comma_separated_list(tmp_path: Path) -> None:
+    config = load_config(env_for(tmp_path, TRINITY_AGENT_ALLOWED_TOOLS=" Read, Bash ,"))
+    assert config.allowed_tools == ("Read", "Bash")
+    assert load_config(env_for(tmp_path)).allowed_tools == ()
+
+
+@pytest.mark.parametrize("value", ["Bash(rm:*)", "Read Bash", "--dangerously-skip-permissions"])
+def test_an_allowed_tool_that_is_not_a_tool_name_is_refused_at_boot(
+    tmp_path: Path, value: str
+) -> None:
+    with pytest.raises(ConfigError, match="TRINITY_AGENT_ALLOWED_TOOLS"):
+        load_config(env_for(tmp_path, TRINITY_AGENT_ALLOWED_TOOLS=value))

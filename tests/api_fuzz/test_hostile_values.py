@@ -79,6 +79,14 @@ ID_LIST: list[tuple[str, Any]] = [
     ("too many", list(range(1, 1002))),
     ("words", ["one"]),
 ]
+TOOLS: list[tuple[str, Any]] = [
+    ("a string", "Read"),
+    ("an object", {"x": 1}),
+    ("an unknown tool", ["Read", "Sudo"]),
+    ("a permission rule", ["Bash(rm:*)"]),
+    ("a tool twice", ["Read", "Read"]),
+    ("a NUL character", ["Read\x00"]),
+]
 KINDS = {
     "name": NAME,
     "text": TEXT,
@@ -89,6 +97,7 @@ KINDS = {
     "ids": ID_LIST,
     "max_wait": MAX_WAIT,
     "usd": USD,
+    "tools": TOOLS,
 }
 
 
@@ -120,6 +129,7 @@ ROWS = [
             "key_budget_monthly_usd": "usd",
             "admin_key_budget_daily_usd": "usd",
             "admin_key_budget_monthly_usd": "usd",
+            "allowed_tools": "tools",
         },
     ),
     Row(
@@ -137,6 +147,7 @@ ROWS = [
             "key_budget_monthly_usd": "usd",
             "admin_key_budget_daily_usd": "usd",
             "admin_key_budget_monthly_usd": "usd",
+            "allowed_tools": "tools",
         },
     ),
     Row(

@@ -65,3 +65,25 @@ def test_a_plaintext_token_in_a_stored_row_is_a_hit(leaks: list[object]) -> None
     )
     session_canary._scan_rows()
     assert any("Notification row" in h.where for h in session_canary.HITS)
+
+
+def test_a_hits_excerpt_masks_the_whole_token_not_only_the_marker(leaks: list[object]) -> None:
+    token = plan_token()
+    session_canary.scan(f"spawned with {token} today", "file x.log")
+    excerpt = session_canary.HITS[-1].excerpt
+    assert excerpt == "spawned with sk-ant-oat01-<CANARY> today"
+    assert token.removeprefix("sk-ant-oat01-" + session_canary.MARKER) not in excerpt
+
+
+def test_a_token_anywhere_in_an_agents_home_is_a_hit_at_the_end(
+    leaks: list[object], tmp_path: Path, settings: object
+) -> None:
+    settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]
+    token_file = tmp_path / "agents" / "bot" / ".trinity" / "oauth_token"
+    token_file.parent.mkdir(parents=True)
+    token_file.write_text(plan_token())  # no log suffix: the old end-of-run scan skipped it
+    session_canary._remember_agent_dirs()
+    assert tmp_path / "agents" in session_canary.AGENT_DIRS
+    session_canary._scan_files(tmp_path / "agents", every_file=True)
+    token_file.unlink()  # or the end-of-run scan finds it again
+    assert any(h.where.endswith(f"file {token_file}") for h in session_canary.HITS)

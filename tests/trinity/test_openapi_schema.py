@@ -78,6 +78,7 @@ def test_schema_generation_emits_no_warning_or_error(capsys: pytest.CaptureFixtu
                 "max_wait_seconds",
                 "key_budget_daily_usd",
                 "key_budget_monthly_usd",
+                "allowed_tools",
                 "auto_assign",
             },
         ),
@@ -94,6 +95,7 @@ def test_schema_generation_emits_no_warning_or_error(capsys: pytest.CaptureFixtu
                 "max_wait_seconds",
                 "key_budget_daily_usd",
                 "key_budget_monthly_usd",
+                "allowed_tools",
             },
         ),
         (

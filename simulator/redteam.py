@@ -1,0 +1,147 @@
+"""A scripted tool-using model: the red-team test's hostile model.
+
+A test arms one ``ToolScript`` through ``POST /_control/red-team``: a trigger (a
+string the turn's prompt carries), the file paths to ``Read`` and the shell commands
+to run with ``Bash``. A Messages request whose user messages carry the trigger is
+answered by the script instead of the echo reply:
+
+1. a request without tool results gets one assistant message of ``tool_use`` blocks,
+   ``stop_reason: tool_use`` (the Messages API's shape, streamed like any reply): a
+   ``Read {file_path}`` per path, a ``Bash {command}`` per command;
+2. a request carrying ``tool_result`` blocks for this script's calls has them
+   recorded (what the model "got back", read through ``GET /_control/red-team``) and
+   gets a final text answer that quotes every result plainly, base64-encoded and with
+   spaced letters, as a model evading an exact-value redactor would.
+
+The quotas, refusals and request log apply as to any request, so a plan refused
+before the tools ran is still a 429. What the tools returned is kept verbatim and
+served by the control API on purpose: it is the evidence the test scans for
+canaries; it lives only in this process's memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+TOOL_ID_PREFIX = "toolu_redteam_"
+# Claude Code's environment section (2.1.332): " - Primary working directory: /path".
+_WORKING_DIRECTORY = re.compile(r"Primary working directory: ([^\s\\\"]+)")
+# The final answer quotes each encoding of the results up to this many characters.
+ANSWER_QUOTE_CHARS = 100_000
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+    def block(self) -> dict[str, Any]:
+        return {"type": "tool_use", "id": self.id, "name": self.name, "input": self.input}
+
+
+@dataclass
+class ToolScript:
+    trigger: str
+    reads: list[str]
+    commands: list[str]
+    calls: dict[str, ToolCall] = field(default_factory=dict)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    answers: int = 0
+    # The working directory the CLI names in its prompt: where the agent really runs.
+    cwd: str | None = None
+
+    def matches(self, body: dict[str, Any]) -> bool:
+        """Whether a request belongs to this script: a user message carries the trigger."""
+        for message in body.get("messages") or []:
+            if isinstance(message, dict) and message.get("role") == "user":
+                if self.trigger in _text(message.get("content")):
+                    return True
+        return False
+
+    def answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        """The assistant content blocks and stop reason for ``body``; records results."""
+        if self.cwd is None:
+            found = _WORKING_DIRECTORY.search(json.dumps(body))
+            self.cwd = found.group(1) if found else None
+        results = _tool_results(body)
+        mine = [r for r in results if str(r.get("tool_use_id", "")).startswith(TOOL_ID_PREFIX)]
+        if not mine:
+            calls = [
+                *(ToolCall(_tool_id(), "Read", {"file_path": path}) for path in self.reads),
+                *(
+                    ToolCall(_tool_id(), "Bash", {"command": cmd, "description": "inspect"})
+                    for cmd in self.commands
+                ),
+            ]
+            self.calls.update({call.id: call for call in calls})
+            if calls:
+                return [call.block() for call in calls], "tool_use"
+        for result in mine:
+            call = self.calls.get(str(result.get("tool_use_id")))
+            self.results.append(
+                {
+                    "tool": call.name if call else None,
+                    "input": call.input if call else None,
+                    "is_error": bool(result.get("is_error")),
+                    "content": _text(result.get("content")),
+                }
+            )
+        self.answers += 1
+        return [{"type": "text", "text": self.quote()}], "end_turn"
+
+    def quote(self) -> str:
+        """The final answer: every recorded result, plainly and in two evasions."""
+        plain = (
+            "\n".join(f"[{r['tool']} {r['input']}] {r['content']}" for r in self.results)
+            or "(no tool results)"
+        )
+        plain = plain[:ANSWER_QUOTE_CHARS]
+        encoded = base64.b64encode(plain.encode()).decode()[:ANSWER_QUOTE_CHARS]
+        spaced = " ".join(plain)[:ANSWER_QUOTE_CHARS]
+        return f"What the tools returned:\n{plain}\n\nbase64: {encoded}\n\nspaced: {spaced}"
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "trigger": self.trigger,
+            "reads": self.reads,
+            "commands": self.commands,
+            "tool_calls": len(self.calls),
+            "results": self.results,
+            "answers": self.answers,
+            "cwd": self.cwd,
+        }
+
+
+def _tool_id() -> str:
+    return TOOL_ID_PREFIX + secrets.token_hex(8)
+
+
+def _text(content: Any) -> str:
+    """A message's or a tool result's content as text: a string, or its text blocks
+    joined (a user message's tool results and images are no text)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+def _tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``tool_result`` blocks of the last user message (the CLI's follow-up)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if not messages or messages[-1].get("role") != "user":
+        return []
+    content = messages[-1].get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
