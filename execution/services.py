@@ -63,6 +63,7 @@ from subscriptions.walk import (
     walk_start,
 )
 from trinity import clock, metrics
+from trinity.errors import TooManyTurns
 from trinity.logging_json import log_context, log_context_update
 from trinity.models import Notification, SystemSettings
 from trinity.notifications import notification_send
@@ -121,22 +122,53 @@ def execution_create(
 
     The deadline covers the whole turn, walk included; the reaper fails a row left
     ``running`` past it. ``schedule`` is the schedule that fired it, if one did.
+    Raises TooManyTurns (429) when the agent already has its cap of queued and
+    running turns; nothing is written then.
     """
     now = clock.now()
     timeout = turn_timeout(timeout_seconds)
-    return Execution.objects.create(
-        agent=agent,
-        agent_name=agent.name,
-        trigger=trigger,
-        message=message,
-        model=model or "",
-        session_id=session_id,
-        status=Status.QUEUED if queued else Status.RUNNING,
-        created_at=now,
-        deadline=now + timedelta(seconds=timeout) + DEADLINE_SLACK,
-        dispatched_at=None if queued else now,
-        schedule=schedule,
-    )
+    with transaction.atomic():
+        _turn_admit(agent)
+        return Execution.objects.create(
+            agent=agent,
+            agent_name=agent.name,
+            trigger=trigger,
+            message=message,
+            model=model or "",
+            session_id=session_id,
+            status=Status.QUEUED if queued else Status.RUNNING,
+            created_at=now,
+            deadline=now + timedelta(seconds=timeout) + DEADLINE_SLACK,
+            dispatched_at=None if queued else now,
+            schedule=schedule,
+        )
+
+
+# A refused turn may come back this soon: in-flight turns finish in seconds to minutes.
+TURN_RETRY_AFTER_SECONDS = 5
+
+
+def _turn_admit(agent: Agent) -> None:
+    """Raise TooManyTurns when ``agent`` has ``TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT``
+    turns queued or running. Call inside the transaction that inserts the turn.
+
+    Two cheap statements on the turn path: a lock on the agent's row, so creates in
+    any process serialise here and the second counts the first's committed row (a
+    count alone under READ COMMITTED lets two racers both see room), and the count
+    on the partial index of in-flight turns. One statement cannot do both: a count
+    in the locking statement reads the snapshot taken before the lock was granted.
+    """
+    Agent.objects.select_for_update().filter(pk=agent.pk).values_list("pk").first()
+    limit = settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT
+    in_flight = Execution.objects.filter(
+        agent_id=agent.pk, status__in=[Status.QUEUED, Status.RUNNING]
+    ).count()
+    if in_flight >= limit:
+        raise TooManyTurns(
+            f"Agent {agent.name!r} already has {in_flight} turn(s) queued or running, "
+            f"its cap of {limit}; retry when one finishes.",
+            retry_after=TURN_RETRY_AFTER_SECONDS,
+        )
 
 
 def execution_run(
