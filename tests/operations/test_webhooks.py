@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 import time_machine
 from django.contrib.auth.models import User
@@ -633,3 +634,82 @@ def test_send_test_reports_the_status_code_and_never_the_receivers_body(
     assert answer.json()["status_code"] == 500
     assert answer.json()["error"] == "HTTP 500"
     assert "receiver is down" not in answer.content.decode()
+
+
+def _self_signed(tmp_path: Any, name: str) -> tuple[str, str]:
+    """A certificate for ``name`` and its key, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(datetime.now(UTC) - timedelta(days=1))
+        .not_valid_after(datetime.now(UTC) + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("certified", "delivered"), [("hooks.tls.test", True), ("other.test", False)]
+)
+def test_an_https_delivery_to_the_checked_address_still_verifies_the_hosts_certificate(
+    tmp_path: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    certified: str,
+    delivered: bool,
+) -> None:
+    """Pinning the address must not weaken TLS: SNI and the certificate check use the
+    URL's host name, so a receiver certified for another name is not delivered to."""
+    import ssl
+
+    from trinity.http import ProcessClient
+
+    cert, key = _self_signed(tmp_path, certified)
+    hook = Receiver([200])
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    hook.server.socket = server_context.wrap_socket(hook.server.socket, server_side=True)
+    port = hook.server.server_address[1]
+    real = socket.getaddrinfo
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, *a, **k: real("127.0.0.1" if host == "hooks.tls.test" else host, *a, **k),
+    )
+    # The pooled client as webhooks builds it, trusting this test's certificate.
+    client_context = ssl.create_default_context(cafile=cert)
+    monkeypatch.setattr(
+        webhooks,
+        "_http",
+        ProcessClient(lambda: httpx.Client(verify=client_context, follow_redirects=False)),
+    )
+    settings.TRINITY_WEBHOOK_ALLOW = ("127.0.0.1",)
+    with hook:
+        result = webhooks.post(
+            url=Secret(f"https://hooks.tls.test:{port}/services/x"), payload={"text": "hi"}
+        )
+
+    assert result.delivered is delivered, result.error
+    assert hook.hosts == ([f"hooks.tls.test:{port}"] if delivered else [])
