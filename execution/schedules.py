@@ -17,8 +17,8 @@ from django.db import IntegrityError, transaction
 
 from agents.models import Agent
 from execution import rules, services
-from execution.models import Execution, Schedule, Status, Trigger
-from trinity.errors import Conflict, InvalidInput, QuotaExceeded, TooManyTurns
+from execution.models import Schedule, Trigger
+from trinity.errors import Conflict, InvalidInput, QuotaExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -193,39 +193,14 @@ def _schedule_fire(*, schedule: Schedule, now: datetime) -> bool:
     )
     if claimed != 1:
         return False
-    try:
-        execution = services.execution_enqueue(
-            agent=schedule.agent,
-            message=schedule.message,
-            trigger=Trigger.SCHEDULE,
-            model=schedule.model or None,
-            schedule=schedule,
-        )
-    except TooManyTurns as exc:
-        # An autonomous turn has no caller to answer 429: the refusal is a failed
-        # turn of the schedule, visible in its history, and the schedule moves on.
-        refused = Execution.objects.create(
-            agent=schedule.agent,
-            agent_name=schedule.agent.name,
-            trigger=Trigger.SCHEDULE,
-            message=schedule.message,
-            model=schedule.model,
-            status=Status.FAILED,
-            error_code=TooManyTurns.code,
-            error_detail=exc.message,
-            created_at=now,
-            deadline=now,
-            finished_at=now,
-            schedule=schedule,
-        )
-        logger.warning(
-            "schedule %s of %s: turn %s refused: %s",
-            schedule.name,
-            schedule.agent.name,
-            refused.pk,
-            exc.message,
-        )
-        return True
+    # At the agent's turns cap the turn is recorded as failed, not lost (execution_enqueue).
+    execution = services.execution_enqueue(
+        agent=schedule.agent,
+        message=schedule.message,
+        trigger=Trigger.SCHEDULE,
+        model=schedule.model or None,
+        schedule=schedule,
+    )
     logger.info(
         "schedule %s of %s fired turn %s (due %s; next %s)",
         schedule.name,

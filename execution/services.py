@@ -122,53 +122,60 @@ def execution_create(
 
     The deadline covers the whole turn, walk included; the reaper fails a row left
     ``running`` past it. ``schedule`` is the schedule that fired it, if one did.
-    Raises TooManyTurns (429) when the agent already has its cap of queued and
-    running turns; nothing is written then.
     """
     now = clock.now()
     timeout = turn_timeout(timeout_seconds)
-    with transaction.atomic():
-        _turn_admit(agent)
-        return Execution.objects.create(
-            agent=agent,
-            agent_name=agent.name,
-            trigger=trigger,
-            message=message,
-            model=model or "",
-            session_id=session_id,
-            status=Status.QUEUED if queued else Status.RUNNING,
-            created_at=now,
-            deadline=now + timedelta(seconds=timeout) + DEADLINE_SLACK,
-            dispatched_at=None if queued else now,
-            schedule=schedule,
-        )
+    return Execution.objects.create(
+        agent=agent,
+        agent_name=agent.name,
+        trigger=trigger,
+        message=message,
+        model=model or "",
+        session_id=session_id,
+        status=Status.QUEUED if queued else Status.RUNNING,
+        created_at=now,
+        deadline=now + timedelta(seconds=timeout) + DEADLINE_SLACK,
+        dispatched_at=None if queued else now,
+        schedule=schedule,
+    )
 
 
 # A refused turn may come back this soon: in-flight turns finish in seconds to minutes.
 TURN_RETRY_AFTER_SECONDS = 5
 
 
-def _turn_admit(agent: Agent) -> None:
-    """Raise TooManyTurns when ``agent`` has ``TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT``
-    turns queued or running. Call inside the transaction that inserts the turn.
+def execution_admit(*, execution: Execution) -> None:
+    """Raise TooManyTurns when the turn's agent has more than
+    ``TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT`` turns queued or running, this one
+    included. Changes nothing; call it once the turn's row is committed.
 
-    Two cheap statements on the turn path: a lock on the agent's row, so creates in
-    any process serialise here and the second counts the first's committed row (a
-    count alone under READ COMMITTED lets two racers both see room), and the count
-    on the partial index of in-flight turns. One statement cannot do both: a count
-    in the locking statement reads the snapshot taken before the lock was granted.
+    Counting after the commit is what makes it hold across processes: of two turns
+    racing for the last place, the one that counts later sees the other's committed
+    row, so the cap is never exceeded (both may be refused: the safe side, and each
+    answer carries Retry-After). It costs a served turn one statement, a count on the
+    partial index ``execution_agent_in_flight``, and no lock or transaction: a count
+    before the insert would need the agent's row locked around both, four round trips.
     """
-    Agent.objects.select_for_update().filter(pk=agent.pk).values_list("pk").first()
     limit = settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT
     in_flight = Execution.objects.filter(
-        agent_id=agent.pk, status__in=[Status.QUEUED, Status.RUNNING]
+        agent=execution.agent, status__in=[Status.QUEUED, Status.RUNNING]
     ).count()
-    if in_flight >= limit:
+    if in_flight > limit:
         raise TooManyTurns(
-            f"Agent {agent.name!r} already has {in_flight} turn(s) queued or running, "
-            f"its cap of {limit}; retry when one finishes.",
+            f"Agent {execution.agent_name!r} is at its cap of {limit} queued or running "
+            "turns; retry when one finishes.",
             retry_after=TURN_RETRY_AFTER_SECONDS,
         )
+
+
+def _admit_or_withdraw(execution: Execution) -> None:
+    """``execution_admit`` for a turn whose caller is answered 429: a refused turn's
+    row is deleted, since nobody was told its id."""
+    try:
+        execution_admit(execution=execution)
+    except TooManyTurns:
+        Execution.objects.filter(pk=execution.pk).delete()
+        raise
 
 
 def execution_run(
@@ -183,6 +190,7 @@ def execution_run(
     """Run one turn synchronously and return the finished Execution.
 
     Never raises for a turn that failed: the Execution carries status and error_code.
+    Raises TooManyTurns, with no row left, when the agent is at its turns cap.
     """
     execution = execution_create(
         agent=agent,
@@ -192,6 +200,7 @@ def execution_run(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
     )
+    _admit_or_withdraw(execution)
     return execution_dispatch(execution=execution, agent=agent)
 
 
@@ -1241,9 +1250,13 @@ def execution_enqueue(
     timeout_seconds: float | None = None,
     schedule: Schedule | None = None,
 ) -> Execution:
-    """Create a queued turn and hand it to a worker once the row is committed."""
-    from execution import tasks  # the task module imports this one
+    """Create a queued turn and hand it to a worker once the row is committed.
 
+    Admission (``execution_admit``) runs once the row is committed, before the hand
+    over. A refused turn with a caller raises TooManyTurns (no row left); one a
+    schedule fired has no caller to answer, so it is recorded as a failed turn
+    (``too_many_turns``) of its schedule instead of being lost.
+    """
     with transaction.atomic():
         execution = execution_create(
             agent=agent,
@@ -1254,9 +1267,23 @@ def execution_enqueue(
             queued=True,
             schedule=schedule,
         )
-        execution_id = str(execution.pk)
-        transaction.on_commit(lambda: tasks.run_turn.delay(execution_id))
+        transaction.on_commit(lambda: _queued_turn_hand_over(execution))
     return execution
+
+
+def _queued_turn_hand_over(execution: Execution) -> None:
+    from execution import tasks  # the task module imports this one
+
+    if execution.schedule_id is None:
+        _admit_or_withdraw(execution)
+    else:
+        try:
+            execution_admit(execution=execution)
+        except TooManyTurns as exc:
+            logger.warning("turn %s of a schedule refused: %s", execution.pk, exc.message)
+            _finish_failed(execution, error_code=TooManyTurns.code, detail=exc.message)
+            return
+    tasks.run_turn.delay(str(execution.pk))
 
 
 def execution_run_queued(*, execution_id: str) -> str:

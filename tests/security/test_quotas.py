@@ -5,8 +5,10 @@ exception handler, each changed by a setting."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
 import time_machine
@@ -215,7 +217,8 @@ def in_flight(agent: Agent, count: int, status: str = Status.QUEUED) -> None:
         )
 
 
-@pytest.mark.django_db
+# Committed for real: admission runs once the turn's row is committed, as in production.
+@pytest.mark.django_db(transaction=True)
 def test_a_turn_past_the_agents_concurrency_cap_is_a_429_with_retry_after(
     bot: Agent, owner_client: APIClient, settings: Any
 ) -> None:
@@ -239,7 +242,9 @@ def test_a_turn_past_the_agents_concurrency_cap_is_a_429_with_retry_after(
 
 @pytest.mark.django_db(transaction=True)
 def test_racing_turns_never_pass_the_concurrency_cap(owner: User, settings: Any) -> None:
-    """Own connections per thread: the cap holds by a lock on the agent's row."""
+    """Own connections per thread, each turn's row committed before its admission, as
+    on the API's path: the cap holds in the database, not in this process. Racers at
+    the last place may all be refused (the safe side), never all admitted."""
     settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT = 3
     agent = AgentFactory.create(name="bot", owner=owner)
     barrier = threading.Barrier(8)
@@ -248,26 +253,36 @@ def test_racing_turns_never_pass_the_concurrency_cap(owner: User, settings: Any)
     def enqueue() -> None:
         try:
             barrier.wait()
-            services.execution_create(agent=agent, message="hi", trigger=Trigger.API, queued=True)
-            outcomes.append("queued")
+            turn = services.execution_create(
+                agent=agent, message="hi", trigger=Trigger.API, queued=True
+            )
+            try:
+                services.execution_admit(execution=turn)
+            except TooManyTurns:
+                Execution.objects.filter(pk=turn.pk).delete()
+                raise
+            outcomes.append("admitted")
         except TooManyTurns:
             outcomes.append("refused")
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=enqueue) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-    assert sorted(outcomes) == ["queued"] * 3 + ["refused"] * 5
-    assert Execution.objects.filter(agent=agent, status=Status.QUEUED).count() == 3
+    for _ in range(5):
+        Execution.objects.filter(agent=agent).delete()
+        outcomes.clear()
+        threads = [threading.Thread(target=enqueue) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        admitted = outcomes.count("admitted")
+        assert len(outcomes) == 8 and 1 <= admitted <= 3, outcomes
+        assert Execution.objects.filter(agent=agent, status=Status.QUEUED).count() == admitted
 
 
 @pytest.mark.django_db
 def test_a_scheduled_turn_that_hits_the_cap_is_recorded_as_refused_not_lost(
-    bot: Agent, settings: Any
+    bot: Agent, settings: Any, django_capture_on_commit_callbacks: Callable[..., Any]
 ) -> None:
     settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT = 1
     schedule = schedules.schedule_create(
@@ -277,7 +292,11 @@ def test_a_scheduled_turn_that_hits_the_cap_is_recorded_as_refused_not_lost(
     due = schedule.next_fire_at
     assert due is not None
 
-    fired = schedules.schedules_fire(now=due)
+    with (
+        mock.patch("execution.tasks.run_turn.delay") as handed_over,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        fired = schedules.schedules_fire(now=due)
 
     refused = Execution.objects.get(schedule=schedule)
     assert fired == 1
@@ -286,6 +305,7 @@ def test_a_scheduled_turn_that_hits_the_cap_is_recorded_as_refused_not_lost(
         "too_many_turns",
         Trigger.SCHEDULE,
     )
-    assert "1 turn" in refused.error_detail
+    assert "cap of 1" in refused.error_detail
+    handed_over.assert_not_called()  # no worker runs a refused turn
     schedule.refresh_from_db()
     assert schedule.next_fire_at == due + timedelta(days=1)  # it fires again next time
