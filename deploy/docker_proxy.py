@@ -194,6 +194,20 @@ def make_handler(policy: Policy, engine: str) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(answer.body)
 
         def _body(self) -> bytes | None:
+            """The whole request body, de-chunked, at most MAX_BODY bytes: it is checked
+            whole and forwarded with a length, never streamed past the check."""
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                chunks: list[bytes] = []
+                while True:
+                    size = int(self.rfile.readline(64).split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        self.rfile.readline(64)  # the blank line after the last chunk
+                        break
+                    if sum(map(len, chunks)) + size > MAX_BODY:
+                        raise ValueError("request body too large")
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline(64)
+                return b"".join(chunks)
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY:
                 raise ValueError("request body too large")
@@ -253,7 +267,10 @@ def make_handler(policy: Policy, engine: str) -> type[BaseHTTPRequestHandler]:
         def _safely(self) -> None:
             try:
                 self._handle()
-            except (OSError, ValueError, KeyError) as exc:
+            except ValueError as exc:
+                self.close_connection = True
+                self._refuse(400, str(exc))
+            except (OSError, KeyError) as exc:
                 logger.warning("%s %s failed: %s", self.command, urlsplit(self.path).path, exc)
                 self._refuse(502, f"engine call failed ({type(exc).__name__})")
 

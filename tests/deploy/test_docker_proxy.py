@@ -285,3 +285,25 @@ def test_every_other_engine_call_is_refused(
         call(client)
     assert refused.value.status_code in (403, 404)
     assert all(path in ("/_ping", "/version") for _, path in engine.calls)
+
+
+@pytest.mark.parametrize(("host_config", "status"), [({}, 201), ({"Privileged": True}, 403)])
+def test_a_chunked_create_is_checked_whole_like_any_other(
+    engine: FakeEngine, proxy_url: str, host_config: dict[str, Any], status: int
+) -> None:
+    import http.client
+
+    host, port = proxy_url.removeprefix("tcp://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    body = json.dumps(
+        {"Image": IMAGE, "Labels": {LABEL: "bot"}, "HostConfig": host_config}
+    ).encode()
+    connection.request(
+        "POST",
+        "/containers/create?name=trinity-agent-bot",
+        body=iter([body[:10], body[10:]]),
+        encode_chunked=True,
+    )
+    response = connection.getresponse()
+    assert response.status == status
+    assert len(engine.containers) == (1 if status == 201 else 0)
