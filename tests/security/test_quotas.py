@@ -309,3 +309,28 @@ def test_a_scheduled_turn_that_hits_the_cap_is_recorded_as_refused_not_lost(
     handed_over.assert_not_called()  # no worker runs a refused turn
     schedule.refresh_from_db()
     assert schedule.next_fire_at == due + timedelta(days=1)  # it fires again next time
+
+
+# --- the settings fail loudly --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TRINITY_MAX_AGENTS_PER_OPERATOR", "many"),
+        ("TRINITY_MAX_AGENTS_PER_OPERATOR", "0"),
+        ("TRINITY_MAX_SCHEDULES_PER_AGENT", "-1"),
+        ("TRINITY_SCHEDULE_MIN_INTERVAL_SECONDS", "30"),  # under cron's own minute
+        ("TRINITY_SCHEDULE_MESSAGE_MAX_CHARS", "1e6"),
+        ("TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT", "0"),
+        ("TRINITY_WEBHOOK_ALLOW", "10.0.0.0/8,not a host!"),
+    ],
+)
+def test_a_bad_quota_or_webhook_setting_stops_startup_naming_it(
+    tmp_path: Any, variable: str, value: str
+) -> None:
+    from tests.trinity.test_settings_env import _boot
+
+    result = _boot(tmp_path, **{variable: value})
+    assert result.returncode != 0
+    assert variable in result.stderr
