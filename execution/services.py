@@ -144,38 +144,47 @@ def execution_create(
 TURN_RETRY_AFTER_SECONDS = 5
 
 
-def execution_admit(*, execution: Execution) -> None:
-    """Raise TooManyTurns when the turn's agent has more than
-    ``TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT`` turns queued or running, this one
-    included. Changes nothing; call it once the turn's row is committed.
+def execution_admit(*, execution: Execution, record_refusal: bool) -> None:
+    """Admit a committed turn under its agent's ``TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT``
+    (queued plus running, this turn included), or withdraw it and raise TooManyTurns.
 
-    Counting after the commit is what makes it hold across processes: of two turns
-    racing for the last place, the one that counts later sees the other's committed
-    row, so the cap is never exceeded (both may be refused: the safe side, and each
-    answer carries Retry-After). It costs a served turn one statement, a count on the
-    partial index ``execution_agent_in_flight``, and no lock or transaction: a count
-    before the insert would need the agent's row locked around both, four round trips.
+    Call it once the turn's row is committed. A withdrawn turn is deleted (its caller
+    is answered 429 and was never told its id), or with ``record_refusal`` recorded as
+    a failed turn (``too_many_turns``), for a turn with no caller to answer.
+
+    The served path pays one statement, a count on the partial index
+    ``execution_agent_in_flight``, with no lock: counted after the commit, of two turns
+    racing for the last place the later counter sees the other's row, so the quick
+    count can admit too few, never too many. Over the cap on that count (a burst, or a
+    full agent), the turn is decided again under a lock on the agent's row, where the
+    refused leave the count before the next decides: a burst of N admits exactly
+    min(N, room), never more in any process.
     """
-    limit = settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT
-    in_flight = Execution.objects.filter(
-        agent=execution.agent, status__in=[Status.QUEUED, Status.RUNNING]
-    ).count()
-    if in_flight > limit:
-        raise TooManyTurns(
+    if _in_flight(execution) <= settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT:
+        return
+    agent_id = execution.agent_id
+    assert agent_id is not None  # noqa: S101 - a turn being admitted was just created on it
+    with transaction.atomic():
+        Agent.objects.select_for_update().filter(pk=agent_id).values_list("pk").first()
+        limit = settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT
+        if _in_flight(execution) <= limit:
+            return
+        refusal = TooManyTurns(
             f"Agent {execution.agent_name!r} is at its cap of {limit} queued or running "
             "turns; retry when one finishes.",
             retry_after=TURN_RETRY_AFTER_SECONDS,
         )
+        if record_refusal:
+            _finish_failed(execution, error_code=TooManyTurns.code, detail=refusal.message)
+        else:
+            Execution.objects.filter(pk=execution.pk).delete()
+    raise refusal
 
 
-def _admit_or_withdraw(execution: Execution) -> None:
-    """``execution_admit`` for a turn whose caller is answered 429: a refused turn's
-    row is deleted, since nobody was told its id."""
-    try:
-        execution_admit(execution=execution)
-    except TooManyTurns:
-        Execution.objects.filter(pk=execution.pk).delete()
-        raise
+def _in_flight(execution: Execution) -> int:
+    return Execution.objects.filter(
+        agent=execution.agent, status__in=[Status.QUEUED, Status.RUNNING]
+    ).count()
 
 
 def execution_run(
@@ -200,7 +209,7 @@ def execution_run(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
     )
-    _admit_or_withdraw(execution)
+    execution_admit(execution=execution, record_refusal=False)
     return execution_dispatch(execution=execution, agent=agent)
 
 
@@ -1274,15 +1283,13 @@ def execution_enqueue(
 def _queued_turn_hand_over(execution: Execution) -> None:
     from execution import tasks  # the task module imports this one
 
-    if execution.schedule_id is None:
-        _admit_or_withdraw(execution)
-    else:
-        try:
-            execution_admit(execution=execution)
-        except TooManyTurns as exc:
-            logger.warning("turn %s of a schedule refused: %s", execution.pk, exc.message)
-            _finish_failed(execution, error_code=TooManyTurns.code, detail=exc.message)
-            return
+    try:
+        execution_admit(execution=execution, record_refusal=execution.schedule_id is not None)
+    except TooManyTurns as exc:
+        if execution.schedule_id is None:
+            raise
+        logger.warning("turn %s of a schedule refused: %s", execution.pk, exc.message)
+        return
     tasks.run_turn.delay(str(execution.pk))
 
 

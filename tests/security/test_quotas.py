@@ -243,8 +243,8 @@ def test_a_turn_past_the_agents_concurrency_cap_is_a_429_with_retry_after(
 @pytest.mark.django_db(transaction=True)
 def test_racing_turns_never_pass_the_concurrency_cap(owner: User, settings: Any) -> None:
     """Own connections per thread, each turn's row committed before its admission, as
-    on the API's path: the cap holds in the database, not in this process. Racers at
-    the last place may all be refused (the safe side), never all admitted."""
+    on the API's path: the cap holds in the database, not in this process, and a burst
+    admits exactly as many as there is room for."""
     settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT = 3
     agent = AgentFactory.create(name="bot", owner=owner)
     barrier = threading.Barrier(8)
@@ -256,11 +256,7 @@ def test_racing_turns_never_pass_the_concurrency_cap(owner: User, settings: Any)
             turn = services.execution_create(
                 agent=agent, message="hi", trigger=Trigger.API, queued=True
             )
-            try:
-                services.execution_admit(execution=turn)
-            except TooManyTurns:
-                Execution.objects.filter(pk=turn.pk).delete()
-                raise
+            services.execution_admit(execution=turn, record_refusal=False)
             outcomes.append("admitted")
         except TooManyTurns:
             outcomes.append("refused")
@@ -275,9 +271,8 @@ def test_racing_turns_never_pass_the_concurrency_cap(owner: User, settings: Any)
             t.start()
         for t in threads:
             t.join()
-        admitted = outcomes.count("admitted")
-        assert len(outcomes) == 8 and 1 <= admitted <= 3, outcomes
-        assert Execution.objects.filter(agent=agent, status=Status.QUEUED).count() == admitted
+        assert sorted(outcomes) == ["admitted"] * 3 + ["refused"] * 5
+        assert Execution.objects.filter(agent=agent, status=Status.QUEUED).count() == 3
 
 
 @pytest.mark.django_db
