@@ -2,7 +2,8 @@
 
 Layers, lowest to highest:
   1. the server process's own environment at boot (the baseline);
-  2. the agent's `.env` file, re-read per spawn (protected names skipped);
+  2. the agent's `.env` file, re-read per spawn: only names on the allowlist
+     (``dotenv_allows``); the others are dropped and their names logged;
   3. runtime overrides (reload-token's token, the API-key force-unset), None = unset;
   4. the per-request extra (an `auth_override`), None = unset;
   5. the per-request drop list;
@@ -11,12 +12,15 @@ then the fixed flags and the per-spawn HOME, which nothing may override.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
 from agent_server.contract import AppliedOverride
+
+logger = logging.getLogger(__name__)
 
 # Variable names, not values (hence the S105 waivers).
 OAUTH_TOKEN: Final = "CLAUDE_CODE_OAUTH_TOKEN"  # noqa: S105
@@ -40,10 +44,30 @@ FIXED_ENV: Final[Mapping[str, str]] = {
 # (not your usage limit)") and the turn walks while that plan backs off briefly.
 SPAWN_DEFAULTS: Final[Mapping[str, str]] = {"CLAUDE_CODE_MAX_RETRIES": "2"}
 
-# A `.env` may not move the binary search path, the per-spawn HOME, or anything the
-# server itself is configured by.
-PROTECTED_NAMES: Final = frozenset({"PATH", "HOME", AGENT_SECRET})
-PROTECTED_PREFIX: Final = "TRINITY_"
+# The agent's `.env` is written by whatever runs in the agent, tools included, so it
+# is hostile input: an allowlist, not a denylist. A denylist always misses one name
+# (`*_BASE_URL`, `*_PROXY`, `NODE_OPTIONS`, `LD_PRELOAD`, `PYTHON*`, `BASH_ENV`,
+# `SHELL`, `GIT_SSH_COMMAND`, a CLI knob that picks another endpoint or auth) and one
+# such name moves every later spawn, with every override credential, to another host
+# or loads other code into it. Allowed: CLI knobs that change how much and how long,
+# never where or as whom, and the operator's own variables under the `AGENT_` prefix
+# (no runtime or tool reads that namespace). Credentials and `TRINITY_*` are never
+# allowed: the platform sets those, by baseline and override only.
+DOTENV_ALLOWED_NAMES: Final = frozenset(
+    {
+        "CLAUDE_CODE_MAX_RETRIES",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "MAX_THINKING_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "BASH_MAX_OUTPUT_LENGTH",
+        "MCP_TIMEOUT",
+        "MCP_TOOL_TIMEOUT",
+        "NO_COLOR",
+        "FORCE_COLOR",
+    }
+)
+DOTENV_ALLOWED_PREFIXES: Final = ("AGENT_",)
 
 # The child never needs the server's shared secret, and the agent's own tools run in
 # that child: giving it the secret would let a prompt drive other agents' servers.
@@ -52,8 +76,10 @@ ALWAYS_DROPPED: Final = frozenset({AGENT_SECRET})
 _DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
-def is_protected(name: str) -> bool:
-    return name in PROTECTED_NAMES or name.startswith(PROTECTED_PREFIX)
+def dotenv_allows(name: str) -> bool:
+    """True when the agent's `.env` may set ``name`` (case-sensitive: `https_proxy`
+    is as refused as `HTTPS_PROXY`)."""
+    return name in DOTENV_ALLOWED_NAMES or name.startswith(DOTENV_ALLOWED_PREFIXES)
 
 
 def override_layers(
@@ -81,9 +107,18 @@ def layer_env(
     drop: Iterable[str],
     home: str,
 ) -> dict[str, str]:
-    """Return the environment for one spawn. Changes nothing it is given."""
+    """Return the environment for one spawn. Changes nothing it is given.
+
+    The `.env` names off the allowlist are dropped and logged once, names only (a
+    value may be a credential or an attacker's URL).
+    """
     env = {**SPAWN_DEFAULTS, **baseline}
-    env.update({name: value for name, value in dotenv.items() if not is_protected(name)})
+    refused = sorted(name for name in dotenv if not dotenv_allows(name))
+    if refused:
+        logger.warning(
+            "the agent's .env may not set %s: ignored for this spawn", ", ".join(refused)
+        )
+    env.update({name: value for name, value in dotenv.items() if dotenv_allows(name)})
     for layer in (runtime_overrides, extra):
         for name, value in layer.items():
             if value is None:

@@ -4,6 +4,7 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
@@ -13,7 +14,7 @@ from agents.models import Agent, WaitPolicy
 from agents.runtimes import get_runtime
 from agents.signals import agent_created
 from trinity.crypto import Secret
-from trinity.errors import Conflict
+from trinity.errors import Conflict, QuotaExceeded
 from trinity.selectors import system_settings_get
 
 DEFAULT_MAX_WAIT_SECONDS = 6 * 3600  # the model's default
@@ -59,8 +60,10 @@ def agent_create(
 
     A budget of None means no cap on what the platform key may bill for it. With
     ``auto_assign`` a listener (subscriptions) may give it the best-ranked plan
-    before it boots. Raises Conflict when the name is taken.
+    before it boots. Raises Conflict when the name is taken, QuotaExceeded when a
+    non-admin owner already has ``TRINITY_MAX_AGENTS_PER_OPERATOR`` agents.
     """
+    _agent_cap_check(owner)
     agent = Agent(
         owner=owner,
         name=name,
@@ -92,6 +95,23 @@ def agent_create(
         agent_id = agent.pk
         transaction.on_commit(lambda: agent_tasks.start.delay(agent_id))
     return agent
+
+
+def _agent_cap_check(owner: User) -> None:
+    """QuotaExceeded when ``owner`` (not an admin: admins run the fleet) is at the cap.
+
+    Counted under a lock on the owner's user row, inside the create's transaction, so
+    creates racing in different processes see each other's rows.
+    """
+    if owner.is_staff:
+        return
+    User.objects.select_for_update().filter(pk=owner.pk).values_list("pk").first()
+    limit = settings.TRINITY_MAX_AGENTS_PER_OPERATOR
+    if Agent.objects.filter(owner_id=owner.pk).count() >= limit:
+        raise QuotaExceeded(
+            f"You already have {limit} agents, the cap for an operator; delete one or "
+            "ask an admin to raise TRINITY_MAX_AGENTS_PER_OPERATOR."
+        )
 
 
 @transaction.atomic

@@ -122,6 +122,12 @@ class Execution(models.Model):
                 fields=["served_by_subscription", "created_at"], name="execution_sub_created"
             ),
             models.Index(fields=["status", "deadline"], name="execution_status_deadline"),
+            # The concurrency cap counts an agent's queued and running turns per turn.
+            models.Index(
+                fields=["agent"],
+                name="execution_agent_in_flight",
+                condition=models.Q(status__in=["queued", "running"]),
+            ),
             models.Index(fields=["status", "parked_until"], name="execution_status_parked"),
             # Session affinity reads a chat session's latest served turn on its path.
             models.Index(

@@ -7,6 +7,7 @@ read as tables.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from croniter import croniter  # type: ignore[import-untyped]  # no stubs shipped
 
@@ -81,3 +82,43 @@ def park_until(
     if resets_at - created_at > timedelta(seconds=max_wait_seconds):
         return None
     return resets_at
+
+
+# The day-level window a cron's smallest gap is measured over: a leap year from its
+# first day, so every month length, every weekday of every date and 29 February occur.
+_GAP_WINDOW_START = datetime(2024, 1, 1, tzinfo=UTC)
+_GAP_WINDOW_DAYS = 366
+_MINUTES_PER_DAY = 24 * 60
+
+
+def _expanded(values: list[Any], full: range) -> list[int]:
+    return list(full) if values == ["*"] else sorted(int(v) for v in values)
+
+
+def cron_smallest_gap(expression: str) -> timedelta | None:
+    """The shortest time between two consecutive fires of a valid 5-field cron, or None
+    when it fires at most once in the window.
+
+    Pure; exact, and cheap for every pattern: the minute and hour fields fire the same
+    times on every firing day, so the gap is the smaller of the shortest gap between two
+    of those times in one day and the shortest hop from a firing day's last time to the
+    next firing day's first. The firing days are walked with croniter over a leap year
+    (at most 367 steps), which covers every day-of-month, month and weekday combination.
+    """
+    minute, hour, *_ = croniter(expression).expanded
+    times = sorted(
+        h * 60 + m for h in _expanded(hour, range(24)) for m in _expanded(minute, range(60))
+    )
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    days_only = " ".join(["0", "0", *expression.split()[2:]])
+    days = croniter(days_only, _GAP_WINDOW_START - timedelta(minutes=1))
+    end = _GAP_WINDOW_START + timedelta(days=_GAP_WINDOW_DAYS)
+    previous: datetime | None = None
+    while (day := days.get_next(datetime)) < end + timedelta(days=1):
+        if previous is not None:
+            hop_days = (day - previous).days
+            gaps.append(hop_days * _MINUTES_PER_DAY - times[-1] + times[0])
+        previous = day
+        if day >= end:
+            break
+    return timedelta(minutes=min(gaps)) if gaps else None

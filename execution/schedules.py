@@ -9,15 +9,16 @@ and a claim whose turn could not be written is rolled back with it.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from agents.models import Agent
 from execution import rules, services
 from execution.models import Schedule, Trigger
-from trinity.errors import Conflict, InvalidInput
+from trinity.errors import Conflict, InvalidInput, QuotaExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +28,52 @@ UPDATABLE_FIELDS = ("name", "cron", "message", "model", "enabled")
 
 
 def _checked_cron(cron: str) -> str:
+    """The normalised expression; InvalidInput (``cron``) when it is not 5 valid fields
+    or fires more often than ``TRINITY_SCHEDULE_MIN_INTERVAL_SECONDS`` anywhere in its
+    pattern (each fire is a turn billed to someone's quota)."""
     try:
-        return rules.cron_check(cron)
+        normalised = rules.cron_check(cron)
     except rules.InvalidCron as exc:
         raise InvalidInput(str(exc), field="cron") from None
+    minimum = timedelta(seconds=settings.TRINITY_SCHEDULE_MIN_INTERVAL_SECONDS)
+    gap = rules.cron_smallest_gap(normalised)
+    if gap is not None and gap < minimum:
+        raise InvalidInput(
+            f"{normalised!r} fires {_span(gap)} apart at its closest; a schedule may fire "
+            f"at most every {_span(minimum)}.",
+            field="cron",
+        )
+    return normalised
+
+
+def _span(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds()) // 60
+    if minutes % 60 == 0 and minutes >= 60:
+        hours = minutes // 60
+        return f"{hours} hour" + ("s" if hours != 1 else "")
+    return f"{minutes} minute" + ("s" if minutes != 1 else "")
+
+
+def _checked_message(message: str) -> str:
+    limit = settings.TRINITY_SCHEDULE_MESSAGE_MAX_CHARS
+    if len(message) > limit:
+        raise InvalidInput(
+            f"A schedule's message is at most {limit} characters ({len(message)} given).",
+            field="message",
+        )
+    return message
+
+
+def _schedule_cap_check(agent: Agent) -> None:
+    """QuotaExceeded when the agent has its ``TRINITY_MAX_SCHEDULES_PER_AGENT``.
+
+    Counted under a lock on the agent's row, so two creates racing in different
+    processes cannot both see room for one more; call inside the create's transaction.
+    """
+    Agent.objects.select_for_update().filter(pk=agent.pk).values_list("pk").first()
+    limit = settings.TRINITY_MAX_SCHEDULES_PER_AGENT
+    if Schedule.objects.filter(agent_id=agent.pk).count() >= limit:
+        raise QuotaExceeded(f"Agent {agent.name!r} already has {limit} schedules, its cap.")
 
 
 def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
@@ -51,12 +94,17 @@ def schedule_create(
     """Create a schedule; its first fire is the first cron instant after ``now``.
 
     Raises InvalidInput (field ``cron``) for an expression that is not 5 valid cron
-    fields, Conflict when the agent already has a schedule of that name.
+    fields or fires more often than the minimum interval, InvalidInput (``message``)
+    past the message limit, QuotaExceeded past the agent's schedule cap, Conflict when
+    the agent already has a schedule of that name.
     """
+    cron = _checked_cron(cron)
+    message = _checked_message(message)
+    _schedule_cap_check(agent)
     schedule = Schedule(
         agent=agent,
         name=name,
-        cron=_checked_cron(cron),
+        cron=cron,
         message=message,
         model=model,
         enabled=enabled,
@@ -92,6 +140,8 @@ def schedule_update(*, schedule: Schedule, changes: dict[str, Any], now: datetim
         raise InvalidInput(f"Not updatable: {', '.join(sorted(unknown))}.")
     if "cron" in changes:
         changes = {**changes, "cron": _checked_cron(changes["cron"])}
+    if "message" in changes:
+        _checked_message(changes["message"])
     reschedule = (
         changes.get("cron", schedule.cron) != schedule.cron
         or changes.get("enabled", schedule.enabled) != schedule.enabled
@@ -143,6 +193,7 @@ def _schedule_fire(*, schedule: Schedule, now: datetime) -> bool:
     )
     if claimed != 1:
         return False
+    # At the agent's turns cap the turn is recorded as failed, not lost (execution_enqueue).
     execution = services.execution_enqueue(
         agent=schedule.agent,
         message=schedule.message,

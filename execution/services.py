@@ -64,6 +64,7 @@ from subscriptions.walk import (
     walk_start,
 )
 from trinity import clock, metrics
+from trinity.errors import TooManyTurns
 from trinity.logging_json import log_context, log_context_update
 from trinity.models import Notification, SystemSettings
 from trinity.notifications import notification_send
@@ -140,6 +141,53 @@ def execution_create(
     )
 
 
+# A refused turn may come back this soon: in-flight turns finish in seconds to minutes.
+TURN_RETRY_AFTER_SECONDS = 5
+
+
+def execution_admit(*, execution: Execution, record_refusal: bool) -> None:
+    """Admit a committed turn under its agent's ``TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT``
+    (queued plus running, this turn included), or withdraw it and raise TooManyTurns.
+
+    Call it once the turn's row is committed. A withdrawn turn is deleted (its caller
+    is answered 429 and was never told its id), or with ``record_refusal`` recorded as
+    a failed turn (``too_many_turns``), for a turn with no caller to answer.
+
+    The served path pays one statement, a count on the partial index
+    ``execution_agent_in_flight``, with no lock: counted after the commit, of two turns
+    racing for the last place the later counter sees the other's row, so the quick
+    count can admit too few, never too many. Over the cap on that count (a burst, or a
+    full agent), the turn is decided again under a lock on the agent's row, where the
+    refused leave the count before the next decides: a burst of N admits exactly
+    min(N, room), never more in any process.
+    """
+    if _in_flight(execution) <= settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT:
+        return
+    agent_id = execution.agent_id
+    assert agent_id is not None  # noqa: S101 - a turn being admitted was just created on it
+    with transaction.atomic():
+        Agent.objects.select_for_update().filter(pk=agent_id).values_list("pk").first()
+        limit = settings.TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT
+        if _in_flight(execution) <= limit:
+            return
+        refusal = TooManyTurns(
+            f"Agent {execution.agent_name!r} is at its cap of {limit} queued or running "
+            "turns; retry when one finishes.",
+            retry_after=TURN_RETRY_AFTER_SECONDS,
+        )
+        if record_refusal:
+            _finish_failed(execution, error_code=TooManyTurns.code, detail=refusal.message)
+        else:
+            Execution.objects.filter(pk=execution.pk).delete()
+    raise refusal
+
+
+def _in_flight(execution: Execution) -> int:
+    return Execution.objects.filter(
+        agent=execution.agent, status__in=[Status.QUEUED, Status.RUNNING]
+    ).count()
+
+
 def execution_run(
     *,
     agent: Agent,
@@ -152,6 +200,7 @@ def execution_run(
     """Run one turn synchronously and return the finished Execution.
 
     Never raises for a turn that failed: the Execution carries status and error_code.
+    Raises TooManyTurns, with no row left, when the agent is at its turns cap.
     """
     execution = execution_create(
         agent=agent,
@@ -161,6 +210,7 @@ def execution_run(
         timeout_seconds=timeout_seconds,
         session_id=session_id,
     )
+    execution_admit(execution=execution, record_refusal=False)
     return execution_dispatch(execution=execution, agent=agent)
 
 
@@ -1232,9 +1282,13 @@ def execution_enqueue(
     timeout_seconds: float | None = None,
     schedule: Schedule | None = None,
 ) -> Execution:
-    """Create a queued turn and hand it to a worker once the row is committed."""
-    from execution import tasks  # the task module imports this one
+    """Create a queued turn and hand it to a worker once the row is committed.
 
+    Admission (``execution_admit``) runs once the row is committed, before the hand
+    over. A refused turn with a caller raises TooManyTurns (no row left); one a
+    schedule fired has no caller to answer, so it is recorded as a failed turn
+    (``too_many_turns``) of its schedule instead of being lost.
+    """
     with transaction.atomic():
         execution = execution_create(
             agent=agent,
@@ -1245,9 +1299,21 @@ def execution_enqueue(
             queued=True,
             schedule=schedule,
         )
-        execution_id = str(execution.pk)
-        transaction.on_commit(lambda: tasks.run_turn.delay(execution_id))
+        transaction.on_commit(lambda: _queued_turn_hand_over(execution))
     return execution
+
+
+def _queued_turn_hand_over(execution: Execution) -> None:
+    from execution import tasks  # the task module imports this one
+
+    try:
+        execution_admit(execution=execution, record_refusal=execution.schedule_id is not None)
+    except TooManyTurns as exc:
+        if execution.schedule_id is None:
+            raise
+        logger.warning("turn %s of a schedule refused: %s", execution.pk, exc.message)
+        return
+    tasks.run_turn.delay(str(execution.pk))
 
 
 def execution_run_queued(*, execution_id: str) -> str:

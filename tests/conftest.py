@@ -28,6 +28,17 @@ def _fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# Webhook receivers in tests listen on loopback, which production refuses unless the
+# admin lists it (TRINITY_WEBHOOK_ALLOW); the two fuzz hosts are names that never
+# resolve. tests/operations/test_webhooks.py clears this to prove the refusals.
+TEST_WEBHOOK_ALLOW = ("127.0.0.0/8", "::1", "hooks.example.test", "hooks.example.invalid")
+
+
+@pytest.fixture(autouse=True)
+def _webhooks_may_reach_test_receivers(settings: Any) -> None:
+    settings.TRINITY_WEBHOOK_ALLOW = TEST_WEBHOOK_ALLOW
+
+
 @pytest.fixture(autouse=True)
 def _clear_cache() -> Iterator[None]:
     """Start and end every test with an empty Redis cache. The embedded database

@@ -36,3 +36,17 @@ class Conflict(DomainError):
 class InvalidInput(DomainError):
     status_code = 400
     code = "invalid"
+
+
+class QuotaExceeded(DomainError):
+    """A cap the admin sets (agents per operator, schedules per agent) is reached."""
+
+    status_code = 403
+    code = "quota_exceeded"
+
+
+class TooManyTurns(DomainError):
+    """The agent already has as many queued and running turns as it may; try later."""
+
+    status_code = 429
+    code = "too_many_turns"

@@ -133,6 +133,10 @@ def notification_channel_get(*, pk: int) -> NotificationChannel:
 
 def _set_url(channel: NotificationChannel, url: str) -> None:
     url = validate_webhook_url(url)
+    try:
+        webhooks.destination_vet(url)
+    except webhooks.DestinationRefused as exc:
+        raise InvalidInput(f"Refused: {exc}.", field="url") from None
     register_url_parts(url)
     channel.url = Secret(url)
     channel.url_host = _url_host(url)[:255]

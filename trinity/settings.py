@@ -477,6 +477,49 @@ TRINITY_NOTIFICATION_DEDUP_SECONDS = _env_int(
     "TRINITY_NOTIFICATION_DEDUP_SECONDS", 3600, minimum=1, maximum=7 * 24 * 3600
 )
 
+
+def _webhook_allow() -> tuple[str, ...]:
+    """Hosts and CIDRs a webhook may reach although they are not public addresses."""
+    import ipaddress
+    import re
+
+    entries = [e.strip().lower() for e in env.str("TRINITY_WEBHOOK_ALLOW", default="").split(",")]
+    for entry in filter(None, entries):
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            if not re.fullmatch(
+                r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*", entry
+            ):
+                raise ImproperlyConfigured(
+                    f"TRINITY_WEBHOOK_ALLOW: {entry!r} is neither a host name nor an IP/CIDR"
+                ) from None
+    return tuple(filter(None, entries))
+
+
+# Webhook destinations that are loopback, link-local (cloud metadata), private, CGNAT,
+# multicast or otherwise not public are refused unless listed here (trinity/webhooks.py).
+TRINITY_WEBHOOK_ALLOW = _webhook_allow()
+
+# Quotas (agents/services.py, execution/schedules.py, execution/services.py). Admins
+# are exempt from the agents-per-operator cap: they run the fleet.
+TRINITY_MAX_AGENTS_PER_OPERATOR = _env_int(
+    "TRINITY_MAX_AGENTS_PER_OPERATOR", 20, minimum=1, maximum=100_000
+)
+TRINITY_MAX_SCHEDULES_PER_AGENT = _env_int(
+    "TRINITY_MAX_SCHEDULES_PER_AGENT", 20, minimum=1, maximum=10_000
+)
+TRINITY_SCHEDULE_MIN_INTERVAL_SECONDS = _env_int(
+    "TRINITY_SCHEDULE_MIN_INTERVAL_SECONDS", 300, minimum=60, maximum=7 * 24 * 3600
+)
+TRINITY_SCHEDULE_MESSAGE_MAX_CHARS = _env_int(
+    "TRINITY_SCHEDULE_MESSAGE_MAX_CHARS", 20_000, minimum=1, maximum=1_000_000
+)
+# Queued plus running turns one agent may have at once.
+TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT = _env_int(
+    "TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT", 8, minimum=1, maximum=10_000
+)
+
 # Where agent servers run: "local" subprocesses (embedded default) or "docker".
 TRINITY_AGENT_BACKEND = env.str("TRINITY_AGENT_BACKEND", default="local")
 if TRINITY_AGENT_BACKEND not in {"local", "docker"}:

@@ -10,6 +10,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -264,9 +265,9 @@ def test_reload_token_switches_the_next_turn_but_not_the_running_one(
     assert sorted(seen(sim)) == [("oauth", "sub-new"), ("oauth", "sub-old")]
 
 
-@pytest.mark.parametrize(("guard", "expected"), [("0", "api_key"), ("1", "oauth")])
-def test_a_dotenv_api_key_shadows_the_baseline_subscription_unless_the_guard_is_armed(
-    sim: SimulatorProcess, start_server: StartServer, guard: str, expected: str
+@pytest.mark.parametrize("guard", ["0", "1"])
+def test_a_dotenv_api_key_never_shadows_the_baseline_subscription(
+    sim: SimulatorProcess, start_server: StartServer, guard: str
 ) -> None:
     token, stale = oat("sub"), api_key("stale")
     sim.control.register(token, kind="oauth", label="sub-a")
@@ -278,10 +279,11 @@ def test_a_dotenv_api_key_shadows_the_baseline_subscription_unless_the_guard_is_
     )
 
     assert server.post("/api/task", turn()).status_code == 200
-    assert set(seen(sim)) == {(expected, "sub-a" if expected == "oauth" else "stale-key")}
+    # The .env allowlist refuses credentials, guard or not.
+    assert set(seen(sim)) == {("oauth", "sub-a")}
 
 
-def test_reload_token_with_remove_api_key_lifts_a_dotenv_shadow(
+def test_reload_token_still_reports_a_dotenv_key_it_never_lets_through(
     sim: SimulatorProcess, start_server: StartServer
 ) -> None:
     stale, token = api_key("stale"), oat("sub")
@@ -291,14 +293,33 @@ def test_reload_token_with_remove_api_key_lifts_a_dotenv_shadow(
 
     kept = server.post("/api/credentials/reload-token", {"token": token})
     assert server.post("/api/task", turn()).status_code == 200
-    shadow_seen = seen(sim)
-    sim.control.clear_requests()
-    removed = server.post("/api/credentials/reload-token", {"token": token, "remove_api_key": True})
-    assert server.post("/api/task", turn()).status_code == 200
 
     assert kept.json()["env_shadow"] == ["ANTHROPIC_API_KEY"]
-    assert set(shadow_seen) == {("api_key", "stale-key")}  # the hazard, observed
-    assert removed.json()["env_shadow"] == ["ANTHROPIC_API_KEY"]
+    assert set(seen(sim)) == {("oauth", "sub-a")}
+
+
+def test_a_dotenv_base_url_does_not_move_where_the_cli_sends_its_request(
+    sim: SimulatorProcess, start_server: StartServer
+) -> None:
+    token = oat("sub")
+    sim.control.register(token, kind="oauth", label="sub-a")
+    with socket.socket() as elsewhere:
+        # A listener that would receive the request (and its credential) if the .env
+        # moved the CLI; it never accepts, so a redirected turn would time out.
+        elsewhere.bind(("127.0.0.1", 0))
+        elsewhere.listen()
+        port = elsewhere.getsockname()[1]
+        server = start_server(
+            dotenv=(
+                f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port}\n"
+                f"HTTPS_PROXY=http://127.0.0.1:{port}\n"
+                "NODE_OPTIONS=--require=/nonexistent/hook.js\n"
+            ),
+            CLAUDE_CODE_OAUTH_TOKEN=token,
+        )
+        response = server.post("/api/task", turn(timeout_seconds=30))
+
+    assert response.status_code == 200, response.text
     assert set(seen(sim)) == {("oauth", "sub-a")}
 
 

@@ -40,12 +40,13 @@ def layered(
     [
         # baseline passes through
         ({"baseline": {"CLAUDE_CODE_OAUTH_TOKEN": OAT}}, {"CLAUDE_CODE_OAUTH_TOKEN": OAT}),
-        # .env beats baseline: this is the shadowing hazard when the .env holds a key
+        # a key in the .env no longer shadows the baseline subscription: refused
         (
             {"baseline": {"CLAUDE_CODE_OAUTH_TOKEN": OAT}, "dotenv": {"ANTHROPIC_API_KEY": KEY}},
-            {"CLAUDE_CODE_OAUTH_TOKEN": OAT, "ANTHROPIC_API_KEY": KEY},
+            {"CLAUDE_CODE_OAUTH_TOKEN": OAT, "ANTHROPIC_API_KEY": None},
         ),
-        ({"baseline": {"X": "base"}, "dotenv": {"X": "dotenv"}}, {"X": "dotenv"}),
+        # an allowed .env name beats the baseline
+        ({"baseline": {"AGENT_X": "base"}, "dotenv": {"AGENT_X": "dotenv"}}, {"AGENT_X": "dotenv"}),
         # protected names in .env are skipped
         (
             {
@@ -193,7 +194,9 @@ def test_the_boot_guard_arms_only_for_a_baseline_subscription_on_claude_code(
     )
     env = state.spawn_env(None, tmp_path / "home")
     assert state.boot_guard_armed is armed
-    assert ("ANTHROPIC_API_KEY" not in env) is armed
+    # The stale .env key never reaches a spawn (the allowlist refuses it); an armed
+    # guard also unsets a baseline key.
+    assert env.get("ANTHROPIC_API_KEY") == (None if armed else baseline.get("ANTHROPIC_API_KEY"))
 
 
 def test_reload_token_applies_to_the_next_spawn_and_reports_the_shadow(tmp_path: Path) -> None:
@@ -208,7 +211,7 @@ def test_reload_token_applies_to_the_next_spawn_and_reports_the_shadow(tmp_path:
     assert "CLAUDE_CODE_OAUTH_TOKEN" not in before
     assert shadow == ["ANTHROPIC_API_KEY"]
     assert kept_key["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-reloaded-token"
-    assert kept_key["ANTHROPIC_API_KEY"] == KEY
+    assert "ANTHROPIC_API_KEY" not in kept_key  # the .env may not set a credential
     # names only, and still reported: the .env file itself is unchanged
     assert shadow_removed == ["ANTHROPIC_API_KEY"]
     assert after["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-reloaded-token2"
@@ -219,8 +222,97 @@ def test_reload_token_applies_to_the_next_spawn_and_reports_the_shadow(tmp_path:
 
 def test_the_dotenv_is_reread_for_every_spawn(tmp_path: Path) -> None:
     state = AgentState(config_for(tmp_path, boot_guard=False), baseline={}, redactor=Redactor())
-    (tmp_path / ".env").write_text("MODE=one\n")
+    (tmp_path / ".env").write_text("AGENT_MODE=one\n")
     first = state.spawn_env(None, tmp_path / "h")
-    (tmp_path / ".env").write_text("MODE=two\n")
+    (tmp_path / ".env").write_text("AGENT_MODE=two\n")
     second = state.spawn_env(None, tmp_path / "h")
-    assert (first["MODE"], second["MODE"]) == ("one", "two")
+    assert (first["AGENT_MODE"], second["AGENT_MODE"]) == ("one", "two")
+
+
+# Names a tool that writes the agent's `.env` could use to move where the next spawn's
+# requests go (and, with them, every override credential), what code it loads, or which
+# credential it sends. None of them may come from the `.env`; the baseline keeps its own.
+REFUSED_FROM_DOTENV = [
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "OPENAI_BASE_URL",
+    "ANY_OTHER_BASE_URL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "no_proxy",
+    "NODE_OPTIONS",
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_TLS_REJECT_UNAUTHORIZED",
+    "NODE_PATH",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "BASH_ENV",
+    "ENV",
+    "SHELL",
+    "SSL_CERT_FILE",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "CLAUDE_CONFIG_DIR",
+    "GIT_SSH_COMMAND",
+    "PATH",
+    "HOME",
+    "TRINITY_AGENT_SECRET",
+    "TRINITY_AGENT_RUNTIME",
+    "SOMETHING_NOBODY_LISTED",
+]
+
+ALLOWED_FROM_DOTENV = [
+    "CLAUDE_CODE_MAX_RETRIES",
+    "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+    "MAX_THINKING_TOKENS",
+    "BASH_DEFAULT_TIMEOUT_MS",
+    "NO_COLOR",
+    "AGENT_MODE",
+    "AGENT_GITHUB_ORG",
+]
+
+
+@pytest.mark.parametrize("name", REFUSED_FROM_DOTENV)
+def test_a_dotenv_cannot_set_a_name_outside_the_allowlist(name: str) -> None:
+    env = layered(baseline={"PATH": "/usr/bin"}, dotenv={name: "http://attacker.invalid:1"})
+    assert env.get(name) != "http://attacker.invalid:1"
+
+
+@pytest.mark.parametrize("name", ALLOWED_FROM_DOTENV)
+def test_a_dotenv_sets_a_name_on_the_allowlist(name: str) -> None:
+    assert layered(dotenv={name: "7"})[name] == "7"
+
+
+def test_a_refused_dotenv_name_leaves_the_baseline_value_in_place() -> None:
+    base = "http://127.0.0.1:9/provider"
+    env = layered(
+        baseline={"ANTHROPIC_BASE_URL": base}, dotenv={"ANTHROPIC_BASE_URL": "http://evil"}
+    )
+    assert env["ANTHROPIC_BASE_URL"] == base
+
+
+def test_each_refused_name_is_logged_once_per_spawn_without_its_value(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("WARNING", logger="agent_server.envlayer")
+    layered(
+        dotenv={
+            "ANTHROPIC_BASE_URL": "http://attacker.invalid/secret-path",
+            "LD_PRELOAD": "/tmp/x.so",  # noqa: S108 - a value, never opened
+            "AGENT_MODE": "fine",
+        }
+    )
+    refusals = [r.getMessage() for r in caplog.records]
+    assert len(refusals) == 1
+    assert "ANTHROPIC_BASE_URL" in refusals[0] and "LD_PRELOAD" in refusals[0]
+    assert "AGENT_MODE" not in refusals[0]
+    assert "attacker" not in refusals[0] and "x.so" not in refusals[0]

@@ -9,6 +9,7 @@ import ast
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -65,8 +66,98 @@ def test_compose_runs_the_designed_processes_on_postgres_redis_and_docker_agents
 
 def test_the_env_example_names_only_settings_the_code_reads() -> None:
     settings_source = (ROOT / "trinity" / "settings.py").read_text()
+    # Compose itself reads the passwords it interpolates (``${NAME:?...}``).
+    compose_reads = set(re.findall(r"\$\{([A-Z_]+):\?", (DEPLOY / "compose.yaml").read_text()))
     for line in (DEPLOY / "trinity.env.example").read_text().splitlines():
         line = line.lstrip("# ").strip()
         match = re.match(r"^([A-Z_]+)=", line)
         if match:
-            assert f'"{match.group(1)}"' in settings_source, match.group(1)
+            name = match.group(1)
+            assert f'"{name}"' in settings_source or name in compose_reads, name
+
+
+def _compose() -> dict[str, Any]:
+    loaded = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def _volumes(service: dict[str, Any]) -> list[str]:
+    return [
+        v if isinstance(v, str) else str(v.get("source", "")) for v in service.get("volumes", [])
+    ]
+
+
+def _networks(service: dict[str, Any]) -> set[str]:
+    networks = service.get("networks", [])
+    return set(networks) if isinstance(networks, list) else set(networks or {})
+
+
+def test_no_service_but_the_socket_proxy_mounts_the_docker_socket() -> None:
+    services = _compose()["services"]
+    holders = {name for name, s in services.items() if any("docker.sock" in v for v in _volumes(s))}
+    assert holders == {"docker-proxy"}
+    # It mounts the socket read-only and runs the project's filtering proxy.
+    [mount] = [v for v in _volumes(services["docker-proxy"]) if "docker.sock" in v]
+    assert mount.endswith(":ro")
+    assert "deploy/docker_proxy.py" in " ".join(services["docker-proxy"]["command"])
+
+
+def test_web_and_worker_reach_the_engine_only_through_the_proxy() -> None:
+    compose = _compose()
+    services = compose["services"]
+    for name in ("web", "worker"):
+        env = services[name]["environment"]
+        assert env["DOCKER_HOST"] == "tcp://docker-proxy:2375", name
+        assert "engine" in _networks(services[name])
+    assert _networks(services["docker-proxy"]) == {"engine"}
+    assert compose["networks"]["engine"].get("internal") is True
+    # The proxy admits the image and network the runtime is configured with.
+    proxy_env = services["docker-proxy"]["environment"]
+    backend_env = services["web"]["environment"]
+    assert proxy_env["DOCKER_PROXY_IMAGE"] == backend_env["TRINITY_AGENT_IMAGE"]
+    assert proxy_env["DOCKER_PROXY_NETWORK"] == backend_env["TRINITY_DOCKER_NETWORK"]
+
+
+def test_agents_get_a_network_without_postgres_or_redis() -> None:
+    compose = _compose()
+    services = compose["services"]
+    agents = services["web"]["environment"]["TRINITY_DOCKER_NETWORK"]
+    [key] = [k for k, n in compose["networks"].items() if n.get("name", k) == agents]
+    on_agents = {name for name, s in services.items() if key in _networks(s)}
+    assert on_agents == {"web", "worker"}  # they call the agent servers
+    for name in ("postgres", "redis"):
+        assert _networks(services[name]) == {"backend"}, name
+    assert compose["networks"]["backend"].get("internal") is True
+
+
+def test_postgres_and_redis_passwords_come_from_the_env_file_with_no_default() -> None:
+    text = (DEPLOY / "compose.yaml").read_text()
+    services = _compose()["services"]
+    required = re.compile(r"^\$\{(POSTGRES_PASSWORD|REDIS_PASSWORD):\?[^}]+\}$")
+    assert required.match(services["postgres"]["environment"]["POSTGRES_PASSWORD"])
+    assert "trinity:trinity@" not in text and "POSTGRES_PASSWORD: trinity" not in text
+    for name in ("web", "worker", "beat", "migrate"):
+        env = services[name]["environment"]
+        assert "${POSTGRES_PASSWORD:?" in env["DATABASE_URL"], name
+        assert env["REDIS_URL"].startswith("redis://:${REDIS_PASSWORD:?"), name
+    redis = services["redis"]
+    assert "requirepass" in " ".join(redis["command"])
+    # Not in argv: `ps` on the host would show it to every local user.
+    assert "REDIS_PASSWORD" not in " ".join(redis["command"]).replace("$$REDIS_PASSWORD", "")
+    assert required.match(redis["environment"]["REDIS_PASSWORD"])
+
+
+def test_nothing_publishes_plain_http_beyond_loopback() -> None:
+    services = _compose()["services"]
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            spec = (
+                port if isinstance(port, str) else f"{port.get('host_ip', '')}:{port['published']}"
+            )
+            assert spec.startswith("127.0.0.1:"), f"{name} publishes {spec} on every interface"
+    assert services["web"]["environment"]["TRINITY_HTTPS"] == "true"
+
+
+def test_the_backend_image_carries_the_socket_proxy() -> None:
+    assert "deploy/docker_proxy.py" in (DEPLOY / "Dockerfile.backend").read_text()

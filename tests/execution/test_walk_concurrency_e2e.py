@@ -47,6 +47,8 @@ def web_processes(control: SimulatorControl, tmp_path: Path) -> Iterator[list[st
         SECRET_KEY=settings.SECRET_KEY,
         TRINITY_ENCRYPTION_KEYS=",".join(settings.TRINITY_ENCRYPTION_KEYS),
         TRINITY_ANTHROPIC_BASE_URL=settings.TRINITY_ANTHROPIC_BASE_URL,
+        # all twenty turns run on one agent at once: above the default concurrency cap
+        TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT=str(TURNS),
         # on-commit effects (the winner's hot-reload) run in the request, no worker here
         CELERY_TASK_ALWAYS_EAGER="true",
     )

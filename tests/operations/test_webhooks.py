@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 import time_machine
 from django.contrib.auth.models import User
@@ -24,7 +25,9 @@ from tests.agents.factories import AgentFactory
 from tests.conftest import simulator  # noqa: F401 - one simulator for this module's e2e test
 from tests.subscriptions.factories import plan_token
 from trinity import notification_channels as channels
+from trinity import webhooks
 from trinity.celery import app
+from trinity.crypto import Secret
 from trinity.models import (
     DeliveryStatus,
     Notification,
@@ -44,6 +47,7 @@ class Receiver:
     def __init__(self, script: list[int]) -> None:
         self.script = list(script)
         self.received: list[dict[str, Any]] = []
+        self.hosts: list[str] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,6 +55,7 @@ class Receiver:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"null")
                 receiver.received.append({"path": self.path, "body": body})
+                receiver.hosts.append(self.headers.get("Host", ""))
                 status = receiver.script.pop(0) if len(receiver.script) > 1 else receiver.script[0]
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain")
@@ -253,7 +258,7 @@ def test_a_gone_hook_is_not_retried(
         notification_send(kind="k", level="critical", title="t", now=NOW)
     delivery = NotificationDelivery.objects.get()
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.FAILED, 1)
-    assert delivery.attempt_log.get().error == "HTTP 404: receiver is down"
+    assert delivery.attempt_log.get().error == "HTTP 404"  # the code only: a body never comes back
 
 
 @pytest.mark.django_db
@@ -470,3 +475,241 @@ def test_a_walked_turn_is_served_at_once_while_its_switch_notice_is_delivered_in
     payload = hook.received[-1]["body"]
     assert payload["title"] == "Subscription auto-switched to 'plan-b'"
     assert payload["agent_name"] == "bot" and payload["data"]["to_name"] == "plan-b"
+
+
+# --- destinations: only public addresses unless the admin lists one ----------------
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("127.9.9.9", "loopback"),
+        ("::1", "loopback"),
+        ("169.254.169.254", "link-local"),  # the cloud metadata service
+        ("fe80::1", "link-local"),
+        ("10.0.0.1", "private"),
+        ("172.16.0.1", "private"),
+        ("192.168.1.10", "private"),
+        ("fd00:ec2::254", "private"),  # AWS's IPv6 metadata address
+        ("100.64.0.1", "shared (CGNAT)"),
+        ("100.100.100.200", "shared (CGNAT)"),  # Alibaba's metadata address
+        ("224.0.0.1", "multicast"),
+        ("ff02::1", "multicast"),
+        ("0.0.0.0", "unspecified"),  # noqa: S104 - a value under test
+        ("::", "unspecified"),
+        ("240.0.0.1", "reserved"),
+        ("192.0.2.1", "reserved"),  # documentation range: not public
+        # IPv4 hidden inside IPv6 is judged as the IPv4 it reaches
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:169.254.169.254", "link-local"),
+        ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of the metadata address
+        ("2002:7f00:1::", "loopback"),  # 6to4 of 127.0.0.1
+        ("8.8.8.8", None),
+        ("1.1.1.1", None),
+        ("2606:4700:4700::1111", None),
+        ("::ffff:8.8.8.8", None),
+    ],
+)
+def test_a_destination_address_is_refused_unless_it_is_public(
+    address: str, reason: str | None
+) -> None:
+    assert webhooks.address_refusal(address, allow=()) == reason
+
+
+@pytest.mark.parametrize(
+    ("address", "allow", "refused"),
+    [
+        ("10.1.2.3", ("10.0.0.0/8",), False),
+        ("10.1.2.3", ("10.1.2.3",), False),
+        ("10.1.2.3", ("192.168.0.0/16",), True),
+        ("::ffff:10.1.2.3", ("10.0.0.0/8",), False),
+        ("169.254.169.254", ("10.0.0.0/8",), True),
+    ],
+)
+def test_the_admin_allow_list_admits_the_addresses_it_names(
+    address: str, allow: tuple[str, ...], refused: bool
+) -> None:
+    assert (webhooks.address_refusal(address, allow=allow) is not None) is refused
+
+
+@pytest.fixture
+def no_webhook_allow(settings: Any) -> None:
+    """Production's default: nothing but public addresses (tests/conftest.py allows
+    loopback for every other test's receiver)."""
+    settings.TRINITY_WEBHOOK_ALLOW = ()
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("no_webhook_allow")
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:9/hooks/secret-path", "loopback"),
+        ("http://localhost:9/hooks/secret-path", "loopback"),  # refused after DNS
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("http://[::ffff:169.254.169.254]/latest/", "link-local"),
+        ("https://10.0.0.5/hooks/secret-path", "private"),
+        ("https://no-such-host.invalid/hooks/secret-path", "does not resolve"),
+    ],
+)
+def test_saving_a_channel_to_a_non_public_destination_is_a_400_naming_why(
+    admin_client_api: APIClient, url: str, reason: str
+) -> None:
+    response = admin_client_api.post(
+        "/api/notification-channels", {"name": "a", "kind": "json", "url": url}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    [message] = response.json()["url"]
+    assert reason in message
+    assert "secret-path" not in response.content.decode()
+    assert not NotificationChannel.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_delivery_rechecks_the_destination_and_sends_nothing_once_it_is_refused(
+    receiver: Callable[[list[int]], Receiver], settings: Any
+) -> None:
+    hook = receiver([200])
+    saved = channel(hook.url)  # allowed when saved (the test allow list)
+    settings.TRINITY_WEBHOOK_ALLOW = ()  # the admin takes loopback off the list
+
+    outcome = channels.channel_test_send(channel=saved, now=NOW)
+
+    assert hook.received == []
+    assert outcome.delivered is False and "loopback" in outcome.error
+
+
+@pytest.mark.django_db
+def test_a_delivery_connects_to_the_address_it_checked_not_to_a_second_answer(
+    receiver: Callable[[list[int]], Receiver],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DNS rebinding: the name answers an allowed address for the check and a refused
+    one a moment later. The delivery must reach the checked address, resolving once."""
+    hook = receiver([200])
+    port = hook.server.server_address[1]
+    settings.TRINITY_WEBHOOK_ALLOW = ("127.0.0.1",)
+    answers = iter(["127.0.0.1"] + ["127.0.0.2"] * 10)  # .2 is loopback, and not listed
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "hooks.rebind.test":
+            return real(host, *args, **kwargs)
+        asked.append(host)
+        return real(next(answers), *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    result = webhooks.post(
+        url=Secret(f"http://hooks.rebind.test:{port}/services/x"), payload={"text": "hi"}
+    )
+
+    assert result.delivered is True, result.error
+    assert asked == ["hooks.rebind.test"]
+    assert hook.received == [{"path": "/services/x", "body": {"text": "hi"}}]
+    assert hook.hosts == [f"hooks.rebind.test:{port}"]
+
+
+@pytest.mark.django_db
+def test_a_redirect_is_not_followed(receiver: Callable[[list[int]], Receiver]) -> None:
+    hook = receiver([302])
+    result = webhooks.post(url=Secret(hook.url), payload={"text": "hi"})
+    assert result.delivered is False and result.status_code == 302
+    assert len(hook.received) == 1
+
+
+@pytest.mark.django_db
+def test_send_test_reports_the_status_code_and_never_the_receivers_body(
+    admin_client_api: APIClient, receiver: Callable[[list[int]], Receiver]
+) -> None:
+    hook = receiver([500])
+    created = admin_client_api.post(
+        "/api/notification-channels",
+        {"name": "echo", "kind": "json", "url": hook.url},
+        format="json",
+    ).json()
+    answer = admin_client_api.post(f"/api/notification-channels/{created['id']}/test")
+    assert answer.json()["status_code"] == 500
+    assert answer.json()["error"] == "HTTP 500"
+    assert "receiver is down" not in answer.content.decode()
+
+
+def _self_signed(tmp_path: Any, name: str) -> tuple[str, str]:
+    """A certificate for ``name`` and its key, as PEM files."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(datetime.now(UTC) - timedelta(days=1))
+        .not_valid_after(datetime.now(UTC) + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("certified", "delivered"), [("hooks.tls.test", True), ("other.test", False)]
+)
+def test_an_https_delivery_to_the_checked_address_still_verifies_the_hosts_certificate(
+    tmp_path: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    certified: str,
+    delivered: bool,
+) -> None:
+    """Pinning the address must not weaken TLS: SNI and the certificate check use the
+    URL's host name, so a receiver certified for another name is not delivered to."""
+    import ssl
+
+    from trinity.http import ProcessClient
+
+    cert, key = _self_signed(tmp_path, certified)
+    hook = Receiver([200])
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    hook.server.socket = server_context.wrap_socket(hook.server.socket, server_side=True)
+    port = hook.server.server_address[1]
+    real = socket.getaddrinfo
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, *a, **k: real("127.0.0.1" if host == "hooks.tls.test" else host, *a, **k),
+    )
+    # The pooled client as webhooks builds it, trusting this test's certificate.
+    client_context = ssl.create_default_context(cafile=cert)
+    monkeypatch.setattr(
+        webhooks,
+        "_http",
+        ProcessClient(lambda: httpx.Client(verify=client_context, follow_redirects=False)),
+    )
+    settings.TRINITY_WEBHOOK_ALLOW = ("127.0.0.1",)
+    with hook:
+        result = webhooks.post(
+            url=Secret(f"https://hooks.tls.test:{port}/services/x"), payload={"text": "hi"}
+        )
+
+    assert result.delivered is delivered, result.error
+    assert hook.hosts == ([f"hooks.tls.test:{port}"] if delivered else [])
