@@ -14,7 +14,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import lifecycle, services
-from agents.models import CLI_TOOLS, Agent, ProcessState, RoutingPolicy, Runtime, WaitPolicy
+from agents.models import (
+    CLI_TOOLS,
+    Agent,
+    Isolation,
+    ProcessState,
+    RoutingPolicy,
+    Runtime,
+    WaitPolicy,
+)
 from agents.selectors import agent_get_visible, agents_visible_to
 from subscriptions import policy
 from trinity.models import SystemSettings
@@ -59,6 +67,13 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
     )
     effective_key_budget_monthly_usd = serializers.SerializerMethodField(
         help_text="the tightest of the owner's, the admin's and the fleet's monthly cap"
+    )
+    isolation = serializers.ChoiceField(
+        choices=[*Isolation.choices, ("", "not reported yet")],
+        read_only=True,
+        help_text="how the agent's server isolates its CLI: separate-user (the CLI runs as "
+        "an OS user of its own), same-user (the weak mode: it could read the server's "
+        "memory), or empty until a server has reported it",
     )
 
     class Meta:

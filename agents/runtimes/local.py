@@ -250,7 +250,10 @@ class LocalProcessRuntime:
         env["TRINITY_AGENT_CLI_CACHE"] = str(work_root() / ".cli")
         env["TRINITY_AGENT_USER"] = settings.TRINITY_AGENT_USER
         log_path = home / "server.log"
-        log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+        # 0600 whatever the umask: the log names the agent's turns and is the platform's
+        # alone (an older, looser log is tightened).
+        log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+        os.fchmod(log.fileno(), 0o600)
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
                 [sys.executable, "-m", "agent_server", "--uds", str(path)],

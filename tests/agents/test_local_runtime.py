@@ -22,10 +22,12 @@ from django.core.management import call_command
 
 from agents import lifecycle
 from agents.models import Agent, ProcessState
+from agents.runtimes.base import SpawnSpec
 from agents.runtimes.local import LocalProcessRuntime, _socket_dir_ready, socket_dir, socket_path
 from simulator.control import SimulatorControl
 from tests.agents.factories import AgentFactory
 from tests.procs import children_of, proc_stat
+from trinity.crypto import Secret
 
 STARTER = r"""
 import sys
@@ -144,3 +146,24 @@ def test_the_socket_directory_is_made_0700_whatever_the_umask_and_tightened_if_l
         assert stat.S_IMODE(_socket_dir_ready().stat().st_mode) == 0o700
     finally:
         os.umask(previous)
+
+
+def test_the_server_log_is_0600_whatever_the_umask_and_an_older_looser_one_is_tightened(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path
+    log = tmp_path / "agents" / "no-model" / "server.log"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"an older server's lines\n")
+    log.chmod(0o644)
+    # The anthropic-api runtime without a model refuses to start (exit 2): enough to
+    # open the log the way every start does.
+    spec = SpawnSpec(name="no-model", runtime="anthropic-api", model="", secret=Secret("s" * 32))
+    previous = os.umask(0)
+    try:
+        with pytest.raises(RuntimeError, match="exited with 2 at startup"):
+            LocalProcessRuntime().start(spec)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert log.read_bytes().startswith(b"an older server's lines\n")

@@ -72,15 +72,18 @@ def fleet(owner: User, other_user: User) -> dict[str, Any]:
     )
     # Outside the range: counted nowhere.
     ExecutionFactory.create(agent=bot, created_at=DAY1 - timedelta(days=40))
-    RateLimitEventFactory.create(agent_name="bot", subscription=a, occurred_at=DAY2)
+    RateLimitEventFactory.create(agent=bot, agent_name="bot", subscription=a, occurred_at=DAY2)
     RateLimitEventFactory.create(
+        agent=bot,
         agent_name="bot",
         subscription=None,
         credential_kind=CredentialKind.API_KEY,
         failure_kind=FailureKind.AUTH,
         occurred_at=DAY1,
     )
-    RateLimitEventFactory.create(agent_name="their-bot", subscription=a, occurred_at=DAY1)
+    RateLimitEventFactory.create(
+        agent=theirs, agent_name="their-bot", subscription=a, occurred_at=DAY1
+    )
     return {"a": a, "b": b}
 
 
