@@ -162,12 +162,12 @@ def test_health_needs_no_secret(client: TestClient) -> None:
     }
 
 
-def test_health_proves_the_secret_for_the_nonce_it_was_asked() -> None:
+def test_health_proves_the_secret_for_the_nonce_it_was_asked(tmp_path: Path) -> None:
     # Built here, not from the fixture: the proof must follow the configured secret.
-    for secret in (SECRET, "another-agents-secret-0002"):
-        app = create_app(
-            make_config(Path("/nonexistent"), secret=secret), runtime=RecordingRuntime()
-        )
+    for index, secret in enumerate((SECRET, "another-agents-secret-0002")):
+        home = tmp_path / f"home-{index}"
+        home.mkdir()
+        app = create_app(make_config(home, secret=secret), runtime=RecordingRuntime())
         with TestClient(app) as test_client:
             for nonce in (new_nonce(), new_nonce()):
                 response = test_client.get("/health", params={"nonce": nonce})

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent_server.__main__ import EXIT_SOCKET_HELD, SocketRefused, bind_unix_socket
@@ -172,7 +173,15 @@ def test_a_started_server_listens_on_its_socket_and_not_on_a_tcp_port(tmp_path: 
         assert server.client.get("/health").status_code == 200
         inodes = _socket_inodes(server.pid)
         assert inodes, "the server holds no socket"
-        assert not inodes & _tcp_listen_inodes()  # no TCP listener of its own
+        own = [where for inode, where in _tcp_listeners().items() if inode in inodes]
+        # Its one TCP listener is the credential forwarder, on loopback only, and the
+        # agent API is not served there.
+        assert len(own) == 1
+        ((host, port),) = own
+        assert host == "0100007F"  # 127.0.0.1
+        answer = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+        assert answer.status_code in (401, 403)
+        assert "runtime" not in answer.text
     assert not server.socket_path.exists()  # removed on a graceful stop
 
 
@@ -188,11 +197,13 @@ def _socket_inodes(pid: int) -> set[str]:
     return found
 
 
-def _tcp_listen_inodes() -> set[str]:
-    inodes = set()
+def _tcp_listeners() -> dict[str, tuple[str, int]]:
+    """Listening TCP sockets by inode: (local address as the kernel writes it, port)."""
+    listeners = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             if fields[3] == "0A":  # LISTEN
-                inodes.add(fields[9])
-    return inodes
+                host, port = fields[1].split(":")
+                listeners[fields[9]] = (host, int(port, 16))
+    return listeners
