@@ -174,9 +174,10 @@ def test_the_agent_runtime_starts_inspects_stops_and_discards_through_the_proxy(
     engine: FakeEngine, client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runtime = DockerRuntime(client_factory=lambda: client)
-    # Nothing listens at the container's address here; the health wait is not the
-    # proxy's business.
-    monkeypatch.setattr(runtime, "_wait_healthy", lambda endpoint, name: None)
+    # Nothing listens at the container's address here (the engine is a stand-in), so
+    # the proof wait is replaced: it is not the proxy's business, and it is pinned by
+    # tests/agents/test_docker_runtime.py.
+    monkeypatch.setattr(runtime, "_wait_proven", lambda client, agent_name: None)
 
     spawned = runtime.start(spec())
     alive = runtime.is_alive(name="bot", handle=spawned.handle)
