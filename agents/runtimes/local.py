@@ -44,6 +44,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from agent_server.isolation import IsolationError, own_dir
 from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
 from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
 
@@ -153,19 +154,6 @@ def default_work_root(var_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"{WORK_ROOT_PREFIX}{os.geteuid()}-{tag}"
 
 
-def _own_dir(path: Path, mode: int) -> Path:
-    """`path` as a real directory of this user with `mode`; anything else (a symlink,
-    someone else's directory planted in a shared temp dir) is refused."""
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=mode)
-    info = path.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-        raise RuntimeError(f"{path} is not a directory owned by uid {os.geteuid()}")
-    if stat.S_IMODE(info.st_mode) != mode:
-        os.chmod(path, mode)
-    return path
-
-
 def _area_path(name: str) -> Path:
     return work_root() / name
 
@@ -175,13 +163,19 @@ def agent_work_area(name: str) -> Path:
     out the area itself)."""
     root = work_root()
     root.parent.mkdir(parents=True, exist_ok=True)
-    _own_dir(root, WORK_ROOT_MODE)
+    try:
+        # The agent server's own rule for the directories it lays out: a real
+        # directory of this user with exactly this mode; a planted one is refused.
+        own_dir(root, mode=WORK_ROOT_MODE)
+    except IsolationError as exc:
+        raise RuntimeError(str(exc)) from None
     return root / name
 
 
 def _token_files(home: Path) -> list[Path]:
-    """The agent server's token file and any temp file a torn write left beside it
-    (agent_server/tokenfile.py names them ``.oauth_token.<hex>.tmp``)."""
+    """The token file an agent server from before the forwarder wrote on a reload, and
+    any temp file a torn write left beside it (``.oauth_token.<hex>.tmp``); servers
+    now keep a reloaded token in memory only."""
     state = home / ".trinity"
     return [state / "oauth_token", *state.glob(".oauth_token.*.tmp")]
 
