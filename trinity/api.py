@@ -116,6 +116,8 @@ def strict_input_fields() -> None:
 
     - A string field (and its slug, regex, URL... kin) refuses a number: DRF coerced
       one into a string (``"model": -4.8e16`` was kept as the model "-4.8e+16").
+    - A decimal field refuses a number: the schema says a decimal string (dollars
+      "2.50", never a float), and DRF took ``2208`` as "2208.00".
     - A boolean missing from the body stays missing: DRF reads one missing from a form
       body as False (an unticked checkbox), and it parses an empty body as a form even
       though the API parses only JSON, so an empty PUT turned a switch off.
@@ -133,8 +135,16 @@ def strict_input_fields() -> None:
             self.fail("invalid")
         return lenient(self, data)
 
+    lenient_decimal = serializers.DecimalField.to_internal_value
+
+    def strict_decimal(self: serializers.DecimalField, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return lenient_decimal(self, data)
+
     strict.strict = True  # type: ignore[attr-defined]
     serializers.CharField.to_internal_value = strict  # type: ignore[method-assign,assignment]
+    serializers.DecimalField.to_internal_value = strict_decimal  # type: ignore[method-assign]
 
 
 # What a display name may hold (a subscription's, a notification channel's): letters and

@@ -50,7 +50,7 @@ def test_every_routing_field_is_set_on_create_and_budgets_come_back_as_strings(
         "wait_policy": "fail",
         "max_wait_seconds": WEEK,
         "key_budget_daily_usd": "2.50",
-        "key_budget_monthly_usd": 40,
+        "key_budget_monthly_usd": "40",
     }
     response = owner_client.post(URL, body, format="json")
     assert response.status_code == 201, response.content
@@ -62,6 +62,20 @@ def test_every_routing_field_is_set_on_create_and_budgets_come_back_as_strings(
     agent = Agent.objects.get(name="bot")
     assert agent.key_budget_monthly_usd == Decimal("40.00")
     assert agent.routing_policy == RoutingPolicy.SUBSCRIPTION_ONLY
+
+
+@pytest.mark.parametrize("value", [40, 2.5])
+def test_a_budget_sent_as_a_number_is_a_400_naming_the_field(
+    owner_client: APIClient, value: float
+) -> None:
+    # Dollars are decimal strings in the schema; a JSON number (a float, once parsed)
+    # is refused rather than rounded into a budget.
+    response = owner_client.post(
+        URL, {"name": "bot", "key_budget_monthly_usd": value}, format="json"
+    )
+    assert response.status_code == 400
+    assert set(response.json()) == {"key_budget_monthly_usd"}
+    assert not Agent.objects.filter(name="bot").exists()
 
 
 @pytest.mark.parametrize(
