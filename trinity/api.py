@@ -144,7 +144,7 @@ def strict_input_fields() -> None:
 
     strict.strict = True  # type: ignore[attr-defined]
     serializers.CharField.to_internal_value = strict  # type: ignore[method-assign,assignment]
-    serializers.DecimalField.to_internal_value = strict_decimal  # type: ignore[method-assign]
+    serializers.DecimalField.to_internal_value = strict_decimal  # type: ignore[method-assign,assignment]
 
 
 # What a display name may hold (a subscription's, a notification channel's): letters and
