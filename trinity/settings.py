@@ -55,6 +55,11 @@ def _env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
 
 
 VAR_DIR = Path(env.str("TRINITY_VAR_DIR", default=str(BASE_DIR / "var")))
+# What the platform's processes create is theirs alone, whoever creates it: the beat
+# schedule, the filesystem broker's queues, agent homes and logs, not only the files this
+# module opens 0600 itself. The few things another user must reach get their mode
+# explicitly (the agents' work area and the staged CLI: agent_server/isolation.py).
+os.umask(0o077)
 # var/ holds the generated secrets and, in the embedded default, the SQLite file: 0700,
 # and an installation that has it looser is tightened here (trinity.apps logs it).
 VAR_DIR_TIGHTENED = ensure_private_var_dir(VAR_DIR)

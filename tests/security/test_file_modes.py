@@ -32,8 +32,14 @@ with connection.cursor() as cursor:
     cursor.execute("CREATE TABLE IF NOT EXISTS probe (n integer)")
     cursor.execute("INSERT INTO probe (n) VALUES (1)")
 var = settings.VAR_DIR
+# A file some library opens later with the default mode (celery beat's schedule, the
+# filesystem broker's queues): the process's umask decides it.
+with open(var / "written-later", "w") as later:
+    later.write("x")
+(var / "made-later").mkdir(exist_ok=True)
 modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in var.iterdir() if p.is_file()}
 modes["var/"] = oct(stat.S_IMODE(var.stat().st_mode))
+modes["made-later/"] = oct(stat.S_IMODE((var / "made-later").stat().st_mode))
 print(json.dumps(modes))
 """
 
@@ -65,6 +71,8 @@ def test_a_fresh_install_keeps_var_0700_and_every_file_in_it_0600(tmp_path: Path
     var = tmp_path / "var"
     modes = _modes(_boot(var))
     assert modes.pop("var/") == "0o700"
+    assert modes.pop("made-later/") == "0o700"
+    assert "written-later" in modes, sorted(modes)
     for name in ("secret_key", "encryption.key", "trinity.sqlite3"):
         assert name in modes, sorted(modes)
     assert "trinity.sqlite3-wal" in modes and "trinity.sqlite3-shm" in modes, sorted(modes)
@@ -82,6 +90,7 @@ def test_an_older_install_with_loose_modes_is_tightened_and_says_so_once(tmp_pat
     tightened = _boot(var)
     modes = _modes(tightened)
     assert modes.pop("var/") == "0o700"
+    modes.pop("made-later/")
     assert modes == dict.fromkeys(modes, "0o600")
     lines = [line for line in tightened.stderr.splitlines() if "tightened" in line]
     assert len(lines) == 1, tightened.stderr
