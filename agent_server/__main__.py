@@ -26,7 +26,7 @@ from pathlib import Path
 import uvicorn
 
 from agent_server.app import create_app
-from agent_server.config import ConfigError, load_config
+from agent_server.config import AgentConfig, ConfigError, load_config
 from agent_server.isolation import IsolationError
 from agent_server.logjson import JsonFormatter
 from agent_server.redaction import Redactor, install_log_redaction
@@ -189,13 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         sock = listener.sock
         where = f"unix://{args.uds}"
     else:
-        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((args.host, args.port))
-        # Listening before the line is printed: a client that connects at once waits
-        # in the backlog until uvicorn accepts, instead of being refused.
-        sock.listen(128)
+        sock = _tcp_listener(args.host, args.port)
         where = f"http://{args.host}:{sock.getsockname()[1]}"
 
     server = uvicorn.Server(
@@ -214,6 +208,28 @@ def main(argv: list[str] | None = None) -> int:
             timeout_keep_alive=SERVER_KEEPALIVE_SECONDS,
         )
     )
+    _announce(config, where)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if listener is not None:
+            listener.close()
+    return 0
+
+
+def _tcp_listener(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    # Listening before the line is printed: a client that connects at once waits in the
+    # backlog until uvicorn accepts, instead of being refused.
+    sock.listen(128)
+    return sock
+
+
+def _announce(config: AgentConfig, where: str) -> None:
+    """Log what serves, then the one banner line a parent process reads."""
     logging.getLogger("agent_server").info(
         "runtime=%s model=%s home=%s cli=%s",
         config.runtime,
@@ -227,12 +243,6 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("agent_server").info(banner)
     else:
         print(banner, flush=True)
-    try:
-        server.run(sockets=[sock])
-    finally:
-        if listener is not None:
-            listener.close()
-    return 0
 
 
 if __name__ == "__main__":

@@ -105,6 +105,32 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
             "TRINITY_AGENT_SECRET is not set: the agent server refuses to start without "
             "the shared secret its callers must present as `Authorization: Bearer ...`"
         )
+    runtime, model = _runtime_and_model(env)
+    raw_guard = env.get("TRINITY_AGENT_BOOT_GUARD", "1").strip().lower()
+    if raw_guard not in _TRUE | _FALSE:
+        raise ConfigError(f"TRINITY_AGENT_BOOT_GUARD={raw_guard!r} is not a boolean (1/0)")
+    log_format = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"LOG_FORMAT={log_format!r} is not 'plain' or 'json'")
+    return AgentConfig(
+        secret=secret,
+        runtime=runtime,
+        model=model,
+        home=_home(env),
+        timeout_max=_timeout_max(env),
+        claude_bin=resolve_claude_bin(env),
+        boot_guard=raw_guard in _TRUE,
+        log_format=log_format,
+        agent_name=env.get("TRINITY_AGENT_NAME", "").strip(),
+        upstream=_upstream(env),
+        work_area=_absolute_path(env, "TRINITY_AGENT_WORK_AREA"),
+        agent_user=_agent_user(env),
+        cli_cache=_absolute_path(env, "TRINITY_AGENT_CLI_CACHE"),
+        allowed_tools=_allowed_tools(env),
+    )
+
+
+def _runtime_and_model(env: Mapping[str, str]) -> tuple[RuntimeName, str | None]:
     runtime = env.get("TRINITY_AGENT_RUNTIME", "claude-code").strip() or "claude-code"
     if runtime not in RUNTIMES:
         raise ConfigError(f"TRINITY_AGENT_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}")
@@ -114,29 +140,36 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
             "TRINITY_AGENT_MODEL is required with TRINITY_AGENT_RUNTIME=anthropic-api "
             "(the Messages API has no default model)"
         )
+    return cast(RuntimeName, runtime), model
+
+
+def _home(env: Mapping[str, str]) -> Path:
     home_raw = env.get("TRINITY_AGENT_HOME", "").strip()
     if not home_raw:
         raise ConfigError("TRINITY_AGENT_HOME is not set: it must name the agent's working dir")
     home = Path(home_raw).expanduser()
     if not home.is_dir():
         raise ConfigError(f"TRINITY_AGENT_HOME={home_raw!r} is not an existing directory")
-    timeout_max: float | None = None
+    return home.resolve()
+
+
+def _timeout_max(env: Mapping[str, str]) -> float | None:
     raw_timeout = env.get("TRINITY_AGENT_TIMEOUT_MAX", "").strip()
-    if raw_timeout:
-        try:
-            timeout_max = float(raw_timeout)
-        except ValueError:
-            raise ConfigError(
-                f"TRINITY_AGENT_TIMEOUT_MAX={raw_timeout!r} is not a number of seconds"
-            ) from None
-        if timeout_max <= 0:
-            raise ConfigError(f"TRINITY_AGENT_TIMEOUT_MAX={raw_timeout!r} must be positive")
-    raw_guard = env.get("TRINITY_AGENT_BOOT_GUARD", "1").strip().lower()
-    if raw_guard not in _TRUE | _FALSE:
-        raise ConfigError(f"TRINITY_AGENT_BOOT_GUARD={raw_guard!r} is not a boolean (1/0)")
-    log_format = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
-    if log_format not in LOG_FORMATS:
-        raise ConfigError(f"LOG_FORMAT={log_format!r} is not 'plain' or 'json'")
+    if not raw_timeout:
+        return None
+    try:
+        timeout_max = float(raw_timeout)
+    except ValueError:
+        raise ConfigError(
+            f"TRINITY_AGENT_TIMEOUT_MAX={raw_timeout!r} is not a number of seconds"
+        ) from None
+    if timeout_max <= 0:
+        raise ConfigError(f"TRINITY_AGENT_TIMEOUT_MAX={raw_timeout!r} must be positive")
+    return timeout_max
+
+
+def _upstream(env: Mapping[str, str]) -> str:
+    """Where the forwarder sends the CLI's requests: the server's own setting."""
     upstream = (
         env.get("TRINITY_ANTHROPIC_BASE_URL", "").strip()
         or env.get("ANTHROPIC_BASE_URL", "").strip()
@@ -145,22 +178,31 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
     parts = urlsplit(upstream)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(f"the upstream base URL {upstream!r} is not an http(s) URL")
-    work_area: Path | None = None
-    raw_area = env.get("TRINITY_AGENT_WORK_AREA", "").strip()
-    if raw_area:
-        work_area = Path(raw_area).expanduser()
-        if not work_area.is_absolute():
-            raise ConfigError(f"TRINITY_AGENT_WORK_AREA={raw_area!r} is not an absolute path")
-    agent_user: AgentUser | None = None
-    if os.geteuid() == 0:
-        name = env.get("TRINITY_AGENT_USER", "").strip() or DEFAULT_AGENT_USER
-        try:
-            agent_user = resolve_agent_user(name)
-        except IsolationError as exc:
-            raise ConfigError(f"TRINITY_AGENT_USER: {exc}") from None
-    raw_cache = env.get("TRINITY_AGENT_CLI_CACHE", "").strip()
-    if raw_cache and not Path(raw_cache).is_absolute():
-        raise ConfigError(f"TRINITY_AGENT_CLI_CACHE={raw_cache!r} is not an absolute path")
+    return upstream.rstrip("/")
+
+
+def _absolute_path(env: Mapping[str, str], name: str) -> Path | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        raise ConfigError(f"{name}={raw!r} is not an absolute path")
+    return path
+
+
+def _agent_user(env: Mapping[str, str]) -> AgentUser | None:
+    """The CLI's own OS user when this server runs as root; None: the weak mode."""
+    if os.geteuid() != 0:
+        return None
+    name = env.get("TRINITY_AGENT_USER", "").strip() or DEFAULT_AGENT_USER
+    try:
+        return resolve_agent_user(name)
+    except IsolationError as exc:
+        raise ConfigError(f"TRINITY_AGENT_USER: {exc}") from None
+
+
+def _allowed_tools(env: Mapping[str, str]) -> tuple[str, ...]:
     allowed_tools = tuple(
         name.strip()
         for name in env.get("TRINITY_AGENT_ALLOWED_TOOLS", "").split(",")
@@ -171,19 +213,4 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
             raise ConfigError(
                 f"TRINITY_AGENT_ALLOWED_TOOLS: {name!r} is not a CLI tool name (letters only)"
             )
-    return AgentConfig(
-        secret=secret,
-        runtime=cast(RuntimeName, runtime),
-        model=model,
-        home=home.resolve(),
-        timeout_max=timeout_max,
-        claude_bin=resolve_claude_bin(env),
-        boot_guard=raw_guard in _TRUE,
-        log_format=log_format,
-        agent_name=env.get("TRINITY_AGENT_NAME", "").strip(),
-        upstream=upstream.rstrip("/"),
-        work_area=work_area,
-        agent_user=agent_user,
-        cli_cache=Path(raw_cache) if raw_cache else None,
-        allowed_tools=allowed_tools,
-    )
+    return allowed_tools

@@ -183,60 +183,11 @@ class Forwarder:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        method: str = scope["method"]
-        path: str = scope["path"]
-        if method != "POST" or path not in ALLOWED_PATHS:
-            logger.warning(
-                "forwarder: refused %s %s (not a provider path the runtime needs)",
-                method,
-                self.redactor.redact(path[:200]),
-            )
-            await _answer(send, 403, "permission_error", "path not allowed by the forwarder")
-            return
-        headers: list[tuple[bytes, bytes]] = scope["headers"]
-        grant = self.find(_presented(headers))
+        grant = await self._admit(scope, send)
         if grant is None:
-            logger.warning("forwarder: refused %s %s (no live capability)", method, path)
-            await _answer(send, 401, "authentication_error", "invalid or expired capability")
             return
-        declared = _content_length(headers)
-        if declared is not None and declared > MAX_REQUEST_BYTES:
-            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
-            await _answer(send, 413, "request_too_large", "request body too large")
-            return
-        upstream_headers = [
-            (name, value)
-            for name, value in headers
-            if name.decode().lower() not in _REQUEST_DROPPED
-        ]
-        if grant.shape == "bearer":
-            upstream_headers.append((b"authorization", f"Bearer {grant.secret}".encode()))
-        else:
-            upstream_headers.append((b"x-api-key", grant.secret.encode()))
-        url = self.upstream + path
-        query: bytes = scope.get("query_string", b"")
-        if query:
-            url += "?" + query.decode("latin-1")
-        assert self._client is not None
-        grant.requests += 1
-        try:
-            # The body streams on as it arrives (its content-length kept), so the
-            # upstream reads a large prompt while the rest is still coming in.
-            response = await self._client.send(
-                self._client.build_request(
-                    "POST", url, headers=upstream_headers, content=_body(receive)
-                ),
-                stream=True,
-            )
-        except _BodyTooLarge:
-            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
-            await _answer(send, 413, "request_too_large", "request body too large")
-            return
-        except _ClientGone:
-            return
-        except httpx.HTTPError as exc:
-            logger.warning("forwarder: upstream unreachable: %s", type(exc).__name__)
-            await _answer(send, 502, "api_error", "the forwarder could not reach the upstream")
+        response = await self._open_upstream(scope, receive, send, grant)
+        if response is None:
             return
         try:
             limits = {
@@ -264,6 +215,71 @@ class Forwarder:
             logger.warning("forwarder: upstream stream broke: %s", type(exc).__name__)
         finally:
             await response.aclose()
+
+    async def _admit(self, scope: dict[str, Any], send: Any) -> Grant | None:
+        """The live grant this request may spend, or None once it was refused (403 off
+        the allowlist, 401 without a live capability, 413 past the size limit)."""
+        method: str = scope["method"]
+        path: str = scope["path"]
+        if method != "POST" or path not in ALLOWED_PATHS:
+            logger.warning(
+                "forwarder: refused %s %s (not a provider path the runtime needs)",
+                method,
+                self.redactor.redact(path[:200]),
+            )
+            await _answer(send, 403, "permission_error", "path not allowed by the forwarder")
+            return None
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        grant = self.find(_presented(headers))
+        if grant is None:
+            logger.warning("forwarder: refused %s %s (no live capability)", method, path)
+            await _answer(send, 401, "authentication_error", "invalid or expired capability")
+            return None
+        declared = _content_length(headers)
+        if declared is not None and declared > MAX_REQUEST_BYTES:
+            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
+            await _answer(send, 413, "request_too_large", "request body too large")
+            return None
+        return grant
+
+    async def _open_upstream(
+        self, scope: dict[str, Any], receive: Any, send: Any, grant: Grant
+    ) -> httpx.Response | None:
+        """Send the request upstream with the grant's credential in place of the
+        capability; the streaming response, or None once an error was answered."""
+        upstream_headers = [
+            (name, value)
+            for name, value in scope["headers"]
+            if name.decode().lower() not in _REQUEST_DROPPED
+        ]
+        if grant.shape == "bearer":
+            upstream_headers.append((b"authorization", f"Bearer {grant.secret}".encode()))
+        else:
+            upstream_headers.append((b"x-api-key", grant.secret.encode()))
+        url = self.upstream + scope["path"]
+        query: bytes = scope.get("query_string", b"")
+        if query:
+            url += "?" + query.decode("latin-1")
+        assert self._client is not None
+        grant.requests += 1
+        try:
+            # The body streams on as it arrives (its content-length kept), so the
+            # upstream reads a large prompt while the rest is still coming in.
+            return await self._client.send(
+                self._client.build_request(
+                    "POST", url, headers=upstream_headers, content=_body(receive)
+                ),
+                stream=True,
+            )
+        except _BodyTooLarge:
+            logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
+            await _answer(send, 413, "request_too_large", "request body too large")
+        except _ClientGone:
+            pass
+        except httpx.HTTPError as exc:
+            logger.warning("forwarder: upstream unreachable: %s", type(exc).__name__)
+            await _answer(send, 502, "api_error", "the forwarder could not reach the upstream")
+        return None
 
 
 class _BodyTooLarge(Exception):

@@ -220,6 +220,39 @@ def _has_exited(pid: int) -> bool:
     return bool(cmdline) and b"agent_server" not in cmdline
 
 
+def _server_env(spec: SpawnSpec, home: Path) -> dict[str, str]:
+    """The agent server's environment: the allow-listed part of ours, the spec's, and
+    where its home, work area, staged CLI and agent user are."""
+    env = {k: os.environ[k] for k in INHERITED if k in os.environ}
+    env.update(spec.environment())
+    env["TRINITY_AGENT_HOME"] = str(home)
+    env["TRINITY_AGENT_WORK_AREA"] = str(agent_work_area(spec.name))
+    # The CLI binary is staged here for the agent user (agent_server/isolation.py).
+    env["TRINITY_AGENT_CLI_CACHE"] = str(work_root() / ".cli")
+    env["TRINITY_AGENT_USER"] = settings.TRINITY_AGENT_USER
+    return env
+
+
+def _spawn(env: dict[str, str], path: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start `python -m agent_server --uds path`, logging to `log_path`."""
+    # 0600 whatever the umask: the log names the agent's turns and is the platform's
+    # alone (an older, looser log is tightened).
+    log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+    os.fchmod(log.fileno(), 0o600)
+    try:
+        return subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            [sys.executable, "-m", "agent_server", "--uds", str(path)],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group: a stop takes the CLI children too
+        )
+    finally:
+        log.close()
+
+
 class LocalProcessRuntime:
     name = "local"
 
@@ -236,30 +269,8 @@ class LocalProcessRuntime:
         path = socket_path(spec.name)
         _socket_dir_ready()
         endpoint = f"unix://{path}"
-        env = {k: os.environ[k] for k in INHERITED if k in os.environ}
-        env.update(spec.environment())
-        env["TRINITY_AGENT_HOME"] = str(home)
-        env["TRINITY_AGENT_WORK_AREA"] = str(agent_work_area(spec.name))
-        # The CLI binary is staged here for the agent user (agent_server/isolation.py).
-        env["TRINITY_AGENT_CLI_CACHE"] = str(work_root() / ".cli")
-        env["TRINITY_AGENT_USER"] = settings.TRINITY_AGENT_USER
         log_path = home / "server.log"
-        # 0600 whatever the umask: the log names the agent's turns and is the platform's
-        # alone (an older, looser log is tightened).
-        log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
-        os.fchmod(log.fileno(), 0o600)
-        try:
-            process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                [sys.executable, "-m", "agent_server", "--uds", str(path)],
-                cwd=settings.BASE_DIR,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own group: a stop takes the CLI children too
-            )
-        finally:
-            log.close()
+        process = _spawn(_server_env(spec, home), path, log_path)
         _watch(process)
         handle = str(process.pid)
         client = AgentServerClient(endpoint=endpoint, secret=spec.secret, handle=handle)
