@@ -30,13 +30,13 @@ from agent_server.contract import (
     Usage,
 )
 from agent_server.errors import TurnError
-from agent_server.forwarder import Forwarder, Grant
+from agent_server.forwarder import Forwarder
 from agent_server.isolation import cli_stage, default_cli_cache
 from agent_server.logjson import turn_log_context
 from agent_server.proof import BadNonce, health_proof
 from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
-from agent_server.runtimes.base import Clock, Runtime, Turn
+from agent_server.runtimes.base import Clock, Runtime, Turn, TurnOutcome
 from agent_server.runtimes.claude_code import ClaudeCodeRuntime
 from agent_server.state import AgentState, capability_env, turn_credential
 
@@ -205,6 +205,28 @@ def create_app(
         with turn_log_context(body.execution_id):
             return await _run_turn(body, session_id=session_id)
 
+    async def spend(spawn: Turn, env: dict[str, str]) -> tuple[TurnOutcome, dict[str, str] | None]:
+        """Run the spawn; through the forwarder, the CLI holds a capability in place of
+        the credential, alive exactly as long as this spawn. Returns the outcome and the
+        rate-limit headers the forwarder relayed (None when it saw none)."""
+        if not via_forwarder:
+            return await runtime.run(spawn, env), None
+        credential = turn_credential(env)
+        if credential is None:
+            cli_env = capability_env(
+                env, capability=None, name=None, forwarder_url=forwarder.base_url
+            )
+            return await runtime.run(spawn, cli_env), None
+        with forwarder.grant(shape=credential.shape, secret=credential.secret) as grant:
+            cli_env = capability_env(
+                env,
+                capability=grant.capability,
+                name=credential.env_name,
+                forwarder_url=forwarder.base_url,
+            )
+            outcome = await runtime.run(spawn, cli_env)
+        return outcome, grant.ratelimit or None
+
     async def _run_turn(body: TaskRequest, *, session_id: str | None) -> Response:
         override = body.auth_override.applied() if body.auth_override else None
         headers = {AUTH_OVERRIDE_HEADER: override.kind} if override else {}
@@ -225,20 +247,9 @@ def create_app(
         lock = state.session_lock(session_id) if session_id is not None else None
         state.busy += 1
         home = None
-        grant: Grant | None = None
         try:
             if lock is not None:
-                try:
-                    # asyncio.timeout, not wait_for: on 3.11 wait_for can time out after
-                    # the inner acquire succeeded, leaking the lock forever.
-                    async with asyncio.timeout(timeout):
-                        await lock.acquire()
-                except TimeoutError:
-                    raise TurnError(
-                        "timeout",
-                        f"session {session_id} was busy with an earlier turn for the whole "
-                        f"timeout_seconds={timeout:g}",
-                    ) from None
+                await _session_acquire(lock, session_id=session_id, timeout=timeout)
             try:
                 home = state.new_spawn_home(session_id)
                 env = state.spawn_env(override, home)
@@ -251,28 +262,7 @@ def create_app(
                     cwd=state.area.workdir,
                     session_id=session_id,
                 )
-                credential = turn_credential(env) if via_forwarder else None
-                if not via_forwarder:
-                    outcome = await runtime.run(spawn, env)
-                elif credential is None:
-                    outcome = await runtime.run(
-                        spawn,
-                        capability_env(
-                            env, capability=None, name=None, forwarder_url=forwarder.base_url
-                        ),
-                    )
-                else:
-                    # The capability lives exactly as long as this spawn.
-                    with forwarder.grant(shape=credential.shape, secret=credential.secret) as grant:
-                        outcome = await runtime.run(
-                            spawn,
-                            capability_env(
-                                env,
-                                capability=grant.capability,
-                                name=credential.env_name,
-                                forwarder_url=forwarder.base_url,
-                            ),
-                        )
+                outcome, ratelimit = await spend(spawn, env)
             finally:
                 if lock is not None:
                     lock.release()
@@ -314,7 +304,7 @@ def create_app(
             model=outcome.model,
             usage=Usage(input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens),
             cost_usd=outcome.cost_usd,
-            upstream_ratelimit=grant.ratelimit if grant is not None and grant.ratelimit else None,
+            upstream_ratelimit=ratelimit,
         )
         if session_id is not None:
             payload = ChatResponse(**payload.model_dump(), session_id=session_id)
@@ -324,3 +314,18 @@ def create_app(
         return JSONResponse(answer, headers=headers)
 
     return app
+
+
+async def _session_acquire(lock: asyncio.Lock, *, session_id: str | None, timeout: float) -> None:
+    """Wait for the session's earlier turn; raises TurnError("timeout") after `timeout`."""
+    try:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can time out after the inner
+        # acquire succeeded, leaking the lock forever.
+        async with asyncio.timeout(timeout):
+            await lock.acquire()
+    except TimeoutError:
+        raise TurnError(
+            "timeout",
+            f"session {session_id} was busy with an earlier turn for the whole "
+            f"timeout_seconds={timeout:g}",
+        ) from None

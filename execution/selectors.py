@@ -123,19 +123,7 @@ def usage_report(
             switches=Count("pk", filter=Q(subscription_switch__committed=True)),
         )
     )
-    events = RateLimitEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end)
-    if not getattr(user, "is_staff", False):
-        # By the agent's id: a deleted agent's refusals are not its namesake's.
-        events = events.filter(agent__owner_id=user.pk)
-    event_keys = {
-        "day": TruncDate("occurred_at", tzinfo=UTC),
-        "subscription": F("subscription__name"),
-        "agent": F("agent_name"),
-        "credential": F("credential_kind"),
-    }
-    refusals = (
-        events.order_by().annotate(k=event_keys[group]).values("k").annotate(refusals=Count("pk"))
-    )
+    refusals = _refusals_by(user=user, start=start, end=end, group=group)
 
     rows: dict[str, dict[str, Any]] = {}
     if group == "day":
@@ -153,6 +141,25 @@ def usage_report(
         key = _event_key(group, refusal)
         rows.setdefault(key, _empty_row(key))["refusals"] += refusal["refusals"]
     return [rows[key] for key in sorted(rows)]
+
+
+def _refusals_by(
+    *, user: AbstractBaseUser | AnonymousUser, start: datetime, end: datetime, group: str
+) -> Any:
+    """Refusal counts in ``[start, end)`` per ``group`` value, of the events ``user``
+    may see."""
+    events = RateLimitEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end)
+    if not getattr(user, "is_staff", False):
+        # By the agent's id: a deleted agent's refusals are not its namesake's.
+        events = events.filter(agent__owner_id=user.pk)
+    event_keys = {
+        "day": TruncDate("occurred_at", tzinfo=UTC),
+        "subscription": F("subscription__name"),
+        "agent": F("agent_name"),
+        "credential": F("credential_kind"),
+    }
+    by_key = events.order_by().annotate(k=event_keys[group]).values("k")
+    return by_key.annotate(refusals=Count("pk"))
 
 
 def usage_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -339,28 +339,14 @@ class _Turn:
     # The loop
 
     def run(self) -> Execution:
-        agent = self.agent
         if not self._breaker_admits():
             return self._provider_outage()
-        if agent.process_state != ProcessState.RUNNING or not agent.endpoint:
-            try:
-                with self._agent_server_wait():
-                    agent = self.agent = lifecycle.agent_start(agent=agent)
-            except lifecycle.AgentStartFailed as exc:
-                return self._fail("container_fault", f"the agent could not start: {exc}")
-            if not agent.endpoint:
-                detail = agent.process_detail or "its server did not come up in time"
-                return self._fail("container_fault", f"the agent could not start: {detail}")
+        unready = self._ready_agent()
+        if unready is not None:
+            return unready
+        agent = self.agent
         self.origin = agent.subscription_id
         rung = lifecycle.baseline_rung(agent)
-        if rung is None and agent.auth_mode == AuthMode.API_KEY:
-            # Booted on the key, which the verdict no longer allows (the admin turned the
-            # fallback off): a turn sent without an override would run on that boot key.
-            # Rare (the switch re-applies credentials); the row is in memory: no query.
-            lifecycle.agent_apply_credentials(agent=agent)
-            agent = self.agent = self._reload_agent()
-            if agent.auth_mode == AuthMode.API_KEY:
-                return self._fail("container_fault", "the agent still holds the platform key")
         why = Why.ASSIGNED
         # A policy that forbids the assignment (subscription-only on an overage plan,
         # or with none) routes to a plan it allows or refuses: never a billable fallback.
@@ -412,6 +398,29 @@ class _Turn:
             if self.legacy and not self._apply_legacy(next_rung):
                 return self._refused(refusal, outcome, Stop.EXHAUSTED)
             rung, why = next_rung, step.why
+
+    def _ready_agent(self) -> Execution | None:
+        """Start the agent's server if it is not up, and take a forbidden boot key
+        away from it; the failed Execution when either cannot be done, else None."""
+        agent = self.agent
+        if agent.process_state != ProcessState.RUNNING or not agent.endpoint:
+            try:
+                with self._agent_server_wait():
+                    agent = self.agent = lifecycle.agent_start(agent=agent)
+            except lifecycle.AgentStartFailed as exc:
+                return self._fail("container_fault", f"the agent could not start: {exc}")
+            if not agent.endpoint:
+                detail = agent.process_detail or "its server did not come up in time"
+                return self._fail("container_fault", f"the agent could not start: {detail}")
+        if lifecycle.baseline_rung(agent) is None and agent.auth_mode == AuthMode.API_KEY:
+            # Booted on the key, which the verdict no longer allows (the admin turned the
+            # fallback off): a turn sent without an override would run on that boot key.
+            # Rare (the switch re-applies credentials); the row is in memory: no query.
+            lifecycle.agent_apply_credentials(agent=agent)
+            agent = self.agent = self._reload_agent()
+            if agent.auth_mode == AuthMode.API_KEY:
+                return self._fail("container_fault", "the agent still holds the platform key")
+        return None
 
     def _retries(self, refusal: Refusal) -> bool:
         """Whether to send the same rung once more: only after an ``upstream_error``, at
@@ -1165,64 +1174,80 @@ class _Turn:
         detail = outcome.detail
         resets_at = outcome.resets_at if outcome.resets_at and outcome.resets_at > now else None
         if walk is not None and walk.trail and stop in EXHAUSTED_STOPS:
-            # Quota or credit anywhere on the trail is billing; only dead credentials
-            # everywhere is auth (no reset will bring those back).
-            quota = any(t.reason in QUOTA_REASONS for t in walk.trail)
-            error_code = "billing" if quota else "auth"
-            self.exhausted = True
-            detail = f"{walk.trail_text()}; every candidate refused."
-            if not policy.key_allowed(self.agent.routing_policy):
-                detail += " Its routing policy (subscription-only) never uses the platform API key."
-            tried = [t.subscription_id for t in walk.trail if t.subscription_id is not None]
-            resets_at = earliest_known_reset(
-                snapshots_read(tried).readings.values(),
-                now=now,
-                refusal_resets=[t.resets_at for t in walk.trail],
-            )
-            plan_reset = resets_at
-            closed = self._key_budget_closure(now)
-            if closed is not None:
-                # The key would have been the next rung: say which budget kept it out.
-                stop = Stop.KEY_BUDGET
-                detail = f"{walk.trail_text()}; every plan refused and {closed.reason}."
-                resets_at = min(resets_at or closed.reopens_at, closed.reopens_at)
-                key_budget_notify(closed=closed, agent=self.agent, now=now)
-            # Nobody waits for an autonomous turn: it may wait for the reset instead of
-            # failing (never for dead credentials only: no reset brings those back).
-            # A closed key budget alone is no reset to wait for: a plan's must be known.
-            until = parking.parks_until(
-                execution=execution,
-                agent=self.agent,
-                resets_at=resets_at if plan_reset is not None else None,
-                now=now,
-            )
-            if quota and until is not None:
-                execution.walk_stop = stop.value
-                execution.attempts = self.attempts
-                return parking.execution_park(
-                    execution=execution, agent=self.agent, until=until, detail=detail, now=now
-                )
-            notification_send(
-                kind="pool_exhausted",
-                level="critical",
-                title="No credential could serve a turn",
-                body=f"Agent {self.agent.name!r}: {detail}"
-                + (f" The earliest known reset is {resets_at.isoformat()}." if resets_at else ""),
-                agent_name=self.agent.name,
-                agent_id=self.agent.pk,
-                dedup_key=f"pool-exhausted:{self.agent.pk}",
-                dedup_ttl=EXHAUSTED_NOTICE_TTL,
-                data={
-                    "trail": self.attempts_public(),
-                    "earliest_reset": resets_at.isoformat() if resets_at else None,
-                },
-                now=now,
-            )
+            ended = self._exhausted(walk, stop, now)
+            if isinstance(ended, Execution):
+                return ended
+            error_code, detail, resets_at, stop = ended
         elif walk is not None and walk.trail and stop is Stop.BUDGET:
             detail = f"{walk.trail_text()}; the turn's time budget ran out before another try."
         execution.walk_stop = stop.value if refusal.walks else ""
         execution.resets_at = resets_at
         return self._fail(error_code, detail)
+
+    def _exhausted(
+        self, walk: Walk, stop: Stop, now: datetime
+    ) -> Execution | tuple[str, str, datetime | None, Stop]:
+        """A walk that tried every candidate: the parked Execution (an autonomous turn
+        that may wait for a known plan reset), else the failure's error code, detail,
+        earliest known reset and stop, with the operator told once."""
+        execution = self.execution
+        # Quota or credit anywhere on the trail is billing; only dead credentials
+        # everywhere is auth (no reset will bring those back).
+        quota = any(t.reason in QUOTA_REASONS for t in walk.trail)
+        error_code = "billing" if quota else "auth"
+        self.exhausted = True
+        detail = f"{walk.trail_text()}; every candidate refused."
+        if not policy.key_allowed(self.agent.routing_policy):
+            detail += " Its routing policy (subscription-only) never uses the platform API key."
+        tried = [t.subscription_id for t in walk.trail if t.subscription_id is not None]
+        resets_at = earliest_known_reset(
+            snapshots_read(tried).readings.values(),
+            now=now,
+            refusal_resets=[t.resets_at for t in walk.trail],
+        )
+        plan_reset = resets_at
+        closed = self._key_budget_closure(now)
+        if closed is not None:
+            # The key would have been the next rung: say which budget kept it out.
+            stop = Stop.KEY_BUDGET
+            detail = f"{walk.trail_text()}; every plan refused and {closed.reason}."
+            resets_at = min(resets_at or closed.reopens_at, closed.reopens_at)
+            key_budget_notify(closed=closed, agent=self.agent, now=now)
+        # Nobody waits for an autonomous turn: it may wait for the reset instead of
+        # failing (never for dead credentials only: no reset brings those back).
+        # A closed key budget alone is no reset to wait for: a plan's must be known.
+        until = parking.parks_until(
+            execution=execution,
+            agent=self.agent,
+            resets_at=resets_at if plan_reset is not None else None,
+            now=now,
+        )
+        if quota and until is not None:
+            execution.walk_stop = stop.value
+            execution.attempts = self.attempts
+            return parking.execution_park(
+                execution=execution, agent=self.agent, until=until, detail=detail, now=now
+            )
+        self._notify_exhausted(detail, resets_at, now)
+        return error_code, detail, resets_at, stop
+
+    def _notify_exhausted(self, detail: str, resets_at: datetime | None, now: datetime) -> None:
+        notification_send(
+            kind="pool_exhausted",
+            level="critical",
+            title="No credential could serve a turn",
+            body=f"Agent {self.agent.name!r}: {detail}"
+            + (f" The earliest known reset is {resets_at.isoformat()}." if resets_at else ""),
+            agent_name=self.agent.name,
+            agent_id=self.agent.pk,
+            dedup_key=f"pool-exhausted:{self.agent.pk}",
+            dedup_ttl=EXHAUSTED_NOTICE_TTL,
+            data={
+                "trail": self.attempts_public(),
+                "earliest_reset": resets_at.isoformat() if resets_at else None,
+            },
+            now=now,
+        )
 
     def attempts_public(self) -> list[dict[str, Any]]:
         return [

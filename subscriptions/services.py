@@ -302,20 +302,13 @@ def record_rate_limit_event(
         raise ValueError("occurred_at and resets_at must be aware datetimes")
     on_plan = credential_kind == CredentialKind.SUBSCRIPTION
     if on_plan and subscription_id is not None and failure_kind == FailureKind.RATE_LIMIT:
-        pk = subscription_id
-        limiting_window, resets_at = refusal_limit(
-            # The refusal path only: one cache read, never a probe.
-            snapshot_read(pk).get(pk),
+        limiting_window, resets_at = _plan_refusal_limit(
+            subscription_id,
             resets_at=resets_at,
             claim=limiting_window,
             throttle=throttle,
-            earlier=lambda: (
-                RateLimitEvent.objects.filter(subscription_id=pk, occurred_at__lte=now)
-                .order_by("-occurred_at")
-                .values_list("limiting_window", "occurred_at")[:8]
-            ),
-            now=now,
             family=family,
+            now=now,
         )
     event = RateLimitEvent.objects.create(
         agent_id=agent_id,
@@ -340,6 +333,33 @@ def record_rate_limit_event(
             ttl=settings.RATE_LIMIT_WINDOW_SECONDS,
         )
     return event
+
+
+def _plan_refusal_limit(
+    pk: int,
+    *,
+    resets_at: datetime | None,
+    claim: str,
+    throttle: bool,
+    family: str | None,
+    now: datetime,
+) -> tuple[str, datetime | None]:
+    """The window and reset a plan's rate-limit refusal records (``rules.refusal_limit``
+    on the plan's cached reading and its last refusals)."""
+    return refusal_limit(
+        # The refusal path only: one cache read, never a probe.
+        snapshot_read(pk).get(pk),
+        resets_at=resets_at,
+        claim=claim,
+        throttle=throttle,
+        earlier=lambda: (
+            RateLimitEvent.objects.filter(subscription_id=pk, occurred_at__lte=now)
+            .order_by("-occurred_at")
+            .values_list("limiting_window", "occurred_at")[:8]
+        ),
+        now=now,
+        family=family,
+    )
 
 
 def rate_limit_events_cleanup(*, now: datetime) -> int:

@@ -304,6 +304,23 @@ class AttemptOutcome:
     retry_in: int | None = None
 
 
+def _delivery_claim(*, delivery_id: int, now: datetime) -> NotificationDelivery | None:
+    """The pending delivery, as read before this process claimed its next attempt by a
+    conditional update on the attempt count; None when it is gone, finished, or
+    another process claimed that attempt first."""
+    delivery = (
+        NotificationDelivery.objects.select_related("channel", "notification")
+        .filter(pk=delivery_id, status=DeliveryStatus.PENDING)
+        .first()
+    )
+    if delivery is None:
+        return None
+    claimed = NotificationDelivery.objects.filter(
+        pk=delivery.pk, status=DeliveryStatus.PENDING, attempts=delivery.attempts
+    ).update(attempts=F("attempts") + 1, next_attempt_at=now + ATTEMPT_LEASE)
+    return delivery if claimed == 1 else None
+
+
 def delivery_attempt(*, delivery_id: int, now: datetime, retry: bool = True) -> AttemptOutcome:
     """Make the next attempt of one pending delivery and record it.
 
@@ -314,19 +331,10 @@ def delivery_attempt(*, delivery_id: int, now: datetime, retry: bool = True) -> 
     attempts ran out (or ``retry`` is False, as for a test message) or the receiver's
     refusal is permanent. Never raises for the receiver's fault.
     """
-    delivery = (
-        NotificationDelivery.objects.select_related("channel", "notification")
-        .filter(pk=delivery_id, status=DeliveryStatus.PENDING)
-        .first()
-    )
+    delivery = _delivery_claim(delivery_id=delivery_id, now=now)
     if delivery is None:
         return AttemptOutcome("skipped")
     number = delivery.attempts + 1
-    claimed = NotificationDelivery.objects.filter(
-        pk=delivery.pk, status=DeliveryStatus.PENDING, attempts=delivery.attempts
-    ).update(attempts=F("attempts") + 1, next_attempt_at=now + ATTEMPT_LEASE)
-    if claimed != 1:
-        return AttemptOutcome("skipped")
     channel = delivery.channel
     if not channel.enabled:
         result = webhooks.PostResult(delivered=False, error="Not sent: the channel is disabled.")

@@ -106,6 +106,23 @@ def _starting_plan(first: Execution, agent: Agent | None, names: dict[int, str])
     return None
 
 
+def _trace_agents(executions: list[Execution], names: dict[int, str]) -> dict[str, dict[str, Any]]:
+    """One trace agent per agent name, described by its first turn in the range."""
+    agents: dict[str, dict[str, Any]] = {}
+    for execution in executions:
+        name = execution.agent_name
+        if name in agents:
+            continue
+        agent = execution.agent
+        model = (agent.model if agent is not None else "") or execution.model or "unknown"
+        agents[name] = {
+            "name": name,
+            "model": model,
+            "subscription": _starting_plan(execution, agent, names),
+        }
+    return agents
+
+
 def trace_lines(
     *, since: datetime, until: datetime, key_usd_per_mtok: float | None
 ) -> Iterable[dict[str, Any]]:
@@ -120,18 +137,7 @@ def trace_lines(
     served = [e.input_tokens + e.output_tokens for e in executions]
     spent = [t for t in served if t > 0]
     fallback = int(statistics.median(spent)) if spent else DEFAULT_TOKENS
-    agents: dict[str, dict[str, Any]] = {}
-    for execution in executions:
-        name = execution.agent_name
-        if name in agents:
-            continue
-        agent = execution.agent
-        model = (agent.model if agent is not None else "") or execution.model or "unknown"
-        agents[name] = {
-            "name": name,
-            "model": model,
-            "subscription": _starting_plan(execution, agent, names),
-        }
+    agents = _trace_agents(executions, names)
     fleet: dict[str, Any] = {
         "type": "fleet",
         "version": FORMAT_VERSION,
