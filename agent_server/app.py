@@ -297,6 +297,16 @@ def create_app(
             outcome.input_tokens,
             outcome.output_tokens,
         )
+        return served_response(body, outcome, ratelimit, session_id=session_id, headers=headers)
+
+    def served_response(
+        body: TaskRequest,
+        outcome: TurnOutcome,
+        ratelimit: dict[str, str] | None,
+        *,
+        session_id: str | None,
+        headers: Mapping[str, str],
+    ) -> JSONResponse:
         payload = TaskResponse(
             execution_id=body.execution_id,
             # An answer can quote the environment (the agent's tools can read it).

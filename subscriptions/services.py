@@ -322,17 +322,23 @@ def record_rate_limit_event(
         occurred_at=now,
     )
     if event.subscription_id is not None:
-        refusal_marker_write(
-            event.subscription_id,
-            RefusalMark(
-                at=now,
-                failure_kind=failure_kind,
-                resets_at=resets_at,
-                limiting_window=limiting_window,
-            ),
-            ttl=settings.RATE_LIMIT_WINDOW_SECONDS,
-        )
+        _refusal_mark(event)
     return event
+
+
+def _refusal_mark(event: RateLimitEvent) -> None:
+    """The marker beside the plan's headroom snapshot that pre-dispatch reads."""
+    assert event.subscription_id is not None  # noqa: S101 - only a plan's refusal is marked
+    refusal_marker_write(
+        event.subscription_id,
+        RefusalMark(
+            at=event.occurred_at,
+            failure_kind=event.failure_kind,
+            resets_at=event.resets_at,
+            limiting_window=event.limiting_window,
+        ),
+        ttl=settings.RATE_LIMIT_WINDOW_SECONDS,
+    )
 
 
 def _plan_refusal_limit(

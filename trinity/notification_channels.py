@@ -372,18 +372,24 @@ def delivery_attempt(*, delivery_id: int, now: datetime, retry: bool = True) -> 
             result.error,
         )
         return AttemptOutcome("failed", attempt)
+    _retry_later(delivery, number=number, error=result.error, retry_in=retry_in, now=now)
+    return AttemptOutcome("retry", attempt, retry_in)
+
+
+def _retry_later(
+    delivery: NotificationDelivery, *, number: int, error: str, retry_in: int, now: datetime
+) -> None:
     NotificationDelivery.objects.filter(pk=delivery.pk).update(
         next_attempt_at=now + timedelta(seconds=retry_in)
     )
     logger.info(
         "notification delivery %s to channel %r: attempt %d failed (%s); next in %d s",
         delivery.pk,
-        channel.name,
+        delivery.channel.name,
         number,
-        result.error,
+        error,
         retry_in,
     )
-    return AttemptOutcome("retry", attempt, retry_in)
 
 
 def _finish(delivery_id: int, status: str, now: datetime) -> None:
