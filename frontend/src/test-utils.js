@@ -15,7 +15,7 @@ export function mockFetch(routes) {
     const key = `${method} ${url}`;
     calls.push({ method, url, headers: init.headers || {}, body: init.body ? JSON.parse(init.body) : undefined });
     let answer = routes[key] ?? routes[`${method} ${url.split("?")[0]}`];
-    if (typeof answer === "function") answer = answer(calls[calls.length - 1]);
+    if (typeof answer === "function") answer = await answer(calls[calls.length - 1]);
     if (!answer) answer = NO_ROUTE;
     const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body ?? null);
     return {

@@ -104,6 +104,24 @@ describe("SettingsPage", () => {
     expect(wrapper.html()).not.toContain(KEY);
   });
 
+  it("keeps the key and threshold forms shut until the page holds the server's state", async () => {
+    // A save made while the first reads were in flight would be overwritten by their older answer.
+    let release;
+    const pending = new Promise((resolve) => (release = resolve));
+    mockFetch({
+      ...settingsRoutes(),
+      "GET /api/settings/platform-api-key": () => pending.then(() => json(200, { configured: false, fingerprint: "" })),
+    });
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    expect(wrapper.find("#platform-key").element.disabled).toBe(true);
+    expect(wrapper.find("#alert-threshold").element.disabled).toBe(true);
+    release();
+    await settle();
+    expect(wrapper.find("#platform-key").element.disabled).toBe(false);
+    expect(wrapper.find("#alert-threshold").element.disabled).toBe(false);
+  });
+
   it("shows a non-admin the state without any control, and never asks for the key", async () => {
     const { calls } = mockFetch(settingsRoutes());
     wrapper = mount(SettingsPage, { props: { user: OPERATOR } });
