@@ -17,11 +17,9 @@ from fastapi.responses import JSONResponse
 from agent_server.config import AgentConfig
 from agent_server.contract import (
     AUTH_OVERRIDE_HEADER,
-    ERROR_STATUS,
     ChatRequest,
     ChatResponse,
     ErrorBody,
-    ErrorCode,
     HealthResponse,
     ReloadTokenRequest,
     ReloadTokenResponse,
@@ -33,12 +31,13 @@ from agent_server.errors import TurnError
 from agent_server.forwarder import Forwarder
 from agent_server.isolation import cli_stage, default_cli_cache
 from agent_server.logjson import turn_log_context
-from agent_server.proof import BadNonce, health_proof
 from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn, TurnOutcome
 from agent_server.runtimes.claude_code import ClaudeCodeRuntime
 from agent_server.state import AgentState, capability_env, turn_credential
+from trinity_contract.errors import ERROR_STATUS, ErrorCode
+from trinity_contract.proof import BadNonce, health_proof
 
 logger = logging.getLogger("agent_server")
 
@@ -163,7 +162,7 @@ def create_app(
     @app.get("/health", response_model=HealthResponse)
     async def health(nonce: str | None = None) -> Response:
         # Unauthenticated on purpose: the platform asks before it sends the secret,
-        # and only a holder of the secret can answer the proof (agent_server/proof.py).
+        # and only a holder of the secret can answer the proof (trinity_contract/proof.py).
         proof = None
         if nonce is not None:
             try:

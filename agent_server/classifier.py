@@ -1,4 +1,7 @@
-"""Classify a runtime refusal into a typed error code. Pure: no I/O, `now` is passed in.
+"""The agent server's classifier: a runtime's refusal (the CLI's result, or the
+Messages API's answer) into a typed error code and the reset it carried. Pure: no
+I/O, `now` is passed in. (What the platform makes of that code is
+`subscriptions/classifier.py`'s question.)
 
 The HTTP status the provider answered (the CLI's `api_error_status`) is read first and
 the text second, because the CLI's sentences are UI copy that changes between
@@ -13,28 +16,14 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent_server.contract import ErrorCode
+from trinity_contract.errors import ErrorCode
+from trinity_contract.refusal_text import error_code_from_text
 
 # A minute-precision reset printed by the CLI may trail the true instant by up to a
 # minute; a reading this close behind `now` is the current window ending, not
 # tomorrow's.
 _SAME_DAY_TOLERANCE = timedelta(minutes=2)
 
-# The window's name between "your" and "limit" is UI copy: "session" (2.1.197),
-# "5-hour" (2.1.332), "weekly", a model family. Any one hyphenated word is accepted.
-_RATE_LIMIT_TEXT = re.compile(
-    r"hit your (?:[\w-]+ )?limit|usage limit|rate[ _-]?limit|quota exceeded", re.IGNORECASE
-)
-_AUTH_TEXT = re.compile(
-    r"credit balance is too low|failed to authenticate|not logged in|invalid api key"
-    r"|invalid x-api-key|oauth token has expired|token (?:has been )?revoked"
-    r"|authentication_error|permission_error|invalid bearer token",
-    re.IGNORECASE,
-)
-_MODEL_TEXT = re.compile(
-    r"issue with the selected model|not_found_error|model .*(?:not found|does not exist)",
-    re.IGNORECASE,
-)
 _RESET_PHRASE = re.compile(
     r"resets\s+"
     r"(?:(?P<month>[A-Za-z]{3,9})\.?\s+(?P<day>\d{1,2}),?\s+(?:at\s+)?)?"
@@ -52,18 +41,20 @@ _MONTHS = {
 
 
 @dataclass(frozen=True)
-class Refusal:
+class RuntimeRefusal:
+    """The typed error a runtime's refusal is, and the reset it carried (rate limits)."""
+
     error_code: ErrorCode
     resets_at: datetime | None = None
 
 
-def classify_refusal(
+def classify_runtime_refusal(
     *,
     api_error_status: int | None,
     text: str,
     now: datetime,
     reset_hint: datetime | None = None,
-) -> Refusal:
+) -> RuntimeRefusal:
     """Return the typed error for a refusal the runtime reported.
 
     `reset_hint` is a reset instant the caller read from a structured source (the
@@ -74,23 +65,21 @@ def classify_refusal(
     if status == 429:
         return _rate_limit(text, now, reset_hint)
     if status in (401, 402, 403):
-        return Refusal("auth")
+        return RuntimeRefusal("auth")
     if status == 404:
-        return Refusal("model_unsupported")
+        return RuntimeRefusal("model_unsupported")
     # A 400 covers both "credit balance is too low" (a credential that cannot pay)
-    # and plain bad requests, so the text decides; so it does without a status.
-    if _RATE_LIMIT_TEXT.search(text):
+    # and plain bad requests, so the text decides (the patterns both sides share);
+    # so it does without a status.
+    code = error_code_from_text(text)
+    if code == "rate_limit":
         return _rate_limit(text, now, reset_hint)
-    if _AUTH_TEXT.search(text):
-        return Refusal("auth")
-    if _MODEL_TEXT.search(text):
-        return Refusal("model_unsupported")
-    return Refusal("upstream_error")
+    return RuntimeRefusal(code)
 
 
-def _rate_limit(text: str, now: datetime, reset_hint: datetime | None) -> Refusal:
+def _rate_limit(text: str, now: datetime, reset_hint: datetime | None) -> RuntimeRefusal:
     resets_at = reset_hint if reset_hint is not None else parse_reset_phrase(text, now=now)
-    return Refusal("rate_limit", resets_at.astimezone(UTC) if resets_at else None)
+    return RuntimeRefusal("rate_limit", resets_at.astimezone(UTC) if resets_at else None)
 
 
 def parse_reset_phrase(text: str, *, now: datetime) -> datetime | None:
@@ -155,3 +144,8 @@ def parse_unified_reset(value: str | None) -> datetime | None:
     if parsed.tzinfo is None:
         return None
     return parsed.astimezone(UTC)
+
+
+# The name this had while the platform's classifier shared it: kept only while
+# ``bench/fleet/world.py``, rewritten in parallel, still imports it. Remove with it.
+classify_refusal = classify_runtime_refusal

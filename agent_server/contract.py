@@ -13,32 +13,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
+from trinity_contract.errors import ErrorCode
+
 AUTH_OVERRIDE_HEADER: Final = "X-Trinity-Auth-Override"
-
-ErrorCode = Literal[
-    "rate_limit",
-    "auth",
-    "model_unsupported",
-    "container_fault",
-    "timeout",
-    "runtime_killed",
-    "upstream_error",
-    "invalid_request",
-    "unauthorized",
-]
-
-# One status per code, so a client can branch on either and never see them disagree.
-ERROR_STATUS: Final[dict[str, int]] = {
-    "rate_limit": 429,
-    "auth": 503,
-    "model_unsupported": 400,
-    "container_fault": 503,
-    "timeout": 504,
-    "runtime_killed": 500,
-    "upstream_error": 502,
-    "invalid_request": 400,
-    "unauthorized": 401,
-}
 
 OverrideKind = Literal["oauth_token", "api_key"]
 
@@ -139,7 +116,7 @@ class HealthResponse(BaseModel):
     model: str | None
     busy: int
     # With ``GET /health?nonce=<hex>``: the HMAC of that nonce under the agent's secret
-    # (agent_server/proof.py), which the platform checks before it sends anything.
+    # (trinity_contract/proof.py), which the platform checks before it sends anything.
     proof: str | None = Field(default=None, max_length=64)
     # Whether the CLI runs as an OS user of its own (the server runs as root) or as
     # the server's own user (the weak mode: it could read the server's memory).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agent_server.contract import ERROR_STATUS, ErrorCode
+from trinity_contract.errors import ERROR_STATUS, ErrorCode
 
 
 class TurnError(Exception):

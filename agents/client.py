@@ -1,8 +1,9 @@
 """The one module that talks to agent servers (httpx, timeouts, the shared secret).
 
 The wire format is the JSON contract documented in docs/flows/agent-server.md and
-pinned by tests on both sides; this module does not import agent_server, except the
-standard-library-only health proof (``agent_server/proof.py``) both sides compute.
+pinned by tests on both sides; this module does not import agent_server. The health
+proof both sides compute is the shared, standard-library-only
+``trinity_contract/proof.py``.
 
 Endpoints are ``http://host:port`` (docker) or ``unix:///abs/path.sock`` (the local
 runtime). Nothing secret goes to an endpoint before it proved, for a nonce chosen
@@ -23,7 +24,7 @@ from typing import Any
 import httpx
 from django.utils.dateparse import parse_datetime
 
-from agent_server.proof import new_nonce, proof_matches
+from trinity_contract.proof import new_nonce, proof_matches
 from agents.rung import Rung
 from trinity.crypto import Secret
 from trinity.http import ProcessClient

@@ -1,4 +1,7 @@
-"""The one classifier of a refused turn attempt: what it says about the credential.
+"""The platform's classifier of a refused turn attempt: what the agent server's
+typed code and detail mean for the credential and the walk. (How a runtime's raw
+refusal becomes that code is the agent server's classifier,
+``agent_server/classifier.py``; both read the same patterns, ``trinity_contract``.)
 
 Pure: no Django, no I/O. The agent server's typed ``error_code`` is read first and
 its text second (an agent server that predates typed codes answers with text only).
@@ -9,48 +12,19 @@ credential and never switches anything.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import NamedTuple
 
+from trinity_contract.errors import ERROR_CODES
+from trinity_contract.refusal_text import (
+    BILLING_TEXT,
+    KILL_TEXT,
+    QUOTA_TEXT,
+    error_code_from_text,
+)
+
 RATE_LIMIT = "rate_limit"
 AUTH = "auth"
-
-# Codes the agent server's contract defines. Anything else is read as text.
-TYPED_CODES = frozenset(
-    {
-        "rate_limit",
-        "auth",
-        "model_unsupported",
-        "container_fault",
-        "timeout",
-        "runtime_killed",
-        "upstream_error",
-        "invalid_request",
-        "unauthorized",
-    }
-)
-
-# Signs that the process was killed (a signal, a shell-encoded 137/143, the OOM killer).
-_KILL_TEXT = re.compile(
-    r"\bSIG(?:KILL|TERM)\b|\b(?:exit(?:ed)?|status|code)\D{0,12}(?:137|143)\b"
-    r"|out of memory|\bOOM\b|oom[-_ ]?kill",
-    re.IGNORECASE,
-)
-_RATE_LIMIT_TEXT = re.compile(
-    r"hit your (?:\w+ )?limit|usage limit|rate[ _-]?limit|quota exceeded|\b429\b", re.IGNORECASE
-)
-_BILLING_TEXT = re.compile(r"credit balance is too low|billing|payment required", re.IGNORECASE)
-_AUTH_TEXT = re.compile(
-    r"failed to authenticate|not logged in|invalid api key|invalid x-api-key|unauthorized"
-    r"|oauth token has expired|token (?:has been )?revoked|authentication_error"
-    r"|permission_error|invalid bearer token|\b401\b|\b403\b",
-    re.IGNORECASE,
-)
-_MODEL_TEXT = re.compile(
-    r"issue with the selected model|not_found_error|model .*(?:not found|does not exist)",
-    re.IGNORECASE,
-)
 
 
 # The trail's word for a 429 with no quota evidence (``_no_quota_evidence``).
@@ -60,8 +34,8 @@ THROTTLED = "throttled"
 QUOTA_REASONS = frozenset({"rate limit", "billing", THROTTLED})
 
 
-class Refusal(NamedTuple):
-    """What one refused attempt means.
+class AttemptRefusal(NamedTuple):
+    """What one refused attempt means for the turn, the credential and the walk.
 
     ``error_code`` is the turn's typed code; ``failure_kind`` is what is recorded
     against the credential (``rate_limit`` | ``auth``) or None when nothing is;
@@ -106,39 +80,31 @@ _NEVER_WALKS = {
 }
 
 
-def classify_refusal(
+def classify_attempt_refusal(
     *, error_code: str, detail: str, evidence: QuotaEvidence | None = None
-) -> Refusal:
-    """Classify a refused attempt from the agent server's typed code, else its text.
+) -> AttemptRefusal:
+    """Classify a refused attempt from the agent server's typed code, else its text
+    (the shared patterns, ``trinity_contract.refusal_text``).
 
     With ``evidence`` (what the answer said besides its text), a rate limit that
     carries no quota evidence at all is a throttle (reason ``throttled``); without
     it nothing can tell, and a rate limit is one.
     """
-    typed = error_code in TYPED_CODES
-    code = error_code if typed else _code_from_text(detail)
-    if (code == AUTH or not typed) and _KILL_TEXT.search(detail):
+    typed = error_code in ERROR_CODES
+    code: str = error_code if typed else error_code_from_text(detail)
+    if (code == AUTH or not typed) and KILL_TEXT.search(detail):
         # A killed process prints whatever its last line was: the kill, not the text,
         # is the cause, and a kill is never a credential problem.
-        return Refusal("runtime_killed", None, _NEVER_WALKS["runtime_killed"])
+        return AttemptRefusal("runtime_killed", None, _NEVER_WALKS["runtime_killed"])
     if code == RATE_LIMIT:
         if evidence is not None and _no_quota_evidence(detail, evidence):
-            return Refusal(RATE_LIMIT, RATE_LIMIT, THROTTLED)
-        return Refusal(RATE_LIMIT, RATE_LIMIT, "rate limit")
+            return AttemptRefusal(RATE_LIMIT, RATE_LIMIT, THROTTLED)
+        return AttemptRefusal(RATE_LIMIT, RATE_LIMIT, "rate limit")
     if code == AUTH:
         # The platform key's "credit balance is too low" is an auth-class refusal (the
         # credential cannot pay); the trail calls it what the operator must fix.
-        return Refusal(AUTH, AUTH, "billing" if _BILLING_TEXT.search(detail) else "auth")
-    return Refusal(code, None, _NEVER_WALKS.get(code, code))
-
-
-# Words only a usage-limit refusal carries (the CLI's "You've hit your limit", the
-# API's "usage limit"); a bare 429 or "rate_limit_error" is no quota evidence, and
-# neither is the CLI's throttle sentence, "Server is temporarily limiting requests
-# (not your usage limit)".
-_QUOTA_TEXT = re.compile(
-    r"hit your (?:[\w-]+ )?limit|(?<!not your )usage limit|quota exceeded", re.IGNORECASE
-)
+        return AttemptRefusal(AUTH, AUTH, "billing" if BILLING_TEXT.search(detail) else "auth")
+    return AttemptRefusal(code, None, _NEVER_WALKS.get(code, code))
 
 
 def _no_quota_evidence(detail: str, evidence: QuotaEvidence) -> bool:
@@ -152,15 +118,13 @@ def _no_quota_evidence(detail: str, evidence: QuotaEvidence) -> bool:
     return (
         evidence.resets_at is None
         and not evidence.limiting_window
-        and not _QUOTA_TEXT.search(detail)
+        and not QUOTA_TEXT.search(detail)
     )
 
 
-def _code_from_text(detail: str) -> str:
-    if _RATE_LIMIT_TEXT.search(detail):
-        return RATE_LIMIT
-    if _BILLING_TEXT.search(detail) or _AUTH_TEXT.search(detail):
-        return AUTH
-    if _MODEL_TEXT.search(detail):
-        return "model_unsupported"
-    return "upstream_error"
+# The names these had while the agent server's classifier shared them: kept only
+# while ``execution/services.py``, ``subscriptions/explain.py`` and
+# ``bench/fleet/policies.py``, rewritten in parallel, still import them. Remove with
+# their last importer.
+Refusal = AttemptRefusal
+classify_refusal = classify_attempt_refusal

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from agents.rung import PLATFORM_KEY_LABEL, RungKind
-from subscriptions.classifier import Refusal
+from subscriptions.classifier import AttemptRefusal
 from subscriptions.headroom.rules import Selection
 
 # A schedule firing every few minutes must not re-probe a refused plan on every run.
@@ -214,7 +214,7 @@ def key_refused_recently(*, failure_kind: str | None, occurred_at: datetime, now
     return True
 
 
-def walk_gate(*, refusal: Refusal, origin: int | None) -> Stop | None:
+def walk_gate(*, refusal: AttemptRefusal, origin: int | None) -> Stop | None:
     """Why a refusal cannot walk at all, before anything is ranked; None when it may.
 
     Only a quota or credential refusal walks, and only a turn that started on a
@@ -235,7 +235,7 @@ def may_reissue(deadline: datetime, *, now: datetime) -> bool:
 def walk_next(
     walk: Walk,
     *,
-    refusal: Refusal,
+    refusal: AttemptRefusal,
     selection: Selection,
     key_available: bool,
     now: datetime,

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import httpx
 
-from agent_server.classifier import classify_refusal, parse_unified_reset
+from agent_server.classifier import classify_runtime_refusal, parse_unified_reset
 from agent_server.envlayer import API_KEY, AUTH_TOKEN, OAUTH_TOKEN
 from agent_server.errors import TurnError
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome
@@ -128,7 +128,7 @@ def _refusal(response: httpx.Response, clock: Clock) -> TurnError:
         message = f"{error.get('type', 'error')}: {error.get('message', '')}"
     except (ValueError, AttributeError):
         pass
-    refusal = classify_refusal(
+    refusal = classify_runtime_refusal(
         api_error_status=response.status_code,
         text=message,
         now=clock(),

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent_server.classifier import classify_refusal
+from agent_server.classifier import classify_runtime_refusal
 from agent_server.errors import TurnError
 from agent_server.isolation import AGENT_UMASK, AgentUser
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome, session_uuid
@@ -218,7 +218,7 @@ def interpret_cli_exit(
     text = text if isinstance(text, str) else ""
     if result.get("is_error"):
         status = result.get("api_error_status")
-        refusal = classify_refusal(
+        refusal = classify_runtime_refusal(
             api_error_status=status if isinstance(status, int) else None,
             text=text,
             now=now,

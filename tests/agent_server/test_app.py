@@ -23,7 +23,7 @@ from agent_server.config import AgentConfig
 from agent_server.contract import AUTH_OVERRIDE_HEADER, ErrorBody, TaskResponse
 from agent_server.errors import TurnError
 from agent_server.forwarder import CAPABILITY_PREFIX, Forwarder
-from agent_server.proof import health_proof, new_nonce, proof_matches
+from trinity_contract.proof import health_proof, new_nonce, proof_matches
 from agent_server.runtimes.base import Turn, TurnOutcome
 
 SECRET = "agent-shared-secret-0001"

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from agent_server.classifier import (
-    Refusal,
-    classify_refusal,
+    RuntimeRefusal,
+    classify_runtime_refusal,
     parse_reset_phrase,
     parse_unified_reset,
 )
@@ -61,28 +61,28 @@ NOW = datetime(2026, 11, 30, 3, 25, tzinfo=UTC)
     ],
 )
 def test_it_classifies_each_observed_refusal(status: int | None, text: str, code: str) -> None:
-    assert classify_refusal(api_error_status=status, text=text, now=NOW).error_code == code
+    assert classify_runtime_refusal(api_error_status=status, text=text, now=NOW).error_code == code
 
 
 def test_it_reports_resets_at_only_for_a_rate_limit() -> None:
-    limited = classify_refusal(
+    limited = classify_runtime_refusal(
         api_error_status=429, text="You've hit your limit · resets 4:10am (UTC)", now=NOW
     )
     assert limited.resets_at == datetime(2026, 11, 30, 4, 10, tzinfo=UTC)
-    auth = classify_refusal(api_error_status=401, text="resets 4:10am (UTC)", now=NOW)
+    auth = classify_runtime_refusal(api_error_status=401, text="resets 4:10am (UTC)", now=NOW)
     assert auth.resets_at is None
 
 
 def test_a_5_hour_limit_without_a_status_still_carries_its_reset() -> None:
-    limited = classify_refusal(
+    limited = classify_runtime_refusal(
         api_error_status=None, text="You've hit your 5-hour limit · resets 4:10am (UTC)", now=NOW
     )
-    assert limited == Refusal("rate_limit", datetime(2026, 11, 30, 4, 10, tzinfo=UTC))
+    assert limited == RuntimeRefusal("rate_limit", datetime(2026, 11, 30, 4, 10, tzinfo=UTC))
 
 
 def test_a_structured_reset_hint_beats_the_sentence() -> None:
     hint = datetime(2026, 11, 30, 8, 0, 1, tzinfo=UTC)
-    refusal = classify_refusal(
+    refusal = classify_runtime_refusal(
         api_error_status=429,
         text="You've hit your limit · resets 4:10am (UTC)",
         now=NOW,

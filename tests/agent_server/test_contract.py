@@ -17,7 +17,6 @@ from pydantic import BaseModel, ValidationError
 
 from agent_server import contract
 from agent_server.contract import (
-    ERROR_STATUS,
     EXAMPLE_ERRORS,
     EXAMPLES,
     AuthOverride,
@@ -25,6 +24,7 @@ from agent_server.contract import (
     TaskRequest,
     contract_schema,
 )
+from trinity_contract.errors import ERROR_STATUS
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "contract_schema.json"
 

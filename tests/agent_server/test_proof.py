@@ -1,4 +1,4 @@
-"""The health proof helper (agent_server/proof.py), as both sides compute it.
+"""The health proof helper (trinity_contract/proof.py), as both sides compute it.
 
 A table over secrets and nonces: only the proof of this nonce under this secret
 matches; a proof for another nonce (a replay) or under another secret does not.
@@ -11,7 +11,7 @@ import hmac
 
 import pytest
 
-from agent_server.proof import (
+from trinity_contract.proof import (
     LABEL,
     BadNonce,
     health_proof,

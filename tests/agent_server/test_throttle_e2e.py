@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agents.client import parse_turn_response
-from subscriptions.classifier import QuotaEvidence, classify_refusal
+from subscriptions.classifier import QuotaEvidence, classify_attempt_refusal
 from tests.agent_server.conftest import StartServer
 
 pytestmark = pytest.mark.e2e
@@ -88,7 +88,7 @@ def test_a_throttle_reaches_the_control_plane_in_seconds_as_a_rate_limit_without
 
     # The control plane's side of the contract: a throttle, not an exhausted plan.
     outcome = parse_turn_response(httpx.Response(429, json=body))
-    refusal = classify_refusal(
+    refusal = classify_attempt_refusal(
         error_code=outcome.error_code,
         detail=outcome.detail,
         evidence=QuotaEvidence(outcome.resets_at, outcome.limiting_window),

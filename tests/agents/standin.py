@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from agent_server import contract
-from agent_server.proof import health_proof, new_nonce
+from trinity_contract.proof import health_proof, new_nonce
 from trinity.crypto import Secret
 
 SECRET = Secret("agent-shared-secret-for-proof-tests")

@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from agent_server import contract
-from agent_server.proof import health_proof
 from agents.client import (
     AgentServerClient,
     AgentServerUnavailable,
@@ -27,6 +26,8 @@ from agents.client import (
 )
 from agents.rung import Rung, RungKind
 from trinity.crypto import Secret
+from trinity_contract.errors import ERROR_STATUS
+from trinity_contract.proof import health_proof
 
 
 class _Capture(BaseHTTPRequestHandler):
@@ -139,7 +140,7 @@ def test_turn_requests_match_the_agent_server_contract(
 def test_every_example_error_parses_to_its_code(code: str) -> None:
     body = contract.EXAMPLE_ERRORS[code]
     response = httpx.Response(
-        contract.ERROR_STATUS[code],
+        ERROR_STATUS[code],
         json=body,
         headers={contract.AUTH_OVERRIDE_HEADER: "oauth_token"},
     )
@@ -208,15 +209,6 @@ def test_an_unreachable_server_raises_without_the_secret() -> None:
     with pytest.raises(AgentServerUnavailable) as err:
         client.run_turn(execution_id="e", message="m", timeout_seconds=1)
     assert SECRET.reveal() not in str(err.value)
-
-
-def test_the_classifier_knows_every_code_the_agent_server_can_send() -> None:
-    from typing import get_args
-
-    from subscriptions.classifier import TYPED_CODES
-
-    # The two sides share only the JSON contract; this keeps the code lists equal.
-    assert set(get_args(contract.ErrorCode)) == TYPED_CODES
 
 
 def test_the_client_drops_an_idle_connection_before_the_agent_server_does() -> None:

@@ -46,9 +46,11 @@ def test_the_agent_image_installs_what_agent_server_imports() -> None:
         for line in requirements.splitlines()
         if line.strip() and not line.startswith("#")
     }
-    imports = _third_party_imports(ROOT / "agent_server")
+    # The contract package both sides share is copied into the image, not installed.
+    imports = _third_party_imports(ROOT / "agent_server") - {"trinity_contract"}
     assert imports <= installed, f"missing from agent-requirements.txt: {imports - installed}"
     assert not imports & {"django", "trinity", "agents", "subscriptions", "execution"}
+    assert "COPY trinity_contract/ trinity_contract/" in (DEPLOY / "Dockerfile.agent").read_text()
 
 
 def test_compose_runs_the_designed_processes_on_postgres_redis_and_docker_agents() -> None:

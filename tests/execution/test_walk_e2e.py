@@ -18,7 +18,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agent_server.proof import health_proof
+from trinity_contract.proof import health_proof
 from agents.models import Agent
 from execution.models import Execution
 from simulator.control import SimulatorControl

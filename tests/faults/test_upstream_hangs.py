@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from execution.models import Execution
 from simulator.control import SimulatorControl
-from subscriptions.classifier import classify_refusal
+from subscriptions.classifier import classify_attempt_refusal
 from subscriptions.models import RateLimitEvent
 from tests.faults.harness import agent_on, register_plan, task, wait_until
 from trinity import services as trinity_services
@@ -29,7 +29,7 @@ BUDGET = 40  # above the re-issue floor (35 s): only the classification stops a 
 
 
 def test_a_timeout_is_not_a_credential_refusal() -> None:
-    refusal = classify_refusal(
+    refusal = classify_attempt_refusal(
         error_code="timeout", detail="the turn exceeded timeout_seconds=40; its process group"
     )
     assert (refusal.error_code, refusal.walks) == ("timeout", False)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent_server.classifier import classify_refusal
+from agent_server.classifier import classify_runtime_refusal
 from agent_server.config import PACKAGE_DIR, resolve_claude_bin
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
@@ -178,7 +178,7 @@ def test_the_usage_limit_sentence_alone_says_limit_and_reset(
     assert resets_at is not None
 
     run = run_cli(oauth_token=OAUTH)
-    refusal = classify_refusal(
+    refusal = classify_runtime_refusal(
         api_error_status=None, text=run.result["result"], now=datetime.now(UTC)
     )
 

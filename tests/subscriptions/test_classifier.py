@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from subscriptions.classifier import classify_refusal
+from subscriptions.classifier import classify_attempt_refusal
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ from subscriptions.classifier import classify_refusal
 def test_it_classifies_each_refusal(
     error_code: str, detail: str, code: str, kind: str | None, reason: str
 ) -> None:
-    refusal = classify_refusal(error_code=error_code, detail=detail)
+    refusal = classify_attempt_refusal(error_code=error_code, detail=detail)
     assert (refusal.error_code, refusal.failure_kind, refusal.reason) == (code, kind, reason)
     assert refusal.walks is (kind is not None)
 
@@ -111,4 +111,4 @@ def test_it_classifies_each_refusal(
     "code", ["model_unsupported", "container_fault", "runtime_killed", "timeout"]
 )
 def test_only_quota_and_credential_refusals_walk(code: str) -> None:
-    assert not classify_refusal(error_code=code, detail="Failed to authenticate").walks
+    assert not classify_attempt_refusal(error_code=code, detail="Failed to authenticate").walks

@@ -11,7 +11,7 @@ import pytest
 import time_machine
 
 from subscriptions import pool
-from subscriptions.classifier import QuotaEvidence, classify_refusal
+from subscriptions.classifier import QuotaEvidence, classify_attempt_refusal
 from subscriptions.headroom.rules import (
     THROTTLE,
     THROTTLE_STREAK_GAP,
@@ -65,7 +65,7 @@ def test_a_429_without_quota_evidence_is_a_throttle(
     error_code: str, detail: str, resets_at: datetime | None, window: str, throttle: bool
 ) -> None:
     evidence = QuotaEvidence(resets_at, window)
-    refusal = classify_refusal(error_code=error_code, detail=detail, evidence=evidence)
+    refusal = classify_attempt_refusal(error_code=error_code, detail=detail, evidence=evidence)
     assert refusal.throttle is throttle
     if throttle:
         # It walks, is recorded as a rate limit, and ends a turn as a quota refusal.
@@ -76,7 +76,7 @@ def test_a_429_without_quota_evidence_is_a_throttle(
             True,
         )
     # Without the evidence nothing can tell: a rate limit stays one.
-    assert not classify_refusal(error_code=error_code, detail=detail).throttle
+    assert not classify_attempt_refusal(error_code=error_code, detail=detail).throttle
 
 
 # The backoff

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agents.rung import RungKind
-from subscriptions.classifier import Refusal
+from subscriptions.classifier import AttemptRefusal
 from subscriptions.headroom.rules import (
     NO_EVIDENCE,
     Candidate,
@@ -32,9 +32,9 @@ from subscriptions.walk import (
 )
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-RATE_LIMIT = Refusal("rate_limit", "rate_limit", "rate limit")
-AUTH = Refusal("auth", "auth", "auth")
-MODEL = Refusal("model_unsupported", None, "model rejected")
+RATE_LIMIT = AttemptRefusal("rate_limit", "rate_limit", "rate limit")
+AUTH = AttemptRefusal("auth", "auth", "auth")
+MODEL = AttemptRefusal("model_unsupported", None, "model rejected")
 ORIGIN = 1
 
 
@@ -78,7 +78,7 @@ def refused_origin(state: Walk, pk: int = ORIGIN, reason: str = "rate limit") ->
 
 
 def next_of(
-    state: Walk, sel: Selection, *, key: bool = False, refusal: Refusal = RATE_LIMIT, **kw: object
+    state: Walk, sel: Selection, *, key: bool = False, refusal: AttemptRefusal = RATE_LIMIT, **kw: object
 ) -> Pick | Stop:
     return walk_next(state, refusal=refusal, selection=sel, key_available=key, now=T0, **kw)  # type: ignore[arg-type]
 

@@ -6,8 +6,8 @@ server answers ``proof = HMAC-SHA256(secret, LABEL || 0x00 || nonce)``. A proces
 that merely answers on the endpoint (one that bound the port or the socket first)
 cannot compute it; a proof recorded for one nonce is worth nothing for the next.
 
-The one module both sides import: the agent server (which imports nothing from the
-Django side) and ``agents/client.py``. Standard library only.
+Part of the shared contract package both sides import: the agent server (which
+imports nothing from the Django side) and ``agents/client.py``. Standard library only.
 """
 
 from __future__ import annotations
