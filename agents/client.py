@@ -24,11 +24,11 @@ from typing import Any
 import httpx
 from django.utils.dateparse import parse_datetime
 
-from trinity_contract.proof import new_nonce, proof_matches
 from agents.rung import Rung
 from trinity.crypto import Secret
 from trinity.http import ProcessClient
 from trinity.redaction import redact
+from trinity_contract.proof import new_nonce, proof_matches
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,6 @@ from agents.runtimes import SpawnSpec, get_runtime
 from agents.runtimes.base import Spawned, StartConflict
 from subscriptions.policy import agent_key_verdict
 from trinity.markers import marker_claim, marker_release
-from trinity.models import SystemSettings
 from trinity.redaction import redact
 from trinity.selectors import system_settings_get
 
@@ -36,22 +35,8 @@ START_WAIT_SECONDS = 60.0
 START_POLL_SECONDS = 0.2
 
 
-# The runtimes that can use a platform key (``subscriptions.policy.KEY_RUNTIMES``).
-CLAUDE_RUNTIMES = frozenset({Runtime.CLAUDE_CODE, Runtime.ANTHROPIC_API})
-
-
 class AgentStartFailed(Exception):
     """The agent's server could not be started; the message is redacted."""
-
-
-def platform_key_allowed(agent: Agent, system: SystemSettings) -> bool:
-    """Whether ``agent`` may run on the platform key at all: the routing policy's
-    verdict (``subscriptions.policy.agent_key_verdict``), where the admin's fallback
-    switch is a ceiling no agent flag widens.
-
-    The one import of subscriptions from agents: that module is pure (no models, no
-    I/O) and the one owner of the rule, so the boot credential and the walk agree."""
-    return agent_key_verdict(agent, system).allowed
 
 
 def baseline_rung(agent: Agent) -> Rung | None:
@@ -59,13 +44,15 @@ def baseline_rung(agent: Agent) -> Rung | None:
 
     The assigned subscription's OAuth token, else the platform API key where the
     key verdict allows it (the system's fallback on, a key configured, the agent's
-    policy and flag not forbidding it), else None.
+    policy and flag not forbidding it), else None. The verdict is the routing
+    policy's (``subscriptions.policy``: the only module of subscriptions agents
+    imports, pure, no models, no I/O), so the boot credential and the walk agree.
     """
     subscription = agent.subscription
     if subscription is not None and subscription.provider == "anthropic" and subscription.token:
         return Rung(RungKind.SUBSCRIPTION, subscription.token, subscription.pk, subscription.name)
     system = system_settings_get()
-    if platform_key_allowed(agent, system) and system.platform_api_key:
+    if agent_key_verdict(agent, system).allowed and system.platform_api_key:
         return Rung(RungKind.API_KEY, system.platform_api_key)
     return None
 

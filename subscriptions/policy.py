@@ -1,18 +1,29 @@
-"""The routing policy's gates: which credentials an agent's policy lets a turn use,
-and when a chat session stays on the credential that served its previous turn.
+"""The one owner of the routing policy: typed verdicts on which credentials an
+agent's turns may use, and when a chat session stays on the credential that served
+its previous turn. Every caller asks these; nothing else reads ``routing_policy``
+to decide.
+
+- ``leave_verdict``: may the agent's turns leave its assignment, and why not
+  (auto-switch off, pinned);
+- ``plan_verdict``: may a turn start (or run) on this plan, and why not (a
+  subscription-only agent on no plan, or on one that is no hard stop);
+- ``key_verdict``: may the agent reach the platform key, and why not.
+
+Each has an ``agent_*`` form that reads the rows already in memory (no query).
 
 Pure: no Django, no I/O. The policy values are ``trinity.models.RoutingPolicy``'s
 (spelled here so this module imports no models; a test pins that they agree):
 
 - ``thrifty``: plans first, the platform key as the last rung. Fails open: a plan
-  without a usable reading is still tried before the key.
+  without a usable reading is still tried before the key (one refusal is cheaper
+  than billing the key on missing telemetry).
 - ``subscription-only``: fails closed. Only plans whose overage is a documented hard
   stop (``billing.hard_stop``), the assigned one included; never the key.
 - ``pinned``: never leaves its assignment (the walk stops at ``Stop.PINNED``).
 
-It is also the one owner of the platform key's ceiling (``key_verdict``): the admin's
-system-wide fallback switch bounds every agent, and an agent's own flag and budgets
-can only narrow what the fleet allows, never widen it.
+The key verdict is a ceiling: the admin's system-wide fallback switch bounds every
+agent, and an agent's own flag and budgets can only narrow what the fleet allows,
+never widen it.
 
 The tables are ``tests/subscriptions/test_policies.py`` and
 ``tests/subscriptions/test_key_ceiling.py``.
@@ -24,12 +35,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from subscriptions.billing import PlanEntry, hard_stop
+from subscriptions import billing
 
 if TYPE_CHECKING:
     from agents.models import Agent
+    from subscriptions.models import Subscription
     from trinity.models import SystemSettings
 
 THRIFTY = "thrifty"
@@ -140,19 +152,125 @@ def agent_fields_refused(*, fields: Iterable[str], is_admin: bool) -> list[str]:
     return [] if is_admin else sorted(set(fields) & ADMIN_AGENT_FIELDS)
 
 
+class LeaveRefusal(StrEnum):
+    """Why an agent's turns may not leave its assignment (``leave_verdict``), in the
+    order the verdict checks them. The values are the walk's ``Stop`` values for the
+    same ends (a test pins that they agree)."""
+
+    # The admin's switch: no turn of any agent moves to another plan.
+    AUTO_SWITCH_OFF = "auto_switch_off"
+    # A pinned agent never leaves its assignment; a refusal fails the turn.
+    PINNED = "pinned"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveVerdict:
+    """May this agent's turns leave the plan they start on (walk, route around a
+    refusing or forecast-out plan, stay on a session's plan, be rebalanced), and if
+    not, the first reason why not."""
+
+    refusal: LeaveRefusal | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.refusal is None
+
+
+def leave_verdict(*, routing_policy: str, auto_switch: bool) -> LeaveVerdict:
+    """Whether a turn under ``routing_policy`` may leave its assignment when the
+    system's auto-switch is ``auto_switch``: the admin's switch first, then pinned."""
+    if not auto_switch:
+        return LeaveVerdict(LeaveRefusal.AUTO_SWITCH_OFF)
+    if routing_policy == PINNED:
+        return LeaveVerdict(LeaveRefusal.PINNED)
+    return LeaveVerdict()
+
+
+def agent_leave_verdict(agent: Agent, system: SystemSettings) -> LeaveVerdict:
+    """``leave_verdict`` for ``agent`` under ``system`` (both in memory: no query)."""
+    return leave_verdict(
+        routing_policy=agent.routing_policy, auto_switch=system.auto_switch_subscriptions
+    )
+
+
 def only_hard_stop(policy: str) -> bool:
-    """Whether the policy admits only plans that refuse past their quota."""
+    """Whether the policy admits only plans that refuse past their quota: the plan
+    verdict in the shape a SQL filter takes (``candidates_filtered(only_hard_stop=…)``
+    keeps exactly the plans ``plan_verdict`` allows; a test pins that they agree)."""
     return policy == SUBSCRIPTION_ONLY
 
 
-def plan_allowed(policy: str, entry: PlanEntry) -> bool:
-    """Whether a turn of an agent with ``policy`` may run on a plan of ``entry``'s type.
+class PlanRefusal(StrEnum):
+    """Why an agent's policy forbids a plan (``plan_verdict``)."""
 
-    Under ``subscription-only`` a plan that bills overage, or whose type is uncurated
-    (``unknown``), could bill past its quota without saying so: it is not allowed,
-    even when it is the agent's own assignment.
+    # Subscription-only with no plan at all: it would run on the key, or on nothing.
+    NO_PLAN = "no_plan"
+    # Subscription-only on a plan that bills overage, or whose type is uncurated, or
+    # whose columns (copied at registration) say it bills.
+    NOT_A_HARD_STOP = "not_a_hard_stop"
+
+
+class PlanTerms(NamedTuple):
+    """What the policy reads of a plan: its catalog entry and the billing columns
+    registration copied onto its row."""
+
+    entry: billing.PlanEntry
+    billing_class: str
+    overage: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanVerdict:
+    """May a turn of this agent start (or run) on this plan, and if not, why not."""
+
+    refusal: PlanRefusal | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.refusal is None
+
+
+def plan_verdict(*, routing_policy: str, plan: PlanTerms | None) -> PlanVerdict:
+    """Whether a turn under ``routing_policy`` may run on ``plan`` (None: no plan).
+
+    ``thrifty`` and ``pinned`` allow any plan (pinned never leaves its own, whatever
+    it is). Under ``subscription-only`` only a plan that refuses past its quota: the
+    catalog decides (an uncurated type is ``unknown``, no hard stop), and the columns
+    registration copied from it must agree; a plan that could bill past its quota
+    without saying so is not allowed, even as the agent's own assignment.
     """
-    return not only_hard_stop(policy) or hard_stop(entry)
+    if not only_hard_stop(routing_policy):
+        return PlanVerdict()
+    if plan is None:
+        return PlanVerdict(PlanRefusal.NO_PLAN)
+    columns = (plan.billing_class, plan.overage) == (billing.PLAN, billing.REFUSE)
+    if not billing.hard_stop(plan.entry) or not columns:
+        return PlanVerdict(PlanRefusal.NOT_A_HARD_STOP)
+    return PlanVerdict()
+
+
+def plan_terms(subscription: Subscription) -> PlanTerms:
+    """The terms ``plan_verdict`` reads of ``subscription`` (its row, in memory)."""
+    return PlanTerms(
+        billing.classify(subscription.provider, subscription.plan_type),
+        subscription.billing_class,
+        subscription.overage,
+    )
+
+
+def agent_plan_verdict(agent: Agent, subscription: Subscription | None) -> PlanVerdict:
+    """``plan_verdict`` for a turn of ``agent`` on ``subscription`` (None: no plan)."""
+    terms = plan_terms(subscription) if subscription is not None else None
+    return plan_verdict(routing_policy=agent.routing_policy, plan=terms)
+
+
+def agent_start_verdict(agent: Agent) -> PlanVerdict:
+    """May ``agent``'s turn start on its own assignment. Reads ``agent.subscription``
+    only under a policy that restricts plans, so a thrifty or pinned agent's turn
+    pays no query for it."""
+    if not only_hard_stop(agent.routing_policy):
+        return PlanVerdict()
+    return agent_plan_verdict(agent, agent.subscription)
 
 
 def affinity_target(
@@ -171,10 +289,11 @@ def affinity_target(
     not known to refuse: ``pool.affinity_rung``). The platform key is never sticky:
     under thrifty plans come first, and a session that once fell to the key must come
     back to a plan. A pinned agent, or one with auto-switch off, never leaves its
-    assignment; an agent without an assignment has no walk to fall back on if the
-    sticky plan refuses.
+    assignment (``leave_verdict``); an agent without an assignment has no walk to fall
+    back on if the sticky plan refuses.
     """
-    if policy == PINNED or not auto_switch or assigned_id is None:
+    leaves = leave_verdict(routing_policy=policy, auto_switch=auto_switch)
+    if not leaves.allowed or assigned_id is None:
         return None
     if previous_kind != "subscription" or previous_subscription_id is None:
         return None

@@ -31,7 +31,7 @@ from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import Stop, key_refused_recently
-from trinity.models import RoutingPolicy, SystemSettings
+from trinity.models import SystemSettings
 
 
 def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | None = None) -> bool:
@@ -166,13 +166,12 @@ def _budget_state(*, agent: Agent, system: SystemSettings, now: datetime) -> Key
 
 
 def switching_stop(*, agent: Agent, system: SystemSettings) -> Stop | None:
-    """Why ``agent``'s turns may not leave its assignment at all, or None: auto-switch
-    is off, or the agent is pinned. Pre-dispatch and the walk both stop on it."""
-    if not system.auto_switch_subscriptions:
-        return Stop.AUTO_SWITCH_OFF
-    if agent.routing_policy == RoutingPolicy.PINNED:
-        return Stop.PINNED
-    return None
+    """Why ``agent``'s turns may not leave its assignment at all, or None: the leave
+    verdict (``policy.agent_leave_verdict``: auto-switch is off, or the agent is
+    pinned) as the walk's stop. Pre-dispatch and the walk both stop on it. A thin
+    adapter: new code asks the verdict."""
+    refusal = policy.agent_leave_verdict(agent, system).refusal
+    return None if refusal is None else Stop(refusal.value)
 
 
 def key_rung_available(*, agent: Agent, system: SystemSettings, now: datetime) -> bool:
@@ -203,41 +202,33 @@ def key_rung(system: SystemSettings) -> Rung | None:
     return Rung(RungKind.API_KEY, system.platform_api_key)
 
 
-# The routing policy's reads (pure gates in ``subscriptions/policy.py``)
+# The routing policy's verdicts (``subscriptions/policy.py``) in the shapes the
+# dispatch loop and the explainer read: thin adapters, kept with their signatures.
 
 
 def policy_allows(agent: Agent, subscription: Subscription) -> bool:
-    """Whether ``agent``'s routing policy lets a turn run on ``subscription``: under
-    ``subscription-only`` only a curated plan that refuses past its quota (the
-    catalog decides, and the columns registration copied from it must agree)."""
-    entry = billing.classify(subscription.provider, subscription.plan_type)
-    if not policy.plan_allowed(agent.routing_policy, entry):
-        return False
-    if policy.only_hard_stop(agent.routing_policy):
-        return (subscription.billing_class, subscription.overage) == (
-            billing.PLAN,
-            billing.REFUSE,
-        )
-    return True
+    """Whether ``agent``'s routing policy lets a turn run on ``subscription``
+    (``policy.agent_plan_verdict``)."""
+    return policy.agent_plan_verdict(agent, subscription).allowed
 
 
 def assignment_policy_refusal(agent: Agent) -> str:
-    """Why ``agent``'s policy forbids running on its own assignment, or "" when it may.
-
-    Only ``subscription-only`` forbids anything: an agent without a subscription (it
-    would run on the platform key, or on nothing) and a plan that bills overage or
-    whose type is uncurated. The text names no secret.
-    """
-    if not policy.only_hard_stop(agent.routing_policy):
+    """Why ``agent``'s policy forbids starting on its own assignment, or "" when it
+    may (``policy.agent_start_verdict``), in the operator's words. The text names no
+    secret."""
+    refusal = policy.agent_start_verdict(agent).refusal
+    if refusal is None:
         return ""
-    subscription = agent.subscription
-    if subscription is None:
+    return plan_refusal_text(refusal, agent.subscription)
+
+
+def plan_refusal_text(refusal: policy.PlanRefusal, subscription: Subscription | None) -> str:
+    """The operator's sentence for a plan verdict's ``refusal`` of ``subscription``."""
+    if refusal is policy.PlanRefusal.NO_PLAN or subscription is None:
         return (
             "its routing policy is subscription-only and it has no subscription; "
             "it never bills the platform API key"
         )
-    if policy_allows(agent, subscription):
-        return ""
     entry = billing.classify(subscription.provider, subscription.plan_type)
     return (
         f"its routing policy is subscription-only and its subscription {subscription.name!r} "

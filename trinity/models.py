@@ -18,15 +18,13 @@ def validate_alert_threshold(value: int) -> None:
 
 
 class RoutingPolicy(models.TextChoices):
-    """How an agent's turns may be paid for (``agents.Agent.routing_policy``)."""
+    """How an agent's turns may be paid for (``agents.Agent.routing_policy``): the
+    names and labels only. What each allows is decided in one place, the verdicts of
+    ``subscriptions/policy.py`` (which spells these values, since it imports no
+    models; a test pins that they agree)."""
 
-    # Plans first, the platform key as the last rung. Fails open: a plan without a
-    # usable reading is still tried first (one refusal is cheaper than billing the key
-    # on missing telemetry).
     THRIFTY = "thrifty", "Thrifty: plans first, the API key last"
-    # Fails closed: only plans whose overage is a documented hard stop, never the key.
     SUBSCRIPTION_ONLY = "subscription-only", "Subscriptions only: never the API key"
-    # Never leave the assigned subscription; refusals fail the turn.
     PINNED = "pinned", "Pinned to its subscription"
 
 

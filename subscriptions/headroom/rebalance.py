@@ -19,7 +19,7 @@ from datetime import datetime
 
 from django.conf import settings
 
-from agents.models import Agent, RoutingPolicy
+from agents.models import Agent
 from subscriptions import policy
 from subscriptions.headroom.rules import Balance, Rebalance, family_window, rebalance_plan
 from subscriptions.headroom.selection import candidates_filtered, fresh_for
@@ -63,8 +63,9 @@ def assignments_rebalance(*, now: datetime) -> RebalanceReport:
 
     Does nothing unless ``TRINITY_REBALANCE`` is set, ``routing_strategy`` is balanced
     and auto-switch is on.
-    Considers every agent with a subscription except pinned ones; a
-    ``subscription-only`` agent moves only among hard-stop plans. Each move is a
+    Considers every agent with a subscription whose leave verdict allows a move (not
+    pinned: ``policy.agent_leave_verdict``); a ``subscription-only`` agent moves only
+    among hard-stop plans. Each move is a
     compare-and-set on the agent's assignment as read here, so a turn that switched
     the agent meanwhile wins and the move is dropped. Never raises for a store outage.
     """
@@ -75,11 +76,11 @@ def assignments_rebalance(*, now: datetime) -> RebalanceReport:
         return RebalanceReport(skipped="banded")
     if not system.auto_switch_subscriptions:
         return RebalanceReport(skipped="auto_switch_off")
-    agents = list(
-        Agent.objects.filter(subscription__isnull=False)
-        .exclude(routing_policy=RoutingPolicy.PINNED)
-        .order_by("pk")
-    )
+    agents = [
+        agent
+        for agent in Agent.objects.filter(subscription__isnull=False).order_by("pk")
+        if policy.agent_leave_verdict(agent, system).allowed
+    ]
     report = RebalanceReport(agents=len(agents))
     groups: dict[tuple[str, bool], list[Agent]] = defaultdict(list)
     for agent in agents:

@@ -23,8 +23,8 @@ from agent_server.config import AgentConfig
 from agent_server.contract import AUTH_OVERRIDE_HEADER, ErrorBody, TaskResponse
 from agent_server.errors import TurnError
 from agent_server.forwarder import CAPABILITY_PREFIX, Forwarder
-from trinity_contract.proof import health_proof, new_nonce, proof_matches
 from agent_server.runtimes.base import Turn, TurnOutcome
+from trinity_contract.proof import health_proof, new_nonce, proof_matches
 
 SECRET = "agent-shared-secret-0001"
 AUTH = {"Authorization": f"Bearer {SECRET}"}

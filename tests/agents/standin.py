@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from agent_server import contract
-from trinity_contract.proof import health_proof, new_nonce
 from trinity.crypto import Secret
+from trinity_contract.proof import health_proof, new_nonce
 
 SECRET = Secret("agent-shared-secret-for-proof-tests")
 EARLIER_NONCE = new_nonce()

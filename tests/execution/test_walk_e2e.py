@@ -18,7 +18,6 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from trinity_contract.proof import health_proof
 from agents.models import Agent
 from execution.models import Execution
 from simulator.control import SimulatorControl
@@ -37,6 +36,7 @@ from tests.headroom.readings import limited
 from trinity import clock
 from trinity import services as trinity_services
 from trinity.models import Notification
+from trinity_contract.proof import health_proof
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

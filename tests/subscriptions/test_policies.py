@@ -1,10 +1,11 @@
-"""The routing policy's gates as tables: the catalog's classes, which plans and which
-key a policy allows, the assignment gate, the candidates filter, and the affinity
-rule."""
+"""The routing policy's verdicts as tables: the catalog's classes, which plans and
+which key a policy allows, whether it may leave its plan, the assignment gate, the
+candidates filter, and the affinity rule."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from subscriptions.headroom.selection import candidates_filtered, rank_alternati
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, Subscription
 from subscriptions.services import record_rate_limit_event
+from subscriptions.walk import Stop
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import limited, reading
 from tests.subscriptions.factories import SubscriptionFactory
@@ -78,8 +80,90 @@ def test_what_each_policy_allows(
 ) -> None:
     assert policy.key_allowed(policy_) is key
     assert PRO is not None and ENTERPRISE is not None
-    allowed = [policy.plan_allowed(policy_, e) for e in (PRO, ENTERPRISE, UNCURATED, METERED)]
+    allowed = [
+        policy.plan_verdict(routing_policy=policy_, plan=_terms(e)).allowed
+        for e in (PRO, ENTERPRISE, UNCURATED, METERED)
+    ]
     assert allowed == [pro, enterprise, uncurated, metered]
+
+
+def _terms(entry: PlanEntry, billing_class: str = "", overage: str = "") -> policy.PlanTerms:
+    """``entry`` with the columns registration copies from it (or the ones given)."""
+    return policy.PlanTerms(entry, billing_class or entry.billing_class, overage or entry.overage)
+
+
+NOT_A_HARD_STOP = policy.PlanRefusal.NOT_A_HARD_STOP
+
+
+@pytest.mark.parametrize(
+    ("policy_", "plan", "refusal"),
+    [
+        (THRIFTY, None, None),  # runs on the key or nothing: the key verdict decides
+        (PINNED, None, None),
+        (ONLY, None, policy.PlanRefusal.NO_PLAN),
+        (ONLY, "pro", None),
+        (ONLY, "enterprise", NOT_A_HARD_STOP),  # bills overage
+        (ONLY, "uncurated", NOT_A_HARD_STOP),  # unknown: no hard stop
+        # a curated hard stop whose row says otherwise: the columns must agree
+        (ONLY, "pro, overage billed", NOT_A_HARD_STOP),
+        (ONLY, "pro, metered", NOT_A_HARD_STOP),
+        (THRIFTY, "pro, overage billed", None),
+        (PINNED, "enterprise", None),
+    ],
+)
+def test_the_plan_verdict(
+    policy_: str, plan: str | None, refusal: policy.PlanRefusal | None
+) -> None:
+    assert PRO is not None and ENTERPRISE is not None
+    terms = {
+        "pro": _terms(PRO),
+        "enterprise": _terms(ENTERPRISE),
+        "uncurated": _terms(UNCURATED),
+        "pro, overage billed": _terms(PRO, overage="bill_overage"),
+        "pro, metered": _terms(PRO, billing_class=billing.METERED),
+    }
+    verdict = policy.plan_verdict(routing_policy=policy_, plan=terms[plan] if plan else None)
+    assert verdict.refusal is refusal
+    assert verdict.allowed is (refusal is None)
+
+
+@pytest.mark.parametrize("policy_", [THRIFTY, ONLY, PINNED])
+def test_the_sql_form_of_the_plan_verdict_is_the_verdict(policy_: str) -> None:
+    # ``only_hard_stop`` filters candidates in SQL; it must refuse what the verdict
+    # refuses, for every curated type and an uncurated one.
+    entries = [*billing.CATALOG.values(), UNCURATED]
+    verdicts = [policy.plan_verdict(routing_policy=policy_, plan=_terms(e)) for e in entries]
+    refused = [e for e, verdict in zip(entries, verdicts, strict=True) if not verdict.allowed]
+    if policy.only_hard_stop(policy_):
+        assert refused == [e for e in entries if not billing.hard_stop(e)]
+        assert refused  # the catalog has plans that bill overage
+    else:
+        assert refused == []
+
+
+@pytest.mark.parametrize(
+    ("policy_", "auto_switch", "refusal"),
+    [
+        (THRIFTY, True, None),
+        (ONLY, True, None),
+        (PINNED, True, policy.LeaveRefusal.PINNED),
+        # the admin's switch first: it holds every agent, pinned or not
+        (THRIFTY, False, policy.LeaveRefusal.AUTO_SWITCH_OFF),
+        (ONLY, False, policy.LeaveRefusal.AUTO_SWITCH_OFF),
+        (PINNED, False, policy.LeaveRefusal.AUTO_SWITCH_OFF),
+    ],
+)
+def test_the_leave_verdict(
+    policy_: str, auto_switch: bool, refusal: policy.LeaveRefusal | None
+) -> None:
+    verdict = policy.leave_verdict(routing_policy=policy_, auto_switch=auto_switch)
+    assert verdict.refusal is refusal
+    assert verdict.allowed is (refusal is None)
+
+
+def test_each_leave_refusal_is_the_walks_stop_of_the_same_name() -> None:
+    for refusal in policy.LeaveRefusal:
+        assert Stop(refusal.value).name == refusal.name
 
 
 @pytest.mark.parametrize(
@@ -191,6 +275,33 @@ class TestPolicyReads:
         if refused:
             assert "subscription-only" in why
             assert agent.subscription is None or agent.subscription.token.reveal() not in why
+
+    def test_a_thrifty_agents_start_verdict_reads_no_subscription(
+        self, plans: dict[str, Subscription], django_assert_num_queries: Any
+    ) -> None:
+        agent = AgentFactory.create(routing_policy=THRIFTY, subscription=plans["ent"])
+        fresh = Agent.objects.get(pk=agent.pk)
+        with django_assert_num_queries(0):
+            assert policy.agent_start_verdict(fresh).allowed
+        with django_assert_num_queries(1):  # subscription-only reads its plan
+            fresh.routing_policy = ONLY
+            verdict = policy.agent_start_verdict(fresh)
+        assert verdict.refusal is NOT_A_HARD_STOP
+
+    @pytest.mark.parametrize(
+        ("policy_", "auto_switch", "stop"),
+        [
+            (THRIFTY, True, None),
+            (PINNED, True, Stop.PINNED),
+            (ONLY, False, Stop.AUTO_SWITCH_OFF),
+        ],
+    )
+    def test_the_switching_stop_is_the_leave_verdict(
+        self, policy_: str, auto_switch: bool, stop: Stop | None
+    ) -> None:
+        trinity_services.system_setting_set(name="auto_switch_subscriptions", value=auto_switch)
+        agent = AgentFactory.create(routing_policy=policy_)
+        assert pool.switching_stop(agent=agent, system=system_settings_get()) is stop
 
     def test_a_plan_whose_columns_say_it_bills_overage_is_refused_though_its_type_is_curated(
         self,

@@ -78,7 +78,12 @@ def refused_origin(state: Walk, pk: int = ORIGIN, reason: str = "rate limit") ->
 
 
 def next_of(
-    state: Walk, sel: Selection, *, key: bool = False, refusal: AttemptRefusal = RATE_LIMIT, **kw: object
+    state: Walk,
+    sel: Selection,
+    *,
+    key: bool = False,
+    refusal: AttemptRefusal = RATE_LIMIT,
+    **kw: object,
 ) -> Pick | Stop:
     return walk_next(state, refusal=refusal, selection=sel, key_available=key, now=T0, **kw)  # type: ignore[arg-type]
 
