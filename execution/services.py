@@ -47,6 +47,7 @@ from subscriptions.headroom.feed import headroom_reading_observe
 from subscriptions.headroom.rules import Selection, earliest_known_reset, family_window
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
+from subscriptions.planner.texts import outage_detail
 from subscriptions.services import (
     assignment_commit,
     record_rate_limit_event,
@@ -495,7 +496,7 @@ class _Turn:
 
     def _provider_outage(self) -> Execution:
         self.execution.walk_stop = Stop.PROVIDER_OUTAGE.value
-        detail = breaker.outage_detail(self.agent.provider, sent=bool(self.attempts))
+        detail = outage_detail(self.agent.provider, sent=bool(self.attempts))
         return self._fail("upstream_error", detail)
 
     def _cap_of(self, subscription_id: int) -> int | None:
