@@ -27,6 +27,8 @@ def send(state: TurnState, action: Send) -> None:
     closed key budget, an unreachable agent server)."""
     if action.routed:
         state.routed = action.routed
+        name = action.rung.name if action.rung is not None else "its own credential"
+        logger.info("turn %s: first attempt routed to %s (%s)", state.holder, name, action.why)
     rung = state.rung(action.rung)
     if action.reassign:
         assert rung is not None  # noqa: S101 - the planner reassigns plans only

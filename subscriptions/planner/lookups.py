@@ -112,6 +112,19 @@ def key_available(evidence: Evidence, stage: str = "") -> bool | Need:
     return key.available
 
 
+def ranked_and_key(
+    evidence: Evidence, walk: Walk, stage: str = "", *, key_wanted: bool = True
+) -> tuple[Selection, bool] | Need:
+    """This step's ranking and whether the key rung is offered (False unless wanted)."""
+    selection = selection_of(evidence, walk, stage)
+    if isinstance(selection, Need):
+        return selection
+    key = key_available(evidence, stage) if key_wanted else False
+    if isinstance(key, Need):
+        return key
+    return selection, key
+
+
 def rung_of(evidence: Evidence, pick: Pick, stage: str = "") -> RungRef | Need | None:
     """The rung for ``pick`` once the executor holds its secret; None when it has none."""
     if pick.kind is RungKind.API_KEY:

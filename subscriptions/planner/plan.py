@@ -46,7 +46,7 @@ from subscriptions.planner.evidence import (
     Unreachable,
 )
 from subscriptions.planner.lookups import (
-    key_available,
+    ranked_and_key,
     rung_of,
     selection_of,
     sent,
@@ -161,12 +161,10 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
     if settings.switching_stop is not None:
         return None
     walk = walk_of(evidence, including_last=False)
-    selection = selection_of(evidence, walk, stage)
-    if isinstance(selection, Need):
-        return selection
-    key = False if forecast_only else key_available(evidence, stage)
-    if isinstance(key, Need):
-        return key
+    ranked = ranked_and_key(evidence, walk, stage, key_wanted=not forecast_only)
+    if isinstance(ranked, Need):
+        return ranked
+    selection, key = ranked
     pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
     if pick is None:
         return None

@@ -11,11 +11,10 @@ from subscriptions.planner.ending import at_capacity, outage, refused
 from subscriptions.planner.evidence import Attempt, Busy, Evidence
 from subscriptions.planner.lookups import (
     agent_of,
-    key_available,
+    ranked_and_key,
     refusal_of,
     retried,
     rung_of,
-    selection_of,
     sent,
     settings_of,
     walk_of,
@@ -122,12 +121,10 @@ def _pick(
         # The session's plan refused: the turn goes where it would have gone, its
         # assignment (which the ranking leaves out).
         return Pick(RungKind.SUBSCRIPTION, origin, current.name, Why.ASSIGNED)
-    selection = selection_of(evidence, walk)
-    if isinstance(selection, Need):
-        return selection
-    key = key_available(evidence)
-    if isinstance(key, Need):
-        return key
+    ranked = ranked_and_key(evidence, walk)
+    if isinstance(ranked, Need):
+        return ranked
+    selection, key = ranked
     return walk_next(
         walk,
         refusal=refusal,
@@ -152,12 +149,10 @@ def around_cap(evidence: Evidence, busy: Busy, *, now: datetime) -> Action:
     if settings.switching_stop is not None:
         return at_capacity(busy)
     walk = walk_of(evidence, including_last=True)
-    selection = selection_of(evidence, walk)
-    if isinstance(selection, Need):
-        return selection
-    key = key_available(evidence)
-    if isinstance(key, Need):
-        return key
+    ranked = ranked_and_key(evidence, walk)
+    if isinstance(ranked, Need):
+        return ranked
+    selection, key = ranked
     pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
     rung = rung_of(evidence, pick) if pick is not None else None
     if isinstance(rung, Need):
