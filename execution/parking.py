@@ -18,10 +18,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from agents.models import Agent, WaitPolicy
-from execution import rules
+from execution import handover, rules
 from execution.models import Execution, Status
-from trinity import metrics
-from trinity.logging_json import log_context
 from trinity.notifications import notification_send
 from trinity.redaction import redact
 
@@ -58,8 +56,6 @@ def execution_park(
     it waits. The re-dispatch is enqueued with ``eta=until`` once the row is committed;
     the operator is told once per agent and reset instant.
     """
-    from execution import tasks  # the task module imports this one
-
     execution.status = Status.PARKED
     execution.parked_until = until
     execution.resets_at = until
@@ -68,7 +64,7 @@ def execution_park(
     execution.finished_at = None
     execution.save()
     execution_id = str(execution.pk)
-    transaction.on_commit(lambda: tasks.run_parked_turn.apply_async((execution_id,), eta=until))
+    transaction.on_commit(lambda: handover.parked_turn_hand_over(execution_id, eta=until))
     notification_send(
         kind="turn_parked",
         level="warning",
@@ -117,42 +113,16 @@ def execution_unpark(*, execution_id: str, now: datetime) -> Execution | None:
     return Execution.objects.select_related("agent__subscription").get(pk=execution_id)
 
 
-def execution_run_parked(*, execution_id: str, now: datetime) -> str:
-    """Run a parked turn whose instant has come (the worker's side); idempotent.
-
-    Returns ``ran``, or ``not_due`` when it is not (or no longer) a parked turn due at
-    ``now``: a duplicate or early delivery dispatches nothing.
-    """
-    from execution import services  # services calls into this module while a turn runs
-
-    with log_context(execution_id=execution_id):
-        execution = execution_unpark(execution_id=execution_id, now=now)
-        if execution is None:
-            return "not_due"
-        if execution.agent is None:
-            execution.status = Status.FAILED
-            execution.error_code = "container_fault"
-            execution.error_detail = "the agent was deleted"
-            execution.finished_at = now
-            execution.save()
-            metrics.turns_failed_outside_the_loop(error_code="container_fault")
-            return "ran"
-        services.execution_dispatch(execution=execution, agent=execution.agent)
-        return "ran"
-
-
 def executions_parked_resend(*, now: datetime) -> int:
     """Re-send the re-dispatch of parked turns whose instant passed (a lost message).
 
     Returns how many were sent; the claim makes one that also arrives by its eta harmless.
     """
-    from execution import tasks
-
     due = list(
         Execution.objects.filter(status=Status.PARKED, parked_until__lte=now - RESEND_GRACE)
         .order_by("parked_until")
         .values_list("pk", flat=True)[:RESEND_BATCH]
     )
     for execution_id in due:
-        tasks.run_parked_turn.delay(str(execution_id))
+        handover.parked_turn_hand_over(str(execution_id))
     return len(due)

@@ -11,6 +11,9 @@ from typing import Any
 
 from croniter import croniter  # type: ignore[import-untyped]  # no stubs shipped
 
+# Whether an exhausted turn parks is the planner's rule (pure, beside the turn's order).
+from subscriptions.planner.park import park_until as park_until
+
 # Five fields, minute first: croniter also accepts a sixth (seconds) and a seventh
 # (year) field, which would let a schedule fire more often than once a minute.
 CRON_FIELDS = 5
@@ -57,31 +60,6 @@ def fire_plan(expression: str, *, due_at: datetime, now: datetime) -> datetime:
     for an hour) the schedule fires once for the whole gap, not once per missed period.
     """
     return next_fire_after(expression, after=max(due_at, now))
-
-
-def park_until(
-    *,
-    autonomous: bool,
-    waits: bool,
-    max_wait_seconds: int,
-    resets_at: datetime | None,
-    created_at: datetime,
-    now: datetime,
-) -> datetime | None:
-    """The instant an exhausted turn parks until, or None when it fails instead.
-
-    Only an autonomous turn (nobody is waiting for the answer) of an agent whose wait
-    policy is ``wait`` parks, and only for a known reset in the future at most
-    ``max_wait_seconds`` after the turn was created (the boundary parks). An unknown
-    reset never parks: a turn parked on a guess could wait forever or re-run into the
-    same refusal. The wait counts from creation, not from this refusal, so a re-run
-    refused again parks again only within the same allowance, never without end.
-    """
-    if not autonomous or not waits or resets_at is None or resets_at <= now:
-        return None
-    if resets_at - created_at > timedelta(seconds=max_wait_seconds):
-        return None
-    return resets_at
 
 
 # The day-level window a cron's smallest gap is measured over: a leap year from its

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from execution import parking, schedules, services
+from execution import handover, parking, schedules, services
 from trinity import clock
 
 # A worker runs the whole turn, walk included: its hard limit is the longest turn
@@ -16,7 +16,7 @@ _TURN_LIMIT = settings.TRINITY_TURN_TIMEOUT_MAX_SECONDS + int(
 
 
 @shared_task(
-    name="execution.run_turn",
+    name=handover.RUN_TURN,
     acks_late=True,
     # A worker lost mid-turn gets its task redelivered; the claim makes the redelivery
     # a no-op for a turn that had started (the reaper fails it worker_lost).
@@ -35,7 +35,7 @@ def reap_lost_turns() -> int:
 
 
 @shared_task(
-    name="execution.run_parked_turn",
+    name=handover.RUN_PARKED_TURN,
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=_TURN_LIMIT,
@@ -43,7 +43,7 @@ def reap_lost_turns() -> int:
 )
 def run_parked_turn(execution_id: str) -> str:
     """Re-dispatch a parked turn at its instant; a duplicate or early delivery is a no-op."""
-    return parking.execution_run_parked(execution_id=execution_id, now=clock.now())
+    return services.execution_run_parked(execution_id=execution_id, now=clock.now())
 
 
 @shared_task(name="execution.resend_parked_turns", soft_time_limit=50, time_limit=60)

@@ -372,15 +372,3 @@ def trial_verdict(error_codes: Sequence[str], *, served: bool) -> bool | None:
     if served or any(code in ACCOUNT_REFUSAL_CODES for code in error_codes):
         return False
     return None
-
-
-def outage_detail(provider: str, *, sent: bool) -> str:
-    """The failed turn's detail: ``sent`` when it met the outage itself (then it is not
-    retried or walked), else it failed fast without being sent."""
-    what = (
-        "the turn met it and is not retried on any credential" if sent else "the turn was not sent"
-    )
-    return (
-        f"provider outage: {provider}'s circuit breaker is open after repeated provider "
-        f"errors (5xx, timeouts) across its credentials; {what}. Retry shortly."
-    )

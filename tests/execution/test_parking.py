@@ -131,11 +131,11 @@ def test_a_parked_turn_of_a_deleted_agent_fails_when_its_instant_comes(
     execution = parked(bot)
     bot.delete()
 
-    assert parking.execution_run_parked(execution_id=str(execution.pk), now=RESET) == "ran"
+    assert services.execution_run_parked(execution_id=str(execution.pk), now=RESET) == "ran"
 
     execution.refresh_from_db()
     assert (execution.status, execution.error_code) == (Status.FAILED, "container_fault")
-    assert parking.execution_run_parked(execution_id=str(execution.pk), now=RESET) == "not_due"
+    assert services.execution_run_parked(execution_id=str(execution.pk), now=RESET) == "not_due"
 
 
 def test_the_sweep_resends_only_parked_turns_whose_message_had_its_chance(

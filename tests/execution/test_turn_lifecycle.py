@@ -19,6 +19,7 @@ from execution import services, tasks
 from execution.models import Execution, Status
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
+from subscriptions.planner import lookups as planner_lookups
 from tests.agents.factories import AgentFactory
 from tests.execution.support import wait_until
 from tests.subscriptions.factories import plan_token
@@ -136,7 +137,7 @@ def test_a_bug_in_the_loop_still_finishes_the_row_and_logs_its_traceback(
     def broken(**_: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(services, "classify_refusal", broken)
+    monkeypatch.setattr(planner_lookups, "classify_refusal", broken)
     sub_token = subscription_services.Subscription.objects.get(name="plan-a").token.reveal()
     control.set_usage(sub_token, "five_hour", percent=100)  # a refusal reaches the bug
 

@@ -4,6 +4,7 @@ the turn path, whose budget is 2 ms (bench/turn_overhead.py measures it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 from unittest import mock
@@ -18,6 +19,9 @@ from agents.selectors import agent_get_visible
 from execution import services
 from execution.api import ExecutionOutput
 from execution.models import Execution, Status
+from execution.served import served
+from execution.turn_state import turn_state_start
+from subscriptions.planner import AgentFacts, Finish
 from subscriptions.walk import Why
 from tests.agents.factories import AgentFactory
 from tests.subscriptions.factories import SubscriptionFactory
@@ -40,11 +44,15 @@ def test_it_names_the_agents_own_subscription_without_a_query(
     AgentFactory.create(name="busy", owner=owner, subscription=plan)
     agent = agent_get_visible(user=owner, name="busy")
     execution = services.execution_create(agent=agent, message="hi", trigger="api")
-    # The dispatch loop's own finish of a turn served on the agent's plan.
-    turn = services._Turn(execution, agent, origin=agent.subscription_id)
-    turn._served(
-        lifecycle.baseline_rung(agent), Why.ASSIGNED, TurnOutcome(status_code=200, ok=True)
-    )
+    # The executor's own finish of a turn served on the agent's plan.
+    state = turn_state_start(execution, agent)
+    baseline = lifecycle.baseline_rung(agent)
+    assert baseline is not None
+    own = state.keep(baseline)
+    facts = AgentFacts(agent.name, agent.subscription_id, own, agent.routing_policy)
+    state.evidence = replace(state.evidence, agent=facts)
+    state.last_outcome = TurnOutcome(status_code=200, ok=True)
+    served(state, Finish(own, Why.ASSIGNED))
 
     with django_assert_num_queries(0):
         data = ExecutionOutput(execution).data

@@ -1,0 +1,281 @@
+"""The executor's answers to the planner's ``Need``: each gathers one piece of evidence
+(a cache read, a query, the agent's start) and adds it to the turn's evidence.
+
+The served path asks three: the breaker (one cache GET), readiness (in memory when the
+agent is up) and the assignment's cached evidence (one cache round trip). Ranking, the
+key rung's state and the secrets are read only when the planner routes or walks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from django.db import DatabaseError
+
+from agents import lifecycle
+from agents.models import Agent, AuthMode, ProcessState
+from execution import affinity
+from execution.turn_state import TurnState
+from subscriptions import breaker, leases, pool
+from subscriptions.headroom.selection import rank_alternatives
+from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.planner import (
+    AgentFacts,
+    Ask,
+    AssignedVerdict,
+    Current,
+    Evidence,
+    KeyState,
+    Legacy,
+    Need,
+    Previous,
+    SettingsFacts,
+)
+from trinity import clock
+
+logger = logging.getLogger(__name__)
+
+# Tokens a walk decrypts at once: its pick and the next ones in rank order (a walk
+# rarely tries more; decrypting all of a large pool cost most of a walked turn).
+RUNG_BATCH = 8
+
+
+def evidence_gather(state: TurnState, need: Need) -> None:
+    """Gather what ``need`` asks into ``state.evidence``. A database error in an optional
+    stage (``need.stage``) skips that stage: an optimisation must not fail a turn."""
+    gather = _GATHER[need.ask]
+    if not need.stage:
+        state.evidence = gather(state, need, clock.now())
+        return
+    try:
+        state.evidence = gather(state, need, clock.now())
+    except DatabaseError:
+        logger.warning("turn %s: %s check failed", state.execution.pk, need.stage, exc_info=True)
+        evidence = state.evidence
+        state.evidence = replace(evidence, skipped=evidence.skipped | {need.stage})
+
+
+def _breaker(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Whether the provider's breaker lets the turn be sent (closed, degraded, or
+    half-open with this turn as its one trial). One cache round trip."""
+    assert state.execution.deadline is not None  # noqa: S101 - every created turn has one
+    trial_seconds = int((state.execution.deadline - now).total_seconds()) + 1
+    admitted, state.breaker_trial = breaker.breaker_turn_gate(
+        provider=state.agent.provider, now=now, trial_seconds=trial_seconds, holder=state.holder
+    )
+    return replace(state.evidence, admitted=admitted)
+
+
+def _ready(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Start the agent's server if it is not up, take a forbidden boot key away from it;
+    then the agent's facts. Either failing is the evidence's ``ready`` text."""
+    unready = _unready(state)
+    if unready:
+        return replace(state.evidence, ready=unready)
+    agent = state.agent
+    baseline = lifecycle.baseline_rung(agent)
+    facts = AgentFacts(
+        name=agent.name,
+        origin=agent.subscription_id,
+        baseline=state.keep(baseline) if baseline is not None else None,
+        routing_policy=agent.routing_policy,
+        policy_refusal=pool.assignment_policy_refusal(agent),
+        on_api_key=agent.on_api_key_since is not None,
+    )
+    legacy = Legacy(assignment=agent.subscription_id)
+    return replace(state.evidence, ready="", agent=facts, legacy=legacy)
+
+
+def _unready(state: TurnState) -> str:
+    agent = state.agent
+    if agent.process_state != ProcessState.RUNNING or not agent.endpoint:
+        try:
+            with state.agent_server_wait():
+                agent = state.agent = lifecycle.agent_start(agent=agent)
+        except lifecycle.AgentStartFailed as exc:
+            return f"the agent could not start: {exc}"
+        if not agent.endpoint:
+            detail = agent.process_detail or "its server did not come up in time"
+            return f"the agent could not start: {detail}"
+    if agent.auth_mode == AuthMode.API_KEY and lifecycle.baseline_rung(agent) is None:
+        # Booted on the key, which the verdict no longer allows (the admin turned the
+        # fallback off): a turn sent without an override would run on that boot key.
+        # Rare (the switch re-applies credentials); the row is in memory: no query.
+        lifecycle.agent_apply_credentials(agent=agent)
+        if state.reload_agent().auth_mode == AuthMode.API_KEY:
+            return "the agent still holds the platform key"
+    return ""
+
+
+def _settings(state: TurnState, need: Need, now: datetime) -> Evidence:
+    system = state.settings()
+    key = pool.key_rung(system)
+    if key is not None:
+        state.keep(key)
+    facts = SettingsFacts(
+        auto_switch=system.auto_switch_subscriptions,
+        key_configured=key is not None,
+        switching_stop=pool.switching_stop(agent=state.agent, system=system),
+    )
+    return replace(state.evidence, settings=facts)
+
+
+def _expected_turn(state: TurnState, now: datetime) -> timedelta:
+    """How long the turn is expected to run from ``now``, for the forecasts."""
+    return pool.forecast_turn_length(now=now, budget_end=state.evidence.turn.budget_end)
+
+
+def _assigned(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """The assignment's snapshot, refusal mark and forecast (one cache round trip),
+    judged for the turn's model family; the forecast only when it is not refusing."""
+    origin = state.agent.subscription_id
+    assert origin is not None  # noqa: S101 - the planner asks only with an assignment
+    family = state.evidence.turn.family
+    read = turn_evidence_read(origin)
+    refusing = pool.assigned_refusing(read, now=now, family=family)
+    forecast_out = not refusing and pool.assigned_forecast_exhausted(
+        read,
+        now=now,
+        expected_turn=_expected_turn(state, now),
+        family=family,
+    )
+    return replace(state.evidence, assigned=AssignedVerdict(refusing, forecast_out))
+
+
+def _affinity(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """What served the session's previous turn (one indexed query)."""
+    found = affinity.session_previous_credential(
+        agent=state.agent,
+        session_id=state.execution.session_id,
+        before=state.execution.created_at,
+    )
+    previous = Previous(*found) if found is not None else None
+    return replace(state.evidence, previous=previous)
+
+
+def _affinity_plan(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """The session's plan as a rung while it may serve this turn (a cache read)."""
+    rung = pool.affinity_rung(
+        agent=state.agent,
+        subscription_id=need.ids[0],
+        now=now,
+        family=state.evidence.turn.family,
+        expected_turn=_expected_turn(state, now),
+    )
+    kept = state.keep(rung) if rung is not None else None
+    if kept is not None:
+        logger.info("turn %s: session stays on %s", state.execution.pk, kept.name)
+    return replace(state.evidence, affinity_plan=kept)
+
+
+def _pool_size(state: TurnState, need: Need, now: datetime) -> Evidence:
+    return replace(state.evidence, pool_size=pool.subscription_count(state.agent.provider))
+
+
+def _at_capacity_ids(state: TurnState, now: datetime) -> set[int]:
+    """The capped subscriptions serving their cap, bar the one this turn holds."""
+    if state.caps is None:
+        state.caps = leases.subscription_caps(state.agent.provider)
+    caps = {pk: cap for pk, cap in state.caps.items() if pk != state.lease_on}
+    return leases.subscriptions_at_capacity(caps, now=now)
+
+
+def _selection(state: TurnState, need: Need, now: datetime) -> Evidence:
+    selection = rank_alternatives(
+        agent=state.agent,
+        exclude_ids=[*need.ids, *_at_capacity_ids(state, now)],
+        now=now,
+        model=state.execution.model or None,
+        strategy=state.settings().routing_strategy,  # already read: no second query
+    )
+    return state.evidence.learn(selection=selection)
+
+
+def _key(state: TurnState, need: Need, now: datetime) -> Evidence:
+    found = pool.key_rung_state(agent=state.agent, system=state.settings(), now=now)
+    return state.evidence.learn(key=KeyState(found.available, found.budget))
+
+
+def _current(state: TurnState, need: Need, now: datetime) -> Evidence:
+    current_id, current_name = (
+        Agent.objects.filter(pk=state.agent.pk)
+        .values_list("subscription_id", "subscription__name")
+        .get()
+    )
+    return state.evidence.learn(current=Current(current_id, current_name or ""))
+
+
+def _rungs(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """The wanted secrets and the next few in rank order, in one query: decrypting
+    every ranked candidate's token (hundreds) for the one or two a walk tries was most
+    of a walked turn's CPU."""
+    evidence = state.evidence
+    known = {*evidence.rungs, *evidence.missing}
+    selection = evidence.last_selection
+    order = selection.order() if selection is not None else []
+    wanted = need.ids[0]
+    after = order[order.index(wanted) + 1 :] if wanted in order else []
+    batch = [*need.ids, *(i for i in after if i not in known)][:RUNG_BATCH]
+    found = pool.subscription_rungs(batch)
+    for rung in found.values():
+        state.keep(rung)
+    rungs = {**evidence.rungs, **{pk: rung.name for pk, rung in found.items()}}
+    missing = evidence.missing | {pk for pk in batch if pk not in found}
+    return replace(evidence, rungs=rungs, missing=missing)
+
+
+def _forecast(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Whether the plan a forecast would route to runs out as well (one cache read)."""
+    pk = need.ids[0]
+    out = pool.forecast_exhausted(
+        pk,
+        now=now,
+        expected_turn=_expected_turn(state, now),
+        family=state.evidence.turn.family,
+    )
+    return state.evidence.learn(forecast_out={**state.evidence.facts.forecast_out, pk: out})
+
+
+def _readings(state: TurnState, need: Need, now: datetime) -> Evidence:
+    return state.evidence.learn(readings=dict(snapshots_read(need.ids).readings))
+
+
+def _breaker_failure(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Count a provider-level failure (5xx, timeout) against the provider: open after
+    it? Account refusals never count (nothing is read)."""
+    last = state.evidence.attempts[-1]
+    if not breaker.is_provider_failure(last.outcome.error_code):
+        return state.evidence.learn(breaker_after=False)
+    origin = state.evidence.agent.origin if state.evidence.agent else None
+    kind, subscription_id = last.ran_on.key if last.ran_on else ("subscription", origin)
+    after = breaker.breaker_failure_observe(
+        provider=state.agent.provider, credential=f"{kind}:{subscription_id}", now=now
+    )
+    return state.evidence.learn(breaker_after=after is breaker.BreakerState.OPEN)
+
+
+def _breaker_open(state: TurnState, need: Need, now: datetime) -> Evidence:
+    is_open = breaker.breaker_open_now(provider=state.agent.provider, now=now)
+    return state.evidence.learn(breaker_open=is_open)
+
+
+_GATHER: dict[Ask, Callable[[TurnState, Need, datetime], Evidence]] = {
+    Ask.BREAKER: _breaker,
+    Ask.READY: _ready,
+    Ask.SETTINGS: _settings,
+    Ask.ASSIGNED: _assigned,
+    Ask.AFFINITY: _affinity,
+    Ask.AFFINITY_PLAN: _affinity_plan,
+    Ask.POOL_SIZE: _pool_size,
+    Ask.SELECTION: _selection,
+    Ask.KEY: _key,
+    Ask.CURRENT: _current,
+    Ask.RUNGS: _rungs,
+    Ask.FORECAST: _forecast,
+    Ask.READINGS: _readings,
+    Ask.BREAKER_FAILURE: _breaker_failure,
+    Ask.BREAKER_OPEN: _breaker_open,
+}

@@ -1,0 +1,92 @@
+"""The turn planner: the order of a turn, written once, as a pure function.
+
+``plan(evidence, now=...)`` answers the turn's next action (``Send``, ``Record``,
+``Finish``, ``Park``, ``Fail``, or ``Need`` a piece of evidence). The executor
+(``execution/turn.py``) loops on it; see ``docs/flows/turn-planner.md``.
+"""
+
+from __future__ import annotations
+
+from subscriptions.planner.actions import (
+    AFFINITY_STAGE,
+    PRE_DISPATCH_STAGE,
+    ROUTED_KEY,
+    ROUTED_PLAN,
+    Action,
+    Ask,
+    Ended,
+    Fail,
+    Finish,
+    Need,
+    Notice,
+    Park,
+    Record,
+    Send,
+    Switch,
+)
+from subscriptions.planner.evidence import (
+    KEY_RUNG,
+    UNKNOWN,
+    AgentFacts,
+    AssignedVerdict,
+    Attempt,
+    BudgetRefused,
+    Busy,
+    Closure,
+    Current,
+    Event,
+    Evidence,
+    KeyState,
+    Legacy,
+    Outcome,
+    Previous,
+    RungRef,
+    SettingsFacts,
+    StepFacts,
+    TurnFacts,
+    Unknown,
+    Unreachable,
+)
+from subscriptions.planner.lookups import EXHAUSTED_STOPS
+from subscriptions.planner.plan import plan
+
+__all__ = [
+    "AFFINITY_STAGE",
+    "EXHAUSTED_STOPS",
+    "KEY_RUNG",
+    "PRE_DISPATCH_STAGE",
+    "ROUTED_KEY",
+    "ROUTED_PLAN",
+    "UNKNOWN",
+    "Action",
+    "AgentFacts",
+    "Ask",
+    "AssignedVerdict",
+    "Attempt",
+    "BudgetRefused",
+    "Busy",
+    "Closure",
+    "Current",
+    "Ended",
+    "Event",
+    "Evidence",
+    "Fail",
+    "Finish",
+    "KeyState",
+    "Legacy",
+    "Need",
+    "Notice",
+    "Outcome",
+    "Park",
+    "Previous",
+    "Record",
+    "RungRef",
+    "Send",
+    "SettingsFacts",
+    "StepFacts",
+    "Switch",
+    "TurnFacts",
+    "Unknown",
+    "Unreachable",
+    "plan",
+]

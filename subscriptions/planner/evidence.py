@@ -1,0 +1,267 @@
+"""What the planner knows about one turn: one frozen value, filled lazily.
+
+The executor (``execution/turn.py``) starts with ``Evidence(turn=TurnFacts(...))``,
+asks the planner, and answers each ``Need`` by gathering that one piece and adding it
+here (``dataclasses.replace``, ``learn`` for the facts of the current step). What
+happened so far is ``history``: the events the executor saw while applying ``Send``
+(an answered attempt, a plan at its concurrency cap, a key budget that refused the
+reservation, an unreachable agent server). A fact that can change between steps (the
+ranking, the key rung's state, the current assignment, the breaker) is kept in
+``StepFacts`` with the step it was read at, so a new event makes it stale by itself.
+
+Pure: no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from agents.rung import PLATFORM_KEY_LABEL, RungKind
+from subscriptions.walk import Stop, Why
+
+if TYPE_CHECKING:
+    from subscriptions.headroom.reading import Reading
+    from subscriptions.headroom.rules import Selection
+
+
+class Unknown(Enum):
+    """Not gathered yet (a fact whose known value may itself be None)."""
+
+    UNKNOWN = "unknown"
+
+
+UNKNOWN = Unknown.UNKNOWN
+
+
+class RungRef(NamedTuple):
+    """A rung without its secret: what the planner sends on; the executor holds the secret."""
+
+    kind: RungKind
+    subscription_id: int | None
+    name: str
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """The same identity as ``agents.rung.Rung.key``."""
+        return (self.kind.value, self.subscription_id)
+
+
+KEY_RUNG = RungRef(RungKind.API_KEY, None, PLATFORM_KEY_LABEL)
+
+
+class Closure(Protocol):
+    """A consumed key budget (``subscriptions.budgets.BudgetClosed``): why, and when
+    it admits a key turn again."""
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def reopens_at(self) -> datetime: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFacts:
+    """What the turn's row and agent say before anything is read (no I/O)."""
+
+    provider: str
+    autonomous: bool
+    created_at: datetime
+    # The deadline minus the reaper's slack: the last instant the turn may use.
+    budget_end: datetime
+    session_id: str = ""
+    # The turn's model-family window (its model, else the agent's), or None.
+    family: str | None = None
+    # The agent's wait policy is ``wait``, and for how long (parking).
+    waits: bool = False
+    max_wait_seconds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFacts:
+    """The agent once it is ready: its assignment (the walk's origin), the rung it boots
+    on, and its routing policy's verdict on that assignment."""
+
+    name: str
+    origin: int | None
+    baseline: RungRef | None
+    routing_policy: str
+    # Why the policy forbids the assignment ("" when it may run there).
+    policy_refusal: str = ""
+    # The agent is billing the platform key since an earlier turn (a notice is due
+    # when a plan serves it again).
+    on_api_key: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsFacts:
+    """The system settings and the switching verdict they give for this agent."""
+
+    auto_switch: bool
+    key_configured: bool
+    # Why the agent may not leave its assignment at all (auto-switch off, pinned).
+    switching_stop: Stop | None = None
+
+
+class AssignedVerdict(NamedTuple):
+    """The assignment's cached evidence, judged: known not to serve; forecast to run out
+    before the turn would end."""
+
+    refusing: bool
+    forecast_out: bool
+
+
+class Previous(NamedTuple):
+    """What served the session's previous turn."""
+
+    kind: str
+    subscription_id: int | None
+
+
+class KeyState(NamedTuple):
+    """The key rung: offered or not, and the consumed budget that closed it, if one did."""
+
+    available: bool
+    budget: Closure | None = None
+
+
+class Current(NamedTuple):
+    """The agent's assignment as it reads now (a concurrent turn may have moved it)."""
+
+    subscription_id: int | None
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Legacy:
+    """An agent server that does not echo the override: rungs are applied by assignment."""
+
+    on: bool = False
+    # Hot reloads that needed a restart (at most one is allowed).
+    restarts: int = 0
+    # The agent's assignment as the executor last loaded it.
+    assignment: int | None = None
+
+
+class Outcome(NamedTuple):
+    """What the agent server answered (the routing part of ``agents.client.TurnOutcome``)."""
+
+    ok: bool
+    error_code: str = ""
+    detail: str = ""
+    resets_at: datetime | None = None
+    limiting_window: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One answered attempt: the rung sent, the rung it ran on (None: the agent's own
+    credential, or a legacy server's), why it was chosen, whether it was the retry."""
+
+    sent: RungRef | None
+    ran_on: RungRef | None
+    why: Why
+    outcome: Outcome
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """The plan's concurrency cap was full: nothing was sent."""
+
+    rung: RungRef
+    why: Why
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRefused:
+    """A key budget refused the key rung's reservation: nothing was sent."""
+
+    closure: Closure
+    retry: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    """The agent server could not be reached (nothing was answered)."""
+
+    detail: str
+
+
+Event = Attempt | Busy | BudgetRefused | Unreachable
+
+
+@dataclass(frozen=True, slots=True)
+class StepFacts:
+    """Facts read for one step (``at`` = the number of events when they were read)."""
+
+    at: int = 0
+    selection: Selection | None = None
+    key: KeyState | None = None
+    current: Current | None = None
+    # Whether a plan a forecast would route to runs out as well, by subscription id.
+    forecast_out: Mapping[int, bool] = field(default_factory=dict)
+    # The stored readings of the ids a reset is looked up for.
+    readings: Mapping[int, Reading] | None = None
+    # The breaker after the last attempt's failure was counted (True: open).
+    breaker_after: bool | None = None
+    # The breaker before the walk's next rung is sent (True: open).
+    breaker_open: bool | None = None
+    # The last attempt's refusal has been recorded against its credential.
+    recorded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Everything known about the turn now. Unknown pieces are None (or ``UNKNOWN``)."""
+
+    turn: TurnFacts
+    # The provider's breaker admitted the turn (None: not asked yet).
+    admitted: bool | None = None
+    # None: not made ready yet; "": ready; else why the agent could not be made ready.
+    ready: str | None = None
+    agent: AgentFacts | None = None
+    settings: SettingsFacts | None = None
+    assigned: AssignedVerdict | None = None
+    previous: Previous | None | Unknown = UNKNOWN
+    # The session's plan as a rung when it may stay on it, else None.
+    affinity_plan: RungRef | None | Unknown = UNKNOWN
+    # How many subscriptions the provider has (the walk's rung cap is this + 2).
+    pool_size: int | None = None
+    # Subscription rungs whose secret the executor holds (id -> name), and ids it asked
+    # for that have none (deleted, or no token).
+    rungs: Mapping[int, str] = field(default_factory=dict)
+    missing: frozenset[int] = frozenset()
+    legacy: Legacy = field(default_factory=Legacy)
+    history: tuple[Event, ...] = ()
+    # Optional stages whose reads failed (a database error): they are skipped.
+    skipped: frozenset[str] = frozenset()
+    # The latest ranking of the turn (a served switch explains itself with it).
+    last_selection: Selection | None = None
+    step: StepFacts = field(default_factory=StepFacts)
+
+    @property
+    def facts(self) -> StepFacts:
+        """The facts of the current step (empty once a new event made them stale)."""
+        at = len(self.history)
+        return self.step if self.step.at == at else StepFacts(at=at)
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        return tuple(e for e in self.history if isinstance(e, Attempt))
+
+    def after(self, event: Event) -> Evidence:
+        """The evidence with ``event`` appended (the step's facts go stale)."""
+        return replace(self, history=(*self.history, event))
+
+    def learn(self, **facts: Any) -> Evidence:
+        """The evidence with facts of the current step added."""
+        step = replace(self.facts, **facts)
+        if facts.get("selection") is not None:
+            return replace(self, step=step, last_selection=facts["selection"])
+        return replace(self, step=step)

@@ -1,0 +1,182 @@
+"""The order of a turn, once: given everything known about a turn now, its next action.
+
+``plan`` reads top to bottom as a turn runs:
+
+1. the provider's breaker admits the turn (open: it fails fast, nothing sent);
+2. the agent is ready (started; no forbidden boot key);
+3. the first rung: a routing policy that forbids the assignment routes to a plan it
+   allows (never the key) or refuses the turn; else the session's previous plan
+   (affinity); else pre-dispatch (the assignment is known not to serve, or forecast to
+   run out before the turn ends: then only to a plan that is not); else the assignment;
+4. every ``Send`` checks the time budget; applying it, the executor takes the plan's
+   concurrency lease (full: ``Busy``, routed around), reserves the key's budget
+   (closed: ``BudgetRefused``, park or fail), and sends;
+5. served: ``Finish`` (the switch to commit, the notice);
+6. refused: ``walking.after_refusal`` (breaker, the single retry, the record, the
+   walk's gates, the next rung) and ``ending`` (park or fail with the trail).
+
+Pure: no Django, no I/O, ``now`` is an argument. A missing piece of evidence is asked
+for (``Need``); the executor gathers it and asks again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from agents.rung import RungKind
+from subscriptions import policy
+from subscriptions.planner.actions import (
+    AFFINITY_STAGE,
+    PRE_DISPATCH_STAGE,
+    ROUTED_KEY,
+    ROUTED_PLAN,
+    Action,
+    Ask,
+    Fail,
+    Need,
+    Send,
+)
+from subscriptions.planner.ending import finish, key_budget_stop, outage, policy_refused
+from subscriptions.planner.evidence import (
+    UNKNOWN,
+    AgentFacts,
+    BudgetRefused,
+    Busy,
+    Evidence,
+    Unreachable,
+)
+from subscriptions.planner.lookups import (
+    ranked_and_key,
+    rung_of,
+    selection_of,
+    sent,
+    settings_of,
+    walk_of,
+)
+from subscriptions.planner.walking import after_refusal, around_cap
+from subscriptions.walk import Why, pre_dispatch_pick
+
+
+def plan(evidence: Evidence, *, now: datetime) -> Action:
+    """The turn's next action, from the last thing that happened to it."""
+    last = evidence.history[-1] if evidence.history else None
+    if last is None:
+        return _opening(evidence, now=now)
+    if isinstance(last, Busy):
+        return around_cap(evidence, last, now=now)
+    if isinstance(last, BudgetRefused):
+        return key_budget_stop(evidence, last.closure, now=now)
+    if isinstance(last, Unreachable):
+        return Fail(error_code="container_fault", detail=last.detail)
+    if last.outcome.ok:
+        return finish(evidence, last)
+    return after_refusal(evidence, last, now=now)
+
+
+def _opening(evidence: Evidence, *, now: datetime) -> Action:
+    """Before anything is sent: the breaker, readiness, then the first rung."""
+    if evidence.admitted is None:
+        return Need(Ask.BREAKER)
+    if not evidence.admitted:
+        return outage(evidence)
+    if evidence.ready:
+        return Fail(error_code="container_fault", detail=evidence.ready)
+    agent = evidence.agent
+    if agent is None:
+        return Need(Ask.READY)
+    if agent.policy_refusal:
+        # A policy that forbids the assignment (subscription-only on an overage plan, or
+        # with none) routes to a plan it allows or refuses: never a billable fallback.
+        return _policy_route(evidence, agent, now=now)
+    first = _affinity(evidence, agent) or _pre_dispatch(evidence, agent, now=now)
+    return sent(evidence, first or Send(agent.baseline, Why.ASSIGNED), now=now)
+
+
+def _policy_route(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Action:
+    """The best viable plan the policy allows (never the key), else the turn is refused."""
+    if agent.origin is not None:
+        settings = settings_of(evidence)
+        if isinstance(settings, Need):
+            return settings
+        if settings.switching_stop is None:
+            walk = walk_of(evidence, including_last=False)
+            selection = selection_of(evidence, walk)
+            if isinstance(selection, Need):
+                return selection
+            pick = pre_dispatch_pick(walk, selection=selection, key_available=False, now=now)
+            rung = rung_of(evidence, pick) if pick is not None else None
+            if isinstance(rung, Need):
+                return rung
+            if rung is not None and rung.kind is RungKind.SUBSCRIPTION:
+                return sent(evidence, Send(rung, Why.POLICY, routed=ROUTED_PLAN), now=now)
+    return policy_refused(evidence, now=now)
+
+
+def _affinity(evidence: Evidence, agent: AgentFacts) -> Send | Need | None:
+    """A chat turn starts on the plan that served its session's previous turn while that
+    plan is eligible (a warm prompt cache). Only a turn with a session pays for it; a
+    failed read only skips it."""
+    if not evidence.turn.session_id or agent.origin is None or AFFINITY_STAGE in evidence.skipped:
+        return None
+    previous = evidence.previous
+    if previous is UNKNOWN:
+        return Need(Ask.AFFINITY, stage=AFFINITY_STAGE)
+    if previous is None:
+        return None
+    settings = settings_of(evidence, AFFINITY_STAGE)
+    if isinstance(settings, Need):
+        return settings
+    target = policy.affinity_target(
+        policy=agent.routing_policy,
+        auto_switch=settings.auto_switch,
+        assigned_id=agent.origin,
+        previous_kind=previous.kind,
+        previous_subscription_id=previous.subscription_id,
+    )
+    if target is None:
+        return None
+    kept = evidence.affinity_plan
+    if kept is UNKNOWN:
+        return Need(Ask.AFFINITY_PLAN, (target,), stage=AFFINITY_STAGE)
+    return Send(kept, Why.AFFINITY) if kept is not None else None
+
+
+def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send | Need | None:
+    """Route the first attempt elsewhere when the assignment is known not to serve, or is
+    forecast to run out before the turn would end (then only to another plan that is
+    not: it still serves now, so never to the billed key). None: dispatch as assigned
+    (also when a read fails: an optimisation must not fail a turn that could run)."""
+    stage = PRE_DISPATCH_STAGE
+    if agent.origin is None or stage in evidence.skipped:
+        return None
+    assigned = evidence.assigned
+    if assigned is None:
+        return Need(Ask.ASSIGNED, stage=stage)
+    forecast_only = not assigned.refusing
+    if forecast_only and not assigned.forecast_out:
+        return None
+    settings = settings_of(evidence, stage)
+    if isinstance(settings, Need):
+        return settings
+    if settings.switching_stop is not None:
+        return None
+    walk = walk_of(evidence, including_last=False)
+    ranked = ranked_and_key(evidence, walk, stage, key_wanted=not forecast_only)
+    if isinstance(ranked, Need):
+        return ranked
+    selection, key = ranked
+    pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
+    if pick is None:
+        return None
+    if forecast_only and pick.subscription_id is not None:
+        out = evidence.facts.forecast_out.get(pick.subscription_id)
+        if out is None:
+            return Need(Ask.FORECAST, (pick.subscription_id,), stage=stage)
+        if out:
+            return None
+    rung = rung_of(evidence, pick, stage)
+    if rung is None or isinstance(rung, Need):
+        return rung
+    if rung.kind is RungKind.API_KEY:
+        return Send(rung, Why.API_KEY, routed=ROUTED_KEY)
+    return Send(rung, Why.PRE_DISPATCH, routed=ROUTED_PLAN)
