@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+import subscriptions.policy as policy
 from agents import lifecycle, services
 from agents.models import (
     CLI_TOOLS,
@@ -24,7 +25,6 @@ from agents.models import (
     WaitPolicy,
 )
 from agents.selectors import agent_get_visible, agents_visible_to
-from subscriptions import policy
 from trinity.models import SystemSettings
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get

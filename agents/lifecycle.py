@@ -22,11 +22,15 @@ from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
 from agents.runtimes.base import Spawned, StartConflict
 from subscriptions.policy import agent_key_verdict
+from trinity.celery import app as celery_app
 from trinity.markers import marker_claim, marker_release
 from trinity.redaction import redact
 from trinity.selectors import system_settings_get
 
 logger = logging.getLogger(__name__)
+# The task that applies an agent's credentials, by name: the task module imports this
+# one, so this one never imports it (``agents.apps`` registers it at start).
+APPLY_CREDENTIALS = "agents.apply_credentials"
 
 START_MARKER_TTL = 120
 # How long a turn waits for a start another process is running (a local agent server
@@ -62,8 +66,6 @@ def agents_key_mode_reapply() -> list[int]:
     running agent that does not boot on a plan in line with the verdict (one booted
     on the key must stop holding it; one booted on nothing may now boot on it).
     Enqueued after commit; returns the agents' ids."""
-    from agents import tasks as agent_tasks  # the task module imports this one
-
     ids = list(
         Agent.objects.filter(process_state=ProcessState.RUNNING)
         .exclude(auth_mode=AuthMode.SUBSCRIPTION)
@@ -71,7 +73,7 @@ def agents_key_mode_reapply() -> list[int]:
         .values_list("pk", flat=True)
     )
     for agent_id in ids:
-        transaction.on_commit(partial(agent_tasks.apply_credentials.delay, agent_id))
+        transaction.on_commit(partial(celery_app.tasks[APPLY_CREDENTIALS].delay, agent_id))
     return ids
 
 

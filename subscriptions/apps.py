@@ -9,6 +9,9 @@ class SubscriptionsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents.signals import agent_created
+        from subscriptions.metrics import SubscriptionWindowsCollector
         from subscriptions.receivers import auto_assign_new_agent
+        from trinity.metrics import state_collector_register
 
         agent_created.connect(auto_assign_new_agent, dispatch_uid="subscriptions-auto-assign")
+        state_collector_register(SubscriptionWindowsCollector())

@@ -17,9 +17,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # The packages whose modules the graph is built over (edges leaving them are ignored).
-PROJECT = ("agents", "execution", "subscriptions", "trinity", "agent_server", "simulator")
+PROJECT = (
+    "agents",
+    "execution",
+    "subscriptions",
+    "trinity",
+    "trinity_contract",
+    "agent_server",
+    "simulator",
+)
 # The packages a cycle may not pass through.
-SCOPE = ("execution",)
+SCOPE = PROJECT
 
 
 def _module_name(path: Path) -> str:
@@ -175,3 +183,47 @@ def test_an_import_inside_a_function_counts() -> None:
 def test_an_import_only_for_type_checking_does_not_count() -> None:
     tree = ast.parse("if TYPE_CHECKING:\n    from execution import tasks\n")
     assert list(_imports(tree)) == []
+
+
+# The floors, lowest first: a module imports only its own floor and those below
+# (``docs/architecture.md``, "Packages and the direction of imports").
+FLOORS = ("trinity_contract", "trinity", "agents", "subscriptions", "execution")
+# The deliberate exceptions, each documented where it stands: the root URL conf routes to every app;
+# agents ask the pure routing-policy module.
+UPWARD_ALLOWED = {
+    ("trinity.urls", "agents.urls"),
+    ("trinity.urls", "subscriptions.urls"),
+    ("trinity.urls", "execution.urls"),
+}
+UPWARD_ALLOWED_TARGETS = ("subscriptions.policy",)
+
+
+def _floor(module: str) -> int | None:
+    top = module.partition(".")[0]
+    return FLOORS.index(top) if top in FLOORS else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    found = []
+    for module, targets in sorted(graph.items()):
+        floor = _floor(module)
+        for target in sorted(targets):
+            reach = _floor(target)
+            if floor is None or reach is None or reach <= floor:
+                continue
+            if (module, target) in UPWARD_ALLOWED or target in UPWARD_ALLOWED_TARGETS:
+                continue
+            found.append((module, target))
+    return found
+
+
+def test_no_module_imports_a_floor_above_its_own() -> None:
+    offending = upward_imports(import_graph())
+
+    assert offending == [], "upward imports: " + "; ".join(f"{a} -> {b}" for a, b in offending)
+
+
+def test_an_upward_import_is_found() -> None:
+    assert upward_imports({"trinity.metrics": {"agents.models", "trinity.clock"}}) == [
+        ("trinity.metrics", "agents.models")
+    ]

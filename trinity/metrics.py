@@ -13,8 +13,9 @@ writes its own file, and a scrape of any web worker sums them all. gunicorn's
 it each process reports only itself (``make run``, tests).
 
 Gauges that describe state (each subscription's 5h and 7d windows, agent servers
-up) are not kept by any process: ``StateCollector`` computes them at scrape time from
-the cached snapshots and the agents table, so they are never stale per process and
+up) are not kept by any process: ``StateCollector`` runs the apps' own collectors at
+scrape time (``subscriptions/metrics.py``, ``agents/metrics.py``), from the cached
+snapshots and the agents table, so they are never stale per process and
 cost a turn nothing. Their labels are subscription names only, never a token, a
 fingerprint or an id.
 
@@ -31,7 +32,6 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
-from datetime import datetime
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -46,10 +46,9 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from trinity import clock
 from trinity.redaction import register_secret
 
 logger = logging.getLogger(__name__)
@@ -122,8 +121,6 @@ TURNS_AT_CAPACITY = Counter(
     "Attempts routed away from a subscription serving its concurrency cap.",
 )
 
-WINDOWS = {"five_hour": "5h", "seven_day": "7d"}
-
 
 def credential_kind(kind: str | None) -> str:
     """``plan``, ``key`` or ``none`` for a rung kind (``subscription``, ``api_key``)."""
@@ -192,87 +189,40 @@ def probe_observed(*, result: str, seconds: float) -> None:
 
 
 class StateCollector(Collector):
-    """Gauges computed at scrape time from the cache and the database.
+    """Gauges computed at scrape time, by the app that owns the state they describe.
 
-    The scrape reads every app's state the way the URL conf routes to every app;
-    the imports are local so that importing the instruments (which the apps do)
-    imports nothing above ``trinity``.
+    Each app registers its own collectors from its ``AppConfig.ready``
+    (``state_collector_register``): ``subscriptions/metrics.py`` the windows of every
+    subscription, ``agents/metrics.py`` the agent servers up. So nothing here imports
+    an app above ``trinity``. A collector that fails (the store or the database down)
+    drops its gauges from that scrape, never the counters.
     """
 
     def describe(self) -> Iterable[Metric]:
-        return list(self._families())
+        return [family for collector in _state_collectors for family in collector.describe()]
 
     def collect(self) -> Iterable[Metric]:
-        utilization, reset, age, agents = self._families()
-        now = clock.now()
-        try:
-            self._subscriptions(utilization, reset, age, now=now)
-        except Exception as exc:
-            # A scrape still answers the counters when the store or the database is down.
-            logger.warning("metrics: subscription gauges unavailable: %s", type(exc).__name__)
-        try:
-            from agents.models import Agent, ProcessState
+        families: list[Metric] = []
+        for collector in _state_collectors:
+            try:
+                families.extend(collector.collect())
+            except Exception as exc:
+                logger.warning(
+                    "metrics: %s gauges unavailable: %s",
+                    type(collector).__name__,
+                    type(exc).__name__,
+                )
+                families.extend(collector.describe())
+        return families
 
-            agents.add_metric([], Agent.objects.filter(process_state=ProcessState.RUNNING).count())
-        except Exception as exc:
-            logger.warning("metrics: agent gauge unavailable: %s", type(exc).__name__)
-        return [utilization, reset, age, agents]
 
-    @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
-        return (
-            GaugeMetricFamily(
-                "trinity_subscription_utilization_percent",
-                "Each subscription's window utilization (5h, 7d) from its cached reading; "
-                "absent once the window has reset or when there is no reading.",
-                labels=["subscription", "window"],
-            ),
-            GaugeMetricFamily(
-                "trinity_subscription_reset_seconds",
-                "Seconds until each subscription's window (5h, 7d) resets, from its reading.",
-                labels=["subscription", "window"],
-            ),
-            GaugeMetricFamily(
-                "trinity_subscription_reading_age_seconds",
-                "How old each subscription's cached reading is.",
-                labels=["subscription"],
-            ),
-            GaugeMetricFamily(
-                "trinity_agent_servers_up",
-                "Agents whose server is recorded running (agents.supervise revives the "
-                "ones that died every minute).",
-            ),
-        )
+_state_collectors: list[Collector] = []
 
-    @staticmethod
-    def _subscriptions(
-        utilization: GaugeMetricFamily,
-        reset: GaugeMetricFamily,
-        age: GaugeMetricFamily,
-        *,
-        now: datetime,
-    ) -> None:
-        from subscriptions.headroom.store import snapshots_read
-        from subscriptions.models import Subscription
 
-        names = dict(Subscription.objects.values_list("pk", "name"))
-        snapshots = snapshots_read(names)
-        for pk, reading in snapshots.readings.items():
-            name = names[pk]
-            age.add_metric([name], max(0.0, (now - reading.fetched_at).total_seconds()))
-            for key, window in WINDOWS.items():
-                found = reading.windows.get(key)
-                if found is None:
-                    continue
-                if found.resets_at is not None:
-                    left = (found.resets_at - now).total_seconds()
-                    if left <= 0:
-                        # A reading whose window already reset describes quota that no
-                        # longer exists: no figure rather than a wrong one.
-                        continue
-                    reset.add_metric([name, window], left)
-                if found.utilization is not None:
-                    utilization.add_metric([name, window], found.utilization)
+def state_collector_register(collector: Collector) -> None:
+    """Add an app's scrape-time gauges (once per process: a second of the same type is ignored)."""
+    if not any(type(existing) is type(collector) for existing in _state_collectors):
+        _state_collectors.append(collector)
 
 
 _registry: CollectorRegistry | None = None

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 
 from trinity import webhooks
+from trinity.celery import app as celery_app
 from trinity.crypto import Secret, fingerprint
 from trinity.errors import Conflict, InvalidInput, NotFound
 from trinity.models import (
@@ -35,6 +36,9 @@ from trinity.models import (
 )
 
 logger = logging.getLogger(__name__)
+# The delivery task, by name: ``trinity/tasks.py`` imports this module, so this one never
+# imports it (``trinity.apps`` registers it at start).
+DELIVER_NOTIFICATION = "trinity.deliver_notification"
 
 LEVEL_RANK: dict[str, int] = {
     Notification.Level.INFO.value: 0,
@@ -244,12 +248,10 @@ def deliveries_create(
 def deliveries_enqueue(delivery_ids: Iterable[int]) -> None:
     """Hand each delivery to a worker. A broker that is down is logged, not raised:
     the rows stay pending and the resume sweep enqueues them later."""
-    from trinity.tasks import deliver_notification
-
     for delivery_id in delivery_ids:
         try:
             # No publish retries: a turn that sent a notice must not wait on the broker.
-            deliver_notification.apply_async((delivery_id,), retry=False)
+            celery_app.tasks[DELIVER_NOTIFICATION].apply_async((delivery_id,), retry=False)
         except Exception as exc:  # noqa: BLE001 - any broker failure; the sweep resumes it
             logger.warning(
                 "notification delivery %s not enqueued (%s); the resume sweep will retry",
