@@ -27,16 +27,15 @@ from execution.selectors import (
     REPORT_METRICS,
     execution_get_visible,
     executions_visible_to,
-    notifications_visible_to,
     usage_report,
     usage_totals,
 )
-from execution.services import notifications_mark_read
 from subscriptions.walk import Stop
 from trinity import clock
 from trinity.api import MAX_ID
 from trinity.errors import InvalidInput
 from trinity.models import Notification
+from trinity.notification_inbox import notifications_mark_read, notifications_visible_to
 
 # A failed turn answers with the status its error_code means to an HTTP client.
 ERROR_HTTP_STATUS = {

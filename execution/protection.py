@@ -8,11 +8,11 @@ from decimal import Decimal
 from agents.client import TurnOutcome
 from agents.models import Agent
 from agents.rung import Rung, RungKind
-from execution import key_budgets
+from execution import key_reservation
 from execution.turn_state import TurnState
 from subscriptions import breaker, leases
-from subscriptions.budgets import BudgetClosed
 from subscriptions.classifier import classify_refusal
+from subscriptions.key_spend import BudgetClosed
 from trinity import clock
 
 
@@ -78,7 +78,7 @@ def protection_release(state: TurnState, *, served: bool) -> None:
 def key_reserve(state: TurnState) -> BudgetClosed | None:
     """Admit the key rung against its budgets before it is sent: None when admitted,
     else the closed budget (the operator is told once, by the reservation)."""
-    admitted = key_budgets.turn_key_reserve(
+    admitted = key_reservation.turn_key_reserve(
         execution=state.execution, agent=state.agent, system=state.settings(), now=clock.now()
     )
     if isinstance(admitted, BudgetClosed):
@@ -96,12 +96,12 @@ def key_settle(state: TurnState, outcome: TurnOutcome | None) -> None:
     spent = None
     if outcome is not None:
         refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
-        spent = key_budgets.settled_cost(
+        spent = key_reservation.settled_cost(
             served=outcome.ok,
             cost_usd=Decimal(str(outcome.cost_usd)) if outcome.cost_usd is not None else None,
             unbilled=refusal.walks or refusal.error_code == "upstream_error",
         )
-    settled = key_budgets.turn_key_settle(execution_id=state.execution.pk, spent=spent)
+    settled = key_reservation.turn_key_settle(execution_id=state.execution.pk, spent=spent)
     if settled is not None:
         # The row's later full save must not write the open reservation back.
         state.execution.key_reservation = settled

@@ -12,7 +12,6 @@ from agents.models import AuthMode
 from execution.models import Execution, Status
 from subscriptions.models import RateLimitEvent
 from trinity.errors import NotFound
-from trinity.models import Notification
 
 
 def executions_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Execution]:
@@ -28,21 +27,6 @@ def execution_get_visible(*, user: AbstractBaseUser | AnonymousUser, pk: str) ->
     if execution is None:
         raise NotFound(f"No execution {pk}.")
     return execution
-
-
-def notifications_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Notification]:
-    """Admins see every notification; others those about their own agents (by the
-    agent's id, never its name: a reused name starts clean) and those about a
-    subscription of the shared pool that name no agent (a headroom alert). A notice
-    about another owner's agent, about an agent since deleted, or about the fleet
-    (the key's fleet budget, a provider outage) is the admin's."""
-    queryset = Notification.objects.all()
-    if getattr(user, "is_staff", False):
-        return queryset
-    return queryset.filter(
-        Q(agent__owner_id=user.pk)
-        | Q(agent__isnull=True, agent_name="", subscription_id__isnull=False)
-    )
 
 
 # --- usage reports ------------------------------------------------------------------

@@ -12,23 +12,20 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 
 from agents.models import Agent
-from execution import handover, key_budgets, parking
+from execution import handover, key_reservation, parking
 from execution.deadlines import DEADLINE_SLACK, turn_timeout
 from execution.ending import EXHAUSTED_NOTICE_TTL as EXHAUSTED_NOTICE_TTL
 from execution.ending import finish_failed
 from execution.models import Execution, Schedule, Status
-from execution.selectors import notifications_visible_to
 from execution.served import KEY_NOTICE_TTL as KEY_NOTICE_TTL
 from execution.turn import turn_dispatch
 from subscriptions.planner import EXHAUSTED_STOPS as EXHAUSTED_STOPS
 from trinity import clock, metrics
 from trinity.errors import TooManyTurns
 from trinity.logging_json import log_context
-from trinity.models import Notification
 
 logger = logging.getLogger(__name__)
 
@@ -240,16 +237,6 @@ def execution_run_parked(*, execution_id: str, now: datetime) -> str:
         return "ran"
 
 
-def notifications_mark_read(
-    *, user: AbstractBaseUser | AnonymousUser, ids: list[int] | None, now: datetime
-) -> int:
-    """Mark the caller's visible unread notifications read (``ids``, or all); returns how many."""
-    queryset = notifications_visible_to(user).filter(read_at__isnull=True)
-    if ids is not None:
-        queryset = queryset.filter(pk__in=ids)
-    return Notification.objects.filter(pk__in=queryset.values("pk")).update(read_at=now)
-
-
 def executions_reap(*, now: datetime) -> int:
     """Fail turns left ``running`` or ``queued`` past their deadline (``worker_lost``).
 
@@ -266,6 +253,6 @@ def executions_reap(*, now: datetime) -> int:
         error_detail="the process running this turn was lost before it finished",
         finished_at=now,
     )
-    key_budgets.turns_key_release_lost(execution_ids=reserved)
+    key_reservation.turns_key_release_lost(execution_ids=reserved)
     metrics.turns_failed_outside_the_loop(error_code="worker_lost", count=reaped)
     return reaped

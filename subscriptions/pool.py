@@ -17,7 +17,6 @@ from django.conf import settings
 from agents.models import Agent
 from agents.rung import Rung, RungKind
 from subscriptions import billing, policy
-from subscriptions.budgets import BudgetClosed, key_budget_closed
 from subscriptions.headroom.forecast import exhausted_before, turn_windows
 from subscriptions.headroom.forecasts import headroom_forecasts_read
 from subscriptions.headroom.rules import (
@@ -28,6 +27,7 @@ from subscriptions.headroom.rules import (
 )
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
+from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import Stop, key_refused_recently
@@ -113,7 +113,7 @@ class KeyClosed(StrEnum):
     AGENT_OPTED_OUT = policy.KeyRefusal.AGENT_OPTED_OUT.value
     NOT_A_CLAUDE_RUNTIME = policy.KeyRefusal.NOT_A_CLAUDE_RUNTIME.value
     REFUSED_RECENTLY = "refused_recently"
-    # A key budget (agent or fleet, day or month) is consumed (``subscriptions/budgets.py``).
+    # A key budget (agent or fleet, day or month) is consumed (``subscriptions/key_spend.py``).
     BUDGET = "budget"
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from subscriptions import api, budgets_api, explain_api
+from subscriptions import api, explain_api, key_spend_api
 from subscriptions.headroom import api as headroom_api
 
 urlpatterns = [
@@ -63,5 +63,5 @@ urlpatterns = [
     ),
     # Where an agent's next turn would run, and why (before agents.urls, like the above).
     path("agents/<slug:name>/routing", explain_api.AgentRoutingApi.as_view(), name="agent-routing"),
-    path("budgets", budgets_api.KeyBudgetsApi.as_view(), name="key-budgets"),
+    path("budgets", key_spend_api.KeyBudgetsApi.as_view(), name="key-budgets"),
 ]

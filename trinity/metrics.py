@@ -32,6 +32,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
+from typing import Protocol
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -216,10 +217,18 @@ class StateCollector(Collector):
         return families
 
 
-_state_collectors: list[Collector] = []
+class StateGauges(Protocol):
+    """An app's scrape-time gauges: their families empty (``describe``) and filled."""
+
+    def describe(self) -> Iterable[Metric]: ...
+
+    def collect(self) -> Iterable[Metric]: ...
 
 
-def state_collector_register(collector: Collector) -> None:
+_state_collectors: list[StateGauges] = []
+
+
+def state_collector_register(collector: StateGauges) -> None:
     """Add an app's scrape-time gauges (once per process: a second of the same type is ignored)."""
     if not any(type(existing) is type(collector) for existing in _state_collectors):
         _state_collectors.append(collector)

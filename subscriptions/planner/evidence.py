@@ -54,7 +54,7 @@ KEY_RUNG = RungRef(RungKind.API_KEY, None, PLATFORM_KEY_LABEL)
 
 
 class Closure(Protocol):
-    """A consumed key budget (``subscriptions.budgets.BudgetClosed``): why, and when
+    """A consumed key budget (``subscriptions.key_spend.BudgetClosed``): why, and when
     it admits a key turn again."""
 
     @property

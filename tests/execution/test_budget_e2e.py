@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from execution.models import Execution, Status
 from simulator.control import SimulatorControl
-from subscriptions.budgets import agent_scope
+from subscriptions.key_spend import agent_scope
 from subscriptions.models import KeySpend
 from tests.execution.support import agent_on, messages_sent, register_plan, task, turn_in_background
 from trinity import services as trinity_services

@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 from agents import lifecycle
 from agents.models import Agent, Runtime
 from subscriptions import policy, pool
-from subscriptions.budgets import agent_budgets, key_budget_closed, key_spend_reserve
 from subscriptions.explain import routing_explain
+from subscriptions.key_spend import agent_budgets, key_budget_closed, key_spend_reserve
 from subscriptions.policy import KeyRefusal, key_verdict, tightest_budget
 from tests.agents.factories import AgentFactory
 from trinity import services as trinity_services

@@ -16,7 +16,7 @@ set. A key turn is admitted against the agent's and the fleet's caps alike. The 
   turn's estimate.
 - **Settlement** (``key_spend_settle``): the reservation moves to ``spent`` at the
   turn's real cost (nothing when the key refused it). Exactly-once is the caller's
-  conditional update on the execution's reservation (``execution/key_budgets.py``).
+  conditional update on the execution's reservation (``execution/key_reservation.py``).
 - **Closed** (``key_budget_closed``): the cheap read the walk consults so it does not
   offer a key rung whose budget is consumed.
 

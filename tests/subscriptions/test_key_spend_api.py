@@ -10,7 +10,7 @@ import time_machine
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from subscriptions.budgets import key_spend_reserve
+from subscriptions.key_spend import key_spend_reserve
 from subscriptions.models import KeySpend
 from tests.agents.factories import AgentFactory
 from trinity.selectors import system_settings_get

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agents_visible_to
-from subscriptions.budgets import key_budget_lines
+from subscriptions.key_spend import key_budget_lines
 from subscriptions.models import FLEET_SCOPE
 from trinity import clock
 from trinity.selectors import system_settings_get

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from agents.models import Agent
-from subscriptions.budgets import (
+from subscriptions.key_spend import (
     BudgetClosed,
     Reservation,
     agent_scope,

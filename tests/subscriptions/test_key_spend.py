@@ -12,11 +12,11 @@ import time_machine
 from django.contrib.auth.models import User
 
 from agents.models import Agent
-from execution import key_budgets
+from execution import key_reservation
 from execution.models import Execution, Status
 from execution.services import executions_reap
 from subscriptions import pool
-from subscriptions.budgets import (
+from subscriptions.key_spend import (
     Budget,
     BudgetClosed,
     Reservation,
@@ -249,18 +249,18 @@ def key_turn(agent: Agent, *, cost: str | None, status: str = Status.SUCCEEDED) 
 def test_the_estimate_is_the_mean_of_the_agents_latest_key_turns_else_the_default(
     agent: Agent, settings: object
 ) -> None:
-    assert key_budgets.key_turn_estimate(agent=agent) == D("0.25")
+    assert key_reservation.key_turn_estimate(agent=agent) == D("0.25")
     key_turn(agent, cost="0.10")
     key_turn(agent, cost="0.30")
     key_turn(agent, cost=None)  # no reported cost says nothing about the mean
     key_turn(agent, cost="9.00", status=Status.FAILED)
 
-    assert key_budgets.key_turn_estimate(agent=agent) == D("0.20")
+    assert key_reservation.key_turn_estimate(agent=agent) == D("0.20")
 
 
 def test_a_zero_mean_falls_back_to_the_default_estimate(agent: Agent) -> None:
     key_turn(agent, cost="0")
-    assert key_budgets.key_turn_estimate(agent=agent) == D("0.25")
+    assert key_reservation.key_turn_estimate(agent=agent) == D("0.25")
 
 
 @pytest.mark.parametrize(
@@ -276,7 +276,7 @@ def test_what_a_key_attempt_spends(
     served: bool, cost: str | None, unbilled: bool, spent: Decimal | None
 ) -> None:
     assert (
-        key_budgets.settled_cost(
+        key_reservation.settled_cost(
             served=served, cost_usd=D(cost) if cost else None, unbilled=unbilled
         )
         == spent
@@ -291,7 +291,7 @@ def test_a_turn_reserves_then_settles_its_real_cost_exactly_once(
     agent.save()
     execution = key_turn(agent, cost=None, status=Status.RUNNING)
 
-    admitted = key_budgets.turn_key_reserve(
+    admitted = key_reservation.turn_key_reserve(
         execution=execution, agent=agent, system=system, now=NOW
     )
 
@@ -300,8 +300,8 @@ def test_a_turn_reserves_then_settles_its_real_cost_exactly_once(
     assert execution.key_reservation == {**admitted.as_json(), "settled": False}
     assert ledger(agent_scope(agent.pk)).reserved_usd == D("0.25")
 
-    settled = key_budgets.turn_key_settle(execution_id=execution.pk, spent=D("0.31"))
-    again = key_budgets.turn_key_settle(execution_id=execution.pk, spent=D("0.31"))
+    settled = key_reservation.turn_key_settle(execution_id=execution.pk, spent=D("0.31"))
+    again = key_reservation.turn_key_settle(execution_id=execution.pk, spent=D("0.31"))
 
     assert settled is not None and settled["spent"] == "0.31" and again is None
     for scope in (agent_scope(agent.pk), FLEET_SCOPE):
@@ -315,9 +315,9 @@ def test_a_refused_key_attempt_gives_its_reservation_back(
     agent: Agent, system: SystemSettings
 ) -> None:
     execution = key_turn(agent, cost=None, status=Status.RUNNING)
-    key_budgets.turn_key_reserve(execution=execution, agent=agent, system=system, now=NOW)
+    key_reservation.turn_key_reserve(execution=execution, agent=agent, system=system, now=NOW)
 
-    key_budgets.turn_key_settle(execution_id=execution.pk, spent=D("0"))
+    key_reservation.turn_key_settle(execution_id=execution.pk, spent=D("0"))
 
     row = ledger(agent_scope(agent.pk))
     assert (row.spent_usd, row.reserved_usd) == (D("0"), D("0"))
@@ -328,13 +328,13 @@ def test_the_reaper_settles_a_lost_turns_reservation_at_the_estimate_once(
     agent: Agent, system: SystemSettings
 ) -> None:
     execution = key_turn(agent, cost=None, status=Status.RUNNING)
-    key_budgets.turn_key_reserve(execution=execution, agent=agent, system=system, now=NOW)
+    key_reservation.turn_key_reserve(execution=execution, agent=agent, system=system, now=NOW)
     Execution.objects.filter(pk=execution.pk).update(deadline=NOW - timedelta(seconds=1))
 
     assert executions_reap(now=NOW) == 1
     assert executions_reap(now=NOW) == 0
     # The lost worker's own finish, arriving late, settles nothing more.
-    assert key_budgets.turn_key_settle(execution_id=execution.pk, spent=D("9")) is None
+    assert key_reservation.turn_key_settle(execution_id=execution.pk, spent=D("9")) is None
 
     execution.refresh_from_db()
     assert execution.status == Status.FAILED
@@ -353,7 +353,7 @@ def test_a_closed_budget_tells_the_operator_once_per_budget_and_period(
     for _ in range(3):
         execution = key_turn(agent, cost=None, status=Status.RUNNING)
         with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]
-            closed = key_budgets.turn_key_reserve(
+            closed = key_reservation.turn_key_reserve(
                 execution=execution, agent=agent, system=system, now=NOW
             )
         assert isinstance(closed, BudgetClosed)

@@ -1,6 +1,6 @@
 """A turn's side of the key budgets: reserve before a key rung is sent, settle once after.
 
-The ledger and its rules are ``subscriptions/budgets.py``; this module ties them to the
+The ledger and its rules are ``subscriptions/key_spend.py``; this module ties them to the
 Execution, whose ``key_reservation`` records what was reserved
 (``{"usd", "ledgers", "settled"}``) so whoever finishes the turn (the dispatch loop, or
 the reaper for a lost worker) releases exactly that, once: the settle is a conditional
@@ -21,7 +21,7 @@ from django.db import transaction
 from agents.models import Agent
 from agents.rung import RungKind
 from execution.models import Execution, Status
-from subscriptions.budgets import (
+from subscriptions.key_spend import (
     ZERO,
     BudgetClosed,
     Reservation,
