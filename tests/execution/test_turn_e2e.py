@@ -123,3 +123,27 @@ def test_task_permissions_and_bad_input(
     assert bad.status_code == 400 and "timeout_seconds" in bad.json()
     assert not Execution.objects.exists()
     assert owner_client.get("/api/executions?status=weird").status_code == 400
+
+
+def test_a_served_turn_on_its_own_plan_costs_three_sql_statements(
+    planned_agent: tuple[Agent, str], owner: User, owner_client: APIClient
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.selectors import agent_get_visible
+    from execution import services
+
+    # The first turn starts the agent's server; the second is the steady state.
+    first = owner_client.post("/api/agents/bot/task", {"message": "hi"}, format="json")
+    assert first.status_code == 200, first.content
+    agent = agent_get_visible(user=owner, name="bot")  # what the view loads (one SELECT)
+
+    with CaptureQueriesContext(connection) as queries:
+        execution = services.execution_run(agent=agent, message="hi", trigger="api")
+
+    assert execution.status == "succeeded"
+    verbs = [q["sql"].split(None, 1)[0] for q in queries.captured_queries]
+    # The row, the admission count, the served row: the planner read the breaker and the
+    # assignment's evidence from the cache, and nothing else.
+    assert verbs == ["INSERT", "SELECT", "UPDATE"], verbs
