@@ -8,8 +8,9 @@ from pathlib import Path
 
 from agents.rung import RungKind
 from bench.fleet.engine import Run, simulate
+from bench.fleet.lineup import POLICIES
 from bench.fleet.optimum import Optimum, optimum_solve
-from bench.fleet.policies import POLICIES, ProjectPolicy
+from bench.fleet.project import ProjectPolicy
 from bench.fleet.trace import Trace
 
 OPTIMUM_LABEL = "hindsight optimum (LP)"

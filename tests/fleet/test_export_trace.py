@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from bench.fleet.engine import simulate
-from bench.fleet.policies import ProjectPolicy
+from bench.fleet.project import ProjectPolicy
 from bench.fleet.trace import PLAN_CAPACITY, trace_read
 from execution.models import Execution, Status
 from subscriptions.models import HeadroomSample

@@ -15,13 +15,9 @@ import pytest
 from agents.rung import RungKind
 from bench.fleet.engine import simulate
 from bench.fleet.generate import small
-from bench.fleet.policies import (
-    POLICIES,
-    BandedProjectPolicy,
-    ProjectPolicy,
-    RebalancingProjectPolicy,
-    SwitchOnFailurePolicy,
-)
+from bench.fleet.lineup import POLICIES
+from bench.fleet.policies import SwitchOnFailurePolicy
+from bench.fleet.project import BandedProjectPolicy, ProjectPolicy, RebalancingProjectPolicy
 from bench.fleet.report import LP_SLACK_USD, check, compare, table
 from bench.fleet.world import World
 from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading

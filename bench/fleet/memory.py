@@ -1,0 +1,201 @@
+"""The fleet benchmark's in-memory seam: what a turn reads from and writes to
+Postgres and the cache, kept in memory in the shapes the real reads return
+(``TurnEvidence``, ``Candidate``, ``Selection``). The rules are never re-implemented
+here: each method calls the product's rule functions over memory instead of rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from bench.fleet.world import World
+from subscriptions.headroom.reading import Reading
+from subscriptions.headroom.rules import (
+    Candidate,
+    Selection,
+    rank_candidates,
+    reading_replaces,
+    refusal_limit,
+)
+from subscriptions.headroom.selection import fresh_for
+from subscriptions.headroom.store import RefusalMark, TurnEvidence
+from subscriptions.models import CredentialKind, FailureKind
+from subscriptions.selectors import skip_window_start
+from subscriptions.walk import key_refused_recently
+
+
+@dataclass(frozen=True)
+class RefusalEvent:
+    """A ``RateLimitEvent`` row: the refusal, against the credential that was sent."""
+
+    occurred_at: datetime
+    credential_kind: str
+    subscription_id: int | None
+    failure_kind: str | None
+    resets_at: datetime | None
+    limiting_window: str = ""
+
+
+class MemoryPool:
+    """What the dispatch loop reads and writes around the walk, in memory.
+
+    Each method answers what its real counterpart answers, in the same shape:
+    ``turn_evidence`` is ``store.turn_evidence_read``, ``candidates`` is
+    ``selection.candidates_filtered`` (agent count and the latest refusal in the skip
+    window, load-balance order), ``key_rung_available`` is ``pool.key_rung_available``
+    over the key's events, ``record_refusal`` is ``record_rate_limit_event`` (the event
+    and the refusal mark beside the snapshot), ``readings_record`` keeps what
+    ``headroom_readings_record`` keeps, ``notify`` dedups as ``notification_send``.
+    """
+
+    def __init__(self, world: World, assignment: dict[str, int | None], *, strategy: str) -> None:
+        self.world = world
+        self.assignment = assignment
+        self.strategy = strategy
+        self.events: list[RefusalEvent] = []
+        self.marks: dict[int, tuple[RefusalMark, datetime]] = {}  # mark, expires at
+        self.snapshots: dict[int, Reading] = {}
+        self.dedup: dict[str, datetime] = {}
+        self.notifications = 0
+
+    # Writes
+
+    def record_refusal(
+        self,
+        *,
+        credential_kind: str,
+        subscription_id: int | None,
+        failure_kind: str,
+        resets_at: datetime | None,
+        now: datetime,
+        limiting_window: str = "",
+        throttle: bool = False,
+        family: str | None = None,
+    ) -> None:
+        if credential_kind != CredentialKind.SUBSCRIPTION:
+            subscription_id = None
+        if subscription_id is not None and failure_kind == FailureKind.RATE_LIMIT:
+            pk = subscription_id
+            limiting_window, resets_at = refusal_limit(
+                self.snapshots.get(pk),
+                resets_at=resets_at,
+                claim=limiting_window,
+                throttle=throttle,
+                earlier=lambda: [
+                    (e.limiting_window, e.occurred_at)
+                    for e in reversed(self.events)
+                    if e.subscription_id == pk
+                ][:8],
+                now=now,
+                family=family,
+            )
+        self.events.append(
+            RefusalEvent(
+                now, credential_kind, subscription_id, failure_kind, resets_at, limiting_window
+            )
+        )
+        if subscription_id is not None:
+            ttl = timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+            mark = RefusalMark(
+                at=now,
+                failure_kind=failure_kind,
+                resets_at=resets_at,
+                limiting_window=limiting_window,
+            )
+            self.marks[subscription_id] = (mark, now + ttl)
+
+    def readings_record(self, readings: dict[int, Reading]) -> None:
+        for pk, reading in readings.items():
+            if reading_replaces(self.snapshots.get(pk), reading):
+                self.snapshots[pk] = reading
+
+    def notify(self, *, dedup_key: str = "", ttl: int = 0, now: datetime) -> bool:
+        if dedup_key:
+            expires = self.dedup.get(dedup_key)
+            if expires is not None and now < expires:
+                return False
+            self.dedup[dedup_key] = now + timedelta(seconds=ttl)
+        self.notifications += 1
+        return True
+
+    def commit(self, *, agent: str, expected: int, subscription_id: int, now: datetime) -> bool:
+        """``assignment_commit``: compare-and-set, and ONE notification for the winner."""
+        if self.assignment.get(agent) != expected:
+            return False
+        self.assignment[agent] = subscription_id
+        self.notify(now=now)
+        return True
+
+    # Reads
+
+    def _latest_in_window(self, subscription_id: int, now: datetime) -> RefusalEvent | None:
+        start = skip_window_start(now)
+        latest = None
+        for event in self.events:
+            if event.subscription_id == subscription_id and event.occurred_at > start:
+                if latest is None or event.occurred_at >= latest.occurred_at:
+                    latest = event
+        return latest
+
+    def turn_evidence(self, subscription_id: int, now: datetime) -> TurnEvidence:
+        held = self.marks.get(subscription_id)
+        mark = held[0] if held is not None and now < held[1] else None
+        return TurnEvidence(
+            reachable=True, reading=self.snapshots.get(subscription_id), refusal=mark
+        )
+
+    def last_failure_at(self, subscription_id: int, now: datetime) -> datetime | None:
+        event = self._latest_in_window(subscription_id, now)
+        return event.occurred_at if event is not None else None
+
+    def candidates(self, *, exclude_ids: set[int], now: datetime) -> list[Candidate]:
+        counts: dict[int, int] = {}
+        for assigned in self.assignment.values():
+            if assigned is not None:
+                counts[assigned] = counts.get(assigned, 0) + 1
+        rows = []
+        for pk, subscription in self.world.subscriptions.items():
+            if pk in exclude_ids:
+                continue
+            latest = self._latest_in_window(pk, now)
+            rows.append(
+                Candidate(
+                    pk,
+                    subscription.name,
+                    counts.get(pk, 0),
+                    latest.occurred_at if latest is not None else None,
+                    latest.resets_at if latest is not None else None,
+                    latest.limiting_window if latest is not None else None,
+                )
+            )
+        rows.sort(key=lambda c: (c.agent_count, c.name))
+        return rows
+
+    def key_rung_available(self, now: datetime) -> bool:
+        start = skip_window_start(now)
+        latest = None
+        for event in self.events:
+            if event.credential_kind == CredentialKind.API_KEY and event.occurred_at > start:
+                if latest is None or event.occurred_at >= latest.occurred_at:
+                    latest = event
+        if latest is None:
+            return True
+        return not key_refused_recently(
+            failure_kind=latest.failure_kind, occurred_at=latest.occurred_at, now=now
+        )
+
+    def selection(self, *, exclude_ids: set[int], now: datetime, family: str | None) -> Selection:
+        """``rank_alternatives``: the candidates minus ``exclude_ids``, ranked by the
+        stored readings with the real ranking, for the turn's model family."""
+        ranking = rank_candidates(
+            self.candidates(exclude_ids=exclude_ids, now=now),
+            self.snapshots,
+            now=now,
+            max_age=fresh_for(),
+            family=family,
+            strategy=self.strategy,
+        )
+        return Selection(ranking.ranked, ranking.last_resort, ranking.dropped, now=now)

@@ -1,0 +1,395 @@
+"""This project's policy in the fleet benchmark: the turn planner itself
+(``subscriptions/planner``), fed from memory.
+
+``ProjectTurn`` is ``execution/turn.py``'s loop with an in-memory evidence source: it
+asks ``plan`` for the next action, answers each ``Need`` from ``MemoryPool`` and the
+policy's stored readings and forecasts, applies each ``Send`` through the simulated
+world, and ends on ``Finish``, ``Park`` or ``Fail``. The order of a turn and every rule
+(pre-dispatch and the forecast, affinity, the policy gates, the key rung, the walk,
+parking, the turn's model family) are therefore the product's by construction; this
+module decides nothing.
+
+What the world cannot produce is answered as production would answer it then: the
+world has no provider outage (the breaker stays closed), no concurrency caps, no key
+budgets, no chat sessions (affinity finds no previous credential) and agents that wait
+for nothing (the default wait policy ``fail``: no turn parks; a ``Park`` would be
+counted unserved).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from agents.rung import Rung, RungKind
+from bench.fleet.memory import MemoryPool
+from bench.fleet.policies import Policy, TurnResult
+from bench.fleet.trace import Trace, Turn
+from bench.fleet.world import World
+from execution.deadlines import turn_timeout
+from execution.ending import EXHAUSTED_NOTICE_TTL
+from execution.served import KEY_NOTICE_TTL
+from subscriptions import pool
+from subscriptions.headroom.forecast import Forecast, UsagePoint, forecast_compute
+from subscriptions.headroom.reading import Reading
+from subscriptions.headroom.rules import (
+    BALANCED,
+    BANDED,
+    family_window,
+    probe_due,
+    rebalance_plan,
+)
+from subscriptions.headroom.selection import fresh_for
+from subscriptions.headroom.store import TurnEvidence
+from subscriptions.planner import (
+    KEY_RUNG,
+    Action,
+    AgentFacts,
+    Ask,
+    AssignedVerdict,
+    Attempt,
+    Current,
+    Evidence,
+    Fail,
+    Finish,
+    KeyState,
+    Legacy,
+    Need,
+    Notice,
+    Outcome,
+    Park,
+    Record,
+    RungRef,
+    Send,
+    SettingsFacts,
+    TurnFacts,
+    plan,
+)
+
+# A turn never takes more steps than this (the planner ends every turn far sooner).
+MAX_STEPS = 500
+# How far back the forecast reads a plan's utilization (``forecasts.LOOKBACK``'s role).
+FORECAST_LOOKBACK = timedelta(hours=6)
+
+
+class ProjectPolicy(Policy):
+    """This project's policy: the planner over ``MemoryPool``.
+
+    The fleet runs with auto-switch and the key fallback on, no agent pinned, every
+    agent a thrifty Claude runtime that may bill the key, and agent servers that echo
+    the override (so no legacy path). Turns run one at a time, so the compare-and-set
+    always wins and a concurrent switch never happens.
+    """
+
+    name = "this project"
+    uses_readings = True
+    # ``SystemSettings.routing_strategy``: how a walk and pre-dispatch rank.
+    strategy = BALANCED
+    # Whether the sweep also rebalances (``assignments_rebalance``; balanced only).
+    rebalances = False
+
+    def __init__(self, trace: Trace, world: World) -> None:
+        super().__init__(trace, world)
+        self.pool = MemoryPool(world, self.assignment, strategy=self.strategy)
+        self.on_api_key_since: dict[str, datetime | None] = {
+            a.name: None for a in trace.fleet.agents
+        }
+        self.interval = timedelta(seconds=settings.TRINITY_HEADROOM_SAMPLE_SECONDS)
+        self.limited_interval = timedelta(seconds=settings.TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS)
+        self.budget = timedelta(seconds=turn_timeout(None))
+        self.history: dict[int, dict[str, list[UsagePoint]]] = {}
+        self.forecasts: dict[int, Forecast] = {}
+        self.parked = 0
+
+    def sweep(self, now: datetime) -> None:
+        """``headroom_sweep``: probe each due subscription, store what it read and the
+        forecast computed from its history, as the sampler does."""
+        readings = {}
+        for pk in self.world.subscriptions:
+            if probe_due(
+                self.pool.snapshots.get(pk),
+                now=now,
+                interval=self.interval,
+                limited_interval=self.limited_interval,
+                last_failure_at=self.pool.last_failure_at(pk, now),
+            ):
+                readings[pk] = self.world.reading(pk, now)
+        self.pool.readings_record(readings)
+        self._forecasts_update(readings, now)
+        if self.rebalances:
+            self._rebalance(now)
+
+    def _forecasts_update(self, readings: dict[int, Reading], now: datetime) -> None:
+        """``headroom_forecasts_update``: the history point, then the forecast."""
+        for pk, reading in readings.items():
+            if not reading.answered:
+                continue
+            windows = self.history.setdefault(pk, {})
+            for name, window in reading.windows.items():
+                if window.utilization is None:
+                    continue
+                points = windows.setdefault(name, [])
+                points.append(UsagePoint(reading.fetched_at, float(window.utilization)))
+                while points and points[0].at < now - FORECAST_LOOKBACK:
+                    points.pop(0)
+            self.forecasts[pk] = forecast_compute(
+                windows,
+                resets={name: w.resets_at for name, w in reading.windows.items()},
+                now=reading.fetched_at,
+            )
+
+    def forecast_of(self, pk: int, now: datetime) -> Forecast | None:
+        """The stored forecast, while it is evidence (as long as its reading)."""
+        found = self.forecasts.get(pk)
+        if found is None or now - found.computed_at > fresh_for():
+            return None
+        return found
+
+    def _rebalance(self, now: datetime) -> None:
+        """``assignments_rebalance`` after the sweep: the hysteresis's moves, each a
+        compare-and-set with one notification."""
+        agents = [
+            (a.name, current, family_window(a.model))
+            for a in self.trace.fleet.agents
+            if (current := self.assignment[a.name]) is not None
+        ]
+        candidates = self.pool.candidates(exclude_ids=set(), now=now)
+        for move in rebalance_plan(
+            agents, candidates, self.pool.snapshots, now=now, max_age=fresh_for()
+        ):
+            self.pool.commit(
+                agent=str(move.agent),
+                expected=move.from_id,
+                subscription_id=move.to.candidate.subscription_id,
+                now=now,
+            )
+
+    def run_turn(self, turn: Turn, now: datetime) -> TurnResult:
+        return ProjectTurn(self, turn, now).run()
+
+    @property
+    def sent(self) -> int:
+        return self.pool.notifications
+
+
+class BandedProjectPolicy(ProjectPolicy):
+    """This project's policy with ``routing_strategy`` banded (the earlier default)."""
+
+    name = "this project (banded)"
+    strategy = BANDED
+
+
+class RebalancingProjectPolicy(ProjectPolicy):
+    """The balanced order plus the sweep's proactive rebalancing
+    (``TRINITY_REBALANCE``, off by default): what the moves add is the difference
+    between this row and the project's."""
+
+    name = "this project (balanced + rebalance)"
+    rebalances = True
+
+
+class ProjectTurn:
+    """One turn: ``execution/turn.py``'s loop on the planner, answered from memory."""
+
+    def __init__(self, policy: ProjectPolicy, turn: Turn, now: datetime) -> None:
+        self.policy = policy
+        self.pool = policy.pool
+        self.world = policy.world
+        self.turn = turn
+        self.now = now
+        self.agent = turn.agent
+        self.family = family_window(policy.trace.model_of(turn))
+        self.result = TurnResult(served_by=None)
+
+    def run(self) -> TurnResult:
+        evidence = Evidence(
+            turn=TurnFacts(
+                provider="anthropic",
+                autonomous=self.turn.autonomous,
+                created_at=self.now,
+                budget_end=self.now + self.policy.budget,
+                family=self.family,
+            )
+        )
+        for _ in range(MAX_STEPS):
+            action: Action = plan(evidence, now=self.now)
+            if isinstance(action, Need):
+                evidence = self._answer(evidence, action)
+            elif isinstance(action, Send):
+                evidence = self._send(evidence, action)
+            elif isinstance(action, Record):
+                self._record(evidence, action)
+                evidence = evidence.learn(recorded=True)
+            else:
+                self._end(action)
+                return self.result
+        raise RuntimeError(f"the planner did not end a turn of {self.agent}")
+
+    # Evidence
+
+    def _answer(self, evidence: Evidence, need: Need) -> Evidence:
+        ask = need.ask
+        if ask is Ask.BREAKER:
+            return replace(evidence, admitted=True)  # no provider outage in the world
+        if ask is Ask.READY:
+            origin = self.policy.assignment[self.agent]
+            return replace(
+                evidence, ready="", agent=self._agent(origin), legacy=Legacy(assignment=origin)
+            )
+        if ask is Ask.SETTINGS:
+            return replace(evidence, settings=SettingsFacts(True, True, None))
+        if ask is Ask.ASSIGNED:
+            return replace(evidence, assigned=self._assigned(evidence))
+        if ask is Ask.AFFINITY:
+            return replace(evidence, previous=None)  # the traces carry no chat sessions
+        if ask is Ask.POOL_SIZE:
+            return replace(evidence, pool_size=len(self.world.subscriptions))
+        if ask is Ask.RUNGS:
+            names = {pk: self.world.subscriptions[pk].name for pk in need.ids}
+            return replace(evidence, rungs={**evidence.rungs, **names})
+        return self._step_fact(evidence, need)
+
+    def _step_fact(self, evidence: Evidence, need: Need) -> Evidence:
+        ask, now = need.ask, self.now
+        if ask is Ask.SELECTION:
+            current = self.policy.assignment[self.agent]
+            excluded = {*need.ids, *([current] if current is not None else [])}
+            return evidence.learn(
+                selection=self.pool.selection(exclude_ids=excluded, now=now, family=self.family)
+            )
+        if ask is Ask.KEY:
+            return evidence.learn(key=KeyState(self.pool.key_rung_available(now)))
+        if ask is Ask.CURRENT:
+            current = self.policy.assignment[self.agent]
+            name = self.world.subscriptions[current].name if current is not None else ""
+            return evidence.learn(current=Current(current, name))
+        if ask is Ask.FORECAST:
+            pk = need.ids[0]
+            out = {**evidence.facts.forecast_out, pk: self._forecast_out(pk)}
+            return evidence.learn(forecast_out=out)
+        if ask is Ask.READINGS:
+            snapshots = self.pool.snapshots
+            return evidence.learn(
+                readings={pk: snapshots[pk] for pk in need.ids if pk in snapshots}
+            )
+        if ask is Ask.BREAKER_FAILURE:
+            return evidence.learn(breaker_after=False)
+        if ask is Ask.BREAKER_OPEN:
+            return evidence.learn(breaker_open=False)
+        raise RuntimeError(f"the fleet cannot answer {need}")  # affinity needs a session
+
+    def _agent(self, origin: int | None) -> AgentFacts:
+        baseline = KEY_RUNG if origin is None else self._ref(origin)
+        return AgentFacts(
+            name=self.agent,
+            origin=origin,
+            baseline=baseline,
+            routing_policy="thrifty",
+            on_api_key=self.policy.on_api_key_since[self.agent] is not None,
+        )
+
+    def _assigned(self, evidence: Evidence) -> AssignedVerdict:
+        """``execution/evidence.py``'s judgment of the assignment's cached evidence."""
+        origin = evidence.agent.origin if evidence.agent is not None else None
+        if origin is None:
+            return AssignedVerdict(False, False)
+        read = replace(
+            self.pool.turn_evidence(origin, self.now),
+            forecast=self.policy.forecast_of(origin, self.now),
+        )
+        refusing = pool.assigned_refusing(read, now=self.now, family=self.family)
+        forecast_out = not refusing and pool.assigned_forecast_exhausted(
+            read, now=self.now, expected_turn=self._expected_turn(), family=self.family
+        )
+        return AssignedVerdict(refusing, forecast_out)
+
+    def _forecast_out(self, pk: int) -> bool:
+        read = TurnEvidence(reachable=True, forecast=self.policy.forecast_of(pk, self.now))
+        return pool.assigned_forecast_exhausted(
+            read, now=self.now, expected_turn=self._expected_turn(), family=self.family
+        )
+
+    def _expected_turn(self) -> timedelta:
+        return pool.forecast_turn_length(now=self.now, budget_end=self.now + self.policy.budget)
+
+    # Actions
+
+    def _ref(self, pk: int) -> RungRef:
+        return RungRef(RungKind.SUBSCRIPTION, pk, self.world.subscriptions[pk].name)
+
+    def _rung(self, ref: RungRef | None, evidence: Evidence) -> Rung:
+        if ref is None:
+            ref = evidence.agent.baseline if evidence.agent is not None else None
+        if ref is None or ref.kind is RungKind.API_KEY:
+            return self.world.key_rung
+        assert ref.subscription_id is not None
+        return self.world.subscriptions[ref.subscription_id].rung
+
+    def _send(self, evidence: Evidence, send: Send) -> Evidence:
+        outcome = self.policy._try(
+            self.result, self._rung(send.rung, evidence), self.turn, self.now
+        )
+        seen = Outcome(
+            outcome.ok,
+            outcome.error_code,
+            outcome.detail,
+            outcome.resets_at,
+            outcome.limiting_window,
+        )
+        attempt = Attempt(
+            sent=send.rung, ran_on=send.rung, why=send.why, outcome=seen, retry=send.retry
+        )
+        return evidence.after(attempt)
+
+    def _record(self, evidence: Evidence, record: Record) -> None:
+        """``record_rate_limit_event`` against the credential the attempt ran on."""
+        last = evidence.attempts[-1]
+        ran_on = last.ran_on or (evidence.agent.baseline if evidence.agent is not None else None)
+        refusal = record.refusal
+        if refusal.failure_kind is None or ran_on is None:
+            return
+        self.pool.record_refusal(
+            credential_kind=ran_on.kind.value,
+            subscription_id=ran_on.subscription_id,
+            failure_kind=refusal.failure_kind,
+            resets_at=last.outcome.resets_at,
+            limiting_window=last.outcome.limiting_window,
+            family=self.family,
+            throttle=refusal.throttle,
+            now=self.now,
+        )
+
+    def _end(self, action: Finish | Park | Fail) -> None:
+        if isinstance(action, Finish):
+            self._finish(action)
+            return
+        if isinstance(action, Park):
+            self.policy.parked += 1
+        if action.notify_exhausted:
+            self.pool.notify(
+                dedup_key=f"pool-exhausted:{self.agent}", ttl=EXHAUSTED_NOTICE_TTL, now=self.now
+            )
+
+    def _finish(self, finish: Finish) -> None:
+        """``execution/served.py``: the commit the planner asked for, then its notice."""
+        served = finish.served_by
+        origin = self.policy.assignment[self.agent]
+        if finish.switch is not None and finish.switch.commit and served is not None:
+            if served.subscription_id is not None and origin is not None:
+                self.pool.commit(
+                    agent=self.agent,
+                    expected=origin,
+                    subscription_id=served.subscription_id,
+                    now=self.now,
+                )
+        since = self.policy.on_api_key_since
+        if finish.notice is Notice.API_KEY_ROUTE:
+            since[self.agent] = self.now
+            self.pool.notify(
+                dedup_key=f"api-key-route:{self.agent}", ttl=KEY_NOTICE_TTL, now=self.now
+            )
+        elif finish.notice is Notice.SUBSCRIPTION_RETURN:
+            since[self.agent] = None
+            self.pool.notify(now=self.now)  # "Back on subscription"
