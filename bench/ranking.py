@@ -101,7 +101,8 @@ def run(*, database_url: str | None) -> None:
 
     from agents.models import Agent
     from subscriptions.headroom import store
-    from subscriptions.headroom.rules import BALANCED, BANDED, Candidate, rank_candidates
+    from subscriptions.headroom.candidates import Candidate
+    from subscriptions.headroom.ranking import BALANCED, BANDED, rank_candidates
     from subscriptions.headroom.selection import (
         candidates_filtered,
         fresh_for,

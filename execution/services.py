@@ -43,10 +43,12 @@ from subscriptions.classifier import (
     Refusal,
     classify_refusal,
 )
+from subscriptions.headroom.alternatives import Selection
 from subscriptions.headroom.feed import headroom_reading_observe
-from subscriptions.headroom.rules import Selection, earliest_known_reset, family_window
+from subscriptions.headroom.recovery import earliest_known_reset
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
+from subscriptions.headroom.windows import family_window
 from subscriptions.services import (
     assignment_commit,
     record_rate_limit_event,

@@ -18,16 +18,14 @@ from agents.models import Agent
 from agents.rung import Rung, RungKind
 from subscriptions import billing, policy
 from subscriptions.budgets import BudgetClosed, key_budget_closed
-from subscriptions.headroom.forecast import exhausted_before, turn_windows
-from subscriptions.headroom.forecasts import headroom_forecasts_read
-from subscriptions.headroom.rules import (
-    balance_of,
-    incumbent_holds,
-    refusal_blocks,
-    resolve_rate_limited_now,
-)
+from subscriptions.headroom.balance import balance_of, incumbent_holds
+from subscriptions.headroom.exhaustion_forecast import exhausted_before
+from subscriptions.headroom.forecast_store import headroom_forecasts_read
+from subscriptions.headroom.limited_now import resolve_rate_limited_now
+from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
+from subscriptions.headroom.windows import turn_windows
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import Stop, key_refused_recently

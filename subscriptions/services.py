@@ -12,7 +12,7 @@ from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from agents.runtimes import get_runtime
 from subscriptions import billing
-from subscriptions.headroom.rules import refusal_limit
+from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import validate_plan_token

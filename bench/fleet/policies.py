@@ -35,21 +35,16 @@ from execution.services import (
 )
 from subscriptions import pool
 from subscriptions.classifier import QuotaEvidence, Refusal, classify_refusal
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.rules import (
-    BALANCED,
-    BANDED,
-    Candidate,
-    Selection,
-    family_window,
-    probe_due,
-    rank_candidates,
-    reading_replaces,
-    rebalance_plan,
-    refusal_limit,
-)
+from subscriptions.headroom.alternatives import Selection
+from subscriptions.headroom.candidates import Candidate
+from subscriptions.headroom.probe_cadence import probe_due
+from subscriptions.headroom.ranking import BALANCED, BANDED, rank_candidates
+from subscriptions.headroom.reading import Reading, reading_replaces
+from subscriptions.headroom.rebalance_plan import rebalance_plan
+from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import RefusalMark, TurnEvidence
+from subscriptions.headroom.windows import family_window
 from subscriptions.models import CredentialKind, FailureKind
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import (

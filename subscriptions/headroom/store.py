@@ -22,7 +22,7 @@ from typing import Any
 
 from django.core.cache import cache, caches
 
-from subscriptions.headroom.forecast import Forecast, forecast_from_json, forecast_key
+from subscriptions.headroom.exhaustion_forecast import Forecast, forecast_from_json, forecast_key
 from subscriptions.headroom.reading import (
     Reading,
     parse_instant,
