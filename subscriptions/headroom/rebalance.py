@@ -3,7 +3,7 @@
 The served turn never ranks (DESIGN.md, "The turn path's budget"); the walk and
 pre-dispatch rank only when a plan refuses or is known to. This moves assignments
 ahead of that, from the headroom sampler's beat: for each agent the hysteresis
-(``rules.rebalance_plan``) says whether its plan should give it up, and a move goes
+(``rebalance_plan.rebalance_plan``) says whether its plan should give it up, and a move goes
 through the walk's compare-and-set (``assignment_commit``: one notification per
 switch). Reads cached readings only, never probes, and does nothing when the store
 is unreachable.

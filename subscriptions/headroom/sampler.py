@@ -1,6 +1,6 @@
 """The sampler: keeps each subscription's reading fresh so no turn ever has to probe.
 
-A beat sweep probes the subscriptions whose reading is due (``rules.probe_due``),
+A beat sweep probes the subscriptions whose reading is due (``probe_cadence.probe_due``),
 leader-locked so two beats never double-probe, single-flight per subscription, with
 bounded concurrency and a timeout per probe. Each reading is stored the moment its
 probe finishes, stamped with that probe's own instant, so a slow provider delays
