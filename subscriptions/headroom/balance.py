@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from subscriptions.headroom.classification import Tier, classify_headroom, instants_at
-from subscriptions.headroom.figures import Figures, figures_of
-from subscriptions.headroom.reading import CORE_WINDOWS, FIVE_HOUR, SEVEN_DAY, Reading
+from subscriptions.headroom.precomputed import Precomputed, deciding_windows, precomputed_of
+from subscriptions.headroom.reading import SEVEN_DAY, Reading
 
 # A window about to reset is worth more than its remaining figure, but not without
 # bound: 5 % of the window left weighs as much as any less.
@@ -40,8 +40,8 @@ class Balance(NamedTuple):
     window: str
 
 
-def balance_figures(
-    figures: Figures, now: int, five_hour_since: int, family: str | None
+def balance_at(
+    figures: Precomputed, now: int, five_hour_since: int, family: str | None
 ) -> tuple[float, float, str]:
     """``Balance``'s fields of a measured reading's ``figures`` as a plain tuple (the
     ranking unpacks it at once); instants as integer µs.
@@ -51,23 +51,20 @@ def balance_figures(
     ``five_hour_since``). An unknown reset counts as a whole window left (the least
     the figure can be worth).
     """
-    windows = figures[8]
+    deciding = figures[10].get(family)
+    if deciding is None:
+        deciding = deciding_windows(figures, family)
     best_score = 0.0
     best_name = ""
     remaining = 100.0
     skip_five = figures[0] < five_hour_since
-    for name in CORE_WINDOWS if family is None else (FIVE_HOUR, SEVEN_DAY, family):
-        window = windows.get(name)
-        if window is None:
+    for name, left, resets_at, duration, five_hour in deciding:
+        if five_hour and skip_five:
             continue
-        left = window[4]
-        if left is None or (skip_five and name == FIVE_HOUR):
-            continue
-        resets_at = window[1]
         if resets_at is None:
             score = left
         else:
-            pace = (resets_at - now) / _US_PER_SECOND / window[5]
+            pace = (resets_at - now) / _US_PER_SECOND / duration
             score = left / (PACE_FLOOR if pace < PACE_FLOOR else 1.0 if pace > 1.0 else pace)
         if left < remaining:
             remaining = left
@@ -87,7 +84,7 @@ def balance_of(
     if reading is None or headroom.tier is not Tier.MEASURED:
         return None
     instants = instants_at(now, max_age)
-    return Balance._make(balance_figures(figures_of(reading), instants[0], instants[2], family))
+    return Balance._make(balance_at(precomputed_of(reading), instants[0], instants[2], family))
 
 
 def admitted(balance: Balance) -> bool:

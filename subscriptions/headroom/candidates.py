@@ -2,17 +2,17 @@
 
 Pure, no Django and no Redis. Every source of candidates (the database queries in
 ``selection.py``, the fleet benchmark's in-memory pool) builds them from the same
-facts with ``candidate_of`` and orders them with ``in_load_balance_order``.
+facts with ``candidate_of`` (or ``candidate_row``, the same as a row factory) and
+orders them with ``in_load_balance_order``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple
-
-from subscriptions.headroom.reading import instant
 
 
 class Candidate(NamedTuple):
@@ -32,26 +32,18 @@ class Candidate(NamedTuple):
     last_failure_window: str | None = None
 
 
-_new = tuple.__new__
-
-
 def candidate_of(facts: Sequence[Any]) -> Candidate:
-    """The candidate of one subscription from its facts.
+    """The candidate of one subscription from its facts, in this order: subscription
+    id, name, agent count, and of its latest refusal inside the skip window (of any
+    kind) the instant, the reset it carried and the window it named; the two instants
+    aware datetimes, None when there is none."""
+    return _new(Candidate, facts)
 
-    ``facts``: (subscription id, name, agent count, and of its latest refusal inside
-    the skip window, of any kind: the instant, the reset it carried, the window it
-    named). The two instants are aware datetimes or integer microseconds since the
-    epoch (what the Postgres query returns: exact, and cheaper to load), None when
-    there is none. Also a psycopg row maker: it builds rows without intermediate tuples.
-    """
-    at, resets_at = facts[3], facts[4]
-    if at is None and resets_at is None:
-        return _new(Candidate, facts)
-    if type(at) is int:
-        at = instant(at)
-    if type(resets_at) is int:
-        resets_at = instant(resets_at)
-    return _new(Candidate, (facts[0], facts[1], facts[2], at, resets_at, facts[5]))
+
+_new = tuple.__new__
+# ``candidate_of`` as a C-level callable, for a database driver's row factory: 10,000
+# rows built without a Python call each.
+candidate_row = partial(_new, Candidate)
 
 
 _agent_count = itemgetter(2)

@@ -4,7 +4,7 @@
 Pure, no Django and no Redis, so the tests read as tables. Callers pass the freshness
 limit (``max_age``) from settings; the fixed policy (the 30-minute life of a 5h
 figure, 10-point bands) lives here as constants. One implementation, on the reading's
-figures (``figures.py``: instants as integer microseconds), because ranking 10,000
+figures (``precomputed.py``: instants as integer microseconds), because ranking 10,000
 candidates runs it 10,000 times; ``classify_headroom`` is that implementation asked
 with datetimes.
 """
@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple, cast
 
-from subscriptions.headroom.figures import Figures, figures_of
+from subscriptions.headroom.precomputed import Precomputed, precomputed_of
 from subscriptions.headroom.reading import Reading, ReadingStatus, micros
 
 # A 5h window can go from empty to full within the hour; an older figure says little.
@@ -84,8 +84,8 @@ def instants_at(now: datetime, max_age: timedelta) -> Instants:
     return Instants(now_us, now_us - max_age // _MICROSECOND, now_us - _FIVE_HOUR_COUNTS_US)
 
 
-def headroom_at(
-    reading: Reading, figures: Figures, instants: Instants, family: str | None
+def _headroom_at(
+    reading: Reading, figures: Precomputed, instants: Instants, family: str | None
 ) -> Headroom:
     """``classify_headroom`` of ``reading`` (its ``figures``) at ``instants``."""
     # One function, not a gate function and a tier function: ranking calls this once
@@ -93,7 +93,7 @@ def headroom_at(
     # family's) and the first that has reset or is malformed decides; ``figures``
     # summarised the core two.
     fetched, status, reset_at, five_hour, seven_day, core_reset, malformed, blocked, windows = (
-        figures
+        figures[:9]
     )
     now = instants[0]
     extra = windows.get(family) if family is not None else None
@@ -144,6 +144,58 @@ def headroom_at(
     )
 
 
+_NEVER_BEFORE, _NEVER_AFTER = -(2**63), 2**63
+
+
+def _holds_between(
+    precomputed: Precomputed, now: int, max_age: int, family: str | None
+) -> tuple[int, int]:
+    """[from, until): the instants at which every comparison ``_headroom_at`` makes
+    with ``now`` comes out as it does at ``now`` (``max_age`` in µs)."""
+    held_from, held_until = _NEVER_BEFORE, _NEVER_AFTER
+    fetched = precomputed[0]
+    extra = precomputed[8].get(family) if family is not None else None
+    edges = (
+        fetched + max_age + 1,  # stale from here: fetched < now - max_age
+        fetched + _FIVE_HOUR_COUNTS_US + 1,  # the 5h figure stops counting here
+        precomputed[2],  # a rate-limited reading's reset
+        precomputed[5],  # the earliest core reset that decides
+        extra[1] if extra is not None else None,  # the family window's reset
+    )
+    for edge in edges:
+        if edge is None:
+            continue
+        if edge <= now:
+            if edge > held_from:
+                held_from = edge
+        elif edge < held_until:
+            held_until = edge
+    return held_from, held_until
+
+
+def headroom_held(
+    reading: Reading, precomputed: Precomputed, instants: Instants, family: str | None
+) -> Headroom:
+    """``_headroom_at``, kept on the reading's precomputed form while it holds.
+
+    A classification changes only at a few instants (the reading going stale, its 5h
+    figure ceasing to count, a deciding reset), so between two of them a ranking
+    reuses the one it made before for the same family and freshness limit: a warm
+    ranking of 10,000 candidates classifies only the readings whose edge it crossed.
+    """
+    now = instants[0]
+    max_age = now - instants[1]
+    held = precomputed[9]
+    entry = held.get(family)
+    if entry is not None and entry[0] <= now < entry[1] and entry[2] == max_age:
+        held_headroom: Headroom = entry[3]  # not ``cast()``: a call per candidate
+        return held_headroom
+    headroom = _headroom_at(reading, precomputed, instants, family)
+    held_from, held_until = _holds_between(precomputed, now, max_age, family)
+    held[family] = (held_from, held_until, max_age, headroom)
+    return headroom
+
+
 def classify_headroom(
     reading: Reading | None, *, now: datetime, max_age: timedelta, family: str | None = None
 ) -> Headroom:
@@ -155,7 +207,7 @@ def classify_headroom(
     """
     if reading is None:
         return NO_EVIDENCE
-    return headroom_at(reading, figures_of(reading), instants_at(now, max_age), family)
+    return headroom_held(reading, precomputed_of(reading), instants_at(now, max_age), family)
 
 
 def reading_gate(

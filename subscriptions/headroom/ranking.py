@@ -9,21 +9,21 @@ refusal is dropped; a skip-listed candidate ranks only when readmitted
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from subscriptions.headroom.balance import ADMISSION_FLOOR, balance_figures
+from subscriptions.headroom.balance import ADMISSION_FLOOR, balance_at
 from subscriptions.headroom.candidates import Candidate
 from subscriptions.headroom.classification import (
     NO_EVIDENCE,
     Headroom,
     Instants,
     Tier,
-    headroom_at,
+    headroom_held,
     instants_at,
 )
-from subscriptions.headroom.figures import figures_of
+from subscriptions.headroom.precomputed import precomputed_of
 from subscriptions.headroom.reading import Reading
 from subscriptions.headroom.recovery import Verdict, readmission_verdict
 from subscriptions.headroom.refusal_windows import refusal_blocks
@@ -61,8 +61,7 @@ _READMITTED_BY_RESET = Verdict.WINDOW_RESET
 _new = tuple.__new__
 
 
-@dataclass(slots=True)
-class _Groups:
+class _Groups(NamedTuple):
     """The candidates sorted into the groups the order is made of.
 
     Banded: measured candidates in (band, agent count) buckets, each kept in the given
@@ -72,14 +71,14 @@ class _Groups:
     and cost the garbage collector more than the sort).
     """
 
-    measured: dict[tuple[int, int], list[Ranked]] = field(default_factory=dict)
-    scored: list[Ranked] = field(default_factory=list)
-    scored_keys: list[float] = field(default_factory=list)
-    spent: list[Ranked] = field(default_factory=list)
-    spent_keys: list[float] = field(default_factory=list)
-    unknown: list[Ranked] = field(default_factory=list)
-    last_resort: list[Candidate] = field(default_factory=list)
-    dropped: list[Candidate] = field(default_factory=list)
+    measured: dict[tuple[int, int], list[Ranked]]
+    scored: list[Ranked]
+    scored_keys: list[float]
+    spent: list[Ranked]
+    spent_keys: list[float]
+    unknown: list[Ranked]
+    last_resort: list[Candidate]
+    dropped: list[Candidate]
 
     def ranking(self) -> Ranking:
         ordered: list[Ranked] = []
@@ -134,13 +133,8 @@ def _groups(
     family: str | None,
     balanced: bool,
 ) -> _Groups:
-    groups = _Groups()
-    measured, unknown, last_resort, dropped = (
-        groups.measured,
-        groups.unknown,
-        groups.last_resort,
-        groups.dropped,
-    )
+    groups = _Groups({}, [], [], [], [], [], [], [])
+    measured, scored, scored_keys, spent, spent_keys, unknown, last_resort, dropped = groups
     now_us, five_hour_since = instants[0], instants[2]
     get = readings.get
     for candidate in candidates:
@@ -148,10 +142,10 @@ def _groups(
         if reading is None:
             headroom = NO_EVIDENCE
         else:
-            figures = reading._figures
+            figures = reading._precomputed
             if figures is None:
-                figures = figures_of(reading)
-            headroom = headroom_at(reading, figures, instants, family)
+                figures = precomputed_of(reading)
+            headroom = headroom_held(reading, figures, instants, family)
         tier = headroom[0]
         if tier is _REFUSING:
             dropped.append(candidate)
@@ -159,12 +153,7 @@ def _groups(
         verdict = None
         if candidate[3] is not None and refusal_blocks(candidate[5], family):
             verdict = readmission_verdict(
-                reading,
-                headroom,
-                now=now,
-                last_failure_at=candidate[3],
-                family=family,
-                refusal_resets_at=candidate[4],
+                reading, headroom, now, candidate[3], family, candidate[4]
             )
             if verdict is None:
                 last_resort.append(candidate)
@@ -172,14 +161,14 @@ def _groups(
         if tier is not _MEASURED or verdict is _READMITTED_BY_RESET:
             unknown.append(_new(Ranked, (candidate, _UNKNOWN, headroom, verdict, None, None)))
         elif balanced:
-            score, remaining, limiting = balance_figures(figures, now_us, five_hour_since, family)
+            score, remaining, limiting = balance_at(figures, now_us, five_hour_since, family)
             ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, score, limiting))
             if remaining > ADMISSION_FLOOR:
-                groups.scored.append(ranked)
-                groups.scored_keys.append(-score)
+                scored.append(ranked)
+                scored_keys.append(-score)
             else:
-                groups.spent.append(ranked)
-                groups.spent_keys.append(-score)
+                spent.append(ranked)
+                spent_keys.append(-score)
         else:
             key = (headroom[6] or 0, candidate[2])  # a measured band is never None
             bucket = measured.get(key)

@@ -59,11 +59,11 @@ class Reading:
     representative_claim: str | None = None
     overage_status: str | None = None
     detail: str = ""
-    # The ranking's precomputed form of this reading (``figures.Figures``: instants as
+    # The ranking's precomputed form of this reading (``figures.Precomputed``: instants as
     # integer microseconds, per-window flags), built on first use and kept with the
     # reading: the store decodes a value once per process, so a ranking reads it, not
     # the datetimes. Derived data only: no part of equality, the repr or the encoded forms.
-    _figures: Any = field(default=None, init=False, repr=False, compare=False)
+    _precomputed: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.fetched_at.tzinfo is None:

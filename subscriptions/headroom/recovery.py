@@ -43,14 +43,14 @@ def binding_reset(reading: Reading, family: str | None) -> datetime | None:
 def readmission_verdict(
     reading: Reading | None,
     headroom: Headroom,
-    *,
     now: datetime,
     last_failure_at: datetime | None,
     family: str | None,
     refusal_resets_at: datetime | None = None,
 ) -> Verdict | None:
     """``recovery_verdict`` given the reading's classification at ``now`` (``headroom``:
-    the ranking has it already)."""
+    the ranking has it already). Positional: the ranking calls it per skip-listed
+    candidate."""
     if reading is not None and headroom.gate is Gate.USABLE:
         if headroom.tier is Tier.REFUSING:
             # A fresh refusal is the strongest evidence; no instant overrules it.
@@ -86,14 +86,7 @@ def recovery_verdict(
     neither does anything else.
     """
     headroom = classify_headroom(reading, now=now, max_age=max_age, family=family)
-    return readmission_verdict(
-        reading,
-        headroom,
-        now=now,
-        last_failure_at=last_failure_at,
-        family=family,
-        refusal_resets_at=refusal_resets_at,
-    )
+    return readmission_verdict(reading, headroom, now, last_failure_at, family, refusal_resets_at)
 
 
 def earliest_known_reset(

@@ -16,11 +16,17 @@ from typing import Any
 from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
+from psycopg.types.datetime import TimestamptzLoader
 
 from agents.models import Agent
 from subscriptions import billing, policy
 from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import Candidate, candidate_of, in_load_balance_order
+from subscriptions.headroom.candidates import (
+    Candidate,
+    candidate_of,
+    candidate_row,
+    in_load_balance_order,
+)
 from subscriptions.headroom.classification import NO_EVIDENCE, Tier
 from subscriptions.headroom.ranking import BANDED, Ranked, rank_candidates
 from subscriptions.headroom.store import snapshots_read
@@ -112,14 +118,13 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
 # subqueries per row). ``where`` is the caller's queryset's own WHERE on the
 # subscriptions table, so every filter on it (provider, exclusions, hard stop) applies
 # unchanged. The rows come in name order (the unique index on name gives it without a
-# sort), as ``in_load_balance_order`` takes them. The two instants come as integer
-# microseconds since the epoch (exact): Django's timestamptz loader is Python, a few
-# µs a value.
+# sort), as ``in_load_balance_order`` takes them. On psycopg 3 the rows are built as
+# candidates by C code alone: ``candidate_row`` as the row factory, and psycopg's own
+# (C) timestamptz loader for this cursor instead of Django's, which is Python (a
+# ``replace(tzinfo=)`` per value, to the same UTC instant).
 _CANDIDATES_SQL = """
 SELECT {subscriptions}.id, {subscriptions}.name, COALESCE(a.n, 0) AS agent_count,
-       (EXTRACT(EPOCH FROM f.occurred_at) * 1000000)::bigint,
-       (EXTRACT(EPOCH FROM f.resets_at) * 1000000)::bigint,
-       f.limiting_window
+       f.occurred_at, f.resets_at, f.limiting_window
 FROM {subscriptions}
 LEFT JOIN (
     SELECT subscription_id, COUNT(*) AS n FROM {agents}
@@ -156,8 +161,10 @@ def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> lis
         where=where,
     )
     with connection.cursor() as cursor:
-        if hasattr(cursor.cursor, "row_factory"):  # psycopg 3: rows built as candidates
-            cursor.cursor.row_factory = _candidate_rows
+        raw = cursor.cursor
+        if hasattr(raw, "row_factory"):  # psycopg 3
+            raw.adapters.register_loader("timestamptz", TimestamptzLoader)
+            raw.row_factory = _candidate_rows
         cursor.execute(sql, (skip_window_start(now), *params))
         rows = cursor.fetchall()
     if rows and type(rows[0]) is not Candidate:
@@ -168,7 +175,7 @@ def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> lis
 def _candidate_rows(cursor: Any) -> Callable[[Sequence[Any]], Candidate]:
     # No intermediate row tuples: 10,000 of them would outlive the fetch only to be
     # copied, and the garbage collector would walk them on the way.
-    return candidate_of
+    return candidate_row
 
 
 def _db_order(candidates: Sequence[Candidate], fallback: str, now: datetime) -> Selection:

@@ -4,6 +4,7 @@ remaining, exactly 20 % better."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -294,3 +295,19 @@ def test_the_rebalance_plan_ranks_each_family_on_its_own_window() -> None:
         ("opus", 1, 2, Move.LEAVE),
         ("sonnet", 1, 3, Move.LEAVE),
     ]
+
+
+def test_the_windows_kept_for_one_family_never_score_another() -> None:
+    subject = reading(
+        five_hour=10.0,
+        seven_day=20.0,
+        seven_day_resets_in=WEEK,
+        extra={"seven_day_sonnet": window(95.0, resets_in=WEEK)},
+    )
+    for family in ("seven_day_sonnet", "seven_day_opus", None, "seven_day_sonnet"):
+        kept = balance_of(subject, now=T0, max_age=MAX_AGE, family=family)
+        afresh = balance_of(replace(subject), now=T0, max_age=MAX_AGE, family=family)
+        assert kept == afresh, family
+    assert balance_of(subject, now=T0, max_age=MAX_AGE, family="seven_day_sonnet") == Balance(
+        5.0, 5.0, "seven_day_sonnet"
+    )

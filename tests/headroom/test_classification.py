@@ -3,7 +3,9 @@ included; judged on its precomputed figures to the microsecond."""
 
 from __future__ import annotations
 
-from datetime import timedelta, timezone
+import random
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -246,7 +248,67 @@ def test_instants_compare_as_instants_whatever_their_time_zone() -> None:
 def test_the_precomputed_form_is_no_part_of_a_readings_identity() -> None:
     ranked, fresh = reading(), reading()
     rank_candidates([Candidate(1, "a", 0)], {1: ranked}, now=T0, max_age=MAX_AGE)
-    assert ranked._figures is not None and fresh._figures is None
+    assert ranked._precomputed is not None and fresh._precomputed is None
     assert ranked == fresh
     assert repr(ranked) == repr(fresh)
-    assert "_figures" not in repr(ranked)
+    assert "_precomputed" not in repr(ranked)
+
+
+# The classification kept on a reading (``headroom_held``) while it holds
+
+WEEK = timedelta(days=7)
+
+
+def _edges(subject: Reading, max_age: timedelta) -> list[datetime]:
+    # Every instant at which a comparison the classification makes with now flips, a
+    # microsecond either side of it, and the instants between.
+    found = [subject.fetched_at + max_age, subject.fetched_at + timedelta(minutes=30)]
+    found += [w.resets_at for w in subject.windows.values() if w.resets_at is not None]
+    if subject.reset_at is not None:
+        found.append(subject.reset_at)
+    instants = [e + d * MICROSECOND for e in found for d in (-1, 0, 1)]
+    instants += [subject.fetched_at, subject.fetched_at + 2 * WEEK]
+    ordered = sorted(instants)
+    return ordered + [(a + (b - a) / 2) for a, b in zip(ordered, ordered[1:], strict=False)]
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        reading(five_hour=95.0, seven_day=30.0, five_hour_resets_in=2 * HOUR, age=MINUTE),
+        limited(resets_in=10 * MINUTE),
+        # A refusal whose own reset comes before its windows'.
+        reading(
+            status=ReadingStatus.RATE_LIMITED,
+            reset_in=10 * MINUTE,
+            five_hour_status="rejected",
+            five_hour_resets_in=HOUR,
+        ),
+        # The family window resets before the core ones.
+        reading(
+            five_hour_resets_in=4 * MINUTE,
+            seven_day_resets_in=HOUR,
+            extra={"seven_day_sonnet": window(70.0, resets_in=3 * MINUTE, status="rejected")},
+        ),
+        reading(seven_day_status=None),  # type: ignore[arg-type]
+        Reading(fetched_at=T0, status=ReadingStatus.ERROR),
+    ],
+)
+@pytest.mark.parametrize("family", [None, "seven_day_sonnet", "seven_day_opus"])
+def test_a_kept_classification_is_the_one_made_afresh_at_every_instant_in_any_order(
+    subject: Reading, family: str | None
+) -> None:
+    instants = _edges(subject, MAX_AGE)
+    shuffled = random.Random(1).sample(instants, len(instants))
+    for max_age in (MAX_AGE, 2 * MAX_AGE, MAX_AGE):
+        for now in (*instants, *reversed(instants), *shuffled):
+            kept = classify_headroom(subject, now=now, max_age=max_age, family=family)
+            afresh = classify_headroom(replace(subject), now=now, max_age=max_age, family=family)
+            assert kept == afresh, (now, max_age)
+    # Between the two limits' edges, a kept classification under one limit is not the
+    # other's.
+    between = subject.fetched_at + 1.5 * MAX_AGE
+    for max_age in (2 * MAX_AGE, MAX_AGE, 2 * MAX_AGE):
+        kept = classify_headroom(subject, now=between, max_age=max_age, family=family)
+        afresh = classify_headroom(replace(subject), now=between, max_age=max_age, family=family)
+        assert kept == afresh, max_age

@@ -15,7 +15,7 @@ PURE = (
     "candidates",
     "classification",
     "exhaustion_forecast",
-    "figures",
+    "precomputed",
     "hysteresis",
     "limited_now",
     "probe_cadence",

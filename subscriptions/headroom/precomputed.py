@@ -8,7 +8,7 @@ a stored value once per process, so a warm ranking finds these already built.
 
 from __future__ import annotations
 
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from subscriptions.headroom.reading import (
     CORE_WINDOWS,
@@ -20,14 +20,14 @@ from subscriptions.headroom.reading import (
     WindowReading,
     micros,
 )
-from subscriptions.headroom.windows import WEEK, window_duration
+from subscriptions.headroom.windows import WEEK, turn_windows, window_duration
 
 # A window's figures: (utilization, reset µs, malformed, blocking, remaining percent,
 # duration in seconds).
 WindowFigures = tuple[float | None, int | None, bool, bool, float | None, float]
 
 
-class Figures(NamedTuple):
+class Precomputed(NamedTuple):
     """A reading as the ranking reads it, independent of ``now`` and the family.
 
     ``windows``: name -> ``WindowFigures``; an unknown window lasts a week (the
@@ -45,18 +45,33 @@ class Figures(NamedTuple):
     core_malformed: bool
     core_blocked: bool
     windows: dict[str, WindowFigures]
+    # The classification's memo (``classification.headroom_held``): family -> (from,
+    # until, max_age µs, headroom). Filled as rankings ask; a cache, never evidence.
+    held: dict[str | None, tuple[int, int, int, Any]]
+    # The balanced score's windows per family (``balance.balance_at``), built on use.
+    deciding: dict[str | None, tuple[DecidingWindow, ...]]
+
+
+class DecidingWindow(NamedTuple):
+    """A window a measured reading's balanced score is judged on, for one family."""
+
+    name: str
+    remaining: float
+    reset: int | None  # µs
+    duration: float  # seconds
+    five_hour: bool
 
 
 _WEEK_SECONDS = WEEK.total_seconds()
 
 
-def figures_of(reading: Reading) -> Figures:
+def precomputed_of(reading: Reading) -> Precomputed:
     """``reading``'s figures, built on first use and kept on the reading."""
-    figures = reading._figures
+    figures = reading._precomputed
     if figures is None:
-        figures = _figures_build(reading)
-        object.__setattr__(reading, "_figures", figures)
-    return cast(Figures, figures)
+        figures = _precomputed_build(reading)
+        object.__setattr__(reading, "_precomputed", figures)
+    return cast(Precomputed, figures)
 
 
 def _window_figures(name: str, window: WindowReading) -> WindowFigures:
@@ -72,7 +87,7 @@ def _window_figures(name: str, window: WindowReading) -> WindowFigures:
     )
 
 
-def _figures_build(reading: Reading) -> Figures:
+def _precomputed_build(reading: Reading) -> Precomputed:
     windows = {name: _window_figures(name, window) for name, window in reading.windows.items()}
     core_reset: int | None = None
     core_malformed = core_blocked = False
@@ -89,7 +104,7 @@ def _figures_build(reading: Reading) -> Figures:
         if found[3]:
             core_blocked = True
     five, seven = windows.get(FIVE_HOUR), windows.get(SEVEN_DAY)
-    return Figures(
+    return Precomputed(
         cast(int, micros(reading.fetched_at)),
         reading.status,
         micros(reading.reset_at),
@@ -99,4 +114,22 @@ def _figures_build(reading: Reading) -> Figures:
         core_malformed,
         core_blocked,
         windows,
+        {},
+        {},
     )
+
+
+def deciding_windows(precomputed: Precomputed, family: str | None) -> tuple[DecidingWindow, ...]:
+    """The windows a turn of ``family`` spends that carry a figure, in the order the
+    classification judges them (five_hour, seven_day, the family's); built once per
+    family and kept."""
+    found = precomputed[10].get(family)
+    if found is None:
+        windows = precomputed[8]
+        found = tuple(
+            DecidingWindow(name, window[4], window[1], window[5], name == FIVE_HOUR)
+            for name in turn_windows(family)
+            if (window := windows.get(name)) is not None and window[4] is not None
+        )
+        precomputed[10][family] = found
+    return found
