@@ -136,6 +136,7 @@ def _groups(
     groups = _Groups({}, [], [], [], [], [], [], [])
     measured, scored, scored_keys, spent, spent_keys, unknown, last_resort, dropped = groups
     now_us, five_hour_since = instants[0], instants[2]
+    max_age = now_us - instants[1]
     get = readings.get
     for candidate in candidates:
         reading = get(candidate[0])
@@ -145,7 +146,12 @@ def _groups(
             figures = reading._precomputed
             if figures is None:
                 figures = precomputed_of(reading)
-            headroom = headroom_held(reading, figures, instants, family)
+            # ``headroom_held``'s lookup inlined: a call per candidate saved.
+            held = figures[9].get(family)
+            if held is not None and held[0] <= now_us < held[1] and held[2] == max_age:
+                headroom = held[3]
+            else:
+                headroom = headroom_held(reading, figures, instants, family)
         tier = headroom[0]
         if tier is _REFUSING:
             dropped.append(candidate)
