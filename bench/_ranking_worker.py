@@ -2,8 +2,8 @@
 
     <checkout>/.venv/bin/python bench/_ranking_worker.py --root <checkout>
 
-Runs the product code (and ``bench/_setup.py``, ``bench/ranking.py``'s readings) of
-the checkout ``--root`` names, whichever tree this file is in: the driver starts one
+Runs the product code and ``bench/_setup.py`` of the checkout ``--root`` names, with
+the fleet and readings this tree's ``bench/ranking.py`` builds: the driver starts one
 worker per checkout and interleaves what it asks of them. On a throwaway Postgres
 database beside BENCH_DATABASE_URL (dropped after) and BENCH_REDIS_URL; it deletes
 the snapshot keys it wrote. Prints ``ready``, then for each line ``<figure> <runs>``
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import random
@@ -44,8 +45,14 @@ def main() -> None:
     root = parser.parse_args().root.resolve()
     # The checkout's own modules first: its product code, its bench helpers.
     sys.path[:0] = [str(root / "bench"), str(root)]
-    import ranking  # the checkout's bench/ranking.py
     from _setup import boot, throwaway_postgres
+
+    # The fleet and its readings as this tree's bench/ranking.py builds them, whatever
+    # the checkout measured (its own bench helpers above).
+    spec = importlib.util.spec_from_file_location("ranking", Path(__file__).with_name("ranking.py"))
+    assert spec is not None and spec.loader is not None
+    ranking = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ranking)
 
     with throwaway_postgres(os.environ["BENCH_DATABASE_URL"]) as url:
         boot(database_url=url)
@@ -55,12 +62,10 @@ def main() -> None:
 
 def _figures(ranking: Any) -> tuple[dict[str, Callable[[], object]], list[int]]:
     from django.contrib.auth.models import User
-    from django.db import connection
 
     from agents.models import Agent
     from subscriptions.headroom.selection import candidates_filtered, fresh_for, rank_alternatives
     from subscriptions.headroom.store import snapshots_read, snapshots_write
-    from subscriptions.models import RateLimitEvent, Subscription
     from trinity.crypto import Secret
 
     try:
@@ -76,39 +81,9 @@ def _figures(ranking: Any) -> tuple[dict[str, Callable[[], object]], list[int]]:
     readings = ranking.fleet_readings(order)
     token = Secret("sk-ant-oat01-bench-" + "x" * 40)
     owner = User.objects.create(username="bench")
-    Subscription.objects.bulk_create(
-        [
-            Subscription(
-                pk=pk,
-                name=f"plan-{pk:05d}",
-                provider="anthropic",
-                plan_type="max-20x",
-                token=token,
-                token_fingerprint=token.fingerprint,
-            )
-            for pk in ids
-        ],
-        batch_size=1000,
+    ranking.fleet_create(
+        ids, owner=owner, token=token, failed_at=now - timedelta(minutes=30), rng=rng
     )
-    Agent.objects.bulk_create(
-        [
-            Agent(
-                name=f"agent-{i}", owner=owner, subscription_id=rng.choice(ids), shared_secret=token
-            )
-            for i in range(size // 2)
-        ],
-        batch_size=1000,
-    )
-    failed_at = now - timedelta(minutes=30)
-    RateLimitEvent.objects.bulk_create(
-        [
-            RateLimitEvent(agent_name="agent-0", subscription_id=pk, occurred_at=failed_at)
-            for pk in ids[9::10]
-        ],
-        batch_size=1000,
-    )
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE")
     snapshots_write({pk: readings[pk] for pk in ids if pk in readings})
     agent = Agent.objects.create(
         name="bench-agent", owner=owner, model="claude-sonnet-4-5", shared_secret=token

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from _setup import backends, boot, line, throwaway_postgres
 
@@ -94,6 +95,52 @@ def fleet_readings(ids: list[int]) -> dict[int, object]:
     return readings
 
 
+def fleet_create(
+    ids: list[int], *, owner: Any, token: Any, failed_at: datetime, rng: random.Random
+) -> None:
+    """Subscriptions ``ids`` (``plan-<id>``), half as many agents each on one of them at
+    random, every tenth subscription refused at ``failed_at``; on Postgres the tables
+    vacuumed, as autovacuum keeps them (no dead rows from a previous fleet)."""
+    from django.db import connection
+
+    from agents.models import Agent
+    from subscriptions.models import RateLimitEvent, Subscription
+
+    Subscription.objects.bulk_create(
+        [
+            Subscription(
+                pk=pk,
+                name=f"plan-{pk:05d}",
+                provider="anthropic",
+                plan_type="max-20x",
+                token=token,
+                token_fingerprint=token.fingerprint,
+            )
+            for pk in ids
+        ],
+        batch_size=1000,
+    )
+    Agent.objects.bulk_create(
+        [
+            Agent(
+                name=f"agent-{i}", owner=owner, subscription_id=rng.choice(ids), shared_secret=token
+            )
+            for i in range(len(ids) // 2)
+        ],
+        batch_size=1000,
+    )
+    RateLimitEvent.objects.bulk_create(
+        [
+            RateLimitEvent(agent_name="agent-0", subscription_id=pk, occurred_at=failed_at)
+            for pk in ids[9::10]
+        ],
+        batch_size=1000,
+    )
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--candidate", type=Path, help="another checkout, measured beside")
@@ -116,7 +163,6 @@ def run(*, database_url: str | None) -> None:
     boot(database_url=database_url)
     from django.contrib.auth.models import User
     from django.core.cache import cache
-    from django.db import connection
 
     from agents.models import Agent
     from subscriptions.headroom import store
@@ -190,43 +236,7 @@ def run(*, database_url: str | None) -> None:
         empty()
         store._decoded.clear()
         fleet_ids = ids[:size]
-        Subscription.objects.bulk_create(
-            [
-                Subscription(
-                    pk=pk,
-                    name=f"plan-{pk:05d}",
-                    provider="anthropic",
-                    plan_type="max-20x",
-                    token=token,
-                    token_fingerprint=token.fingerprint,
-                )
-                for pk in fleet_ids
-            ],
-            batch_size=1000,
-        )
-        Agent.objects.bulk_create(
-            [
-                Agent(
-                    name=f"agent-{i}",
-                    owner=owner,
-                    subscription_id=rng.choice(fleet_ids),
-                    shared_secret=token,
-                )
-                for i in range(size // 2)
-            ],
-            batch_size=1000,
-        )
-        RateLimitEvent.objects.bulk_create(
-            [
-                RateLimitEvent(agent_name="agent-0", subscription_id=pk, occurred_at=failed_at)
-                for pk in fleet_ids[9::10]
-            ],
-            batch_size=1000,
-        )
-        if connection.vendor == "postgresql":
-            # A steady table, as autovacuum keeps it: no dead rows from the previous size.
-            with connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE")
+        fleet_create(fleet_ids, owner=owner, token=token, failed_at=failed_at, rng=rng)
         snapshots_write({pk: readings[pk] for pk in fleet_ids if pk in readings})
         agent = Agent.objects.create(
             name="bench-agent", owner=owner, model="claude-sonnet-4-5", shared_secret=token

@@ -97,12 +97,9 @@ def _read_raw(backend: Any, ids: list[int]) -> dict[int, Reading]:
     known = _raw_keys.get(prefix)
     if known is None or len(known) >= DECODED_MAX:
         known = _raw_keys[prefix] = {}
-    raw_keys = []
-    for pk in ids:
-        raw_key = known.get(pk)
-        if raw_key is None:
-            raw_key = known[pk] = f"{prefix}headroom:snapshot:{pk}".encode()
-        raw_keys.append(raw_key)
+    raw_keys: list[bytes | None] = list(map(known.get, ids))
+    for i in compress(range(len(raw_keys)), map(is_, raw_keys, repeat(None))):
+        raw_keys[i] = known[ids[i]] = f"{prefix}headroom:snapshot:{ids[i]}".encode()
     values = backend.client.get_client(write=False).mget(raw_keys)
     # Warm, every stored value is in the memo: the lookups and the dict are built by C
     # code (``map``, ``compress``); only the values the memo lacks are decoded here.
