@@ -11,17 +11,29 @@ cold: every value decoded, and warm: decoded once per process); then
 over fleets of 500, 2,000 and 10,000 subscriptions, against issue #11's targets
 (≤ 3 ms at 500, ≤ 50 ms at 10,000, linear in between). Median and p95 over repeated
 runs. On Postgres it runs in a throwaway database beside the one named (dropped after).
+
+``--candidate PATH`` measures this checkout and another one (PATH, with its own
+``.venv``: the base of a change, say) side by side instead, in one run: one worker
+process per checkout (``bench/_ranking_worker.py``), each with the 10,000 fleet in its
+own throwaway database, asked in turn for each figure, the order swapping every round
+(ABBA), so the machine's load falls on both alike.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
+import json
 import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from _setup import backends, boot, line, throwaway_postgres
 
@@ -83,7 +95,61 @@ def fleet_readings(ids: list[int]) -> dict[int, object]:
     return readings
 
 
+def fleet_create(
+    ids: list[int], *, owner: Any, token: Any, failed_at: datetime, rng: random.Random
+) -> None:
+    """Subscriptions ``ids`` (``plan-<id>``), half as many agents each on one of them at
+    random, every tenth subscription refused at ``failed_at``; on Postgres the tables
+    vacuumed, as autovacuum keeps them (no dead rows from a previous fleet)."""
+    from django.db import connection
+
+    from agents.models import Agent
+    from subscriptions.models import RateLimitEvent, Subscription
+
+    Subscription.objects.bulk_create(
+        [
+            Subscription(
+                pk=pk,
+                name=f"plan-{pk:05d}",
+                provider="anthropic",
+                plan_type="max-20x",
+                token=token,
+                token_fingerprint=token.fingerprint,
+            )
+            for pk in ids
+        ],
+        batch_size=1000,
+    )
+    Agent.objects.bulk_create(
+        [
+            Agent(
+                name=f"agent-{i}", owner=owner, subscription_id=rng.choice(ids), shared_secret=token
+            )
+            for i in range(len(ids) // 2)
+        ],
+        batch_size=1000,
+    )
+    RateLimitEvent.objects.bulk_create(
+        [
+            RateLimitEvent(agent_name="agent-0", subscription_id=pk, occurred_at=failed_at)
+            for pk in ids[9::10]
+        ],
+        batch_size=1000,
+    )
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--candidate", type=Path, help="another checkout, measured beside")
+    parser.add_argument("--rounds", type=int, default=10, help="ABBA rounds (--candidate)")
+    parser.add_argument("--runs", type=int, default=3, help="runs a side per round")
+    args = parser.parse_args()
+    if args.candidate is not None:
+        side_by_side(args.candidate, rounds=args.rounds, runs=args.runs)
+        return
     url = os.environ.get("BENCH_DATABASE_URL", "")
     if url.startswith(("postgres://", "postgresql://")):
         # A fresh database beside the one named, dropped after: no bloat from a past run.
@@ -97,11 +163,11 @@ def run(*, database_url: str | None) -> None:
     boot(database_url=database_url)
     from django.contrib.auth.models import User
     from django.core.cache import cache
-    from django.db import connection
 
     from agents.models import Agent
     from subscriptions.headroom import store
-    from subscriptions.headroom.rules import BALANCED, BANDED, Candidate, rank_candidates
+    from subscriptions.headroom.candidates import Candidate
+    from subscriptions.headroom.ranking import BALANCED, BANDED, rank_candidates
     from subscriptions.headroom.selection import (
         candidates_filtered,
         fresh_for,
@@ -170,43 +236,7 @@ def run(*, database_url: str | None) -> None:
         empty()
         store._decoded.clear()
         fleet_ids = ids[:size]
-        Subscription.objects.bulk_create(
-            [
-                Subscription(
-                    pk=pk,
-                    name=f"plan-{pk:05d}",
-                    provider="anthropic",
-                    plan_type="max-20x",
-                    token=token,
-                    token_fingerprint=token.fingerprint,
-                )
-                for pk in fleet_ids
-            ],
-            batch_size=1000,
-        )
-        Agent.objects.bulk_create(
-            [
-                Agent(
-                    name=f"agent-{i}",
-                    owner=owner,
-                    subscription_id=rng.choice(fleet_ids),
-                    shared_secret=token,
-                )
-                for i in range(size // 2)
-            ],
-            batch_size=1000,
-        )
-        RateLimitEvent.objects.bulk_create(
-            [
-                RateLimitEvent(agent_name="agent-0", subscription_id=pk, occurred_at=failed_at)
-                for pk in fleet_ids[9::10]
-            ],
-            batch_size=1000,
-        )
-        if connection.vendor == "postgresql":
-            # A steady table, as autovacuum keeps it: no dead rows from the previous size.
-            with connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE")
+        fleet_create(fleet_ids, owner=owner, token=token, failed_at=failed_at, rng=rng)
         snapshots_write({pk: readings[pk] for pk in fleet_ids if pk in readings})
         agent = Agent.objects.create(
             name="bench-agent", owner=owner, model="claude-sonnet-4-5", shared_secret=token
@@ -267,6 +297,75 @@ def run(*, database_url: str | None) -> None:
 
     empty()
     owner.delete()
+
+
+# What the side-by-side run asks each worker for, with its target (ms, wall).
+SIDE_FIGURES = (
+    ("e2e_balanced", "rank_alternatives, balanced, end to end", 50.0),
+    ("e2e_banded", "rank_alternatives, banded, end to end", 50.0),
+    ("sql", "candidates_filtered (SQL)", None),
+    ("store", "store read, warm", None),
+    ("rank_balanced", "rank_candidates, balanced", None),
+    ("rank_banded", "rank_candidates, banded", TARGET_MS),
+)
+
+
+def side_by_side(candidate: Path, *, rounds: int, runs: int) -> None:
+    """This checkout and ``candidate`` interleaved, figure by figure (see the module doc)."""
+    root = Path(__file__).resolve().parent.parent
+    worker = Path(__file__).resolve().parent / "_ranking_worker.py"
+    sides = {
+        "this": (sys.executable, root),
+        "candidate": (candidate / ".venv/bin/python", candidate),
+    }
+    procs = {
+        name: subprocess.Popen(
+            [str(python), str(worker), "--root", str(tree)],
+            cwd=tree,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name, (python, tree) in sides.items()
+    }
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    try:
+        for name, proc in procs.items():
+            if proc.stdout is None or proc.stdout.readline().strip() != "ready":
+                raise SystemExit(f"the {name} worker did not start")
+        for done in range(rounds):
+            order = list(procs) if done % 2 == 0 else list(reversed(procs))
+            for figure, _, _ in SIDE_FIGURES:
+                for name in order:
+                    samples.setdefault((name, figure), []).extend(_ask(procs[name], figure, runs))
+    finally:
+        for proc in procs.values():
+            if proc.stdin is not None:
+                proc.stdin.close()
+        for proc in procs.values():
+            proc.wait(timeout=120)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"bench/ranking.py --candidate {candidate}: {N:,} subscriptions, {rounds} ABBA rounds")
+    print(f"of {runs} runs a side; {os.cpu_count()} CPUs, load {load}; medians, ms (wall / CPU)")
+    print(f"{'figure':<42} {'this':>15} {'candidate':>15}  target  ratio (this, wall)")
+    for figure, label, target in SIDE_FIGURES:
+        this, other = samples[("this", figure)], samples[("candidate", figure)]
+        ratio = f"{_median(this, 0) / target:.2f}" if target else ""
+        print(
+            f"{label:<42} {_median(this, 0):6.1f} / {_median(this, 1):6.1f} "
+            f"{_median(other, 0):6.1f} / {_median(other, 1):6.1f}  {target or '':>6}  {ratio}"
+        )
+
+
+def _ask(proc: subprocess.Popen[str], figure: str, runs: int) -> list[tuple[float, float]]:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(f"{figure} {runs}\n")
+    proc.stdin.flush()
+    return [tuple(sample) for sample in json.loads(proc.stdout.readline())]
+
+
+def _median(samples: list[tuple[float, float]], index: int) -> float:
+    return statistics.median(sample[index] for sample in samples)
 
 
 if __name__ == "__main__":

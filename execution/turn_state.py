@@ -16,7 +16,7 @@ from agents.models import Agent, WaitPolicy
 from agents.rung import Rung
 from execution.deadlines import budget_end
 from execution.models import Execution
-from subscriptions.headroom.rules import family_window
+from subscriptions.headroom.windows import family_window
 from subscriptions.planner import Evidence, RungRef, TurnFacts
 from trinity.models import SystemSettings
 from trinity.selectors import system_settings_get

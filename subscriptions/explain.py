@@ -31,25 +31,21 @@ from agents.models import Agent
 from agents.rung import PLATFORM_KEY_LABEL, RungKind
 from subscriptions import breaker, leases, pool
 from subscriptions.classifier import classify_refusal
-from subscriptions.headroom.forecast import Forecast, earliest_exhaustion, turn_windows
-from subscriptions.headroom.forecasts import headroom_forecasts_read
+from subscriptions.headroom.alternatives import Selection
+from subscriptions.headroom.balance import balance_of
+from subscriptions.headroom.candidates import Candidate
+from subscriptions.headroom.classification import Headroom, Tier, classify_headroom
+from subscriptions.headroom.exhaustion_forecast import Forecast, earliest_exhaustion
+from subscriptions.headroom.forecast_store import headroom_forecasts_read
+from subscriptions.headroom.limited_now import reading_says_limited
+from subscriptions.headroom.ranking import BALANCED
 from subscriptions.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
-from subscriptions.headroom.rules import (
-    BALANCED,
-    THROTTLE,
-    Candidate,
-    Headroom,
-    Selection,
-    Tier,
-    balance_of,
-    classify_headroom,
-    earliest_known_reset,
-    family_window,
-    reading_says_limited,
-    refusal_blocks,
-)
+from subscriptions.headroom.recovery import earliest_known_reset
+from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for, rank_alternatives
 from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
+from subscriptions.headroom.throttle import THROTTLE
+from subscriptions.headroom.windows import family_window, turn_windows
 from subscriptions.models import Subscription
 from subscriptions.walk import (
     KEY_RATE_LIMIT_PAUSE,

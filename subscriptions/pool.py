@@ -2,7 +2,7 @@
 serve, is the key rung open, and the rungs' secrets (one query for all of them).
 
 Nothing here probes a provider or writes; the decisions are the pure rules'
-(``subscriptions/headroom/rules.py``, ``subscriptions/walk.py``).
+(``subscriptions/headroom/``, ``subscriptions/walk.py``) and the planner's.
 """
 
 from __future__ import annotations
@@ -17,16 +17,14 @@ from django.conf import settings
 from agents.models import Agent
 from agents.rung import Rung, RungKind
 from subscriptions import billing, policy
-from subscriptions.headroom.forecast import exhausted_before, turn_windows
-from subscriptions.headroom.forecasts import headroom_forecasts_read
-from subscriptions.headroom.rules import (
-    balance_of,
-    incumbent_holds,
-    refusal_blocks,
-    resolve_rate_limited_now,
-)
+from subscriptions.headroom.balance import balance_of, incumbent_holds
+from subscriptions.headroom.exhaustion_forecast import exhausted_before
+from subscriptions.headroom.forecast_store import headroom_forecasts_read
+from subscriptions.headroom.limited_now import resolve_rate_limited_now
+from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
+from subscriptions.headroom.windows import turn_windows
 from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start

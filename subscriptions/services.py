@@ -12,7 +12,7 @@ from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from agents.runtimes import get_runtime
 from subscriptions import billing
-from subscriptions.headroom.rules import refusal_limit
+from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import validate_plan_token
@@ -288,11 +288,12 @@ def record_rate_limit_event(
     A subscription's rate-limit refusal records the window it was limited by:
     ``limiting_window`` when the runtime saw the provider's claim, else the one its
     cached reading names among the windows the refused turn spends (``family`` is its
-    family window, None when unknown; ``rules.refusal_window``). A ``throttle`` (a 429 with no
-    quota evidence: ``Refusal.throttle``) records ``throttle`` and,
-    as its ``resets_at``, the end of a short backoff (``rules.throttle_backoff``), so
-    the readmission that follows a reset applies; unless the cached reading shows a
-    blocked window, which makes it a quota refusal after all. The event also leaves
+    family window, None when unknown; ``refusal_windows.refusal_window``). A
+    ``throttle`` (a 429 with no quota evidence: ``Refusal.throttle``) records
+    ``throttle`` and, as its ``resets_at``, the end of a short backoff
+    (``throttle.throttle_backoff``), so the readmission that follows a reset
+    applies; unless the cached reading shows a blocked window, which makes it a quota
+    refusal after all. The event also leaves
     a marker beside the headroom snapshot, so the next turn's pre-dispatch check
     reads both in one cache round trip.
     """
@@ -350,8 +351,8 @@ def _plan_refusal_limit(
     family: str | None,
     now: datetime,
 ) -> tuple[str, datetime | None]:
-    """The window and reset a plan's rate-limit refusal records (``rules.refusal_limit``
-    on the plan's cached reading and its last refusals)."""
+    """The window and reset a plan's rate-limit refusal records
+    (``refusal_windows.refusal_limit`` on the plan's cached reading and its last refusals)."""
     return refusal_limit(
         # The refusal path only: one cache read, never a probe.
         snapshot_read(pk).get(pk),

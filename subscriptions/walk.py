@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from agents.rung import PLATFORM_KEY_LABEL, RungKind
 from subscriptions.classifier import AttemptRefusal
-from subscriptions.headroom.rules import Selection
+from subscriptions.headroom.alternatives import Selection
 
 # A schedule firing every few minutes must not re-probe a refused plan on every run.
 LAST_RESORT_MIN_AGE_AUTONOMOUS = timedelta(minutes=30)

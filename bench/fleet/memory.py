@@ -12,14 +12,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from bench.fleet.world import World
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.rules import (
-    Candidate,
-    Selection,
-    rank_candidates,
-    reading_replaces,
-    refusal_limit,
-)
+from subscriptions.headroom.alternatives import Selection
+from subscriptions.headroom.candidates import Candidate, candidate_of
+from subscriptions.headroom.ranking import rank_candidates
+from subscriptions.headroom.reading import Reading, reading_replaces
+from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import RefusalMark, TurnEvidence
 from subscriptions.models import CredentialKind, FailureKind
@@ -162,13 +159,15 @@ class MemoryPool:
                 continue
             latest = self._latest_in_window(pk, now)
             rows.append(
-                Candidate(
-                    pk,
-                    subscription.name,
-                    counts.get(pk, 0),
-                    latest.occurred_at if latest is not None else None,
-                    latest.resets_at if latest is not None else None,
-                    latest.limiting_window if latest is not None else None,
+                candidate_of(
+                    (
+                        pk,
+                        subscription.name,
+                        counts.get(pk, 0),
+                        latest.occurred_at if latest is not None else None,
+                        latest.resets_at if latest is not None else None,
+                        latest.limiting_window if latest is not None else None,
+                    )
                 )
             )
         rows.sort(key=lambda c: (c.agent_count, c.name))

@@ -32,17 +32,14 @@ from execution.deadlines import turn_timeout
 from execution.ending import EXHAUSTED_NOTICE_TTL
 from execution.served import KEY_NOTICE_TTL
 from subscriptions import pool
-from subscriptions.headroom.forecast import Forecast, UsagePoint, forecast_compute
+from subscriptions.headroom.exhaustion_forecast import Forecast, UsagePoint, forecast_compute
+from subscriptions.headroom.probe_cadence import probe_due
+from subscriptions.headroom.ranking import BALANCED, BANDED
 from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.rules import (
-    BALANCED,
-    BANDED,
-    family_window,
-    probe_due,
-    rebalance_plan,
-)
+from subscriptions.headroom.rebalance_plan import rebalance_plan
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence
+from subscriptions.headroom.windows import family_window
 from subscriptions.planner import (
     KEY_RUNG,
     Action,

@@ -10,8 +10,8 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
+from subscriptions.headroom.alert_crossings import AlertCrossing, AlertLevel, alert_crossings
 from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.rules import AlertCrossing, AlertLevel, alert_crossings
 from trinity.models import Notification
 from trinity.notifications import notification_send
 

@@ -10,7 +10,7 @@ parser and stores it as that subscription's snapshot.
 It runs on the turn's hot path, so it costs one cache write and no SQL: no history
 row and no forecast update (the sampler's sweep keeps those), and no read of the
 stored snapshot first, since a reading of a served answer is an answer and always
-replaces what was stored (`rules.reading_replaces`).
+replaces what was stored (`reading.reading_replaces`).
 """
 
 from __future__ import annotations

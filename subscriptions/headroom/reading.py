@@ -1,6 +1,7 @@
 """A reading: what one usage probe saw of one subscription's quota windows.
 
-Pure data, no Django and no Redis: the rules, the collectors and the store share it.
+Pure data, no Django and no Redis: the headroom rules, the collectors and the store
+share it.
 Every timestamp is an aware datetime; the JSON form (cache and history) carries ISO
 strings, and ``reading_from_json`` is the one place they become datetimes again.
 """
@@ -58,11 +59,11 @@ class Reading:
     representative_claim: str | None = None
     overage_status: str | None = None
     detail: str = ""
-    # The ranking's precomputed form of this reading (instants as integer microseconds,
-    # per-window flags), built by the rules on first use and kept with the reading: the
-    # store decodes a value once per process, so a ranking reads it, not the datetimes.
-    # Derived data only: no part of equality, the repr or the encoded forms.
-    _fast: Any = field(default=None, init=False, repr=False, compare=False)
+    # The ranking's precomputed form of this reading (``figures.Precomputed``: instants as
+    # integer microseconds, per-window flags), built on first use and kept with the
+    # reading: the store decodes a value once per process, so a ranking reads it, not
+    # the datetimes. Derived data only: no part of equality, the repr or the encoded forms.
+    _precomputed: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.fetched_at.tzinfo is None:
@@ -76,6 +77,13 @@ class Reading:
     def utilization(self, window: str) -> float | None:
         found = self.windows.get(window)
         return found.utilization if found is not None else None
+
+
+def reading_replaces(prior: Reading | None, reading: Reading) -> bool:
+    """Whether a new reading replaces the stored one: an ``error`` never replaces an
+    answer (the answer stays evidence until it goes stale, and a limited reading keeps
+    the reset a readmission needs)."""
+    return reading.answered or prior is None or not prior.answered
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -149,11 +157,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def _micros(value: datetime | None) -> int | None:
+def micros(value: datetime | None) -> int | None:
+    """An aware instant as integer microseconds since the epoch (None stays None).
+
+    Exact: integer microseconds compare as the instants do, whatever their tzinfo.
+    """
     return (value - _EPOCH) // _MICROSECOND if value is not None else None
 
 
-def _instant(value: Any) -> datetime | None:
+def instant(value: Any) -> datetime | None:
+    """``micros``' inverse, in UTC (None stays None); raises TypeError for a non-integer."""
     if value is None:
         return None
     if type(value) is not int:
@@ -164,12 +177,12 @@ def _instant(value: Any) -> datetime | None:
 def reading_encode(reading: Reading) -> str:
     """The compact snapshot form (``SNAPSHOT_PREFIX`` + a JSON array)."""
     windows = [
-        [name, w.utilization, _micros(w.resets_at), w.status] for name, w in reading.windows.items()
+        [name, w.utilization, micros(w.resets_at), w.status] for name, w in reading.windows.items()
     ]
     body = [
-        _micros(reading.fetched_at),
+        micros(reading.fetched_at),
         reading.status.value,
-        _micros(reading.reset_at),
+        micros(reading.reset_at),
         windows,
         reading.source,
         reading.representative_claim,
@@ -190,7 +203,7 @@ def reading_decode(value: Any) -> Reading:
     fetched, status, reset, windows, source, claim, overage, detail = json.loads(
         value[len(SNAPSHOT_PREFIX) :]
     )
-    fetched_at = _instant(fetched)
+    fetched_at = instant(fetched)
     if fetched_at is None:
         raise ValueError("a reading needs fetched_at")
     # A cold read decodes every value (10,000 after a sweep): no enum call, no
@@ -215,7 +228,7 @@ def reading_decode(value: Any) -> Reading:
         status=decoded_status,
         windows=decoded,
         source=str(source),
-        reset_at=_instant(reset),
+        reset_at=instant(reset),
         representative_claim=claim,
         overage_status=overage,
         detail=str(detail),

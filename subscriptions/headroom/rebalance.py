@@ -3,7 +3,7 @@
 The served turn never ranks (DESIGN.md, "The turn path's budget"); the walk and
 pre-dispatch rank only when a plan refuses or is known to. This moves assignments
 ahead of that, from the headroom sampler's beat: for each agent the hysteresis
-(``rules.rebalance_plan``) says whether its plan should give it up, and a move goes
+(``rebalance_plan.rebalance_plan``) says whether its plan should give it up, and a move goes
 through the walk's compare-and-set (``assignment_commit``: one notification per
 switch). Reads cached readings only, never probes, and does nothing when the store
 is unreachable.
@@ -21,9 +21,11 @@ from django.conf import settings
 
 from agents.models import Agent
 from subscriptions import policy
-from subscriptions.headroom.rules import Balance, Rebalance, family_window, rebalance_plan
+from subscriptions.headroom.balance import Balance
+from subscriptions.headroom.rebalance_plan import Rebalance, rebalance_plan
 from subscriptions.headroom.selection import candidates_filtered, fresh_for
 from subscriptions.headroom.store import snapshots_read
+from subscriptions.headroom.windows import family_window
 from subscriptions.services import assignment_commit
 from trinity.models import RoutingStrategy
 from trinity.selectors import system_settings_get
@@ -86,47 +88,69 @@ def assignments_rebalance(*, now: datetime) -> RebalanceReport:
     for agent in agents:
         groups[(agent.provider, policy.only_hard_stop(agent.routing_policy))].append(agent)
     for (provider, hard_stop), members in groups.items():
-        candidates = candidates_filtered(
-            provider=provider, exclude_ids=(), now=now, only_hard_stop=hard_stop
-        )
-        snapshots = snapshots_read(c.subscription_id for c in candidates)
-        if not snapshots.reachable:
+        if not _group_rebalance(provider, hard_stop, members, report=report, now=now):
             logger.warning("rebalance: headroom store unreachable, no agent moved")
             return RebalanceReport(skipped="store_unreachable", agents=len(agents))
-        by_key: dict[Hashable, Agent] = {agent.pk: agent for agent in members}
-        names = {c.subscription_id: c.name for c in candidates}
-        moves = rebalance_plan(
-            [
-                (a.pk, a.subscription_id, family_window(a.model))
-                for a in members
-                if a.subscription_id
-            ],
-            candidates,
-            snapshots.readings,
-            now=now,
-            max_age=fresh_for(),
-        )
-        for move in moves:
-            agent = by_key[move.agent]
-            to = move.to.candidate
-            won = assignment_commit(
-                agent=agent,
-                expected_subscription_id=move.from_id,
-                expected_subscription_name=names.get(move.from_id),
-                subscription_id=to.subscription_id,
-                subscription_name=to.name,
-                why=_why(move),
-                now=now,
-            )
-            if not won:
-                report.lost += 1
-                continue
-            report.moved.append((agent.name, move.from_id, to.subscription_id))
-            logger.info(
-                "rebalance: agent %s moved from subscription %d to %d (%s)",
-                agent.name,
-                move.from_id,
-                to.subscription_id,
-                move.move.value,
-            )
     return report
+
+
+def _group_rebalance(
+    provider: str,
+    hard_stop: bool,
+    members: list[Agent],
+    *,
+    report: RebalanceReport,
+    now: datetime,
+) -> bool:
+    """Plan and apply the moves of one provider's agents that share a hard-stop rule,
+    into ``report``; False (nothing moved) when the store is unreachable."""
+    candidates = candidates_filtered(
+        provider=provider, exclude_ids=(), now=now, only_hard_stop=hard_stop
+    )
+    snapshots = snapshots_read(c.subscription_id for c in candidates)
+    if not snapshots.reachable:
+        return False
+    by_key: dict[Hashable, Agent] = {agent.pk: agent for agent in members}
+    names = {c.subscription_id: c.name for c in candidates}
+    moves = rebalance_plan(
+        [(a.pk, a.subscription_id, family_window(a.model)) for a in members if a.subscription_id],
+        candidates,
+        snapshots.readings,
+        now=now,
+        max_age=fresh_for(),
+    )
+    for move in moves:
+        _move_apply(move, by_key[move.agent], names, report=report, now=now)
+    return True
+
+
+def _move_apply(
+    move: Rebalance,
+    agent: Agent,
+    names: dict[int, str],
+    *,
+    report: RebalanceReport,
+    now: datetime,
+) -> None:
+    """Commit one planned move through the walk's compare-and-set, into ``report``."""
+    to = move.to.candidate
+    won = assignment_commit(
+        agent=agent,
+        expected_subscription_id=move.from_id,
+        expected_subscription_name=names.get(move.from_id),
+        subscription_id=to.subscription_id,
+        subscription_name=to.name,
+        why=_why(move),
+        now=now,
+    )
+    if not won:
+        report.lost += 1
+        return
+    report.moved.append((agent.name, move.from_id, to.subscription_id))
+    logger.info(
+        "rebalance: agent %s moved from subscription %d to %d (%s)",
+        agent.name,
+        move.from_id,
+        to.subscription_id,
+        move.move.value,
+    )

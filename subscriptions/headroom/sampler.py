@@ -1,6 +1,6 @@
 """The sampler: keeps each subscription's reading fresh so no turn ever has to probe.
 
-A beat sweep probes the subscriptions whose reading is due (``rules.probe_due``),
+A beat sweep probes the subscriptions whose reading is due (``probe_cadence.probe_due``),
 leader-locked so two beats never double-probe, single-flight per subscription, with
 bounded concurrency and a timeout per probe. Each reading is stored the moment its
 probe finishes, stamped with that probe's own instant, so a slow provider delays
@@ -27,9 +27,9 @@ from django.db import connections, transaction
 
 from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.collectors.common import Collected, from_iso
-from subscriptions.headroom.forecasts import headroom_forecasts_update
-from subscriptions.headroom.reading import Reading, ReadingStatus, window_to_json
-from subscriptions.headroom.rules import probe_due, reading_replaces
+from subscriptions.headroom.forecast_store import headroom_forecasts_update
+from subscriptions.headroom.probe_cadence import probe_due
+from subscriptions.headroom.reading import Reading, ReadingStatus, reading_replaces, window_to_json
 from subscriptions.headroom.selection import last_failure_subquery
 from subscriptions.headroom.store import Snapshots, snapshot_read, snapshots_read, snapshots_write
 from subscriptions.models import HeadroomSample, Subscription
@@ -330,6 +330,44 @@ def headroom_sweep(*, clock: Clock) -> SweepReport:
         marker_release(LEADER_MARKER, value=claim)
 
 
+def _due_ids(
+    rows: Sequence[tuple[int, datetime | None]], snapshots: Snapshots, *, now: datetime
+) -> list[int]:
+    """The ids of ``rows`` (id, latest refusal) whose reading is due for a probe."""
+    interval = timedelta(seconds=settings.TRINITY_HEADROOM_SAMPLE_SECONDS)
+    limited_interval = timedelta(seconds=settings.TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS)
+    return [
+        pk
+        for pk, last_failure_at in rows
+        if probe_due(
+            snapshots.get(pk),
+            now=now,
+            interval=interval,
+            limited_interval=limited_interval,
+            last_failure_at=last_failure_at,
+        )
+    ]
+
+
+def _probe_all(due: list[Subscription], *, sweep: _Sweep) -> tuple[Counter[str], Counter[str]]:
+    """Probe ``due`` on a bounded thread pool; the outcomes and the readings' statuses."""
+    workers = max(1, min(settings.TRINITY_HEADROOM_CONCURRENCY, len(due)))
+    outcomes: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS
+    with (
+        collectors.http_client(timeout=timeout, max_connections=workers) as client,
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headroom-probe") as pool,
+    ):
+        futures = [pool.submit(_probe_one, s, sweep=sweep, client=client) for s in due]
+        for future in as_completed(futures):
+            outcome, status = future.result()
+            outcomes[outcome] += 1
+            if status:
+                statuses[status] += 1
+    return outcomes, statuses
+
+
 def _sweep(*, clock: Clock, bounds: SweepBounds, claim: str) -> SweepReport:
     started = clock()
     rows = list(
@@ -342,19 +380,7 @@ def _sweep(*, clock: Clock, bounds: SweepBounds, claim: str) -> SweepReport:
     if not snapshots.reachable:
         report.skipped = "store_unreachable"
         return report
-    interval = timedelta(seconds=settings.TRINITY_HEADROOM_SAMPLE_SECONDS)
-    limited_interval = timedelta(seconds=settings.TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS)
-    due_ids = [
-        pk
-        for pk, last_failure_at in rows
-        if probe_due(
-            snapshots.get(pk),
-            now=started,
-            interval=interval,
-            limited_interval=limited_interval,
-            last_failure_at=last_failure_at,
-        )
-    ]
+    due_ids = _due_ids(rows, snapshots, now=started)
     report.due = len(due_ids)
     if not due_ids:
         return report
@@ -374,21 +400,7 @@ def _sweep(*, clock: Clock, bounds: SweepBounds, claim: str) -> SweepReport:
         retry_at=retry_at,
         threshold=system_settings_get().headroom_alert_threshold,
     )
-    due = _load(due_ids)
-    workers = max(1, min(settings.TRINITY_HEADROOM_CONCURRENCY, len(due)))
-    outcomes: Counter[str] = Counter()
-    statuses: Counter[str] = Counter()
-    timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS
-    with (
-        collectors.http_client(timeout=timeout, max_connections=workers) as client,
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headroom-probe") as pool,
-    ):
-        futures = [pool.submit(_probe_one, s, sweep=sweep, client=client) for s in due]
-        for future in as_completed(futures):
-            outcome, status = future.result()
-            outcomes[outcome] += 1
-            if status:
-                statuses[status] += 1
+    outcomes, statuses = _probe_all(_load(due_ids), sweep=sweep)
     report.probed = outcomes["probed"]
     report.busy = outcomes["busy"]
     report.recent = outcomes["recent"]

@@ -10,27 +10,27 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from operator import itemgetter
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
+from psycopg.types.datetime import TimestamptzLoader
 
 from agents.models import Agent
 from subscriptions import billing, policy
-from subscriptions.headroom.rules import (
-    BANDED,
-    NO_EVIDENCE,
+from subscriptions.headroom.alternatives import Selection
+from subscriptions.headroom.candidates import (
     Candidate,
-    Ranked,
-    Selection,
-    Tier,
-    family_window,
-    rank_candidates,
+    candidate_of,
+    candidate_row,
+    in_load_balance_order,
 )
+from subscriptions.headroom.classification import NO_EVIDENCE, Tier
+from subscriptions.headroom.ranking import BANDED, Ranked, rank_candidates
 from subscriptions.headroom.store import snapshots_read
+from subscriptions.headroom.windows import family_window
 from subscriptions.models import RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from trinity.selectors import system_settings_get
@@ -99,7 +99,7 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
             last_failure_resets_at=latest_failure_subquery(now, "resets_at"),
             last_failure_window=latest_failure_subquery(now, "limiting_window"),
         )
-        .order_by("agent_count", "name")
+        .order_by("name")
         .values_list(
             "pk",
             "name",
@@ -109,24 +109,22 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
             "last_failure_window",
         )
     )
-    return [Candidate(*row) for row in rows]
+    return in_load_balance_order([candidate_of(row) for row in rows])
 
 
-# The same rows and order as ``_candidates_orm``: the agent counts aggregated once
-# (not per subscription through a grouped join), the latest refusal in the skip
-# window per subscription by one DISTINCT ON over the window's events (not three
-# correlated subqueries per row). ``where`` is the caller's queryset's own WHERE on
-# the subscriptions table, so every filter on it (provider, exclusions, hard stop)
-# applies unchanged. The rows come in name order (the unique index on name gives it
-# without a sort) and a stable sort on the agent count in Python makes it
-# ``agent_count, name``: sorting 10,000 rows by (count, name) in the database costs
-# more than the query around it. The two instants come as integer microseconds since
-# the epoch (exact): Django's timestamptz loader is Python, a few µs a value.
+# The same facts as ``_candidates_orm``: the agent counts aggregated once (not per
+# subscription through a grouped join), the latest refusal in the skip window per
+# subscription by one DISTINCT ON over the window's events (not three correlated
+# subqueries per row). ``where`` is the caller's queryset's own WHERE on the
+# subscriptions table, so every filter on it (provider, exclusions, hard stop) applies
+# unchanged. The rows come in name order (the unique index on name gives it without a
+# sort), as ``in_load_balance_order`` takes them. On psycopg 3 the rows are built as
+# candidates by C code alone: ``candidate_row`` as the row factory, and psycopg's own
+# (C) timestamptz loader for this cursor instead of Django's, which is Python (a
+# ``replace(tzinfo=)`` per value, to the same UTC instant).
 _CANDIDATES_SQL = """
 SELECT {subscriptions}.id, {subscriptions}.name, COALESCE(a.n, 0) AS agent_count,
-       (EXTRACT(EPOCH FROM f.occurred_at) * 1000000)::bigint,
-       (EXTRACT(EPOCH FROM f.resets_at) * 1000000)::bigint,
-       f.limiting_window
+       f.occurred_at, f.resets_at, f.limiting_window
 FROM {subscriptions}
 LEFT JOIN (
     SELECT subscription_id, COUNT(*) AS n FROM {agents}
@@ -142,7 +140,6 @@ LEFT JOIN (
 WHERE {where}
 ORDER BY {subscriptions}.name
 """
-_agent_count = itemgetter(2)
 
 
 def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> list[Candidate]:
@@ -164,36 +161,21 @@ def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> lis
         where=where,
     )
     with connection.cursor() as cursor:
-        if hasattr(cursor.cursor, "row_factory"):  # psycopg 3: rows built as candidates
-            cursor.cursor.row_factory = _candidate_rows
+        raw = cursor.cursor
+        if hasattr(raw, "row_factory"):  # psycopg 3
+            raw.adapters.register_loader("timestamptz", TimestamptzLoader)
+            raw.row_factory = _candidate_rows
         cursor.execute(sql, (skip_window_start(now), *params))
         rows = cursor.fetchall()
     if rows and type(rows[0]) is not Candidate:
-        rows = [_candidate(row) for row in rows]
-    rows.sort(key=_agent_count)  # stable: name order within a count
-    return rows
-
-
-def _candidate(row: Sequence[Any]) -> Candidate:
-    if row[3] is None and row[4] is None:
-        return _new(Candidate, row)
-    return _new(Candidate, (row[0], row[1], row[2], _instant(row[3]), _instant(row[4]), row[5]))
+        rows = [candidate_of(row) for row in rows]
+    return in_load_balance_order(rows)
 
 
 def _candidate_rows(cursor: Any) -> Callable[[Sequence[Any]], Candidate]:
     # No intermediate row tuples: 10,000 of them would outlive the fetch only to be
     # copied, and the garbage collector would walk them on the way.
-    return _candidate
-
-
-_new = tuple.__new__
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _instant(micros: int | None) -> datetime | None:
-    return None if micros is None else _EPOCH + timedelta(microseconds=micros)
+    return candidate_row
 
 
 def _db_order(candidates: Sequence[Candidate], fallback: str, now: datetime) -> Selection:

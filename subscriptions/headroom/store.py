@@ -18,11 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from itertools import compress, repeat
+from operator import is_, is_not
+from typing import Any, cast
 
 from django.core.cache import cache, caches
 
-from subscriptions.headroom.forecast import Forecast, forecast_from_json, forecast_key
+from subscriptions.headroom.exhaustion_forecast import Forecast, forecast_from_json, forecast_key
 from subscriptions.headroom.reading import (
     Reading,
     parse_instant,
@@ -95,33 +97,35 @@ def _read_raw(backend: Any, ids: list[int]) -> dict[int, Reading]:
     known = _raw_keys.get(prefix)
     if known is None or len(known) >= DECODED_MAX:
         known = _raw_keys[prefix] = {}
-    raw_keys = []
-    for pk in ids:
-        raw_key = known.get(pk)
-        if raw_key is None:
-            raw_key = known[pk] = f"{prefix}headroom:snapshot:{pk}".encode()
-        raw_keys.append(raw_key)
+    raw_keys: list[bytes | None] = list(map(known.get, ids))
+    for i in compress(range(len(raw_keys)), map(is_, raw_keys, repeat(None))):
+        raw_keys[i] = known[ids[i]] = f"{prefix}headroom:snapshot:{ids[i]}".encode()
     values = backend.client.get_client(write=False).mget(raw_keys)
-    memo, decode = _decoded, backend.client.decode
-    readings: dict[int, Reading] = {}
-    for pk, raw in zip(ids, values, strict=True):
-        if raw is None:
-            continue
-        reading = memo.get(raw)
-        if reading is None:
-            try:
-                reading = reading_decode(decode(raw))
-            except _MALFORMED:
-                logger.warning("headroom store: discarding a malformed snapshot of %d", pk)
-                continue
-            except Exception:  # noqa: BLE001 - an unpicklable value is malformed too
-                logger.warning("headroom store: discarding an unreadable snapshot of %d", pk)
-                continue
-            if len(memo) >= DECODED_MAX:
-                memo.clear()
-            memo[raw] = reading
-        readings[pk] = reading
-    return readings
+    # Warm, every stored value is in the memo: the lookups and the dict are built by C
+    # code (``map``, ``compress``); only the values the memo lacks are decoded here.
+    found: list[Reading | None] = list(map(_decoded.get, values))
+    for i in compress(range(len(found)), map(is_, found, repeat(None))):
+        if values[i] is not None:
+            found[i] = _decoded_value(backend, ids[i], values[i])
+    kept = compress(zip(ids, found, strict=True), map(is_not, found, repeat(None)))
+    return cast("dict[int, Reading]", dict(kept))
+
+
+def _decoded_value(backend: Any, pk: int, raw: bytes) -> Reading | None:
+    """``raw`` (the stored bytes of ``pk``'s snapshot) decoded and memoised; None when
+    it is malformed (logged)."""
+    try:
+        reading = reading_decode(backend.client.decode(raw))
+    except _MALFORMED:
+        logger.warning("headroom store: discarding a malformed snapshot of %d", pk)
+        return None
+    except Exception:  # noqa: BLE001 - an unpicklable value is malformed too
+        logger.warning("headroom store: discarding an unreadable snapshot of %d", pk)
+        return None
+    if len(_decoded) >= DECODED_MAX:
+        _decoded.clear()
+    _decoded[raw] = reading
+    return reading
 
 
 def snapshots_read(subscription_ids: Iterable[int]) -> Snapshots:

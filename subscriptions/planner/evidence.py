@@ -24,8 +24,8 @@ from agents.rung import PLATFORM_KEY_LABEL, RungKind
 from subscriptions.walk import Stop, Why
 
 if TYPE_CHECKING:
+    from subscriptions.headroom.alternatives import Selection
     from subscriptions.headroom.reading import Reading
-    from subscriptions.headroom.rules import Selection
 
 
 class Unknown(Enum):

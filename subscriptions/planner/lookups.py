@@ -8,7 +8,8 @@ from datetime import datetime
 
 from agents.rung import RungKind
 from subscriptions.classifier import QuotaEvidence, Refusal, classify_refusal
-from subscriptions.headroom.rules import Selection, earliest_known_reset
+from subscriptions.headroom.alternatives import Selection
+from subscriptions.headroom.recovery import earliest_known_reset
 from subscriptions.planner.actions import Ask, Fail, Need, Send
 from subscriptions.planner.evidence import (
     KEY_RUNG,

@@ -22,7 +22,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from simulator.control import SimulatorControl
-from subscriptions.headroom.rules import THROTTLE
+from subscriptions.headroom.throttle import THROTTLE
 from subscriptions.models import RateLimitEvent
 from tests.execution.support import agent_on, messages_sent, register_plan
 from trinity import clock

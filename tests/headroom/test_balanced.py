@@ -1,29 +1,27 @@
 """Table tests for the balanced (reset-aware) strategy and its hysteresis, boundaries
-included: pace clamped at 0.05 and 1, a reset equal to now, exactly 2 % and 5 %
+included: pace clamped at 0.05 and 1, a reset a microsecond away, exactly 2 % and 5 %
 remaining, exactly 20 % better."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.rules import (
-    BALANCED,
+from subscriptions.headroom.balance import (
     Balance,
-    Candidate,
-    Move,
-    Tier,
-    Verdict,
     admitted,
     balance_of,
-    hysteresis_move,
     incumbent_holds,
-    rank_candidates,
-    rebalance_plan,
-    window_score,
 )
+from subscriptions.headroom.candidates import Candidate
+from subscriptions.headroom.classification import Tier
+from subscriptions.headroom.hysteresis import Move, hysteresis_move
+from subscriptions.headroom.ranking import BALANCED, rank_candidates
+from subscriptions.headroom.reading import Reading, ReadingStatus
+from subscriptions.headroom.rebalance_plan import rebalance_plan
+from subscriptions.headroom.recovery import Verdict
 from tests.headroom.readings import T0, limited, reading, window
 
 HOUR = timedelta(hours=1)
@@ -32,27 +30,36 @@ DAY = timedelta(days=1)
 FIVE_H = 5 * HOUR
 WEEK = 7 * DAY
 MAX_AGE = HOUR
+MICROSECOND = timedelta(microseconds=1)
 
 
 @pytest.mark.parametrize(
-    ("utilization", "time_left", "duration", "score"),
+    ("name", "utilization", "time_left", "score"),
     [
-        (40.0, FIVE_H, FIVE_H, 60.0),  # a whole window left: the remaining figure
-        (40.0, 2 * FIVE_H, FIVE_H, 60.0),  # more than a window (clock skew): clamped at 1
-        (40.0, FIVE_H / 2, FIVE_H, 120.0),  # half the window left: worth twice
-        (40.0, FIVE_H * 0.05, FIVE_H, 1200.0),  # exactly the floor
-        (40.0, FIVE_H * 0.01, FIVE_H, 1200.0),  # below the floor: clamped at 0.05
-        (40.0, timedelta(0), FIVE_H, 1200.0),  # a reset equal to now: clamped too
-        (100.0, HOUR, FIVE_H, 0.0),  # spent is spent, however soon it resets
-        (30.0, 3.5 * DAY, WEEK, 140.0),  # the weekly window, half left
-        (30.0, None, WEEK, 70.0),  # no reset known: a whole window left
+        ("five_hour", 40.0, FIVE_H, 60.0),  # a whole window left: the remaining figure
+        ("five_hour", 40.0, 2 * FIVE_H, 60.0),  # more than a window (clock skew): clamped at 1
+        ("five_hour", 40.0, FIVE_H / 2, 120.0),  # half the window left: worth twice
+        ("five_hour", 40.0, FIVE_H * 0.05, 1200.0),  # exactly the floor
+        ("five_hour", 40.0, FIVE_H * 0.01, 1200.0),  # below the floor: clamped at 0.05
+        ("five_hour", 40.0, MICROSECOND, 1200.0),  # a microsecond before its reset: clamped
+        ("five_hour", 100.0, HOUR, 0.0),  # spent is spent, however soon it resets
+        ("seven_day", 30.0, 3.5 * DAY, 140.0),  # the weekly window, half left
+        ("seven_day", 30.0, None, 70.0),  # no reset known: a whole window left
+        ("seven_day_sonnet", 30.0, 3.5 * DAY, 140.0),  # a family window lasts a week
     ],
 )
-def test_window_score_is_remaining_over_the_clamped_share_of_time_left(
-    utilization: float, time_left: timedelta | None, duration: timedelta, score: float
+def test_a_windows_score_is_remaining_over_the_clamped_share_of_time_left(
+    name: str, utilization: float, time_left: timedelta | None, score: float
 ) -> None:
-    resets_at = T0 + time_left if time_left is not None else None
-    assert window_score(utilization, resets_at, duration, T0) == pytest.approx(score)
+    # Every other deciding window untouched and a minute from its reset (100 left over
+    # the 0.05 floor: 2,000), so ``name`` is the tightest and sets the score.
+    others = {other: window(0.0, resets_in=MINUTE) for other in ("five_hour", "seven_day")}
+    subject = reading(extra={**others, name: window(utilization, resets_in=time_left)})
+    family = name if name.startswith("seven_day_") else None
+    found = balance_of(subject, now=T0, max_age=MAX_AGE, family=family)
+    assert found is not None
+    assert found.window == name
+    assert found.score == pytest.approx(score)
 
 
 @pytest.mark.parametrize(
@@ -288,3 +295,19 @@ def test_the_rebalance_plan_ranks_each_family_on_its_own_window() -> None:
         ("opus", 1, 2, Move.LEAVE),
         ("sonnet", 1, 3, Move.LEAVE),
     ]
+
+
+def test_the_windows_kept_for_one_family_never_score_another() -> None:
+    subject = reading(
+        five_hour=10.0,
+        seven_day=20.0,
+        seven_day_resets_in=WEEK,
+        extra={"seven_day_sonnet": window(95.0, resets_in=WEEK)},
+    )
+    for family in ("seven_day_sonnet", "seven_day_opus", None, "seven_day_sonnet"):
+        kept = balance_of(subject, now=T0, max_age=MAX_AGE, family=family)
+        afresh = balance_of(replace(subject), now=T0, max_age=MAX_AGE, family=family)
+        assert kept == afresh, family
+    assert balance_of(subject, now=T0, max_age=MAX_AGE, family="seven_day_sonnet") == Balance(
+        5.0, 5.0, "seven_day_sonnet"
+    )

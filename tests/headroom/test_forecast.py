@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from subscriptions.headroom.forecast import (
+from subscriptions.headroom.exhaustion_forecast import (
     LOOKBACK,
     Forecast,
     UsagePoint,
@@ -17,10 +17,9 @@ from subscriptions.headroom.forecast import (
     forecast_compute,
     forecast_from_json,
     forecast_to_json,
-    turn_windows,
-    window_duration,
     window_exhaustion,
 )
+from subscriptions.headroom.windows import turn_windows
 from tests.headroom.readings import T0
 
 MIN = timedelta(minutes=1)
@@ -139,20 +138,6 @@ def test_the_forecast_runs_from_the_latest_point_never_before_now() -> None:
     points = pts((58, 50.0), (55, 60.0))
     found = window_exhaustion(points, now=T0, resets_at=T0 + RESETS, duration=FIVE_HOURS)
     assert found is not None and found.exhausts_at == T0
-
-
-@pytest.mark.parametrize(
-    ("name", "duration"),
-    [
-        ("five_hour", FIVE_HOURS),
-        ("seven_day", timedelta(days=7)),
-        ("seven_day_opus", timedelta(days=7)),
-        ("seven_day_sonnet", timedelta(days=7)),
-        ("something_new", None),
-    ],
-)
-def test_each_window_has_its_periods_length(name: str, duration: timedelta | None) -> None:
-    assert window_duration(name) == duration
 
 
 def test_a_forecast_covers_only_the_windows_that_run_out() -> None:

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from simulator.control import SimulatorControl
 from subscriptions import pool
-from subscriptions.headroom.forecast import Forecast, WindowForecast
+from subscriptions.headroom.exhaustion_forecast import Forecast, WindowForecast
 from subscriptions.headroom.sampler import headroom_refresh
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
 from subscriptions.models import RateLimitEvent, Subscription

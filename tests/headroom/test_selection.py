@@ -13,7 +13,8 @@ from django.test import override_settings
 from agents.models import Agent
 from simulator.control import SimulatorControl
 from subscriptions.headroom import selection
-from subscriptions.headroom.rules import Tier, Verdict
+from subscriptions.headroom.classification import Tier
+from subscriptions.headroom.recovery import Verdict
 from subscriptions.headroom.selection import (
     assignment_auto,
     candidates_filtered,

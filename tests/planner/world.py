@@ -10,8 +10,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agents.rung import RungKind
+from subscriptions.headroom.alternatives import Selection
+from subscriptions.headroom.candidates import Candidate
+from subscriptions.headroom.classification import NO_EVIDENCE, Tier
+from subscriptions.headroom.ranking import Ranked
 from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.rules import NO_EVIDENCE, Candidate, Ranked, Selection, Tier
 from subscriptions.planner import (
     KEY_RUNG,
     Action,

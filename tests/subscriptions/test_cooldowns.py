@@ -12,16 +12,12 @@ import time_machine
 
 from subscriptions import pool
 from subscriptions.classifier import QuotaEvidence, classify_attempt_refusal
-from subscriptions.headroom.rules import (
-    THROTTLE,
-    THROTTLE_STREAK_GAP,
-    Candidate,
-    Verdict,
-    rank_candidates,
-    throttle_backoff,
-)
+from subscriptions.headroom.candidates import Candidate
+from subscriptions.headroom.ranking import rank_candidates
+from subscriptions.headroom.recovery import Verdict
 from subscriptions.headroom.selection import candidates_filtered
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read
+from subscriptions.headroom.throttle import THROTTLE, THROTTLE_STREAK_GAP, throttle_backoff
 from subscriptions.models import FailureKind, RateLimitEvent
 from subscriptions.services import record_rate_limit_event
 from tests.headroom.readings import T0, limited, reading

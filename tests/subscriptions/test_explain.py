@@ -24,7 +24,7 @@ from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions import services as subscription_services
 from subscriptions.explain import Excluded, Explanation, explanation_text, routing_explain
-from subscriptions.headroom.forecast import (
+from subscriptions.headroom.exhaustion_forecast import (
     Forecast,
     WindowForecast,
     forecast_key,

@@ -8,14 +8,11 @@ import pytest
 
 from agents.rung import RungKind
 from subscriptions.classifier import AttemptRefusal
-from subscriptions.headroom.rules import (
-    NO_EVIDENCE,
-    Candidate,
-    Ranked,
-    Selection,
-    Tier,
-    Verdict,
-)
+from subscriptions.headroom.alternatives import Selection
+from subscriptions.headroom.candidates import Candidate
+from subscriptions.headroom.classification import NO_EVIDENCE, Tier
+from subscriptions.headroom.ranking import Ranked
+from subscriptions.headroom.recovery import Verdict
 from subscriptions.walk import (
     KEY_RATE_LIMIT_PAUSE,
     LAST_RESORT_MIN_AGE_AUTONOMOUS,

@@ -1,7 +1,7 @@
 """The exhaustion forecast: when each quota window runs out at its recent burn rate.
 
 Pure rules, no Django and no Redis. The sampler computes a forecast from the
-subscription's history each time it stores a reading (``forecasts.py``) and keeps it
+subscription's history each time it stores a reading (``forecast_store.py``) and keeps it
 in the cache beside the snapshot; the turn's pre-dispatch read fetches it in the same
 round trip and ``exhausted_before`` decides whether a turn starting now would likely
 outlive the plan's quota. Instants are aware datetimes; the JSON form carries ISO
@@ -15,26 +15,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from subscriptions.headroom.reading import CORE_WINDOWS, FIVE_HOUR, SEVEN_DAY, parse_instant
+from subscriptions.headroom.reading import parse_instant
+from subscriptions.headroom.windows import window_duration
 
 # The burn rate is the slope over this much recent history: long enough to smooth a
 # burst of one turn, short enough to follow a fleet that just got busy or went idle.
 LOOKBACK = timedelta(hours=1)
 
 FULL = 100.0
-
-_DURATIONS = {FIVE_HOUR: timedelta(hours=5), SEVEN_DAY: timedelta(days=7)}
-# Model-family windows (seven_day_opus, seven_day_sonnet) are weekly, like seven_day.
-_FAMILY_PREFIX = "seven_day_"
-
-
-def window_duration(name: str) -> timedelta | None:
-    """How long one period of window ``name`` lasts; None for a window we do not know."""
-    if name in _DURATIONS:
-        return _DURATIONS[name]
-    if name.startswith(_FAMILY_PREFIX):
-        return _DURATIONS[SEVEN_DAY]
-    return None
 
 
 class UsagePoint(NamedTuple):
@@ -151,11 +139,6 @@ def forecast_compute(
         if found is not None:
             windows[name] = found
     return Forecast(computed_at=now, windows=windows)
-
-
-def turn_windows(family: str | None) -> tuple[str, ...]:
-    """The windows a turn spends: the core two and, when it has one, its family's."""
-    return (*CORE_WINDOWS, family) if family else CORE_WINDOWS
 
 
 def earliest_exhaustion(

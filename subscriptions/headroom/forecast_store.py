@@ -1,7 +1,7 @@
 """The exhaustion forecast's I/O: computed from history where the sampler stores a
 reading, kept in the cache beside the snapshot, read for the panel.
 
-The rules are ``forecast.py``'s. A turn never computes a forecast: it reads the stored
+The rules are ``exhaustion_forecast.py``'s. A turn never computes a forecast: it reads the stored
 one with its snapshot (``store.turn_evidence_read``), so the hot path gains no query.
 """
 
@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 
-from subscriptions.headroom.forecast import (
+from subscriptions.headroom.exhaustion_forecast import (
     LOOKBACK,
     Forecast,
     UsagePoint,

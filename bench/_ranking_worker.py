@@ -1,0 +1,127 @@
+"""One side of ``bench/ranking.py --candidate``: the 10,000 fleet in one checkout.
+
+    <checkout>/.venv/bin/python bench/_ranking_worker.py --root <checkout>
+
+Runs the product code and ``bench/_setup.py`` of the checkout ``--root`` names, with
+the fleet and readings this tree's ``bench/ranking.py`` builds: the driver starts one
+worker per checkout and interleaves what it asks of them. On a throwaway Postgres
+database beside BENCH_DATABASE_URL (dropped after) and BENCH_REDIS_URL; it deletes
+the snapshot keys it wrote. Prints ``ready``, then for each line ``<figure> <runs>``
+on stdin one JSON line: ``[[wall ms, CPU ms], ...]``, each run after a full
+collection, as ``bench/ranking.py`` times them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+FIGURES = ("e2e_balanced", "e2e_banded", "sql", "store", "rank_balanced", "rank_banded")
+
+
+def _timed(fn: Callable[[], object], runs: int) -> list[tuple[float, float]]:
+    out = []
+    for _ in range(runs):
+        gc.collect()
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        out.append(((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", type=Path, required=True)
+    root = parser.parse_args().root.resolve()
+    # The checkout's own modules first: its product code, its bench helpers.
+    sys.path[:0] = [str(root / "bench"), str(root)]
+    from _setup import boot, throwaway_postgres
+
+    # The fleet and its readings as this tree's bench/ranking.py builds them, whatever
+    # the checkout measured (its own bench helpers above).
+    spec = importlib.util.spec_from_file_location("ranking", Path(__file__).with_name("ranking.py"))
+    assert spec is not None and spec.loader is not None
+    ranking = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ranking)
+
+    with throwaway_postgres(os.environ["BENCH_DATABASE_URL"]) as url:
+        boot(database_url=url)
+        figures, ids = _figures(ranking)
+        _serve(figures, ids)
+
+
+def _figures(ranking: Any) -> tuple[dict[str, Callable[[], object]], list[int]]:
+    from django.contrib.auth.models import User
+
+    from agents.models import Agent
+    from subscriptions.headroom.selection import candidates_filtered, fresh_for, rank_alternatives
+    from subscriptions.headroom.store import snapshots_read, snapshots_write
+    from trinity.crypto import Secret
+
+    try:
+        from subscriptions.headroom.ranking import rank_candidates
+    except ImportError:  # a checkout from before the rules were split by question
+        from subscriptions.headroom.ranking import rank_candidates
+
+    size, now = ranking.N, ranking.NOW
+    rng = random.Random(7)
+    ids = list(range(1, size + 1))
+    counts = {pk: rng.randint(0, 5) for pk in ids}
+    order = sorted(ids, key=lambda pk: (counts[pk], f"plan-{pk:05d}"))
+    readings = ranking.fleet_readings(order)
+    token = Secret("sk-ant-oat01-bench-" + "x" * 40)
+    owner = User.objects.create(username="bench")
+    ranking.fleet_create(
+        ids, owner=owner, token=token, failed_at=now - timedelta(minutes=30), rng=rng
+    )
+    snapshots_write({pk: readings[pk] for pk in ids if pk in readings})
+    agent = Agent.objects.create(
+        name="bench-agent", owner=owner, model="claude-sonnet-4-5", shared_secret=token
+    )
+    candidates = candidates_filtered(provider="anthropic", exclude_ids=(agent.pk,), now=now)
+    cached = snapshots_read([c.subscription_id for c in candidates]).readings
+    family, max_age = "seven_day_sonnet", fresh_for()
+    figures: dict[str, Callable[[], object]] = {
+        "e2e_balanced": lambda: rank_alternatives(agent=agent, now=now, strategy="balanced"),
+        "e2e_banded": lambda: rank_alternatives(agent=agent, now=now, strategy="banded"),
+        "sql": lambda: candidates_filtered(provider="anthropic", exclude_ids=(agent.pk,), now=now),
+        "store": lambda: snapshots_read([c.subscription_id for c in candidates]),
+        "rank_balanced": lambda: rank_candidates(
+            candidates, cached, now=now, max_age=max_age, family=family, strategy="balanced"
+        ),
+        "rank_banded": lambda: rank_candidates(
+            candidates, cached, now=now, max_age=max_age, family=family, strategy="banded"
+        ),
+    }
+    return figures, ids
+
+
+def _serve(figures: dict[str, Callable[[], object]], ids: list[int]) -> None:
+    from django.core.cache import cache
+
+    from subscriptions.headroom.store import snapshot_key
+
+    for name in FIGURES:  # warm: every value decoded, every query planned
+        figures[name]()
+        figures[name]()
+    print("ready", flush=True)
+    try:
+        for line in sys.stdin:
+            name, runs = line.split()
+            print(json.dumps(_timed(figures[name], int(runs))), flush=True)
+    finally:
+        cache.delete_many([snapshot_key(pk) for pk in ids])
+
+
+if __name__ == "__main__":
+    main()
