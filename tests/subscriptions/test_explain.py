@@ -23,7 +23,7 @@ from agents.models import Agent
 from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions import services as subscription_services
-from subscriptions.explain import Excluded, Explanation, explanation_text, routing_explain
+from execution.explain import Excluded, Explanation, explanation_text, routing_explain
 from subscriptions.headroom.forecast import (
     Forecast,
     WindowForecast,

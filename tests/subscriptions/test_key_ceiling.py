@@ -18,7 +18,7 @@ from agents import lifecycle
 from agents.models import Agent, Runtime
 from subscriptions import policy, pool
 from subscriptions.budgets import agent_budgets, key_budget_closed, key_spend_reserve
-from subscriptions.explain import routing_explain
+from execution.explain import routing_explain
 from subscriptions.policy import KeyRefusal, key_verdict, tightest_budget
 from tests.agents.factories import AgentFactory
 from trinity import services as trinity_services

@@ -1,36 +1,36 @@
 """Where an agent's next turn would run, and why: the routing explainer.
 
-It asks the questions the turn asks (``execution/services.py::_Turn.run``), in the
-same order and through the same functions: the provider's breaker
-(``breaker.breaker_read``), the policy's verdict on the assignment
-(``pool.assignment_policy_refusal``), the pre-dispatch check
-(``pool.assigned_refusing`` and ``pool.assigned_forecast_exhausted`` on
-``store.turn_evidence_read``, then ``walk.pre_dispatch_pick``), the concurrency caps
-(``leases.subscriptions_at_capacity``), the ranking (``rank_alternatives``), the key
-rung's gates (``pool.key_rung_state``: fallback, policy, opt-out, refusals, budgets),
-the switching gate (``pool.switching_stop``) and, for the order after a refusal, the
-walk itself (``walk.walk_next``, fed the same selection minus what it already tried).
-It reads only the database and the cache (Redis reads, never a claim or a lease); it
-never probes a provider and writes nothing.
+The explainer is the planner (``subscriptions/planner``) run on fresh evidence with
+no side effects. It starts the turn as the executor would (never saved), answers each
+``Need`` with the executor's own gatherers read-only (``execution.evidence.evidence_read``:
+the breaker read, never the trial claim; the agent's row, never its start), and takes
+every ``Send`` to refuse on quota (a full cap refuses the lease, a closed key budget the
+reservation: both read, never taken). The rungs it sends on, in order, are the turn's
+order if every rung before refused; the planner's ``Park`` or ``Fail`` ends it. A chat
+session's affinity is the planner's (``session_id``), and so is parking: an exhausted
+autonomous turn is driven as well, to say whether it would park and until when.
 
-What it cannot know: whether a plan will refuse this particular turn. The order it
-gives is the walk's if every rung before refused. It explains a turn without a chat
-session (a session's affinity to its previous plan is not considered).
+It decides nothing itself: the labels (figures, why a candidate is excluded) describe
+what the planner was given. It reads only the database and the cache; it never
+probes a provider, never takes a lease or a claim, and writes nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 
-from agents import lifecycle
 from agents.models import Agent
-from agents.rung import PLATFORM_KEY_LABEL, RungKind
-from subscriptions import breaker, leases, pool
-from subscriptions.classifier import classify_refusal
+from agents.rung import RungKind
+from execution.deadlines import DEADLINE_SLACK
+from execution.evidence import at_capacity_ids, evidence_read
+from execution.models import Execution, Trigger
+from execution.turn import MAX_STEPS
+from execution.turn_state import TurnState, turn_state_start
+from subscriptions import breaker, pool
 from subscriptions.headroom.forecast import Forecast, earliest_exhaustion, turn_windows
 from subscriptions.headroom.forecasts import headroom_forecasts_read
 from subscriptions.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
@@ -44,33 +44,34 @@ from subscriptions.headroom.rules import (
     balance_of,
     classify_headroom,
     earliest_known_reset,
-    family_window,
     reading_says_limited,
     refusal_blocks,
 )
-from subscriptions.headroom.selection import fresh_for, rank_alternatives
+from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
 from subscriptions.models import Subscription
-from subscriptions.walk import (
-    KEY_RATE_LIMIT_PAUSE,
-    LAST_RESORT_MIN_AGE_AUTONOMOUS,
-    Pick,
-    Stop,
-    Walk,
-    Why,
-    pre_dispatch_pick,
-    walk_next,
-    walk_start,
+from subscriptions.planner import (
+    Ask,
+    Attempt,
+    BudgetRefused,
+    Busy,
+    Event,
+    Fail,
+    Need,
+    Outcome,
+    Park,
+    Record,
+    Send,
+    plan,
 )
-from trinity.selectors import system_settings_get
+from subscriptions.walk import KEY_RATE_LIMIT_PAUSE, LAST_RESORT_MIN_AGE_AUTONOMOUS, Stop, Why
 
-# The walk's order is what it would do if every rung before refused: a quota refusal.
-_QUOTA_REFUSAL = classify_refusal(error_code="rate_limit", detail="")
-# The order ignores the turn's time budget (the re-issue floor depends on the turn).
-_NO_BUDGET_LIMIT = timedelta(days=1)
+# What every simulated attempt answers: a quota refusal (the walk's order is what it
+# would do if every rung before refused).
+QUOTA = Outcome(ok=False, error_code="rate_limit", detail="You've hit your limit")
 # Where the turn stops before any attempt (no walk happens).
-PROVIDER_OUTAGE = "provider_outage"
-AT_CAPACITY = "at_capacity"
+PROVIDER_OUTAGE = Stop.PROVIDER_OUTAGE.value
+AT_CAPACITY = Stop.AT_CAPACITY.value
 
 
 class Excluded:
@@ -186,12 +187,15 @@ class Explanation:
     routing_policy: str
     strategy: str
     autonomous: bool
+    session_id: str
     breaker: str
     assigned: AssignedLine | None
     pre_dispatch: str
     first: RungLine | None
     rungs: list[RungLine]
     walk_stop: str
+    ends: str
+    parks_until: datetime | None
     excluded: list[ExcludedLine]
     key: KeyLine
     ranking_fallback: str | None
@@ -272,47 +276,6 @@ def _figures(st: _State, subscription_id: int, reading: Reading | None) -> Figur
     )
 
 
-def _without(selection: Selection, tried: set[int]) -> Selection:
-    """The selection ``rank_alternatives(exclude_ids=tried)`` returns on the same
-    state: ranking keeps the given order within a key, so removing candidates
-    reorders none of the others."""
-    return replace(
-        selection,
-        ranked=tuple(r for r in selection.ranked if r.candidate.subscription_id not in tried),
-        last_resort=tuple(c for c in selection.last_resort if c.subscription_id not in tried),
-    )
-
-
-def _record(walk: Walk, pick: Pick) -> None:
-    walk.record(
-        kind=pick.kind,
-        subscription_id=pick.subscription_id,
-        name=pick.name,
-        why=pick.why,
-        served=False,
-    )
-
-
-def _walk_order(
-    walk: Walk, selection: Selection, *, first: Pick, key_available: bool, now: datetime
-) -> tuple[list[Pick], Stop]:
-    """The picks ``walk_next`` makes if every rung refuses, and why it stops."""
-    picks = [first]
-    _record(walk, first)
-    while True:
-        step = walk_next(
-            walk,
-            refusal=_QUOTA_REFUSAL,
-            selection=_without(selection, set(walk.tried)),
-            key_available=key_available,
-            now=now,
-        )
-        if not isinstance(step, Pick):
-            return picks, step
-        picks.append(step)
-        _record(walk, step)
-
-
 def _key_line(state: pool.KeyRungState) -> KeyLine:
     reopens = None
     if state.refused_at is not None:
@@ -338,7 +301,7 @@ def _key_line(state: pool.KeyRungState) -> KeyLine:
 
 
 def _decided_by(evidence: TurnEvidence, refusing: bool, family: str | None, now: datetime) -> str:
-    """Which evidence ``pool.assigned_refusing`` went by (a label; it decided)."""
+    """Which evidence the assignment's verdict went by (a label; the verdict decided)."""
     if not evidence.reachable:
         return "unreachable"
     mark = evidence.refusal
@@ -356,221 +319,228 @@ def _decided_by(evidence: TurnEvidence, refusing: bool, family: str | None, now:
 
 @dataclass
 class _State:
-    """What one explanation reads once (the turn reads the same, lazily)."""
+    """What the labels of one explanation read (the planner decided; these describe)."""
 
     agent: Agent
     now: datetime
     family: str | None
     strategy: str
-    key: pool.KeyRungState
+    autonomous: bool
     at_capacity: set[int]
-    selection: Selection
-    walk: Walk
-    stop: Stop | None
     forecasts: dict[int, Forecast] = field(default_factory=dict)
 
 
-def _expected_turn(now: datetime) -> timedelta:
-    # A turn with the default budget (``TRINITY_TURN_TIMEOUT_SECONDS``).
-    budget_end = now + timedelta(seconds=settings.TRINITY_TURN_TIMEOUT_SECONDS)
-    return pool.forecast_turn_length(now=now, budget_end=budget_end)
+@dataclass
+class _Drive:
+    """One run of the planner on read-only evidence, every rung refusing."""
+
+    state: TurnState
+    sends: list[Send] = field(default_factory=list)
+    end: Park | Fail | None = None
+    # The first ranking the planner asked for (the candidates it chose among).
+    selection: Selection | None = None
 
 
-def _pre_dispatch(st: _State, assigned: AssignedLine, evidence: TurnEvidence) -> tuple[Pick, str]:
-    """``_Turn._pre_dispatch``: the first rung, and why it is that one."""
-    as_assigned = Pick(RungKind.SUBSCRIPTION, assigned.subscription_id, assigned.name, Why.ASSIGNED)
-    if not assigned.refusing and not assigned.forecast_exhausted:
-        return as_assigned, "serving"
-    forecast_only = not assigned.refusing
-    if st.stop is not None:
-        return as_assigned, st.stop.value
-    pick = pre_dispatch_pick(
-        st.walk,
-        selection=st.selection,
-        key_available=not forecast_only and st.key.available,
-        now=st.now,
+def _explained_turn(
+    agent: Agent, *, now: datetime, autonomous: bool, model: str, session_id: str
+) -> TurnState:
+    """The turn being explained, as the executor would start it, never saved: a turn of
+    the default budget (the forecasts' expected length), created ``now``."""
+    budget = timedelta(seconds=settings.TRINITY_TURN_TIMEOUT_SECONDS)
+    execution = Execution(
+        agent=agent,
+        agent_name=agent.name,
+        trigger=Trigger.SCHEDULE if autonomous else Trigger.API,
+        session_id=session_id,
+        model=model,
+        created_at=now,
+        deadline=now + budget + DEADLINE_SLACK,
     )
-    if (
-        forecast_only
-        and pick is not None
-        and pick.subscription_id is not None
-        and pool.forecast_exhausted(
-            pick.subscription_id,
-            now=st.now,
-            expected_turn=_expected_turn(st.now),
-            family=st.family,
-        )
-    ):
-        pick = None
-    if pick is None:
-        return as_assigned, "no_alternative"
-    why = Why.API_KEY if pick.kind is RungKind.API_KEY else Why.PRE_DISPATCH
-    return pick._replace(why=why), "forecast" if forecast_only else "routed"
+    return turn_state_start(execution, agent)
 
 
-def _first_rung(
-    st: _State, assigned: AssignedLine | None, evidence: TurnEvidence | None
-) -> tuple[Pick | None, str, Stop | str | None]:
-    """``_Turn.run`` up to the first attempt: the first rung, why, and the stop when
-    the turn ends before any attempt (or never walks)."""
-    agent = st.agent
-    if (
-        assigned is not None
-        and assigned.policy_refusal
-        or assigned is None
-        and pool.assignment_policy_refusal(agent)
-    ):
-        # ``_Turn._policy_route``: a plan the policy allows (never the key), or refused.
-        if assigned is None or st.stop is not None:
-            return None, "policy", Stop.POLICY
-        pick = pre_dispatch_pick(st.walk, selection=st.selection, key_available=False, now=st.now)
-        if pick is None or pick.kind is not RungKind.SUBSCRIPTION:
-            return None, "policy", Stop.POLICY
-        return pick._replace(why=Why.POLICY), "policy", None
-    if assigned is None or evidence is None:
-        # An agent without a plan runs on what it boots with and never walks.
-        baseline = lifecycle.baseline_rung(agent)
-        if baseline is None:
-            return None, "no_assignment", Stop.NO_SUBSCRIPTION
-        return (
-            Pick(RungKind.API_KEY, None, PLATFORM_KEY_LABEL, Why.ASSIGNED),
-            "no_assignment",
-            Stop.NO_SUBSCRIPTION,
-        )
-    return (*_pre_dispatch(st, assigned, evidence), None)
+def _simulated(state: TurnState, action: Send, now: datetime) -> Event:
+    """What applying ``action`` is taken to give: a full cap refuses the lease (read,
+    never taken), a closed key budget the reservation (read, never reserved), else
+    the rung refuses on quota (the order is the walk's if every rung before refused)."""
+    rung = action.rung
+    if rung is not None and rung.kind is RungKind.SUBSCRIPTION:
+        if rung.subscription_id in at_capacity_ids(state, now):
+            return Busy(rung, action.why, retry=action.retry)
+    key = state.evidence.facts.key
+    if rung is not None and rung.kind is RungKind.API_KEY and key and key.budget is not None:
+        return BudgetRefused(key.budget, retry=action.retry)
+    return Attempt(sent=rung, ran_on=rung, why=action.why, outcome=QUOTA, retry=action.retry)
 
 
-def _around_cap(st: _State, first: Pick, pre_dispatch: str) -> tuple[Pick | None, str]:
-    """``_Turn._route_around_cap`` before any attempt: a first rung at its cap moves to
-    the best viable alternative (else the key), or the turn fails at capacity."""
-    if first.subscription_id is None or first.subscription_id not in st.at_capacity:
-        return first, pre_dispatch
-    if st.stop is not None:
-        return None, AT_CAPACITY
-    if first.subscription_id not in st.walk.tried:
-        st.walk.tried.append(first.subscription_id)
-    pick = pre_dispatch_pick(
-        st.walk, selection=st.selection, key_available=st.key.available, now=st.now
-    )
-    if pick is None:
-        return None, AT_CAPACITY
-    return pick._replace(why=Why.AT_CAPACITY), AT_CAPACITY
+def _drive(state: TurnState, *, now: datetime) -> _Drive:
+    """Ask the planner until it ends the turn, gathering what it needs read-only."""
+    drive = _Drive(state)
+    for _ in range(MAX_STEPS):
+        action = plan(state.evidence, now=now)
+        if isinstance(action, Need):
+            evidence_read(state, action, now)
+            if action.ask is Ask.SELECTION and drive.selection is None:
+                drive.selection = state.evidence.facts.selection
+        elif isinstance(action, Send):
+            drive.sends.append(action)
+            state.evidence = state.evidence.after(_simulated(state, action, now))
+        elif isinstance(action, Record):
+            state.evidence = state.evidence.learn(recorded=True)  # nothing is written
+        elif isinstance(action, Park | Fail):
+            drive.end = action
+            return drive
+        else:
+            return drive  # a simulated refusal never serves
+    raise RuntimeError(f"the planner did not end {state.agent.name}'s explained turn")
 
 
 def routing_explain(
-    *, agent: Agent, now: datetime, autonomous: bool = False, model: str = ""
+    *,
+    agent: Agent,
+    now: datetime,
+    autonomous: bool = False,
+    model: str = "",
+    session_id: str = "",
 ) -> Explanation:
-    """Where ``agent``'s next turn would run at ``now`` and why, without running it.
+    """Where ``agent``'s next turn would run at ``now`` and why, without running it: the
+    planner, asked on evidence gathered read-only (``execution.evidence.evidence_read``).
 
-    ``autonomous`` explains a schedule/agent/mcp turn (the last resort waits 30
-    minutes after a refusal for those); ``model`` a turn on that model (its family
-    window decides family blocks), else the agent's. Reads the database and the cache
-    only; never probes, never writes, never holds a secret in what it returns.
+    ``autonomous`` explains a schedule/agent/mcp turn; ``model`` a turn on that model,
+    else the agent's; ``session_id`` a chat turn of that session (its previous plan's
+    affinity). Reads the database and the cache only; never probes, never writes,
+    never holds a secret in what it returns.
     """
-    system = system_settings_get()
-    model = model or agent.model  # a turn's model, else the agent's (as the turn reads it)
-    family = family_window(model)
-    provider = agent.provider
-    rows = list(Subscription.objects.filter(provider=provider).order_by("name"))
-    caps = {row.pk: row.max_concurrency for row in rows if row.max_concurrency is not None}
-    at_capacity = leases.subscriptions_at_capacity(caps, now=now)
+    model = model or agent.model
+    drive = _drive(
+        _explained_turn(agent, now=now, autonomous=autonomous, model=model, session_id=session_id),
+        now=now,
+    )
+    state = drive.state
+    system = state.settings()
+    rows = list(Subscription.objects.filter(provider=agent.provider).order_by("name"))
     st = _State(
         agent=agent,
         now=now,
-        family=family,
+        family=state.evidence.turn.family,
         strategy=system.routing_strategy,
-        key=pool.key_rung_state(agent=agent, system=system, now=now),
-        at_capacity=at_capacity,
-        selection=rank_alternatives(
-            agent=agent, exclude_ids=at_capacity, now=now, model=model or None
-        ),
-        walk=walk_start(
-            origin=agent.subscription_id,
-            autonomous=autonomous,
-            subscription_count=len(rows),
-            deadline=now + _NO_BUDGET_LIMIT,
-        ),
-        stop=pool.switching_stop(agent=agent, system=system),
+        autonomous=autonomous,
+        at_capacity=at_capacity_ids(state, now),
+        forecasts=headroom_forecasts_read(row.pk for row in rows),
     )
-    st.forecasts = headroom_forecasts_read(row.pk for row in rows)
+    parks = (
+        drive
+        if autonomous
+        else _drive(
+            _explained_turn(agent, now=now, autonomous=True, model=model, session_id=session_id),
+            now=now,
+        )
+    )
+    return _explanation(st, drive, rows, parks=parks, model=model, session_id=session_id)
+
+
+def _sent(drive: _Drive) -> list[Send]:
+    """The rungs in the order the turn tries them (a retry is the same rung again)."""
+    return [send for send in drive.sends if not send.retry]
+
+
+def _explanation(
+    st: _State,
+    drive: _Drive,
+    rows: list[Subscription],
+    *,
+    parks: _Drive,
+    model: str,
+    session_id: str,
+) -> Explanation:
+    state, now = drive.state, st.now
     snapshots = snapshots_read(row.pk for row in rows)
     readings = snapshots.readings if snapshots.reachable else {}
-    breaker_state = breaker.breaker_read(provider=provider, now=now).state
-
-    assigned, evidence = None, None
-    if agent.subscription_id is not None:
-        evidence = turn_evidence_read(agent.subscription_id)
-        assigned = _assigned_line(st, evidence)
-
-    first: Pick | None
-    halted: Stop | str | None
-    if breaker_state is breaker.BreakerState.OPEN:
-        first, pre_dispatch, halted = None, PROVIDER_OUTAGE, PROVIDER_OUTAGE
-    else:
-        first, pre_dispatch, halted = _first_rung(st, assigned, evidence)
-        if first is not None and halted is None:
-            first, pre_dispatch = _around_cap(st, first, pre_dispatch)
-            if first is None:
-                halted = AT_CAPACITY
-
-    picks: list[Pick]
-    if first is None:
-        picks = []
-        walk_stop = str(halted)
-    elif halted is not None:
-        picks, walk_stop = [first], str(halted)
-    elif st.stop is not None:
-        picks, walk_stop = [first], st.stop.value
-    else:
-        picks, stopped = _walk_order(
-            st.walk, st.selection, first=first, key_available=st.key.available, now=now
-        )
-        walk_stop = stopped.value
-
-    candidates = _candidates(st.selection)
+    assigned = _assigned_line(st, state) if st.agent.subscription_id is not None else None
+    sends = _sent(drive)
+    selection = drive.selection
+    candidates = _candidates(selection) if selection is not None else {}
     rungs = [
-        _rung_line(
-            i, p, candidates.get(p.subscription_id or 0), readings.get(p.subscription_id or 0), st
-        )
-        for i, p in enumerate(picks, 1)
+        _rung_line(i, s, candidates.get(_sid(s)), readings.get(_sid(s)), st)
+        for i, s in enumerate(sends, 1)
     ]
-    walked = first is not None and halted is None and st.stop is None
+    end = drive.end
+    park = parks.end if isinstance(parks.end, Park) else None
     return Explanation(
-        agent=agent.name,
+        agent=st.agent.name,
         at=now,
         model=model,
-        family=family,
-        routing_policy=agent.routing_policy,
+        family=st.family,
+        routing_policy=st.agent.routing_policy,
         strategy=st.strategy,
-        autonomous=autonomous,
-        breaker=breaker_state.value,
+        autonomous=st.autonomous,
+        session_id=session_id,
+        breaker=breaker.breaker_read(provider=st.agent.provider, now=now).state.value,
         assigned=assigned,
-        pre_dispatch=pre_dispatch,
+        pre_dispatch=_pre_dispatch(drive, assigned),
         first=rungs[0] if rungs else None,
         rungs=rungs,
-        walk_stop=walk_stop,
-        excluded=_excluded(st, rows, picks, readings, walked=walked)
-        if walked or halted == Stop.POLICY
-        else [],
-        key=_key_line(st.key),
-        ranking_fallback=st.selection.fallback or None,
+        walk_stop=_walk_stop(drive),
+        ends="park" if isinstance(end, Park) else "fail",
+        parks_until=park.until if park is not None else None,
+        excluded=_excluded(st, selection, rows, sends, readings) if selection else [],
+        key=_key_line(pool.key_rung_state(agent=st.agent, system=state.settings(), now=now)),
+        ranking_fallback=(selection.fallback or None) if selection is not None else None,
     )
 
 
-def _assigned_line(st: _State, evidence: TurnEvidence) -> AssignedLine:
+def _sid(send: Send) -> int:
+    return send.rung.subscription_id or 0 if send.rung is not None else 0
+
+
+def _walk_stop(drive: _Drive) -> str:
+    """Why the walk stops, or why nothing is sent (the planner's ``walk_stop``)."""
+    end = drive.end
+    if end is None:
+        return ""
+    return end.walk_stop or (end.error_code if isinstance(end, Fail) else "")
+
+
+def _pre_dispatch(drive: _Drive, assigned: AssignedLine | None) -> str:
+    """Why the first attempt runs where it does: a label of the planner's first action."""
+    sends = _sent(drive)
+    if not sends:
+        stop = _walk_stop(drive)
+        return stop if stop in (PROVIDER_OUTAGE, AT_CAPACITY, Stop.POLICY) else "no_assignment"
+    first = sends[0]
+    if first.why is Why.POLICY:
+        return "policy"
+    if first.why is Why.AFFINITY:
+        return "affinity"
+    if first.why is Why.AT_CAPACITY:
+        return AT_CAPACITY
+    if assigned is None:
+        return "no_assignment"
+    if first.why in (Why.PRE_DISPATCH, Why.API_KEY):
+        return "routed" if assigned.refusing else "forecast"
+    if not assigned.refusing and not assigned.forecast_exhausted:
+        return "serving"
+    found = drive.state.evidence.settings
+    switching = found.switching_stop if found is not None else None
+    return switching.value if switching is not None else "no_alternative"
+
+
+def _assigned_line(st: _State, state: TurnState) -> AssignedLine:
+    """The assignment and the verdict the planner went by (gathered if it did not ask)."""
     agent = st.agent
-    assert agent.subscription_id is not None
-    refusing = pool.assigned_refusing(evidence, now=st.now, family=st.family)
-    forecast = not refusing and pool.assigned_forecast_exhausted(
-        evidence, now=st.now, expected_turn=_expected_turn(st.now), family=st.family
-    )
+    assert agent.subscription_id is not None  # noqa: S101 - only asked with an assignment
+    if state.evidence.assigned is None:
+        evidence_read(state, Need(Ask.ASSIGNED), st.now)
+    verdict = state.evidence.assigned
+    assert verdict is not None  # noqa: S101 - just gathered
+    evidence = turn_evidence_read(agent.subscription_id)
     mark = evidence.refusal
     return AssignedLine(
         subscription_id=agent.subscription_id,
         name=agent.subscription.name if agent.subscription is not None else "",
-        refusing=refusing,
-        decided_by=_decided_by(evidence, refusing, st.family, st.now),
-        forecast_exhausted=forecast,
+        refusing=verdict.refusing,
+        decided_by=_decided_by(evidence, verdict.refusing, st.family, st.now),
+        forecast_exhausted=verdict.forecast_out,
         at_capacity=agent.subscription_id in st.at_capacity,
         policy_refusal=pool.assignment_policy_refusal(agent),
         figures=_figures(st, agent.subscription_id, evidence.reading),
@@ -591,18 +561,19 @@ def _candidates(selection: Selection) -> dict[int, Candidate]:
 
 def _rung_line(
     position: int,
-    pick: Pick,
+    send: Send,
     candidate: Candidate | None,
     reading: Reading | None,
     st: _State,
 ) -> RungLine:
-    sid = pick.subscription_id
+    rung = send.rung
+    sid = rung.subscription_id if rung is not None else None
     return RungLine(
         position=position,
-        kind=pick.kind.value,
+        kind=rung.kind.value if rung is not None else RungKind.SUBSCRIPTION.value,
         subscription_id=sid,
-        name=pick.name,
-        why=pick.why.value,
+        name=rung.name if rung is not None else "its own credential",
+        why=send.why.value,
         figures=_figures(st, sid, reading) if sid is not None else Figures(),
         last_refusal_at=candidate.last_failure_at if candidate is not None else None,
         last_refusal_resets_at=candidate.last_failure_resets_at if candidate is not None else None,
@@ -642,15 +613,14 @@ def _refused_line(
 
 def _excluded(
     st: _State,
+    selection: Selection,
     rows: list[Subscription],
-    picks: list[Pick],
+    sends: list[Send],
     readings: dict[int, Reading],
-    *,
-    walked: bool,
 ) -> list[ExcludedLine]:
-    """Every subscription of the provider off the turn's path, with why."""
-    selection = st.selection
-    on_path = {p.subscription_id for p in picks if p.subscription_id is not None}
+    """Every subscription of the provider off the turn's path, with why (the planner
+    ranked: ``selection`` is what it chose among)."""
+    on_path = {_sid(send) for send in sends}
     dropped = {c.subscription_id for c in selection.dropped}
     skip_listed = {c.subscription_id: c for c in selection.last_resort}
     ranked = {r.candidate.subscription_id: r for r in selection.ranked}
@@ -668,7 +638,7 @@ def _excluded(
             reason = Excluded.FAMILY_BLOCKED if family_only else Excluded.REFUSING
             lines.append(ExcludedLine(pk, row.name, reason, detail, figures))
         elif pk in skip_listed:
-            lines.append(_refused_line(skip_listed[pk], figures, st.family, st.walk.autonomous))
+            lines.append(_refused_line(skip_listed[pk], figures, st.family, st.autonomous))
         elif pk in st.at_capacity:
             detail = f"serving its concurrency cap ({row.max_concurrency})"
             lines.append(ExcludedLine(pk, row.name, Excluded.AT_CAPACITY, detail, figures))
@@ -681,7 +651,7 @@ def _excluded(
         elif pk not in ranked:
             detail = "the pool's filter left it out"
             lines.append(ExcludedLine(pk, row.name, Excluded.NOT_OFFERED, detail, figures))
-        elif walked:
+        else:
             # Ranked, yet the walk stopped before it (the rung cap).
             detail = "ranked after the walk's rung cap"
             lines.append(ExcludedLine(pk, row.name, Excluded.NOT_OFFERED, detail, figures))

@@ -1,6 +1,6 @@
 """``GET /api/agents/{name}/routing``: where the agent's next turn would run, and why.
 
-A thin view over ``subscriptions.explain.routing_explain``: the agent's owner or an
+A thin view over ``execution.explain.routing_explain``: the agent's owner or an
 admin (anyone else gets the same 404 as for an unknown agent). Read-only: it never
 probes a provider and writes nothing.
 """
@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agent_get_visible
-from subscriptions.explain import explanation_text, routing_explain
+from execution.explain import explanation_text, routing_explain
 from trinity import clock
 
 

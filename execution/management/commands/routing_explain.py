@@ -1,7 +1,7 @@
 """``manage.py routing_explain NAME [--autonomous] [--model M] [--json]``: where the agent's next
 turn would run and why, for a shell without the panel.
 
-The same explanation as ``GET /api/agents/{name}/routing`` (``subscriptions.explain``);
+The same explanation as ``GET /api/agents/{name}/routing`` (``execution.explain``);
 it reads the database and the cache only, never probes and writes nothing.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
-from subscriptions.explain import explanation_text, routing_explain
+from execution.explain import explanation_text, routing_explain
 from trinity import clock
 
 
