@@ -335,6 +335,7 @@ class _Drive:
     """One run of the planner on read-only evidence, every rung refusing."""
 
     state: TurnState
+    # What was sent (a lease or key budget refused is not), in order.
     sends: list[Send] = field(default_factory=list)
     end: Park | Fail | None = None
     # The first ranking the planner asked for (the candidates it chose among).
@@ -383,8 +384,10 @@ def _drive(state: TurnState, *, now: datetime) -> _Drive:
             if action.ask is Ask.SELECTION and drive.selection is None:
                 drive.selection = state.evidence.facts.selection
         elif isinstance(action, Send):
-            drive.sends.append(action)
-            state.evidence = state.evidence.after(_simulated(state, action, now))
+            event = _simulated(state, action, now)
+            if isinstance(event, Attempt):
+                drive.sends.append(action)
+            state.evidence = state.evidence.after(event)
         elif isinstance(action, Record):
             state.evidence = state.evidence.learn(recorded=True)  # nothing is written
         elif isinstance(action, Park | Fail):
@@ -440,8 +443,9 @@ def routing_explain(
 
 
 def _sent(drive: _Drive) -> list[Send]:
-    """The rungs in the order the turn tries them (a retry is the same rung again)."""
-    return [send for send in drive.sends if not send.retry]
+    """The rungs in the order the turn tries them: a retry is the same rung again, and
+    a turn sent with no rung runs on what its agent booted with (no assignment)."""
+    return [send for send in drive.sends if not send.retry and send.rung is not None]
 
 
 def _explanation(
