@@ -177,7 +177,11 @@ class Explanation:
     (``serving``, ``routed``, ``forecast``, ``no_alternative``, ``auto_switch_off``,
     ``pinned``, ``no_assignment``, ``policy``, ``at_capacity``, ``provider_outage``);
     ``rungs`` the order the turn would try if each refused, ending for
-    ``walk_stop``; ``excluded`` the provider's subscriptions off that path and why.
+    ``walk_stop``; ``ends`` how this turn ends then (``park`` or ``fail``);
+    ``parks_until`` when an exhausted autonomous turn would park until (None: it
+    fails); ``excluded`` the provider's subscriptions the planner ranked off that path
+    and why (empty when it never ranked). ``pre_dispatch`` is ``affinity`` when a
+    chat session's previous plan starts the turn.
     """
 
     agent: str
@@ -666,6 +670,7 @@ def _excluded(
 
 _PRE_DISPATCH_TEXT = {
     "serving": "not known to refuse: the first attempt runs on it",
+    "affinity": "the chat session's previous turn ran elsewhere: the turn starts there",
     "routed": "known not to serve: pre-dispatch routes the first attempt away",
     "forecast": "forecast to run out before the turn ends: the first attempt goes elsewhere",
     "no_alternative": "not a good start, but nothing better is known: it runs as assigned",
@@ -701,6 +706,7 @@ _STOP_TEXT = {
     Stop.AUTO_SWITCH_OFF.value: "auto-switch is off: a refusal fails the turn",
     Stop.PINNED.value: "the agent is pinned: a refusal fails the turn",
     Stop.POLICY.value: "no plan its policy allows can serve: the turn is refused",
+    Stop.KEY_BUDGET.value: "the key's budget is used up: the turn fails",
     AT_CAPACITY: "every plan it may use is at its cap: the turn fails",
     PROVIDER_OUTAGE: "provider outage: the turn fails fast (upstream_error)",
 }
@@ -742,13 +748,20 @@ def _figures_text(figures: Figures, now: datetime) -> str:
     return ", ".join(parts)
 
 
+def _park_text(e: Explanation) -> str:
+    if e.parks_until is not None:
+        return f"Exhausted, an autonomous turn parks until {_instant(e.parks_until, e.at)}"
+    return "Exhausted, an autonomous turn fails (it would not park)"
+
+
 def explanation_text(explanation: Explanation) -> list[str]:
     """The explanation as lines for a terminal (never a secret: none is held)."""
     e, now = explanation, explanation.at
     trigger = "an autonomous" if e.autonomous else "an interactive"
+    session = f" of session {e.session_id}" if e.session_id else ""
     lines = [
         f"Agent {e.agent}: model {e.model or '(default)'}, policy {e.routing_policy}, "
-        f"ranking {e.strategy}; {trigger} turn at {now:%Y-%m-%d %H:%M:%S}Z",
+        f"ranking {e.strategy}; {trigger} turn{session} at {now:%Y-%m-%d %H:%M:%S}Z",
     ]
     if e.breaker == breaker.BreakerState.HALF_OPEN.value:
         lines.append("Provider breaker: half-open (one trial turn at a time is sent)")
@@ -793,7 +806,14 @@ def explanation_text(explanation: Explanation) -> list[str]:
                 f"its reset {_instant(rung.last_refusal_resets_at, now)}"
             )
         lines.append(text)
-    lines.append(f"  then: {_STOP_TEXT.get(e.walk_stop, e.walk_stop)}")
+    if e.ends == "park" and e.parks_until is not None:
+        lines.append(
+            f"  then: every rung refused: the turn parks until {_instant(e.parks_until, now)}"
+        )
+    else:
+        lines.append(f"  then: {_STOP_TEXT.get(e.walk_stop, e.walk_stop)}")
+    if not e.autonomous:
+        lines.append(_park_text(e))
     if e.excluded:
         lines.append("Excluded:")
         for line in e.excluded:

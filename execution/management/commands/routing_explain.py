@@ -1,5 +1,5 @@
-"""``manage.py routing_explain NAME [--autonomous] [--model M] [--json]``: where the agent's next
-turn would run and why, for a shell without the panel.
+"""``manage.py routing_explain NAME [--autonomous] [--model M] [--session S] [--json]``:
+where the agent's next turn would run and why, for a shell without the panel.
 
 The same explanation as ``GET /api/agents/{name}/routing`` (``execution.explain``);
 it reads the database and the cache only, never probes and writes nothing.
@@ -26,6 +26,7 @@ class Command(BaseCommand):
             "--autonomous", action="store_true", help="explain a schedule/agent/mcp turn"
         )
         parser.add_argument("--model", default="", help="explain a turn on this model")
+        parser.add_argument("--session", default="", help="explain a turn of this chat session")
         parser.add_argument("--json", action="store_true", help="print the explanation as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -33,7 +34,11 @@ class Command(BaseCommand):
         if agent is None:
             raise CommandError(f"No agent named {options['name']!r}.")
         explanation = routing_explain(
-            agent=agent, now=clock.now(), autonomous=options["autonomous"], model=options["model"]
+            agent=agent,
+            now=clock.now(),
+            autonomous=options["autonomous"],
+            model=options["model"],
+            session_id=options["session"],
         )
         if options["json"]:
             self.stdout.write(json.dumps(explanation.as_json(), indent=2))
