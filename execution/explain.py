@@ -17,6 +17,7 @@ probes a provider, never takes a lease or a claim, and writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -56,6 +57,7 @@ from subscriptions.planner import (
     BudgetRefused,
     Busy,
     Event,
+    Evidence,
     Fail,
     Need,
     Outcome,
@@ -335,15 +337,63 @@ class _State:
 
 
 @dataclass
-class _Drive:
+class Drive:
     """One run of the planner on read-only evidence, every rung refusing."""
 
-    state: TurnState
+    evidence: Evidence
     # What was sent (a lease or key budget refused is not), in order.
     sends: list[Send] = field(default_factory=list)
     end: Park | Fail | None = None
     # The first ranking the planner asked for (the candidates it chose among).
     selection: Selection | None = None
+
+
+# The explainer's evidence source: the answer to a ``Need``, and what sending gives.
+Answer = Callable[[Evidence, Need], Evidence]
+Refuse = Callable[[Evidence, Send], Event]
+
+
+def explain_drive(evidence: Evidence, *, answer: Answer, refuse: Refuse, now: datetime) -> Drive:
+    """Ask the planner until it ends the turn: ``answer`` each ``Need``, ``refuse`` each
+    ``Send``, a ``Record`` writes nothing. The executor's loop (``execution.turn``) with
+    the side effects taken out; pure given its two sources."""
+    drive = Drive(evidence)
+    for _ in range(MAX_STEPS):
+        action = plan(drive.evidence, now=now)
+        if isinstance(action, Need):
+            drive.evidence = answer(drive.evidence, action)
+            if action.ask is Ask.SELECTION and drive.selection is None:
+                drive.selection = drive.evidence.facts.selection
+        elif isinstance(action, Send):
+            event = refuse(drive.evidence, action)
+            if isinstance(event, Attempt):
+                drive.sends.append(action)
+            drive.evidence = drive.evidence.after(event)
+        elif isinstance(action, Record):
+            drive.evidence = drive.evidence.learn(recorded=True)
+        elif isinstance(action, Park | Fail):
+            drive.end = action
+            return drive
+        else:
+            return drive  # a refusal never serves
+    raise RuntimeError("the planner did not end the explained turn")
+
+
+def _drive(state: TurnState, *, now: datetime) -> Drive:
+    """The planner on ``state``'s turn, gathering read-only (``evidence_read``)."""
+
+    def answer(evidence: Evidence, need: Need) -> Evidence:
+        state.evidence = evidence
+        evidence_read(state, need, now)
+        return state.evidence
+
+    def refuse(evidence: Evidence, send: Send) -> Event:
+        state.evidence = evidence
+        return _simulated(state, send, now)
+
+    drive = explain_drive(state.evidence, answer=answer, refuse=refuse, now=now)
+    state.evidence = drive.evidence
+    return drive
 
 
 def _explained_turn(
@@ -378,30 +428,6 @@ def _simulated(state: TurnState, action: Send, now: datetime) -> Event:
     return Attempt(sent=rung, ran_on=rung, why=action.why, outcome=QUOTA, retry=action.retry)
 
 
-def _drive(state: TurnState, *, now: datetime) -> _Drive:
-    """Ask the planner until it ends the turn, gathering what it needs read-only."""
-    drive = _Drive(state)
-    for _ in range(MAX_STEPS):
-        action = plan(state.evidence, now=now)
-        if isinstance(action, Need):
-            evidence_read(state, action, now)
-            if action.ask is Ask.SELECTION and drive.selection is None:
-                drive.selection = state.evidence.facts.selection
-        elif isinstance(action, Send):
-            event = _simulated(state, action, now)
-            if isinstance(event, Attempt):
-                drive.sends.append(action)
-            state.evidence = state.evidence.after(event)
-        elif isinstance(action, Record):
-            state.evidence = state.evidence.learn(recorded=True)  # nothing is written
-        elif isinstance(action, Park | Fail):
-            drive.end = action
-            return drive
-        else:
-            return drive  # a simulated refusal never serves
-    raise RuntimeError(f"the planner did not end {state.agent.name}'s explained turn")
-
-
 def routing_explain(
     *,
     agent: Agent,
@@ -419,11 +445,10 @@ def routing_explain(
     never holds a secret in what it returns.
     """
     model = model or agent.model
-    drive = _drive(
-        _explained_turn(agent, now=now, autonomous=autonomous, model=model, session_id=session_id),
-        now=now,
+    state = _explained_turn(
+        agent, now=now, autonomous=autonomous, model=model, session_id=session_id
     )
-    state = drive.state
+    drive = _drive(state, now=now)
     system = state.settings()
     rows = list(Subscription.objects.filter(provider=agent.provider).order_by("name"))
     st = _State(
@@ -443,10 +468,10 @@ def routing_explain(
             now=now,
         )
     )
-    return _explanation(st, drive, rows, parks=parks, model=model, session_id=session_id)
+    return _explanation(st, state, drive, rows, parks=parks, model=model, session_id=session_id)
 
 
-def _sent(drive: _Drive) -> list[Send]:
+def _sent(drive: Drive) -> list[Send]:
     """The rungs in the order the turn tries them: a retry is the same rung again, and
     a turn sent with no rung runs on what its agent booted with (no assignment)."""
     return [send for send in drive.sends if not send.retry and send.rung is not None]
@@ -454,14 +479,15 @@ def _sent(drive: _Drive) -> list[Send]:
 
 def _explanation(
     st: _State,
-    drive: _Drive,
+    state: TurnState,
+    drive: Drive,
     rows: list[Subscription],
     *,
-    parks: _Drive,
+    parks: Drive,
     model: str,
     session_id: str,
 ) -> Explanation:
-    state, now = drive.state, st.now
+    now = st.now
     snapshots = snapshots_read(row.pk for row in rows)
     readings = snapshots.readings if snapshots.reachable else {}
     assigned = _assigned_line(st, state) if st.agent.subscription_id is not None else None
@@ -501,7 +527,7 @@ def _sid(send: Send) -> int:
     return send.rung.subscription_id or 0 if send.rung is not None else 0
 
 
-def _walk_stop(drive: _Drive) -> str:
+def _walk_stop(drive: Drive) -> str:
     """Why the walk stops, or why nothing is sent (the planner's ``walk_stop``)."""
     end = drive.end
     if end is None:
@@ -509,7 +535,7 @@ def _walk_stop(drive: _Drive) -> str:
     return end.walk_stop or (end.error_code if isinstance(end, Fail) else "")
 
 
-def _pre_dispatch(drive: _Drive, assigned: AssignedLine | None) -> str:
+def _pre_dispatch(drive: Drive, assigned: AssignedLine | None) -> str:
     """Why the first attempt runs where it does: a label of the planner's first action."""
     sends = _sent(drive)
     if not sends:
@@ -528,7 +554,7 @@ def _pre_dispatch(drive: _Drive, assigned: AssignedLine | None) -> str:
         return "routed" if assigned.refusing else "forecast"
     if not assigned.refusing and not assigned.forecast_exhausted:
         return "serving"
-    found = drive.state.evidence.settings
+    found = drive.evidence.settings
     switching = found.switching_stop if found is not None else None
     return switching.value if switching is not None else "no_alternative"
 
