@@ -20,10 +20,10 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from execution.explain import Excluded, Explanation, explanation_text, routing_explain
 from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions import services as subscription_services
-from execution.explain import Excluded, Explanation, explanation_text, routing_explain
 from subscriptions.headroom.forecast import (
     Forecast,
     WindowForecast,
