@@ -17,7 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agent_get_visible
-from execution.explain import explanation_text, routing_explain
+from execution.explain import routing_explain
+from execution.explain_text import explanation_text
 from trinity import clock
 
 

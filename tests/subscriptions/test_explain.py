@@ -20,7 +20,8 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents.models import Agent
-from execution.explain import Excluded, Explanation, explanation_text, routing_explain
+from execution.explain import Excluded, Explanation, routing_explain
+from execution.explain_text import explanation_text
 from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions import services as subscription_services

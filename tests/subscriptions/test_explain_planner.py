@@ -15,9 +15,9 @@ from execution.explain import (
     QUOTA,
     Explanation,
     explain_drive,
-    explanation_text,
     routing_explain,
 )
+from execution.explain_text import explanation_text
 from execution.models import Execution, Status
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write

@@ -13,7 +13,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
-from execution.explain import explanation_text, routing_explain
+from execution.explain import routing_explain
+from execution.explain_text import explanation_text
 from trinity import clock
 
 
