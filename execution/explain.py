@@ -576,7 +576,7 @@ def _assigned_line(st: _State, state: TurnState) -> AssignedLine:
         decided_by=_decided_by(evidence, verdict.refusing, st.family, st.now),
         forecast_exhausted=verdict.forecast_out,
         at_capacity=agent.subscription_id in st.at_capacity,
-        policy_refusal=pool.assignment_policy_refusal(agent),
+        policy_refusal=state.evidence.agent.policy_refusal if state.evidence.agent else "",
         figures=_figures(st, agent.subscription_id, evidence.reading),
         last_refusal_at=mark.at if mark is not None else None,
         last_refusal_kind=mark.failure_kind if mark is not None else None,
