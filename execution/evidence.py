@@ -43,6 +43,14 @@ logger = logging.getLogger(__name__)
 RUNG_BATCH = 8
 
 
+def evidence_read(state: TurnState, need: Need, now: datetime) -> None:
+    """The read-only twin of ``evidence_gather`` (the routing explainer): the same
+    gatherers, except the three that act (the breaker's trial claim, the agent's start,
+    counting a failure against the breaker), which read instead. No write, no claim,
+    no lease, no probe; a failed read fails the explanation."""
+    state.evidence = _READ.get(need.ask, _GATHER[need.ask])(state, need, now)
+
+
 def evidence_gather(state: TurnState, need: Need) -> None:
     """Gather what ``need`` asks into ``state.evidence``. A database error in an optional
     stage (``need.stage``) skips that stage: an optimisation must not fail a turn."""
@@ -75,6 +83,11 @@ def _ready(state: TurnState, need: Need, now: datetime) -> Evidence:
     unready = _unready(state)
     if unready:
         return replace(state.evidence, ready=unready)
+    return _agent_facts(state, need, now)
+
+
+def _agent_facts(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """The agent's facts as its row says them (no start: the explainer's ``READY``)."""
     agent = state.agent
     baseline = lifecycle.baseline_rung(agent)
     facts = AgentFacts(
@@ -175,7 +188,7 @@ def _pool_size(state: TurnState, need: Need, now: datetime) -> Evidence:
     return replace(state.evidence, pool_size=pool.subscription_count(state.agent.provider))
 
 
-def _at_capacity_ids(state: TurnState, now: datetime) -> set[int]:
+def at_capacity_ids(state: TurnState, now: datetime) -> set[int]:
     """The capped subscriptions serving their cap, bar the one this turn holds."""
     if state.caps is None:
         state.caps = leases.subscription_caps(state.agent.provider)
@@ -186,7 +199,7 @@ def _at_capacity_ids(state: TurnState, now: datetime) -> set[int]:
 def _selection(state: TurnState, need: Need, now: datetime) -> Evidence:
     selection = rank_alternatives(
         agent=state.agent,
-        exclude_ids=[*need.ids, *_at_capacity_ids(state, now)],
+        exclude_ids=[*need.ids, *at_capacity_ids(state, now)],
         now=now,
         model=state.execution.model or None,
         strategy=state.settings().routing_strategy,  # already read: no second query
@@ -278,4 +291,27 @@ _GATHER: dict[Ask, Callable[[TurnState, Need, datetime], Evidence]] = {
     Ask.READINGS: _readings,
     Ask.BREAKER_FAILURE: _breaker_failure,
     Ask.BREAKER_OPEN: _breaker_open,
+}
+
+
+def _breaker_read(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Admitted unless the breaker is open (a read: never the half-open trial's claim)."""
+    view = breaker.breaker_read(provider=state.agent.provider, now=now)
+    return replace(state.evidence, admitted=view.state is not breaker.BreakerState.OPEN)
+
+
+def _breaker_failure_read(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Whether the last failure would open the breaker; the explainer simulates quota
+    refusals only, which never count (nothing is written either way)."""
+    last = state.evidence.attempts[-1]
+    counts = breaker.is_provider_failure(last.outcome.error_code)
+    return state.evidence.learn(
+        breaker_after=counts and breaker.breaker_open_now(provider=state.agent.provider, now=now)
+    )
+
+
+_READ: dict[Ask, Callable[[TurnState, Need, datetime], Evidence]] = {
+    Ask.BREAKER: _breaker_read,
+    Ask.READY: _agent_facts,
+    Ask.BREAKER_FAILURE: _breaker_failure_read,
 }

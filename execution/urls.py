@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from execution import api, schedules_api
+from execution import api, explain_api, schedules_api
 
 urlpatterns = [
     path("agents/<slug:name>/task", api.AgentTaskApi.as_view(), name="agent-task"),
@@ -17,6 +17,8 @@ urlpatterns = [
         schedules_api.ScheduleDetailApi.as_view(),
         name="agent-schedule-detail",
     ),
+    # Where an agent's next turn would run, and why (before agents.urls: "agents/<slug:name>").
+    path("agents/<slug:name>/routing", explain_api.AgentRoutingApi.as_view(), name="agent-routing"),
     path("executions", api.ExecutionListApi.as_view(), name="execution-list"),
     path("executions/<uuid:pk>", api.ExecutionDetailApi.as_view(), name="execution-detail"),
     path("notifications", api.NotificationListApi.as_view(), name="notification-list"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from subscriptions import api, explain_api, key_spend_api
+from subscriptions import api, key_spend_api
 from subscriptions.headroom import api as headroom_api
 
 urlpatterns = [
@@ -61,7 +61,5 @@ urlpatterns = [
         headroom_api.SubscriptionPressureApi.as_view(),
         name="subscription-pressure",
     ),
-    # Where an agent's next turn would run, and why (before agents.urls, like the above).
-    path("agents/<slug:name>/routing", explain_api.AgentRoutingApi.as_view(), name="agent-routing"),
     path("budgets", key_spend_api.KeyBudgetsApi.as_view(), name="key-budgets"),
 ]

@@ -20,10 +20,11 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from execution.explain import Excluded, Explanation, routing_explain
+from execution.explain_text import explanation_text
 from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions import services as subscription_services
-from subscriptions.explain import Excluded, Explanation, explanation_text, routing_explain
 from subscriptions.headroom.exhaustion_forecast import (
     Forecast,
     WindowForecast,

@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 
 from agents import lifecycle
 from agents.models import Agent, Runtime
+from execution.explain import routing_explain
 from subscriptions import policy, pool
-from subscriptions.explain import routing_explain
 from subscriptions.key_spend import agent_budgets, key_budget_closed, key_spend_reserve
 from subscriptions.policy import KeyRefusal, key_verdict, tightest_budget
 from tests.agents.factories import AgentFactory

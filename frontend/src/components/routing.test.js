@@ -97,6 +97,24 @@ describe("RoutingExplain", () => {
     expect(wrapper.find("[data-testid=routing-key]").text()).toContain("available as the last rung");
   });
 
+  it("says whether an exhausted autonomous turn parks, and until when", async () => {
+    mockFetch({ [URL]: json(200, explanation({ ends: "fail", parks_until: IN(90) })) });
+    wrapper = mount(RoutingExplain, { props: { agentName: "bot", now: NOW } });
+    await wrapper.find("button").trigger("click");
+    await settle();
+    expect(wrapper.find("[data-testid=routing-parks]").text()).toBe(
+      "Exhausted, an autonomous turn parks: it runs again in 1 h 30 min.",
+    );
+    wrapper.unmount();
+    mockFetch({ [URL]: json(200, explanation({ ends: "fail", parks_until: null })) });
+    wrapper = mount(RoutingExplain, { props: { agentName: "bot", now: NOW } });
+    await wrapper.find("button").trigger("click");
+    await settle();
+    expect(wrapper.find("[data-testid=routing-parks]").text()).toBe(
+      "Exhausted, an autonomous turn fails (it would not park).",
+    );
+  });
+
   it("says why the key rung is closed and when it reopens", async () => {
     const key = { available: false, closed: "refused_recently", refused_at: IN(-2), failure_kind: "rate_limit", reopens_at: IN(3) };
     mockFetch({ [URL]: json(200, explanation({ key })) });

@@ -1,8 +1,8 @@
 """``GET /api/agents/{name}/routing``: where the agent's next turn would run, and why.
 
-A thin view over ``subscriptions.explain.routing_explain``: the agent's owner or an
-admin (anyone else gets the same 404 as for an unknown agent). Read-only: it never
-probes a provider and writes nothing.
+A thin view over ``execution.explain.routing_explain`` (the planner on read-only
+evidence): the agent's owner or an admin (anyone else gets the same 404 as for an
+unknown agent). Read-only: it never probes a provider and writes nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agent_get_visible
-from subscriptions.explain import explanation_text, routing_explain
+from execution.explain import routing_explain
+from execution.explain_text import explanation_text
 from trinity import clock
 
 
@@ -31,12 +32,17 @@ class RoutingOutput(serializers.Serializer[Any]):
     routing_policy = serializers.CharField()
     strategy = serializers.CharField()
     autonomous = serializers.BooleanField()
+    session_id = serializers.CharField(help_text="the chat session explained ('' for none)")
     breaker = serializers.CharField(help_text="the provider's circuit breaker state")
     assigned = serializers.DictField(allow_null=True)
     pre_dispatch = serializers.CharField()
     first = serializers.DictField(allow_null=True)
     rungs = serializers.ListField(child=serializers.DictField())
     walk_stop = serializers.CharField()
+    ends = serializers.CharField(help_text="park or fail: how the turn ends if every rung refuses")
+    parks_until = serializers.DateTimeField(
+        allow_null=True, help_text="an exhausted autonomous turn parks until then (null: fails)"
+    )
     excluded = serializers.ListField(child=serializers.DictField())
     key = serializers.DictField()
     ranking_fallback = serializers.CharField(allow_null=True)
@@ -49,10 +55,12 @@ class AgentRoutingApi(APIView):
     class Input(serializers.Serializer[Any]):
         autonomous = serializers.BooleanField(required=False, default=False)
         model = serializers.CharField(required=False, default="", max_length=100)
+        session_id = serializers.CharField(required=False, default="", max_length=200)
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("autonomous", bool, description="explain a schedule/agent/mcp turn")
+            OpenApiParameter("autonomous", bool, description="explain a schedule/agent/mcp turn"),
+            OpenApiParameter("session_id", str, description="explain a turn of this chat session"),
         ],
         responses=RoutingOutput,
     )
@@ -65,6 +73,7 @@ class AgentRoutingApi(APIView):
             now=clock.now(),
             autonomous=data.validated_data["autonomous"],
             model=data.validated_data["model"],
+            session_id=data.validated_data["session_id"],
         )
         body = explanation.as_json()
         body["summary"] = explanation_text(explanation)

@@ -1,7 +1,7 @@
-"""``manage.py routing_explain NAME [--autonomous] [--model M] [--json]``: where the agent's next
-turn would run and why, for a shell without the panel.
+"""``manage.py routing_explain NAME [--autonomous] [--model M] [--session S] [--json]``:
+where the agent's next turn would run and why, for a shell without the panel.
 
-The same explanation as ``GET /api/agents/{name}/routing`` (``subscriptions.explain``);
+The same explanation as ``GET /api/agents/{name}/routing`` (``execution.explain``);
 it reads the database and the cache only, never probes and writes nothing.
 """
 
@@ -13,7 +13,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
-from subscriptions.explain import explanation_text, routing_explain
+from execution.explain import routing_explain
+from execution.explain_text import explanation_text
 from trinity import clock
 
 
@@ -26,6 +27,7 @@ class Command(BaseCommand):
             "--autonomous", action="store_true", help="explain a schedule/agent/mcp turn"
         )
         parser.add_argument("--model", default="", help="explain a turn on this model")
+        parser.add_argument("--session", default="", help="explain a turn of this chat session")
         parser.add_argument("--json", action="store_true", help="print the explanation as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -33,7 +35,11 @@ class Command(BaseCommand):
         if agent is None:
             raise CommandError(f"No agent named {options['name']!r}.")
         explanation = routing_explain(
-            agent=agent, now=clock.now(), autonomous=options["autonomous"], model=options["model"]
+            agent=agent,
+            now=clock.now(),
+            autonomous=options["autonomous"],
+            model=options["model"],
+            session_id=options["session"],
         )
         if options["json"]:
             self.stdout.write(json.dumps(explanation.as_json(), indent=2))
