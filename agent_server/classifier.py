@@ -144,8 +144,3 @@ def parse_unified_reset(value: str | None) -> datetime | None:
     if parsed.tzinfo is None:
         return None
     return parsed.astimezone(UTC)
-
-
-# The name this had while the platform's classifier shared it: kept only while
-# ``bench/fleet/world.py``, rewritten in parallel, still imports it. Remove with it.
-classify_refusal = classify_runtime_refusal

@@ -11,7 +11,7 @@ from agents.rung import Rung, RungKind
 from execution import key_reservation
 from execution.turn_state import TurnState
 from subscriptions import breaker, leases
-from subscriptions.classifier import classify_refusal
+from subscriptions.classifier import classify_attempt_refusal
 from subscriptions.key_spend import BudgetClosed
 from trinity import clock
 
@@ -95,7 +95,7 @@ def key_settle(state: TurnState, outcome: TurnOutcome | None) -> None:
     state.key_reserved = False
     spent = None
     if outcome is not None:
-        refusal = classify_refusal(error_code=outcome.error_code, detail=outcome.detail)
+        refusal = classify_attempt_refusal(error_code=outcome.error_code, detail=outcome.detail)
         spent = key_reservation.settled_cost(
             served=outcome.ok,
             cost_usd=Decimal(str(outcome.cost_usd)) if outcome.cost_usd is not None else None,

@@ -120,11 +120,3 @@ def _no_quota_evidence(detail: str, evidence: QuotaEvidence) -> bool:
         and not evidence.limiting_window
         and not QUOTA_TEXT.search(detail)
     )
-
-
-# The names these had while the agent server's classifier shared them: kept only
-# while ``execution/services.py``, ``subscriptions/explain.py`` and
-# ``bench/fleet/policies.py``, rewritten in parallel, still import them. Remove with
-# their last importer.
-Refusal = AttemptRefusal
-classify_refusal = classify_attempt_refusal

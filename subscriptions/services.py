@@ -289,7 +289,7 @@ def record_rate_limit_event(
     ``limiting_window`` when the runtime saw the provider's claim, else the one its
     cached reading names among the windows the refused turn spends (``family`` is its
     family window, None when unknown; ``refusal_windows.refusal_window``). A
-    ``throttle`` (a 429 with no quota evidence: ``Refusal.throttle``) records
+    ``throttle`` (a 429 with no quota evidence: ``AttemptRefusal.throttle``) records
     ``throttle`` and, as its ``resets_at``, the end of a short backoff
     (``throttle.throttle_backoff``), so the readmission that follows a reset
     applies; unless the cached reading shows a blocked window, which makes it a quota

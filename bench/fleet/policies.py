@@ -19,7 +19,7 @@ from agents.client import TurnOutcome
 from agents.rung import Rung, RungKind
 from bench.fleet.trace import Trace, Turn
 from bench.fleet.world import World
-from subscriptions.classifier import classify_refusal
+from subscriptions.classifier import classify_attempt_refusal
 
 
 @dataclass(frozen=True)
@@ -218,4 +218,4 @@ class SwitchOnFailurePolicy(Policy):
 
 
 def _walks(outcome: TurnOutcome) -> bool:
-    return classify_refusal(error_code=outcome.error_code, detail=outcome.detail).walks
+    return classify_attempt_refusal(error_code=outcome.error_code, detail=outcome.detail).walks

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from agent_server.classifier import classify_refusal, parse_unified_reset
+from agent_server.classifier import classify_runtime_refusal, parse_unified_reset
 from agents.client import TurnOutcome
 from agents.rung import Rung, RungKind
 from bench.fleet.trace import Fleet, SubscriptionSpec
@@ -280,7 +280,9 @@ def _refused(
     status: int, message: str, reset: datetime | None, at: datetime, rung: Rung, claim: str = ""
 ) -> TurnOutcome:
     # What the agent server's Messages API runtime reports for an upstream refusal.
-    refusal = classify_refusal(api_error_status=status, text=message, now=at, reset_hint=reset)
+    refusal = classify_runtime_refusal(
+        api_error_status=status, text=message, now=at, reset_hint=reset
+    )
     return TurnOutcome(
         status_code=status,
         ok=False,

@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from subscriptions.classifier import Refusal
+from subscriptions.classifier import AttemptRefusal
 from subscriptions.planner.evidence import Closure, RungRef
 from subscriptions.walk import Why
 
@@ -87,7 +87,7 @@ class Send:
 class Record:
     """Record the last attempt's refusal against the credential it ran on."""
 
-    refusal: Refusal
+    refusal: AttemptRefusal
 
 
 @dataclass(frozen=True, slots=True)

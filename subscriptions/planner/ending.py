@@ -8,7 +8,7 @@ from typing import Any
 
 from agents.rung import RungKind
 from subscriptions import policy
-from subscriptions.classifier import QUOTA_REASONS, Refusal
+from subscriptions.classifier import QUOTA_REASONS, AttemptRefusal
 from subscriptions.planner.actions import Ask, Fail, Finish, Need, Notice, Park, Switch
 from subscriptions.planner.evidence import (
     AgentFacts,
@@ -123,7 +123,13 @@ def _parks(evidence: Evidence, resets_at: datetime | None, *, now: datetime) -> 
 
 
 def refused(
-    evidence: Evidence, refusal: Refusal, last: Attempt, stop: Stop, walk: Walk, *, now: datetime
+    evidence: Evidence,
+    refusal: AttemptRefusal,
+    last: Attempt,
+    stop: Stop,
+    walk: Walk,
+    *,
+    now: datetime,
 ) -> Ending:
     """The walk stops at ``stop`` after ``last`` refused: an exhausted walk parks or fails
     with its trail; any other stop fails with the refusal's own code."""
@@ -144,7 +150,7 @@ def refused(
 
 
 def exhausted(
-    evidence: Evidence, refusal: Refusal, walk: Walk, stop: Stop, *, now: datetime
+    evidence: Evidence, refusal: AttemptRefusal, walk: Walk, stop: Stop, *, now: datetime
 ) -> Ending:
     """Every candidate refused: park an autonomous turn that may wait for a known plan
     reset, else fail (billing if quota or credit refused anywhere; auth when only dead

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from agents.rung import RungKind
-from subscriptions.classifier import QuotaEvidence, Refusal, classify_refusal
+from subscriptions.classifier import AttemptRefusal, QuotaEvidence, classify_attempt_refusal
 from subscriptions.headroom.alternatives import Selection
 from subscriptions.headroom.recovery import earliest_known_reset
 from subscriptions.planner.actions import Ask, Fail, Need, Send
@@ -42,10 +42,10 @@ def settings_of(evidence: Evidence, stage: str = "") -> SettingsFacts | Need:
     return evidence.settings or Need(Ask.SETTINGS, stage=stage)
 
 
-def refusal_of(attempt: Attempt) -> Refusal:
+def refusal_of(attempt: Attempt) -> AttemptRefusal:
     """What a refused attempt means (``subscriptions/classifier.py``)."""
     outcome = attempt.outcome
-    return classify_refusal(
+    return classify_attempt_refusal(
         error_code=outcome.error_code,
         detail=outcome.detail,
         evidence=QuotaEvidence(outcome.resets_at, outcome.limiting_window),

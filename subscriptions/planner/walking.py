@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from agents.rung import RungKind
-from subscriptions.classifier import Refusal
+from subscriptions.classifier import AttemptRefusal
 from subscriptions.planner.actions import ROUTED_KEY, ROUTED_PLAN, Action, Ask, Need, Record, Send
 from subscriptions.planner.ending import at_capacity, outage, refused
 from subscriptions.planner.evidence import Attempt, Busy, Evidence
@@ -61,7 +61,7 @@ def after_refusal(evidence: Evidence, last: Attempt, *, now: datetime) -> Action
     return _next_rung(evidence, refusal, last, now=now)
 
 
-def _retries(evidence: Evidence, refusal: Refusal, *, now: datetime) -> bool:
+def _retries(evidence: Evidence, refusal: AttemptRefusal, *, now: datetime) -> bool:
     """Send the same rung once more: only after an ``upstream_error``, at most once per
     turn, and only with the re-issue floor of the budget left.
 
@@ -74,7 +74,9 @@ def _retries(evidence: Evidence, refusal: Refusal, *, now: datetime) -> bool:
     return may_reissue(evidence.turn.budget_end, now=now)
 
 
-def _next_rung(evidence: Evidence, refusal: Refusal, last: Attempt, *, now: datetime) -> Action:
+def _next_rung(
+    evidence: Evidence, refusal: AttemptRefusal, last: Attempt, *, now: datetime
+) -> Action:
     """The walk's next rung after ``last`` (recorded in the walk), or how it ends."""
     if evidence.pool_size is None:
         return Need(Ask.POOL_SIZE)
@@ -106,7 +108,7 @@ def _next_rung(evidence: Evidence, refusal: Refusal, last: Attempt, *, now: date
 
 
 def _pick(
-    evidence: Evidence, refusal: Refusal, last: Attempt, walk: Walk, *, now: datetime
+    evidence: Evidence, refusal: AttemptRefusal, last: Attempt, walk: Walk, *, now: datetime
 ) -> Pick | Stop | Need:
     current = evidence.facts.current
     if current is None:

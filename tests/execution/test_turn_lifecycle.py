@@ -137,7 +137,7 @@ def test_a_bug_in_the_loop_still_finishes_the_row_and_logs_its_traceback(
     def broken(**_: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(planner_lookups, "classify_refusal", broken)
+    monkeypatch.setattr(planner_lookups, "classify_attempt_refusal", broken)
     sub_token = subscription_services.Subscription.objects.get(name="plan-a").token.reveal()
     control.set_usage(sub_token, "five_hour", percent=100)  # a refusal reaches the bug
 

@@ -17,7 +17,7 @@ from agents.rung import RungKind
 from bench.fleet.trace import AgentSpec, Fleet, SubscriptionSpec, WindowSpec
 from bench.fleet.world import PhasedWindow, World, from_unix
 from simulator.app import create_app
-from subscriptions.classifier import classify_refusal
+from subscriptions.classifier import classify_attempt_refusal
 from subscriptions.headroom.collectors import anthropic
 from subscriptions.headroom.reading import ReadingStatus
 from trinity.crypto import Secret
@@ -88,9 +88,9 @@ def test_it_serves_while_under_capacity_and_counts_the_crossing_request_whole():
     assert w.subscriptions[1].credential.windows["five_hour"].used == 1_499
     refused = attempt(w, 10, timedelta(minutes=3))
     assert not refused.ok
-    assert classify_refusal(error_code=refused.error_code, detail=refused.detail).failure_kind == (
-        "rate_limit"
-    )
+    assert classify_attempt_refusal(
+        error_code=refused.error_code, detail=refused.detail
+    ).failure_kind == ("rate_limit")
     # The refusal carries the binding window's reset, as the agent server reports it.
     assert refused.resets_at == START + timedelta(hours=2)
 
@@ -134,7 +134,7 @@ def test_a_revoked_plan_refuses_every_request_with_an_auth_refusal():
     w.revoke("a", START + timedelta(hours=1))
     refused = attempt(w, 1, timedelta(hours=1, minutes=1))
     assert not refused.ok
-    refusal = classify_refusal(error_code=refused.error_code, detail=refused.detail)
+    refusal = classify_attempt_refusal(error_code=refused.error_code, detail=refused.detail)
     assert (refusal.failure_kind, refusal.reason) == ("auth", "auth")
     assert w.reading(1, START + timedelta(hours=2)).status is ReadingStatus.INVALID_TOKEN
 
