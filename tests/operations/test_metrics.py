@@ -6,9 +6,11 @@ test_metrics_e2e.py."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import time_machine
+from django.db import OperationalError, connection
 from django.test import Client
 from pytest_django.fixtures import Settings
 
@@ -123,6 +125,43 @@ class TestStateGauges:
         AgentFactory.create(name="broken", process_state=ProcessState.FAILED)
 
         assert value(scrape(client), "trinity_agent_servers_up") == 2
+
+    @pytest.mark.parametrize(
+        ("table", "lost", "kept"),
+        [
+            (
+                "agents_agent",
+                "trinity_agent_servers_up",
+                "trinity_subscription_reading_age_seconds",
+            ),
+            (
+                "subscriptions_subscription",
+                "trinity_subscription_reading_age_seconds",
+                "trinity_agent_servers_up",
+            ),
+        ],
+    )
+    def test_one_apps_unreadable_table_drops_its_gauges_only(
+        self, client: Client, table: str, lost: str, kept: str
+    ) -> None:
+        # Each app registers its own collector (agents/metrics.py, subscriptions/
+        # metrics.py); one that fails leaves the other's gauges and the counters
+        # (trinity.metrics.StateCollector asks each apart).
+        plan = SubscriptionFactory.create(name="plan-a")
+        snapshots_write({plan.pk: reading(five_hour=42.5, age=timedelta(minutes=4))})
+        AgentFactory.create(name="up-1", process_state=ProcessState.RUNNING)
+
+        def refuse(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            if f'"{table}"' in sql:
+                raise OperationalError("the table is unreadable")
+            return execute(sql, params, many, context)
+
+        with time_machine.travel(T0, tick=False), connection.execute_wrapper(refuse):
+            got = scrape(client)
+
+        assert not any(name == lost for name, _ in got)
+        assert any(name == kept for name, _ in got)
+        assert ("trinity_turn_overhead_seconds_count", frozenset()) in got
 
 
 @pytest.mark.django_db(transaction=True)
