@@ -28,7 +28,6 @@ class TrinityConfig(AppConfig):
         from django.conf import settings
         from django.db.backends.signals import connection_created
 
-        from trinity import tasks  # noqa: F401 - registers the tasks enqueued by name
         from trinity.api import strict_input_fields
 
         strict_input_fields()

@@ -3,9 +3,10 @@ generic JSON POSTs), and the delivery of each notification to each channel.
 
 ``notification_send`` writes one ``NotificationDelivery`` per matching channel in the
 notification's own transaction and enqueues ``trinity.deliver_notification`` once it
-commits. The task makes one attempt per run (a conditional update claims it, so a
-redelivered or duplicated message never posts twice at once), records it, and
-retries with exponential backoff. Nothing here runs on a turn's path beyond the one
+commits (``trinity/tasks.py`` alone reaches the broker, both ways: nothing here knows
+the tasks that call it). The task makes one attempt per run (a conditional update
+claims it, so a redelivered or duplicated message never posts twice at once), records
+it, and retries with exponential backoff. Nothing here runs on a turn's path beyond the one
 channel read and the inserts; a receiver that is down costs a turn nothing.
 """
 
@@ -23,7 +24,6 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 
 from trinity import webhooks
-from trinity.celery import app as celery_app
 from trinity.crypto import Secret, fingerprint
 from trinity.errors import Conflict, InvalidInput, NotFound
 from trinity.models import (
@@ -36,9 +36,6 @@ from trinity.models import (
 )
 
 logger = logging.getLogger(__name__)
-# The delivery task, by name: ``trinity/tasks.py`` imports this module, so this one never
-# imports it (``trinity.apps`` registers it at start).
-DELIVER_NOTIFICATION = "trinity.deliver_notification"
 
 LEVEL_RANK: dict[str, int] = {
     Notification.Level.INFO.value: 0,
@@ -245,21 +242,6 @@ def deliveries_create(
     return [row.pk for row in rows]
 
 
-def deliveries_enqueue(delivery_ids: Iterable[int]) -> None:
-    """Hand each delivery to a worker. A broker that is down is logged, not raised:
-    the rows stay pending and the resume sweep enqueues them later."""
-    for delivery_id in delivery_ids:
-        try:
-            # No publish retries: a turn that sent a notice must not wait on the broker.
-            celery_app.tasks[DELIVER_NOTIFICATION].apply_async((delivery_id,), retry=False)
-        except Exception as exc:  # noqa: BLE001 - any broker failure; the sweep resumes it
-            logger.warning(
-                "notification delivery %s not enqueued (%s); the resume sweep will retry",
-                delivery_id,
-                type(exc).__name__,
-            )
-
-
 def payload_for(channel: NotificationChannel, notification: Notification | None) -> dict[str, Any]:
     """What a receiver gets: Slack's ``{text}``, or the notification as JSON."""
     if notification is None:
@@ -414,14 +396,12 @@ def channel_test_send(
     return outcome.attempt
 
 
-def deliveries_resume(*, now: datetime) -> int:
-    """Re-enqueue pending deliveries overdue by more than the grace (their message was
-    lost with a broker or a worker); returns how many. A duplicate is harmless: the
-    attempt claim lets one of them post."""
-    overdue = list(
+def deliveries_overdue(*, now: datetime) -> list[int]:
+    """The pending deliveries overdue by more than the grace (their message was lost
+    with a broker or a worker), at most 1000, for the resume sweep to enqueue again. A
+    duplicate is harmless: the attempt claim lets one of them post."""
+    return list(
         NotificationDelivery.objects.filter(
             status=DeliveryStatus.PENDING, next_attempt_at__lte=now - RESUME_GRACE
         ).values_list("pk", flat=True)[:1000]
     )
-    deliveries_enqueue(overdue)
-    return len(overdue)

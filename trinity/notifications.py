@@ -17,8 +17,9 @@ from django.db import transaction
 
 from trinity.markers import marker_claim
 from trinity.models import Notification
-from trinity.notification_channels import channels_for, deliveries_create, deliveries_enqueue
+from trinity.notification_channels import channels_for, deliveries_create
 from trinity.redaction import redact
+from trinity.tasks import deliveries_enqueue
 
 logger = logging.getLogger(__name__)
 

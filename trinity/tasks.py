@@ -1,12 +1,20 @@
-"""Celery adapters for notification delivery: take an id, call one service."""
+"""Celery adapters for notification delivery, both ways: each task takes an id and
+calls one service, and ``deliveries_enqueue`` publishes the delivery task. The broker
+is reached from here alone, so the services (``trinity/notification_channels.py``)
+never name the tasks that call them, not even by a string.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import Any
 
 from celery import shared_task
 
 from trinity import clock, notification_channels
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -30,5 +38,23 @@ def deliver_notification(self: Any, delivery_id: int) -> str:
 
 @shared_task(name="trinity.resume_notification_deliveries", soft_time_limit=50, time_limit=60)
 def resume_notification_deliveries() -> int:
-    """Re-enqueue deliveries whose message was lost (a broker or worker outage)."""
-    return notification_channels.deliveries_resume(now=clock.now())
+    """Re-enqueue deliveries whose message was lost (a broker or worker outage); returns
+    how many."""
+    overdue = notification_channels.deliveries_overdue(now=clock.now())
+    deliveries_enqueue(overdue)
+    return len(overdue)
+
+
+def deliveries_enqueue(delivery_ids: Iterable[int]) -> None:
+    """Hand each delivery to a worker. A broker that is down is logged, not raised:
+    the rows stay pending and the resume sweep enqueues them later."""
+    for delivery_id in delivery_ids:
+        try:
+            # No publish retries: a turn that sent a notice must not wait on the broker.
+            deliver_notification.apply_async((delivery_id,), retry=False)
+        except Exception as exc:  # noqa: BLE001 - any broker failure; the sweep resumes it
+            logger.warning(
+                "notification delivery %s not enqueued (%s); the resume sweep will retry",
+                delivery_id,
+                type(exc).__name__,
+            )
