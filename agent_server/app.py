@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from agent_server.config import AgentConfig
 from agent_server.contract import (
     AUTH_OVERRIDE_HEADER,
+    AppliedOverride,
     ChatRequest,
     ChatResponse,
     ErrorBody,
@@ -79,12 +80,20 @@ def create_app(
         baseline=dict(os.environ) if baseline is None else baseline,
         redactor=redactor,
     )
-    runtime = runtime or build_runtime(config, clock)
-    # A runtime that runs the agent's code in a child process (the CLI) gets the turn's
-    # credential only as a forwarder capability; an in-process one (the direct
-    # Messages API runtime, which runs no tools) gets the environment as it is.
-    via_forwarder = bool(getattr(runtime, "uses_forwarder", True))
-    forwarder = Forwarder(upstream=config.upstream, redactor=redactor)
+    server = _Server(config, state, runtime or build_runtime(config, clock), redactor)
+    _log_isolation(config)
+    app = FastAPI(
+        title="Trinity agent server", lifespan=server.lifespan, docs_url=None, redoc_url=None
+    )
+    app.state.agent = state
+    app.state.runtime = server.runtime
+    app.state.forwarder = server.forwarder
+    _add_guards(app, server)
+    _add_routes(app, server)
+    return app
+
+
+def _log_isolation(config: AgentConfig) -> None:
     if config.isolation == "same-user":
         logger.warning(
             "isolation=same-user: the agent server is not root, so the CLI runs as this "
@@ -95,41 +104,10 @@ def create_app(
         assert config.agent_user is not None
         logger.info("isolation=separate-user: the CLI runs as %s", config.agent_user.name)
 
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if via_forwarder:
-            await forwarder.start()
-        try:
-            yield
-        finally:
-            await runtime.aclose()
-            await forwarder.aclose()
-            state.close()
 
-    app = FastAPI(title="Trinity agent server", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.agent = state
-    app.state.runtime = runtime
-    app.state.forwarder = forwarder
-
-    def error_response(
-        code: ErrorCode,
-        detail: str,
-        *,
-        execution_id: str | None,
-        resets_at: datetime | None = None,
-        limiting_window: str | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> JSONResponse:
-        body = ErrorBody(
-            error_code=code,
-            detail=redactor.redact(detail),
-            execution_id=execution_id,
-            resets_at=resets_at,
-            limiting_window=limiting_window,
-        )
-        return JSONResponse(
-            body.model_dump(mode="json"), status_code=ERROR_STATUS[code], headers=headers
-        )
+def _add_guards(app: FastAPI, server: _Server) -> None:
+    """The bearer secret on every path but health, and invalid bodies answered safely."""
+    config = server.config
 
     @app.middleware("http")
     async def require_secret(
@@ -141,7 +119,7 @@ def create_app(
         if scheme.lower() != "bearer" or not hmac.compare_digest(
             presented.strip().encode(), config.secret.encode()
         ):
-            return error_response(
+            return server.error_response(
                 "unauthorized",
                 "missing or wrong bearer secret",
                 execution_id=None,
@@ -157,7 +135,13 @@ def create_app(
             f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}"
             for err in exc.errors()
         )
-        return error_response("invalid_request", problems or "invalid body", execution_id=None)
+        return server.error_response(
+            "invalid_request", problems or "invalid body", execution_id=None
+        )
+
+
+def _add_routes(app: FastAPI, server: _Server) -> None:
+    config, state = server.config, server.state
 
     @app.get("/health", response_model=HealthResponse)
     async def health(nonce: str | None = None) -> Response:
@@ -168,7 +152,7 @@ def create_app(
             try:
                 proof = health_proof(secret=config.secret, nonce=nonce)
             except BadNonce as exc:
-                return error_response("invalid_request", str(exc), execution_id=None)
+                return server.error_response("invalid_request", str(exc), execution_id=None)
         body = HealthResponse(
             runtime=config.runtime,
             model=config.model,
@@ -180,17 +164,19 @@ def create_app(
 
     @app.post("/api/task", response_model=TaskResponse)
     async def task(body: TaskRequest) -> Response:
-        return await run_turn(body, session_id=None)
+        return await server.run_turn(body, session_id=None)
 
     @app.post("/api/chat", response_model=ChatResponse)
     async def chat(body: ChatRequest) -> Response:
-        return await run_turn(body, session_id=body.session_id)
+        return await server.run_turn(body, session_id=body.session_id)
 
     @app.post("/api/credentials/reload-token", response_model=ReloadTokenResponse)
     async def reload_token(body: ReloadTokenRequest) -> Response:
         token = body.token.get_secret_value().strip()
         if not token:
-            return error_response("invalid_request", "token must not be empty", execution_id=None)
+            return server.error_response(
+                "invalid_request", "token must not be empty", execution_id=None
+            )
         shadow = state.reload_token(token, remove_api_key=body.remove_api_key)
         logger.info(
             "reload-token: next spawns use the new OAuth token (remove_api_key=%s, env_shadow=%s)",
@@ -199,16 +185,68 @@ def create_app(
         )
         return JSONResponse(ReloadTokenResponse(env_shadow=shadow).model_dump(mode="json"))
 
-    async def run_turn(body: TaskRequest, *, session_id: str | None) -> Response:
+
+class _Server:
+    """What a turn needs: the config, the state, the runtime, the forwarder, the redactor."""
+
+    def __init__(
+        self, config: AgentConfig, state: AgentState, runtime: Runtime, redactor: Redactor
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.runtime = runtime
+        self.redactor = redactor
+        # A runtime that runs the agent's code in a child process (the CLI) gets the
+        # turn's credential only as a forwarder capability; an in-process one (the
+        # direct Messages API runtime, which runs no tools) gets the environment as is.
+        self.via_forwarder = bool(getattr(runtime, "uses_forwarder", True))
+        self.forwarder = Forwarder(upstream=config.upstream, redactor=redactor)
+
+    @asynccontextmanager
+    async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
+        if self.via_forwarder:
+            await self.forwarder.start()
+        try:
+            yield
+        finally:
+            await self.runtime.aclose()
+            await self.forwarder.aclose()
+            self.state.close()
+
+    def error_response(
+        self,
+        code: ErrorCode,
+        detail: str,
+        *,
+        execution_id: str | None,
+        resets_at: datetime | None = None,
+        limiting_window: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> JSONResponse:
+        body = ErrorBody(
+            error_code=code,
+            detail=self.redactor.redact(detail),
+            execution_id=execution_id,
+            resets_at=resets_at,
+            limiting_window=limiting_window,
+        )
+        return JSONResponse(
+            body.model_dump(mode="json"), status_code=ERROR_STATUS[code], headers=headers
+        )
+
+    async def run_turn(self, body: TaskRequest, *, session_id: str | None) -> Response:
         # Every line this turn logs carries the platform's execution id (LOG_FORMAT=json).
         with turn_log_context(body.execution_id):
-            return await _run_turn(body, session_id=session_id)
+            return await self._run_turn(body, session_id=session_id)
 
-    async def spend(spawn: Turn, env: dict[str, str]) -> tuple[TurnOutcome, dict[str, str] | None]:
+    async def spend(
+        self, spawn: Turn, env: dict[str, str]
+    ) -> tuple[TurnOutcome, dict[str, str] | None]:
         """Run the spawn; through the forwarder, the CLI holds a capability in place of
         the credential, alive exactly as long as this spawn. Returns the outcome and the
         rate-limit headers the forwarder relayed (None when it saw none)."""
-        if not via_forwarder:
+        runtime, forwarder = self.runtime, self.forwarder
+        if not self.via_forwarder:
             return await runtime.run(spawn, env), None
         credential = turn_credential(env)
         if credential is None:
@@ -226,23 +264,73 @@ def create_app(
             outcome = await runtime.run(spawn, cli_env)
         return outcome, grant.ratelimit or None
 
-    async def _run_turn(body: TaskRequest, *, session_id: str | None) -> Response:
+    def _timeout(self, body: TaskRequest) -> float:
+        timeout = body.timeout_seconds
+        if self.config.timeout_max is not None:
+            timeout = min(timeout, self.config.timeout_max)
+        return timeout
+
+    async def _run_turn(self, body: TaskRequest, *, session_id: str | None) -> Response:
         override = body.auth_override.applied() if body.auth_override else None
         headers = {AUTH_OVERRIDE_HEADER: override.kind} if override else {}
-        timeout = body.timeout_seconds
-        if config.timeout_max is not None:
-            timeout = min(timeout, config.timeout_max)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        timeout = self._timeout(body)
         logger.info(
             "turn %s: start runtime=%s model=%s session=%s override=%s timeout=%gs",
             body.execution_id,
-            runtime.name,
-            body.model or config.model or "(runtime default)",
+            self.runtime.name,
+            body.model or self.config.model or "(runtime default)",
             session_id or "-",
             override.kind if override else "-",
             timeout,
         )
+        try:
+            outcome, ratelimit = await self._spawn(body, override, session_id, timeout)
+        except TurnError as exc:
+            logger.warning(
+                "turn %s: %s (%s)",
+                body.execution_id,
+                exc.error_code,
+                self.redactor.redact(exc.detail),
+            )
+            return self.error_response(
+                exc.error_code,
+                exc.detail,
+                execution_id=body.execution_id,
+                resets_at=exc.resets_at,
+                limiting_window=exc.limiting_window,
+                headers=headers,
+            )
+        except Exception as exc:
+            logger.exception("turn %s: internal error", body.execution_id)
+            return self.error_response(
+                "container_fault",
+                f"internal error in the agent server: {type(exc).__name__}",
+                execution_id=body.execution_id,
+                headers=headers,
+            )
+        logger.info(
+            "turn %s: ok model=%s tokens=%s/%s",
+            body.execution_id,
+            outcome.model,
+            outcome.input_tokens,
+            outcome.output_tokens,
+        )
+        return self.served_response(
+            body, outcome, ratelimit, session_id=session_id, headers=headers
+        )
+
+    async def _spawn(
+        self,
+        body: TaskRequest,
+        override: AppliedOverride | None,
+        session_id: str | None,
+        timeout: float,
+    ) -> tuple[TurnOutcome, dict[str, str] | None]:
+        """One spawn in its own home, after the session's earlier turn; the home of a
+        turn without a session is discarded after it."""
+        state = self.state
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         lock = state.session_lock(session_id) if session_id is not None else None
         state.busy += 1
         home = None
@@ -255,50 +343,23 @@ def create_app(
                 spawn = Turn(
                     execution_id=body.execution_id,
                     message=body.message,
-                    model=body.model or config.model,
+                    model=body.model or self.config.model,
                     timeout_seconds=max(deadline - loop.time(), 0.001),
                     home=home,
                     cwd=state.area.workdir,
                     session_id=session_id,
                 )
-                outcome, ratelimit = await spend(spawn, env)
+                return await self.spend(spawn, env)
             finally:
                 if lock is not None:
                     lock.release()
-        except TurnError as exc:
-            logger.warning(
-                "turn %s: %s (%s)", body.execution_id, exc.error_code, redactor.redact(exc.detail)
-            )
-            return error_response(
-                exc.error_code,
-                exc.detail,
-                execution_id=body.execution_id,
-                resets_at=exc.resets_at,
-                limiting_window=exc.limiting_window,
-                headers=headers,
-            )
-        except Exception as exc:
-            logger.exception("turn %s: internal error", body.execution_id)
-            return error_response(
-                "container_fault",
-                f"internal error in the agent server: {type(exc).__name__}",
-                execution_id=body.execution_id,
-                headers=headers,
-            )
         finally:
             state.busy -= 1
             if home is not None and session_id is None:
                 state.discard_spawn_home(home)
-        logger.info(
-            "turn %s: ok model=%s tokens=%s/%s",
-            body.execution_id,
-            outcome.model,
-            outcome.input_tokens,
-            outcome.output_tokens,
-        )
-        return served_response(body, outcome, ratelimit, session_id=session_id, headers=headers)
 
     def served_response(
+        self,
         body: TaskRequest,
         outcome: TurnOutcome,
         ratelimit: dict[str, str] | None,
@@ -309,7 +370,7 @@ def create_app(
         payload = TaskResponse(
             execution_id=body.execution_id,
             # An answer can quote the environment (the agent's tools can read it).
-            response=redactor.redact(outcome.response),
+            response=self.redactor.redact(outcome.response),
             model=outcome.model,
             usage=Usage(input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens),
             cost_usd=outcome.cost_usd,
@@ -321,8 +382,6 @@ def create_app(
         if answer.get("upstream_ratelimit") is None:
             answer.pop("upstream_ratelimit", None)  # optional: absent, not null
         return JSONResponse(answer, headers=headers)
-
-    return app
 
 
 async def _session_acquire(lock: asyncio.Lock, *, session_id: str | None, timeout: float) -> None:
