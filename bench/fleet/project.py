@@ -32,7 +32,12 @@ from execution.deadlines import turn_timeout
 from execution.ending import EXHAUSTED_NOTICE_TTL
 from execution.served import KEY_NOTICE_TTL
 from subscriptions import pool
-from subscriptions.headroom.exhaustion_forecast import Forecast, UsagePoint, forecast_compute
+from subscriptions.headroom.exhaustion_forecast import (
+    LOOKBACK,
+    Forecast,
+    UsagePoint,
+    forecast_compute,
+)
 from subscriptions.headroom.probe_cadence import probe_due
 from subscriptions.headroom.ranking import BALANCED, BANDED
 from subscriptions.headroom.reading import Reading
@@ -67,8 +72,6 @@ from subscriptions.planner import (
 
 # A turn never takes more steps than this (the planner ends every turn far sooner).
 MAX_STEPS = 500
-# How far back the forecast reads a plan's utilization (``forecasts.LOOKBACK``'s role).
-FORECAST_LOOKBACK = timedelta(hours=6)
 
 
 class ProjectPolicy(Policy):
@@ -129,7 +132,7 @@ class ProjectPolicy(Policy):
                     continue
                 points = windows.setdefault(name, [])
                 points.append(UsagePoint(reading.fetched_at, float(window.utilization)))
-                while points and points[0].at < now - FORECAST_LOOKBACK:
+                while points and points[0].at < now - LOOKBACK:
                     points.pop(0)
             self.forecasts[pk] = forecast_compute(
                 windows,
