@@ -13,7 +13,7 @@ from django.conf import settings
 
 from bench.fleet.world import World
 from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import Candidate, candidate_of
+from subscriptions.headroom.candidates import Candidate, candidate_of, in_load_balance_order
 from subscriptions.headroom.ranking import rank_candidates
 from subscriptions.headroom.reading import Reading, reading_replaces
 from subscriptions.headroom.refusal_windows import refusal_limit
@@ -170,8 +170,8 @@ class MemoryPool:
                     )
                 )
             )
-        rows.sort(key=lambda c: (c.agent_count, c.name))
-        return rows
+        rows.sort(key=lambda c: c.name)
+        return in_load_balance_order(rows)
 
     def key_rung_available(self, now: datetime) -> bool:
         start = skip_window_start(now)
