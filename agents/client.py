@@ -116,6 +116,11 @@ class AgentServerUnavailable(Exception):
     """The agent server could not be reached or answered outside the contract."""
 
 
+class AgentServerNotConnected(AgentServerUnavailable):
+    """Nothing took the connection (refused, no route, connect timeout): the request
+    never left this process, so sending it again after a restart is safe."""
+
+
 class EndpointUnproven(AgentServerUnavailable):
     """Something answered on the endpoint without proving it holds the agent's secret:
     it is not this agent's server, and nothing was sent to it."""
@@ -163,7 +168,12 @@ class AgentServerClient:
             # leaves its endpoint to whoever binds it first).
             _verified.discard(self._key)
             # httpx messages carry the URL only; redact anyway, a proxy may echo more.
-            raise AgentServerUnavailable(
+            error = (
+                AgentServerNotConnected
+                if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                else AgentServerUnavailable
+            )
+            raise error(
                 redact(f"{type(exc).__name__} talking to {self.endpoint}{path}: {exc}")
             ) from None
 

@@ -217,6 +217,23 @@ def _await_start(agent: Agent) -> Agent:
     return _reload(agent)
 
 
+def agent_revive(*, agent: Agent) -> Agent | None:
+    """The agent's recorded server took no connection: when the runtime says it is
+    gone (crashed, killed, its container removed), start it again on the credentials
+    the agent should have now. Returns the agent on its new server, or None when the
+    old one still runs (unreachable for another reason) or no new one came up."""
+    if get_runtime().is_alive(name=agent.name, handle=agent.process_handle):
+        return None
+    logger.warning("agent %s: its server is gone; starting it again", agent.name)
+    try:
+        revived = agent_start(agent=agent)
+    except AgentStartFailed:
+        return None
+    if not revived.endpoint or revived.process_handle == agent.process_handle:
+        return None
+    return revived
+
+
 def agent_stop(*, agent: Agent) -> Agent:
     agent = _reload(agent)
     if agent.process_handle:

@@ -8,7 +8,7 @@ import logging
 from dataclasses import replace
 
 from agents import lifecycle
-from agents.client import AgentServerUnavailable, TurnOutcome
+from agents.client import AgentServerNotConnected, AgentServerUnavailable, TurnOutcome
 from agents.rung import Rung, RungKind
 from execution.deadlines import budget_end
 from execution.protection import key_reserve, key_settle, lease_take
@@ -71,26 +71,39 @@ def send(state: TurnState, action: Send) -> None:
 
 def _request(state: TurnState, rung: Rung | None) -> TurnOutcome | None:
     """One request with the turn's remaining budget; None (an ``Unreachable`` event)
-    when the agent server could not be reached."""
-    remaining = (budget_end(state.execution) - clock.now()).total_seconds()
-    execution, agent = state.execution, state.agent
+    when the agent server could not be reached. A server that took no connection and
+    is gone (it crashed or was killed since the last turn) is started again and the
+    request, which never left, is sent once more."""
     try:
-        with state.agent_server_wait():
-            outcome = lifecycle.client_for(agent).run_turn(
-                execution_id=state.holder,
-                message=execution.message,
-                timeout_seconds=remaining,
-                model=execution.model or agent.model or None,
-                # A legacy server is sent nothing: it runs on what it was assigned.
-                rung=None if state.evidence.legacy.on else rung,
-                session_id=execution.session_id or None,
-            )
+        try:
+            outcome = _run_turn(state, rung)
+        except AgentServerNotConnected:
+            revived = lifecycle.agent_revive(agent=state.agent)
+            if revived is None:
+                raise
+            state.agent = revived
+            outcome = _run_turn(state, rung)
     except AgentServerUnavailable as exc:
         key_settle(state, None)
         state.evidence = state.evidence.after(Unreachable(str(exc)))
         return None
     key_settle(state, outcome)
     return outcome
+
+
+def _run_turn(state: TurnState, rung: Rung | None) -> TurnOutcome:
+    remaining = (budget_end(state.execution) - clock.now()).total_seconds()
+    execution, agent = state.execution, state.agent
+    with state.agent_server_wait():
+        return lifecycle.client_for(agent).run_turn(
+            execution_id=state.holder,
+            message=execution.message,
+            timeout_seconds=remaining,
+            model=execution.model or agent.model or None,
+            # A legacy server is sent nothing: it runs on what it was assigned.
+            rung=None if state.evidence.legacy.on else rung,
+            session_id=execution.session_id or None,
+        )
 
 
 def _ran_on(state: TurnState, rung: Rung | None, outcome: TurnOutcome) -> Rung | None:

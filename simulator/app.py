@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -59,6 +60,14 @@ UPSTREAM_ERRORS = {
     529: ("overloaded_error", "Overloaded"),
 }
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def control_allowed_from() -> frozenset[str]:
+    """Who may call the control API: loopback, plus the addresses SIMULATOR_CONTROL_FROM
+    lists (comma-separated): a simulator on a container network's gateway is controlled
+    by the host from that gateway address, which no container on the network has."""
+    extra = os.environ.get("SIMULATOR_CONTROL_FROM", "")
+    return frozenset(LOOPBACK | {a.strip() for a in extra.split(",") if a.strip()})
 
 
 def anthropic_error(
@@ -467,9 +476,11 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
 
     # the control API
 
+    allowed = control_allowed_from()
+
     def loopback_only(request: Request) -> None:
         host = request.client.host if request.client else None
-        if host not in LOOPBACK:
+        if host not in allowed:
             raise HTTPException(status_code=403, detail="control API is loopback only")
 
     control = APIRouter(prefix="/_control", dependencies=[Depends(loopback_only)])

@@ -190,6 +190,7 @@ class SimulatorProcess(ListeningProcess):
         stop_timeout: float = 5.0,
         log_path: Path | None = None,
         log_level: str = "info",
+        control_from: tuple[str, ...] = (),
     ) -> None:
         super().__init__(
             startup_timeout=startup_timeout, stop_timeout=stop_timeout, log_path=log_path
@@ -197,6 +198,7 @@ class SimulatorProcess(ListeningProcess):
         self.host = host
         self.port = port
         self.log_level = log_level
+        self.control_from = control_from
         self._control: SimulatorControl | None = None
 
     @property
@@ -221,6 +223,8 @@ class SimulatorProcess(ListeningProcess):
     def environment(self) -> dict[str, str]:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        if self.control_from:
+            env["SIMULATOR_CONTROL_FROM"] = ",".join(self.control_from)
         return env
 
     def await_ready(self, deadline: float) -> None:

@@ -530,8 +530,27 @@ TRINITY_AGENT_BACKEND = env.str("TRINITY_AGENT_BACKEND", default="local")
 if TRINITY_AGENT_BACKEND not in {"local", "docker"}:
     raise ImproperlyConfigured("TRINITY_AGENT_BACKEND must be 'local' or 'docker'")
 TRINITY_AGENT_IMAGE = env.str("TRINITY_AGENT_IMAGE", default="trinity-agent:latest")
-TRINITY_DOCKER_NETWORK = env.str("TRINITY_DOCKER_NETWORK", default="")
+# The docker runtime (agents/runtimes/docker.py). Agent containers run on this network
+# only, and the platform reaches their servers on it: by the container's name when the
+# platform runs in a container on that network (compose), by its address on the
+# network when the platform runs on the host ("address").
+TRINITY_DOCKER_NETWORK = env.str("TRINITY_DOCKER_NETWORK", default="trinity-agents").strip()
+if not TRINITY_DOCKER_NETWORK:
+    raise ImproperlyConfigured("TRINITY_DOCKER_NETWORK must name the agents' network")
+TRINITY_DOCKER_ENDPOINT = env.str("TRINITY_DOCKER_ENDPOINT", default="name")
+if TRINITY_DOCKER_ENDPOINT not in {"name", "address"}:
+    raise ImproperlyConfigured("TRINITY_DOCKER_ENDPOINT must be 'name' or 'address'")
+# Create the network when it is missing (off under compose: compose creates it, and the
+# socket proxy lets the platform create containers only). Internal: no way out of it
+# but to the host (for an upstream on the host, as in the tests).
+TRINITY_DOCKER_NETWORK_CREATE = _env_bool("TRINITY_DOCKER_NETWORK_CREATE", True)
+TRINITY_DOCKER_NETWORK_INTERNAL = _env_bool("TRINITY_DOCKER_NETWORK_INTERNAL", False)
+# Each agent container's limits, set at create and visible in `docker inspect`.
 TRINITY_AGENT_MEMORY_LIMIT = env.str("TRINITY_AGENT_MEMORY_LIMIT", default="2g")
+TRINITY_AGENT_CPU_MILLICORES = _env_int(
+    "TRINITY_AGENT_CPU_MILLICORES", 2000, minimum=100, maximum=256_000
+)
+TRINITY_AGENT_PIDS_LIMIT = _env_int("TRINITY_AGENT_PIDS_LIMIT", 512, minimum=16, maximum=1_000_000)
 # The local runtime's agent work areas (the CLI's working directories and HOMEs),
 # outside var/ and reachable by the agent's OS user. Unset: a directory under the
 # system temp dir named after this process's user and VAR_DIR (agents/runtimes/local.py).

@@ -9,10 +9,13 @@ of two racing starts exactly one creates a container. Every container carries th
 agent's name and the id of the start that created it as labels. A start removes
 only what it created itself, plus one kind of leftover, by an explicit rule:
 a container with this agent's label whose state is ``exited`` or ``dead``. Such a
-container serves nothing: with the ``unless-stopped`` restart policy the engine
-restarts a crashed server itself, so an exited one was stopped on purpose (a stop
-whose remove failed, an operator's ``docker stop``). Anything else that holds the
-name, live or unlabelled, is left alone and the start fails with StartConflict.
+container serves nothing and never comes back by itself: the restart policy is
+``no``, so a server that crashed, was killed or was stopped stays down, and the
+platform revives it (the next turn's start, or the supervisor task) with the
+credentials the agent should have *now*; an engine restart of the old container
+would boot it on its create-time environment, from before any hot-reload. Anything
+else that holds the name (live, restarting, or unlabelled) is left alone and the
+start fails with StartConflict.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from django.conf import settings
 
 from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
 from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
+from trinity.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +44,60 @@ STALE_STATES = frozenset({"exited", "dead"})
 CONFLICT = 409
 
 
+NETWORK_LABEL = "trinity.network"
+
+
 def _default_client() -> Any:
     import docker
 
     return docker.from_env()
+
+
+def agents_network(client: Any) -> str:
+    """The agents' network (TRINITY_DOCKER_NETWORK) for a container to join: created
+    when missing and TRINITY_DOCKER_NETWORK_CREATE allows it, else taken as it is
+    (compose creates it, and the socket proxy answers no network call).
+
+    Two first starts may race to create it, and the engine keeps names unique only
+    best-effort: of several networks of that name the oldest is the one, by id.
+    """
+    import docker.errors
+
+    name = settings.TRINITY_DOCKER_NETWORK
+    if not settings.TRINITY_DOCKER_NETWORK_CREATE:
+        return str(name)
+    found = [n for n in client.networks.list(names=[name]) if n.name == name]
+    if not found:
+        try:
+            client.networks.create(
+                name,
+                driver="bridge",
+                internal=settings.TRINITY_DOCKER_NETWORK_INTERNAL,
+                labels={NETWORK_LABEL: "agents"},
+                check_duplicate=True,
+            )
+        except docker.errors.APIError as exc:
+            if exc.status_code != CONFLICT:
+                raise
+        found = [n for n in client.networks.list(names=[name]) if n.name == name]
+    if not found:
+        raise RuntimeError(f"the agents' network {name!r} could not be created")
+    oldest = min(found, key=lambda n: (n.attrs.get("Created", ""), n.id))
+    return str(oldest.id)
+
+
+def _raise_if_exited(container: Any, agent_name: str) -> None:
+    """A container that exited before its server proved itself will not: say so now,
+    with its exit code and last log line (redacted), instead of at the timeout."""
+    container.reload()
+    if container.status not in STALE_STATES:
+        return
+    code = container.attrs.get("State", {}).get("ExitCode")
+    lines = container.logs(tail=5).decode(errors="replace").strip().splitlines()
+    last = redact(lines[-1])[:300] if lines else "no output"
+    raise RuntimeError(
+        f"agent container for {agent_name!r} exited (code {code}) before its server came up: {last}"
+    )
 
 
 class DockerRuntime:
@@ -56,8 +110,8 @@ class DockerRuntime:
         return f"trinity-agent-{agent_name}"
 
     def start(self, spec: SpawnSpec) -> Spawned:
-        """Create and start this agent's container; return once its server proved it
-        holds the agent's secret (agents/client.py ``prove``) on the endpoint.
+        """Create and start this agent's container on the agents' network; return once
+        its server proved it holds the agent's secret (agents/client.py ``prove``).
 
         Raises StartConflict when another container holds the name (see the module
         docstring for the one leftover that is removed instead), RuntimeError when
@@ -65,43 +119,16 @@ class DockerRuntime:
         the proof (naming the endpoint; the container is removed first).
         """
         client = self._client_factory()
-        name = self.container_name(spec.name)
         start_id = secrets.token_hex(8)
-        network = settings.TRINITY_DOCKER_NETWORK
-        env = {**spec.environment(), "TRINITY_AGENT_HOME": "/home/agent/work"}
-        run_kwargs: dict[str, Any] = {
-            "image": settings.TRINITY_AGENT_IMAGE,
-            "name": name,
-            "command": [
-                "python",
-                "-m",
-                "agent_server",
-                "--host",
-                "0.0.0.0",  # noqa: S104 - inside the container
-                "--port",
-                str(CONTAINER_PORT),
-            ],
-            "environment": env,
-            "detach": True,
-            "labels": {LABEL: spec.name, START_LABEL: start_id},
-            "restart_policy": {"Name": "unless-stopped"},
-            "mem_limit": settings.TRINITY_AGENT_MEMORY_LIMIT,
-        }
-        if network:
-            run_kwargs["network"] = network
-        else:
-            run_kwargs["ports"] = {f"{CONTAINER_PORT}/tcp": ("127.0.0.1", None)}
+        run_kwargs = self._run_kwargs(spec, agents_network(client), start_id)
         container = self._create(client, spec.name, start_id, run_kwargs)
         try:
             container.reload()
-            if network:
-                endpoint = f"http://{name}:{CONTAINER_PORT}"
-            else:
-                ports = container.attrs["NetworkSettings"]["Ports"]
-                endpoint = f"http://127.0.0.1:{ports[f'{CONTAINER_PORT}/tcp'][0]['HostPort']}"
+            endpoint = self._endpoint(container)
             self._wait_proven(
                 AgentServerClient(endpoint=endpoint, secret=spec.secret, handle=str(container.id)),
                 spec.name,
+                container,
             )
         except BaseException:
             # Ours by construction (this start created it): nothing else may serve
@@ -113,6 +140,43 @@ class DockerRuntime:
             "agent %s started in container %s at %s", spec.name, container.short_id, endpoint
         )
         return Spawned(endpoint=endpoint, handle=str(container.id))
+
+    def _run_kwargs(self, spec: SpawnSpec, network: str, start_id: str) -> dict[str, Any]:
+        """``containers.run``'s arguments: the image, the baseline environment, the
+        labels that make the container this start's, the restart policy and the
+        limits from settings (memory, CPU, processes)."""
+        return {
+            "image": settings.TRINITY_AGENT_IMAGE,
+            "name": self.container_name(spec.name),
+            "command": [
+                "python",
+                "-m",
+                "agent_server",
+                "--host",
+                "0.0.0.0",  # noqa: S104 - inside the container, on the agents' network only
+                "--port",
+                str(CONTAINER_PORT),
+            ],
+            "environment": {**spec.environment(), "TRINITY_AGENT_HOME": "/home/agent/work"},
+            "detach": True,
+            "labels": {LABEL: spec.name, START_LABEL: start_id},
+            # The platform revives a dead server (the module docstring says why).
+            "restart_policy": {"Name": "no"},
+            "network": network,
+            "mem_limit": settings.TRINITY_AGENT_MEMORY_LIMIT,
+            "nano_cpus": settings.TRINITY_AGENT_CPU_MILLICORES * 1_000_000,
+            "pids_limit": settings.TRINITY_AGENT_PIDS_LIMIT,
+        }
+
+    @staticmethod
+    def _endpoint(container: Any) -> str:
+        """Where the platform reaches the container's server: its name (the platform
+        is a container on the same network, whose DNS knows it) or its address there."""
+        if settings.TRINITY_DOCKER_ENDPOINT == "name":
+            return f"http://{container.name}:{CONTAINER_PORT}"
+        networks = container.attrs["NetworkSettings"]["Networks"]
+        address = networks[settings.TRINITY_DOCKER_NETWORK]["IPAddress"]
+        return f"http://{address}:{CONTAINER_PORT}"
 
     def _create(
         self, client: Any, agent_name: str, start_id: str, run_kwargs: dict[str, Any]
@@ -168,9 +232,12 @@ class DockerRuntime:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
 
-    def _wait_proven(self, client: AgentServerClient, agent_name: str) -> None:
+    def _wait_proven(
+        self, client: AgentServerClient, agent_name: str, container: Any | None = None
+    ) -> None:
         """Poll ``client.prove`` until it succeeds; raises RuntimeError naming the
-        endpoint on a wrong proof (at once) or after STARTUP_TIMEOUT."""
+        endpoint on a wrong proof (at once), when the container exits first (at once,
+        with its last log line, redacted) or after STARTUP_TIMEOUT."""
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             try:
@@ -179,7 +246,9 @@ class DockerRuntime:
             except EndpointUnproven as exc:
                 raise RuntimeError(f"agent container for {agent_name!r}: {exc}") from None
             except AgentServerUnavailable:
-                time.sleep(0.5)  # the engine's port proxy answers before the server does
+                if container is not None:
+                    _raise_if_exited(container, agent_name)
+                time.sleep(0.5)  # the server binds a moment after the container starts
         raise RuntimeError(
             f"agent container for {agent_name!r} did not prove itself on {client.endpoint} in time"
         )
