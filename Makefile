@@ -85,10 +85,15 @@ run: setup
 stop: $(STAMP)
 	$(PY) manage.py agents_stop_all
 
+# The container tests (tests/docker, tests/deploy/test_compose_up.py) run on the engine
+# deploy/engine.py finds, or on one it starts under var/docker/ and stops at the end.
 test: setup chromium
 	npm test --prefix frontend
 	exports=$$($(PY) tests/backends.py)
 	eval "$$exports"
+	engine=$$($(PY) deploy/engine.py up)
+	eval "$$engine"
+	trap '$(PY) deploy/engine.py down' EXIT
 	$(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

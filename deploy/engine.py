@@ -9,9 +9,10 @@
 2. the system's, ``/var/run/docker.sock``;
 3. the one an earlier ``up`` of this checkout started, ``var/docker/docker.sock``.
 
-When none answers it starts ``dockerd`` itself, as root, with its data, exec root,
-socket, PID file and log under ``var/docker/`` (installing Debian's ``docker.io``
-first when ``dockerd`` is missing). That engine has no default bridge (``--bridge
+First it installs what is missing of Debian's ``docker.io``, ``debootstrap`` (the
+image builds) and ``docker-compose`` (the deployment test), as root. When no engine
+answers it starts ``dockerd`` itself, with its data, exec root, socket, PID file and
+log under ``var/docker/``. That engine has no default bridge (``--bridge
 none``): the project's containers run on networks the project creates. Its storage
 driver is the engine's own choice (overlay2 where the kernel has overlayfs, vfs
 otherwise) unless ``TRINITY_DOCKER_STORAGE_DRIVER`` names one.
@@ -45,8 +46,13 @@ LOG = STATE / "dockerd.log"
 SYSTEM_SOCKET = Path("/var/run/docker.sock")
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 30.0
-# What the container tests and the image builds need from Debian.
-PACKAGES = ("docker.io", "debootstrap")
+# What the container tests and the image builds need from Debian: the command each
+# package brings, by package.
+PACKAGES = {
+    "docker.io": "dockerd",
+    "debootstrap": "debootstrap",
+    "docker-compose": "docker-compose",
+}
 
 
 class EngineError(RuntimeError):
@@ -92,16 +98,16 @@ def engine_version(host: str, timeout: float = 3.0) -> str | None:
         return None
 
 
-def _install() -> None:
+def _install(missing: list[str]) -> None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise EngineError(
-            "dockerd is not installed and this is not root on Debian: "
-            "install the engine (apt-get install docker.io) or set DOCKER_HOST"
+            f"{', '.join(missing)} not installed and this is not root on Debian: "
+            f"apt-get install {' '.join(missing)}, or set DOCKER_HOST"
         )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for command in (
         ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "-y", "-qq", *PACKAGES],
+        ["apt-get", "install", "-y", "-qq", *missing],
     ):
         result = subprocess.run(  # noqa: S603 - fixed command lines
             command, env=env, capture_output=True, text=True, check=False
@@ -128,8 +134,6 @@ def dockerd_command() -> list[str]:
 
 def _start() -> str:
     """Start dockerd under var/docker/ and wait for it; returns its version."""
-    if shutil.which("dockerd") is None or shutil.which("debootstrap") is None:
-        _install()
     if os.geteuid() != 0:
         raise EngineError("no Docker engine answers, and starting dockerd needs root")
     STATE.mkdir(parents=True, exist_ok=True)
@@ -153,8 +157,16 @@ def _start() -> str:
     raise EngineError(f"dockerd did not come up ({LOG}): {' / '.join(tail)}")
 
 
+def missing_packages() -> list[str]:
+    return [package for package, command in PACKAGES.items() if shutil.which(command) is None]
+
+
 def engine_up() -> tuple[str, str]:
-    """(DOCKER_HOST, a sentence saying which engine) for the first that answers."""
+    """(DOCKER_HOST, a sentence saying which engine) for the first that answers; the
+    packages the tests need beside the engine are installed first when missing."""
+    missing = missing_packages()
+    if missing:
+        _install(missing)
     candidates = []
     if os.environ.get("DOCKER_HOST"):
         candidates.append((os.environ["DOCKER_HOST"], "from DOCKER_HOST"))

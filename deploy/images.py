@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = "trixie"
@@ -94,7 +95,11 @@ def log_dir() -> Path:
 
 
 def _run(
-    command: list[str], *, log_name: str, stdin: object = None, env: dict[str, str] | None = None
+    command: list[str],
+    *,
+    log_name: str,
+    stdin: IO[bytes] | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     log = log_dir() / f"{log_name}.log"
     with log.open("wb") as out:

@@ -4,8 +4,8 @@ the plan token file first, then (for an agent) its home folder, log and work are
 Real local agent-server processes on the real database. Today's agent servers keep a
 hot-reloaded token in memory only; the token file here is the one a server before the
 forwarder wrote, which an upgraded platform must still remove first.
-The docker side of a delete (containers and volumes) is pinned in
-tests/agents/test_docker_runtime.py against a mocked SDK.
+The docker side of a delete (containers and volumes) is pinned on a real engine in
+tests/docker/test_agent_containers_e2e.py.
 """
 
 from __future__ import annotations

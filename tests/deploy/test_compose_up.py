@@ -31,7 +31,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from simulator.process import SimulatorProcess
-from tests.docker.conftest import build_image, engine  # noqa: F401 - the engine fixture
+from tests.docker.conftest import build_image
 from tests.subscriptions.factories import plan_token
 
 pytestmark = [pytest.mark.e2e]
@@ -113,7 +113,7 @@ class Stack:
 
 
 @pytest.fixture
-def agents_network(engine: Any) -> Iterator[Any]:  # noqa: F811 - the imported fixture
+def agents_network(engine: Any) -> Iterator[Any]:
     network = engine.networks.create(
         f"trinity-agents-deploy-{os.getpid()}",
         driver="bridge",
@@ -144,7 +144,7 @@ def _wait_ready(client: httpx.Client, stack: Stack) -> None:
 
 
 def test_the_composed_stack_migrates_and_serves_a_real_turn_over_rest(
-    engine: Any,  # noqa: F811 - the imported fixture
+    engine: Any,
     agents_network: Any,
     tmp_path: Path,
 ) -> None:

@@ -1,10 +1,12 @@
 """deploy/docker_proxy.py: the only holder of the engine's socket forwards the agent
 runtime's calls on agent containers and refuses the rest.
 
-No Docker engine runs here, so the engine is a stand-in on a Unix socket that keeps
-containers in a dict and answers the Docker API's shapes; the client side is the real
-docker SDK and the real ``DockerRuntime``, pointed at the proxy over TCP as compose
-points web and worker at it.
+The engine here is a stand-in on a Unix socket that keeps containers in a dict,
+answers the Docker API's shapes and records what reached it, so each refusal can be
+shown to have forwarded nothing; the client side is the real docker SDK and the real
+``DockerRuntime``, pointed at the proxy over TCP as compose points web and worker at
+it. The proxy in front of the real engine, with agents started through it, is
+tests/deploy/test_compose_up.py.
 """
 
 from __future__ import annotations
@@ -169,15 +171,19 @@ def spec() -> SpawnSpec:
     return SpawnSpec(name="bot", runtime="claude-code", model="", secret=Secret("s3cret"))
 
 
-@override_settings(TRINITY_AGENT_IMAGE=IMAGE, TRINITY_DOCKER_NETWORK=NETWORK)
+# As under compose: the network is compose's, and the proxy answers no network call.
+@override_settings(
+    TRINITY_AGENT_IMAGE=IMAGE, TRINITY_DOCKER_NETWORK=NETWORK, TRINITY_DOCKER_NETWORK_CREATE=False
+)
 def test_the_agent_runtime_starts_inspects_stops_and_discards_through_the_proxy(
     engine: FakeEngine, client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runtime = DockerRuntime(client_factory=lambda: client)
     # Nothing listens at the container's address here (the engine is a stand-in), so
     # the proof wait is replaced: it is not the proxy's business, and it is pinned by
-    # tests/agents/test_docker_runtime.py.
-    monkeypatch.setattr(runtime, "_wait_proven", lambda client, agent_name: None)
+    # tests/docker/test_docker_runtime.py on a real engine; the runtime through the real
+    # proxy on a real engine is tests/deploy/test_compose_up.py.
+    monkeypatch.setattr(runtime, "_wait_proven", lambda *args: None)
 
     spawned = runtime.start(spec())
     alive = runtime.is_alive(name="bot", handle=spawned.handle)
@@ -194,20 +200,9 @@ def test_the_runtimes_own_create_passes_the_policy() -> None:
     """The create body the docker SDK builds from DockerRuntime's arguments."""
     from docker.models.containers import _create_container_args
 
-    args = _create_container_args(
-        {
-            "image": IMAGE,
-            "name": "trinity-agent-bot",
-            "command": ["python", "-m", "agent_server"],
-            "environment": {"A": "b"},
-            "detach": True,
-            "labels": {LABEL: "bot", "trinity.start": "x"},
-            "restart_policy": {"Name": "unless-stopped"},
-            "mem_limit": "1g",
-            "network": NETWORK,
-            "version": "1.45",
-        }
-    )
+    with override_settings(TRINITY_AGENT_IMAGE=IMAGE):
+        kwargs = DockerRuntime()._run_kwargs(spec(), NETWORK, "x")
+    args = _create_container_args({**kwargs, "version": "1.45"})
     body = {
         "Image": args["image"],
         "Labels": args["labels"],

@@ -240,3 +240,42 @@ def test_the_platform_reaches_the_server_only_on_the_agents_network_and_the_agen
     lines = output.decode().split("\n")
     assert code == 0, lines
     assert [line.split()[2] for line in lines if line] == ["closed"] * 4 + ["open"], lines
+
+
+READ = """
+import sys
+for path in sys.argv[1:]:
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+        print(path, "readable")
+    except OSError as exc:
+        print(path, "refused", type(exc).__name__)
+"""
+
+
+def test_the_agents_user_in_the_container_cannot_read_what_the_server_holds(
+    docker_control: SimulatorControl, engine: Any, owner: User
+) -> None:
+    """The server (PID 1, root) holds the plan token in its environment and memory; the
+    CLI and its tools run as trinity-agent, which can read neither, nor the server's
+    own directory, while its own work area is its to use."""
+    a, token = register_plan(docker_control, "plan-a")
+    agent = lifecycle.agent_start(agent=agent_on(owner, a))
+    assert agent.isolation == "separate-user"  # as the server's /health says
+    container = engine.containers.get(agent.process_handle)
+    code, output = container.exec_run(["id", "-un"], user="trinity-agent")
+    assert (code, output.decode().strip()) == (0, "trinity-agent")
+    paths = ["/proc/1/environ", "/proc/1/mem", "/home/agent/work/.env", "/proc/self/status"]
+    code, output = container.exec_run(["python3", "-c", READ, *paths], user="trinity-agent")
+    lines = [line.split() for line in output.decode().splitlines()]
+    assert code == 0, lines
+    assert [(line[0], line[1]) for line in lines] == [
+        ("/proc/1/environ", "refused"),
+        ("/proc/1/mem", "refused"),
+        ("/home/agent/work/.env", "refused"),
+        ("/proc/self/status", "readable"),
+    ]
+    # And the token is there to be protected: root in the container sees it.
+    code, output = container.exec_run(["cat", "/proc/1/environ"])
+    assert code == 0 and token.encode() in output

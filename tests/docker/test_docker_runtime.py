@@ -103,7 +103,7 @@ def test_a_server_that_cannot_prove_the_agents_secret_is_named_and_never_trusted
     fails at once, naming the endpoint, and sends it nothing."""
     impostor = engine.containers.run(
         agent_image,
-        ["python", "-m", "agent_server", "--host", "0.0.0.0", "--port", "8080"],
+        ["python", "-m", "agent_server", "--host", "0.0.0.0", "--port", "8080"],  # noqa: S104
         name=NAME,
         environment={"TRINITY_AGENT_SECRET": "another-secret-" + "z" * 30},
         network=NETWORK,
