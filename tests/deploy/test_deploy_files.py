@@ -68,8 +68,10 @@ def test_compose_runs_the_designed_processes_on_postgres_redis_and_docker_agents
 
 def test_the_env_example_names_only_settings_the_code_reads() -> None:
     settings_source = (ROOT / "trinity" / "settings.py").read_text()
-    # Compose itself reads the passwords it interpolates (``${NAME:?...}``).
-    compose_reads = set(re.findall(r"\$\{([A-Z_]+):\?", (DEPLOY / "compose.yaml").read_text()))
+    # Compose itself reads what it interpolates (``${NAME:?...}``, ``${NAME:-...}``)
+    # and its own COMPOSE_PROJECT_NAME.
+    compose_text = (DEPLOY / "compose.yaml").read_text()
+    compose_reads = set(re.findall(r"\$\{([A-Z_]+):[?-]", compose_text)) | {"COMPOSE_PROJECT_NAME"}
     for line in (DEPLOY / "trinity.env.example").read_text().splitlines():
         line = line.lstrip("# ").strip()
         match = re.match(r"^([A-Z_]+)=", line)
