@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,19 +105,20 @@ def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorPro
         yield sim
 
 
-@pytest.fixture
-def control(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[SimulatorControl]:
-    """The simulator, reset, as the platform's upstream; agents live under tmp_path.
-
-    Celery runs eagerly so on-commit effects (hot-reloads, starts) happen in-line.
-    Every agent server started during the test is stopped afterwards.
-    """
+@contextlib.contextmanager
+def platform_on(
+    simulator: SimulatorProcess, tmp_path: Path, **extra: Any
+) -> Iterator[SimulatorControl]:
+    """The simulator, reset, as the platform's upstream, with ``extra`` settings; agents
+    live under tmp_path. Celery runs eagerly so on-commit effects (hot-reloads,
+    starts) happen in-line. Every agent server started inside is stopped at the end."""
     from agents import lifecycle
     from agents.models import Agent
     from trinity.celery import app
 
     simulator.control.reset()
     with override_settings(
+        **extra,
         TRINITY_ANTHROPIC_BASE_URL=simulator.base_url,
         TRINITY_CODEX_BASE_URL=simulator.base_url,
         VAR_DIR=tmp_path,
@@ -128,6 +130,13 @@ def control(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[SimulatorCo
             app.conf.task_always_eager = False
             for agent in Agent.objects.exclude(process_handle=""):
                 lifecycle.agent_stop(agent=agent)
+
+
+@pytest.fixture
+def control(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[SimulatorControl]:
+    """The package's simulator as the platform's upstream (``platform_on``)."""
+    with platform_on(simulator, tmp_path) as upstream:
+        yield upstream
 
 
 @pytest.fixture(scope="session", autouse=True)

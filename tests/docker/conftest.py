@@ -25,6 +25,7 @@ from django.test import override_settings
 
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
+from tests.conftest import platform_on
 
 REPO = Path(__file__).resolve().parents[2]
 # One network per run: a second run on the same engine (or a leftover) never shares it.
@@ -114,27 +115,14 @@ def container_simulator(
 def docker_control(
     container_simulator: SimulatorProcess, agent_image: str, engine: Any, tmp_path: Path
 ) -> Iterator[SimulatorControl]:
-    """The platform on the docker runtime with the container simulator as its upstream;
-    Celery eager. Every agent started in the test is stopped and its containers go."""
-    from agents import lifecycle
-    from agents.models import Agent
+    """The platform on the docker runtime with the container simulator as its upstream
+    (tests/conftest.py ``platform_on``). The agents' containers go at the end."""
     from agents.runtimes.docker import LABEL
-    from trinity.celery import app
 
-    container_simulator.control.reset()
-    with override_settings(
-        **docker_settings(agent_image),
-        TRINITY_ANTHROPIC_BASE_URL=container_simulator.base_url,
-        TRINITY_CODEX_BASE_URL=container_simulator.base_url,
-        VAR_DIR=tmp_path,
-    ):
-        app.conf.task_always_eager = True
-        try:
-            yield container_simulator.control
-        finally:
-            app.conf.task_always_eager = False
-            for agent in Agent.objects.exclude(process_handle=""):
-                lifecycle.agent_stop(agent=agent)
-            on_network = {"label": LABEL, "network": NETWORK}
-            for container in engine.containers.list(all=True, filters=on_network):
-                container.remove(force=True, v=True)
+    try:
+        with platform_on(container_simulator, tmp_path, **docker_settings(agent_image)) as up:
+            yield up
+    finally:
+        on_network = {"label": LABEL, "network": NETWORK}
+        for container in engine.containers.list(all=True, filters=on_network):
+            container.remove(force=True, v=True)
