@@ -86,7 +86,7 @@ stop: $(STAMP)
 	$(PY) manage.py agents_stop_all
 
 # The container tests (tests/docker, tests/deploy/test_compose_up.py) run on the engine
-# deploy/engine.py finds, or on one it starts under var/docker/ and stops at the end.
+# deploy/engine.py finds, or on one it starts under .docker-engine/ and stops at the end.
 test: setup chromium
 	npm test --prefix frontend
 	exports=$$($(PY) tests/backends.py)

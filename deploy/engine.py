@@ -7,12 +7,13 @@
 
 1. the one ``DOCKER_HOST`` names;
 2. the system's, ``/var/run/docker.sock``;
-3. the one an earlier ``up`` of this checkout started, ``var/docker/docker.sock``.
+3. the one an earlier ``up`` of this checkout started, ``.docker-engine/docker.sock``.
 
 First it installs what is missing of Debian's ``docker.io``, ``debootstrap`` (the
 image builds) and ``docker-compose`` (the deployment test), as root. When no engine
 answers it starts ``dockerd`` itself, with its data, exec root, socket, PID file and
-log under ``var/docker/``. That engine has no default bridge (``--bridge
+log under ``.docker-engine/`` (not under ``var/``: that is the platform's own state,
+which the agents' red-team test walks). That engine has no default bridge (``--bridge
 none``): the project's containers run on networks the project creates. Its storage
 driver is the engine's own choice (overlay2 where the kernel has overlayfs, vfs
 otherwise) unless ``TRINITY_DOCKER_STORAGE_DRIVER`` names one.
@@ -39,7 +40,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE = ROOT / "var" / "docker"
+STATE = ROOT / ".docker-engine"
 SOCKET = STATE / "docker.sock"
 PIDFILE = STATE / "dockerd.pid"
 LOG = STATE / "dockerd.log"
@@ -133,7 +134,7 @@ def dockerd_command() -> list[str]:
 
 
 def _start() -> str:
-    """Start dockerd under var/docker/ and wait for it; returns its version."""
+    """Start dockerd under .docker-engine/ and wait for it; returns its version."""
     if os.geteuid() != 0:
         raise EngineError("no Docker engine answers, and starting dockerd needs root")
     STATE.mkdir(parents=True, exist_ok=True)

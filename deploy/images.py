@@ -89,7 +89,7 @@ def base_tag() -> str:
 
 
 def log_dir() -> Path:
-    path = ROOT / "var" / "docker" / "builds"
+    path = ROOT / ".docker-engine" / "builds"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -46,7 +46,7 @@ def test_the_started_engine_keeps_everything_under_var_docker_and_has_no_default
 ) -> None:
     monkeypatch.delenv("TRINITY_DOCKER_STORAGE_DRIVER", raising=False)
     command = engine_script.dockerd_command()
-    state = str(ROOT / "var" / "docker")
+    state = str(ROOT / ".docker-engine")
     assert command[0] == "dockerd" and "--bridge=none" in command
     paths = [arg.split("=", 1)[1] for arg in command if arg.startswith("--") and "/" in arg]
     assert paths and all(p.removeprefix("unix://").startswith(state) for p in paths)
