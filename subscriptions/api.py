@@ -17,7 +17,9 @@ from agents import lifecycle
 from agents.selectors import agent_get_visible
 from subscriptions import services
 from subscriptions.models import Provider, Subscription
+from subscriptions.pool import key_refusal_view
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
+from trinity import clock
 from trinity import services as trinity_services
 from trinity.api import MAX_ID, AdminForWrites, IsAdmin, name_field
 from trinity.models import RoutingPolicy, RoutingStrategy
@@ -143,9 +145,19 @@ class ThresholdOutput(serializers.Serializer[Any]):
     threshold = serializers.IntegerField(help_text="0 (off) or a percentage from 50 to 99")
 
 
+class KeyRefusalOutput(serializers.Serializer[Any]):
+    fingerprint = serializers.CharField(help_text="the last 4 of the key that refused")
+    failure_kind = serializers.CharField(allow_null=True)
+    refused_at = serializers.DateTimeField()
+    reopens_at = serializers.DateTimeField()
+
+
 class PlatformApiKeyOutput(serializers.Serializer[Any]):
     configured = serializers.BooleanField()
     fingerprint = serializers.CharField(help_text="the key's last 4 characters, or empty")
+    refusal = KeyRefusalOutput(
+        allow_null=True, help_text="the configured key's refusal that closes its rung, or null"
+    )
 
 
 class SwitchSettingApi(APIView):
@@ -292,6 +304,7 @@ class PlatformApiKeyApi(APIView):
         return {
             "configured": row.platform_api_key_configured,
             "fingerprint": row.platform_api_key_fingerprint,
+            "refusal": key_refusal_view(row, now=clock.now()),
         }
 
     @extend_schema(responses=PlatformApiKeyOutput)
