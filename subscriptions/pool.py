@@ -8,7 +8,7 @@ Nothing here probes a provider or writes; the decisions are the pure rules'
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -26,6 +26,7 @@ from subscriptions.headroom.limited_now import resolve_rate_limited_now
 from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
+from subscriptions.headroom.throttle import THROTTLE
 from subscriptions.headroom.windows import turn_windows
 from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
@@ -61,6 +62,17 @@ def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | No
         family=family,
         refusal_window=mark.limiting_window or None if mark is not None else None,
     )
+
+
+def refusing_only_throttled(
+    evidence: TurnEvidence, *, now: datetime, family: str | None = None
+) -> bool:
+    """Whether the plan ``assigned_refusing`` refuses does so only on a throttle's short
+    backoff: its refusal mark is a throttle, and without the mark it would serve."""
+    mark = evidence.refusal
+    if mark is None or mark.limiting_window != THROTTLE:
+        return False
+    return not assigned_refusing(replace(evidence, refusal=None), now=now, family=family)
 
 
 def forecast_turn_length(*, now: datetime, budget_end: datetime) -> timedelta:

@@ -249,6 +249,11 @@ def switch_explanation(why: dict[str, Any]) -> str:
         )
     refused = why.get("refused") or "its subscription refused the turn"
     tier = why.get("tier")
+    if why.get("throttled"):
+        return (
+            f"{refused}: a throttle (a 429 without quota evidence, backed off a minute), "
+            "so the turn was served elsewhere and the assignment is unchanged."
+        )
     if why.get("why") == "api_key":
         return (
             f"{refused}; the turn ran on the platform API key, billed per token "
