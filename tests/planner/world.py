@@ -159,7 +159,9 @@ def _answer(world: World, evidence: Evidence, need: Need, now: datetime) -> Evid
         settings = SettingsFacts(world.auto_switch, world.key_configured, world.switching_stop)
         return replace(evidence, settings=settings)
     if ask is Ask.ASSIGNED:
-        return replace(evidence, assigned=AssignedVerdict(world.refusing, world.forecast_out, world.throttled))
+        return replace(
+            evidence, assigned=AssignedVerdict(world.refusing, world.forecast_out, world.throttled)
+        )
     if ask is Ask.AFFINITY:
         return replace(evidence, previous=world.previous)
     if ask is Ask.AFFINITY_PLAN:
