@@ -18,6 +18,7 @@ from agents.selectors import agent_get_visible
 from subscriptions import services
 from subscriptions.models import Provider, Subscription
 from subscriptions.pool import key_refusal_view
+from subscriptions.retry import platform_key_retry_now, subscription_retry_now
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
 from trinity import clock
 from trinity import services as trinity_services
@@ -288,6 +289,41 @@ class RoutingSettingsApi(APIView):
         data.is_valid(raise_exception=True)
         trinity_services.system_routing_settings_set(changes=dict(data.validated_data))
         return Response(self.render())
+
+
+class RetryOutput(serializers.Serializer[Any]):
+    credential = serializers.CharField(help_text="subscription | api_key")
+    name = serializers.CharField()
+    fingerprint = serializers.CharField(help_text="the credential's last 4")
+    cleared = serializers.IntegerField(help_text="refusals cleared from the skip window")
+    probe = serializers.CharField(help_text="a plan's fresh reading status, or why not probed")
+
+
+class SubscriptionRetryApi(APIView):
+    """POST: retry a subscription now (admin): clear its refusals, probe it, audit it."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(request=None, responses=RetryOutput)
+    def post(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        result = subscription_retry_now(
+            subscription=subscription, actor=request.user.get_username(), now=clock.now()
+        )
+        return Response(RetryOutput(result).data)
+
+
+class PlatformApiKeyRetryApi(APIView):
+    """POST: retry the platform key now (admin): clear its refusals, audit it."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(request=None, responses=RetryOutput)
+    def post(self, request: Request) -> Response:
+        result = platform_key_retry_now(
+            system=system_settings_get(), actor=request.user.get_username(), now=clock.now()
+        )
+        return Response(RetryOutput(result).data)
 
 
 class PlatformApiKeyApi(APIView):
