@@ -158,7 +158,7 @@ def test_a_throttle_walks_the_turn_but_commits_no_switch(
             ("plan-b", "served"),
         ]
         switch = walked["subscription_switch"]
-        assert switch["committed"] is False, switch
+        assert switch["committed"] is False and switch["why"]["throttled"] is True, switch
         assert "plan-a throttled" in switch["explanation"], switch
         assert "assignment is unchanged" in switch["explanation"], switch
         agent.refresh_from_db()
