@@ -318,11 +318,9 @@ class PlatformApiKeyRetryApi(APIView):
 
     permission_classes = [IsAdmin]
 
-    @extend_schema(request=None, responses=RetryOutput)
+    @extend_schema(request=None, responses={200: RetryOutput, 409: CONFLICT})
     def post(self, request: Request) -> Response:
-        result = platform_key_retry_now(
-            system=system_settings_get(), actor=request.user.get_username(), now=clock.now()
-        )
+        result = platform_key_retry_now(actor=request.user.get_username(), now=clock.now())
         return Response(RetryOutput(result).data)
 
 

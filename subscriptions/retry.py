@@ -21,7 +21,7 @@ from subscriptions.headroom.sampler import ProbeTooSoon, headroom_refresh
 from subscriptions.headroom.store import refusal_marker_delete
 from subscriptions.models import CredentialKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
-from trinity.errors import InvalidInput
+from trinity.errors import Conflict
 from trinity.models import SystemSettings
 from trinity.notifications import notification_send
 
@@ -63,12 +63,14 @@ def subscription_retry_now(*, subscription: Subscription, actor: str, now: datet
 
 
 @transaction.atomic
-def platform_key_retry_now(*, system: SystemSettings, actor: str, now: datetime) -> RetryResult:
+def platform_key_retry_now(*, actor: str, now: datetime) -> RetryResult:
     """Clear the configured platform key's refusals inside the skip window (those made
     with it, by fingerprint, and legacy rows of unknown key) and audit the retry.
-    Nothing is sent: a probe of the key would bill it. Raises InvalidInput without a key."""
-    if not system.platform_api_key_configured:
-        raise InvalidInput("No platform API key is configured.")
+    Nothing is sent: a probe of the key would bill it. Raises Conflict without a key,
+    having written nothing (the settings row is read, never created, here)."""
+    system = SystemSettings.objects.filter(pk=SystemSettings.SINGLETON_ID).first()
+    if system is None or not system.platform_api_key_configured:
+        raise Conflict("No platform API key is configured.")
     fingerprint = system.platform_api_key_fingerprint
     cleared, _ = RateLimitEvent.objects.filter(
         Q(credential_fingerprint=fingerprint) | Q(credential_fingerprint=""),

@@ -14,8 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from subscriptions.models import Subscription
 from subscriptions.retry import RetryResult, platform_key_retry_now, subscription_retry_now
 from trinity import clock
-from trinity.errors import InvalidInput
-from trinity.selectors import system_settings_get
+from trinity.errors import Conflict
 
 
 class Command(BaseCommand):
@@ -34,8 +33,8 @@ class Command(BaseCommand):
         now = clock.now()
         if options["platform_key"]:
             try:
-                result = platform_key_retry_now(system=system_settings_get(), actor=actor, now=now)
-            except InvalidInput as exc:
+                result = platform_key_retry_now(actor=actor, now=now)
+            except Conflict as exc:
                 raise CommandError(str(exc)) from None
         else:
             subscription = Subscription.objects.filter(name=options["subscription"]).first()
