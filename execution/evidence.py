@@ -155,7 +155,8 @@ def _assigned(state: TurnState, need: Need, now: datetime) -> Evidence:
         expected_turn=_expected_turn(state, now),
         family=family,
     )
-    return replace(state.evidence, assigned=AssignedVerdict(refusing, forecast_out))
+    throttled = refusing and pool.refusing_only_throttled(read, now=now, family=family)
+    return replace(state.evidence, assigned=AssignedVerdict(refusing, forecast_out, throttled))
 
 
 def _affinity(state: TurnState, need: Need, now: datetime) -> Evidence:

@@ -63,7 +63,7 @@ from subscriptions.planner import (
     Send,
     plan,
 )
-from subscriptions.walk import KEY_RATE_LIMIT_PAUSE, LAST_RESORT_MIN_AGE_AUTONOMOUS, Stop, Why
+from subscriptions.walk import LAST_RESORT_MIN_AGE_AUTONOMOUS, Stop, Why
 
 # What every simulated attempt answers: a quota refusal (the walk's order is what it
 # would do if every rung before refused).
@@ -165,6 +165,8 @@ class KeyLine:
     refused_at: datetime | None = None
     failure_kind: str | None = None
     reopens_at: datetime | None = None
+    # The last 4 of the key whose refusal closed the rung.
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -282,14 +284,7 @@ def _figures(st: _State, subscription_id: int, reading: Reading | None) -> Figur
 def _key_line(state: pool.KeyRungState) -> KeyLine:
     reopens = None
     if state.refused_at is not None:
-        # The key's pause: 5 minutes after a 429, else until the refusal leaves the
-        # skip window (the same constants ``key_refused_recently`` reads).
-        pause = (
-            KEY_RATE_LIMIT_PAUSE
-            if state.failure_kind == "rate_limit"
-            else timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
-        )
-        reopens = state.refused_at + pause
+        reopens = pool.key_reopens_at(failure_kind=state.failure_kind, refused_at=state.refused_at)
     detail = ""
     if state.budget is not None:
         detail, reopens = state.budget.reason, state.budget.reopens_at
@@ -300,6 +295,7 @@ def _key_line(state: pool.KeyRungState) -> KeyLine:
         refused_at=state.refused_at,
         failure_kind=state.failure_kind,
         reopens_at=reopens,
+        fingerprint=state.fingerprint,
     )
 
 

@@ -199,8 +199,9 @@ def _key_text(e: Explanation) -> str:
     if key.detail:
         text += f" ({key.detail}; reopens {_instant(key.reopens_at, now)})"
     if key.refused_at is not None:
+        whose = f"key …{key.fingerprint}: " if key.fingerprint else ""
         text += (
-            f" ({key.failure_kind} {_instant(key.refused_at, now)}; "
+            f" ({whose}{key.failure_kind} {_instant(key.refused_at, now)}; "
             f"reopens {_instant(key.reopens_at, now)})"
         )
     return text

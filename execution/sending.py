@@ -183,6 +183,7 @@ def record(state: TurnState, action: Record) -> None:
     last = state.evidence.attempts[-1]
     ran_on = last.ran_on
     assert ran_on is not None and action.refusal.failure_kind is not None  # noqa: S101
+    sent = state.rung(ran_on)  # the secret it ran on: a key refusal names that key
     record_rate_limit_event(
         agent_name=state.agent.name,
         agent_id=state.agent.pk,
@@ -194,6 +195,7 @@ def record(state: TurnState, action: Record) -> None:
         limiting_window=last.outcome.limiting_window,
         family=state.evidence.turn.family,
         throttle=action.refusal.throttle,
+        credential_fingerprint=sent.secret.fingerprint if sent is not None else "",
         now=clock.now(),
     )
     state.evidence = state.evidence.learn(recorded=True)

@@ -26,6 +26,7 @@ from trinity.notifications import notification_send
 logger = logging.getLogger(__name__)
 
 KEY_NOTICE_TTL = 24 * 3600
+THROTTLE_NOTICE_TTL = 10 * 60
 # What serving a turn changes on its row (the message, up to 200 kB, is not re-sent).
 SERVED_FIELDS = [
     "status",
@@ -178,7 +179,29 @@ def _subscription_return(state: TurnState, ran_on: Rung, now: datetime) -> None:
     )
 
 
+def _throttle_detour(state: TurnState, ran_on: Rung, now: datetime) -> None:
+    """A throttle sent the turn elsewhere: said once per agent and plan for the backoff
+    period (10 minutes), and the assignment is not moved."""
+    agent = state.agent
+    origin = agent.subscription.name if agent.subscription else "its subscription"
+    notification_send(
+        kind="throttle_detour",
+        title=f"Turn served by {ran_on.name!r}: {origin!r} was throttled",
+        body=f"Agent {agent.name!r}: {origin!r} answered a 429 without quota evidence (a "
+        f"throttle, backed off a minute), so the turn was served by {ran_on.name!r}; the "
+        f"agent stays on {origin!r}.",
+        agent_name=agent.name,
+        agent_id=agent.pk,
+        subscription_id=agent.subscription_id,
+        dedup_key=f"throttle-detour:{agent.pk}:{agent.subscription_id}",
+        dedup_ttl=THROTTLE_NOTICE_TTL,
+        data={"served_by": ran_on.name, "stays_on": origin},
+        now=now,
+    )
+
+
 _NOTICES = {
     Notice.API_KEY_ROUTE: _api_key_route,
     Notice.SUBSCRIPTION_RETURN: _subscription_return,
+    Notice.THROTTLE_DETOUR: _throttle_detour,
 }

@@ -128,6 +128,12 @@ class UsageIn(BaseModel):
     window: str
     percent: float | None = Field(default=None, ge=0)
     tokens: int | None = Field(default=None, ge=0)
+    resets_in: float | None = Field(default=None, gt=0)
+
+
+class ResetJitterIn(BaseModel):
+    token: str
+    offsets: list[int] = Field(default_factory=list, max_length=100)
 
 
 class RevokeIn(BaseModel):
@@ -271,7 +277,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         now = sim.clock.now()
         cred.roll(now)
         windows = cred.applicable_windows(model or "")
-        return unified_headers(windows, served=served, now=now)
+        return unified_headers(windows, served=served, now=now, jitter=cred.next_jitter())
 
     def serve_messages(raw: bytes, request: Request, outcome: Outcome, *, count: bool) -> Response:
         refusal = anthropic_credential(request, outcome)
@@ -371,12 +377,13 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
 
     # usage endpoints
 
-    def window_usage(window: Window | None) -> dict[str, Any] | None:
+    def window_usage(window: Window | None, jitter: int = 0) -> dict[str, Any] | None:
         if window is None:
             return None
+        resets_at = window.resets_at()
         return {
             "utilization": round(window.utilization * 100, 2),
-            "resets_at": iso(window.resets_at()),
+            "resets_at": iso(resets_at + jitter if resets_at is not None else None),
         }
 
     async def credential_delay(request: Request) -> None:
@@ -404,8 +411,9 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         if not cred.usage_scope:
             return anthropic_error(403, "permission_error", USAGE_SCOPE_MISSING)
         cred.roll(sim.clock.now())
+        jitter = cred.next_jitter()
         body: dict[str, Any] = {
-            name: window_usage(cred.windows.get(name))
+            name: window_usage(cred.windows.get(name), jitter)
             for name in ("five_hour", "seven_day", "seven_day_sonnet", "seven_day_opus")
         }
         body["seven_day_oauth_apps"] = None
@@ -526,9 +534,23 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     async def set_usage(body: UsageIn) -> dict[str, object]:
         known(body.token)
         try:
-            cred = sim.set_usage(body.token, body.window, percent=body.percent, tokens=body.tokens)
+            cred = sim.set_usage(
+                body.token,
+                body.window,
+                percent=body.percent,
+                tokens=body.tokens,
+                resets_in=body.resets_in,
+            )
         except ValueError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
+        return cred.view(sim.clock.now())
+
+    @control.post("/credentials/reset-jitter")
+    async def reset_jitter(body: ResetJitterIn) -> dict[str, object]:
+        cred = known(body.token)
+        if any(abs(offset) > 3600 for offset in body.offsets):
+            raise HTTPException(status_code=400, detail="a jitter offset is at most 3600 s")
+        cred.reset_jitter, cred.jitter_turn = list(body.offsets), 0
         return cred.view(sim.clock.now())
 
     @control.post("/credentials/revoke")

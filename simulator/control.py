@@ -32,6 +32,7 @@ class CredentialView(TypedDict):
     auto_registered: bool
     usage_delay_ms: int
     usage_throttled_until: str | None
+    reset_jitter: list[int]
     windows: dict[str, WindowView]
 
 
@@ -170,11 +171,25 @@ class SimulatorControl:
         *,
         percent: float | None = None,
         tokens: int | None = None,
+        resets_in: float | None = None,
     ) -> CredentialView:
-        """Fill ``window`` to ``percent`` of its capacity, or to ``tokens`` used.
-        A window that had not started starts now."""
-        body = {"token": token, "window": window, "percent": percent, "tokens": tokens}
+        """Fill ``window`` to ``percent`` of its capacity (above 100 overdraws it), or to
+        ``tokens`` used. A window that had not started starts now; with ``resets_in``
+        it resets that many seconds from now."""
+        body = {
+            "token": token,
+            "window": window,
+            "percent": percent,
+            "tokens": tokens,
+            "resets_in": resets_in,
+        }
         return cast(CredentialView, self._call("POST", "/credentials/usage", body))
+
+    def set_reset_jitter(self, token: str, offsets: list[int]) -> CredentialView:
+        """Shift the resets each answer for ``token`` reports by the next of ``offsets``
+        seconds, in turn (``[]`` lifts it)."""
+        body = {"token": token, "offsets": offsets}
+        return cast(CredentialView, self._call("POST", "/credentials/reset-jitter", body))
 
     def revoke(self, token: str, *, revoked: bool = True) -> CredentialView:
         body = {"token": token, "revoked": revoked}

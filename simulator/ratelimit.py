@@ -38,18 +38,21 @@ def overall_status(windows: list[Window], *, served: bool) -> WindowStatus:
     return "allowed"
 
 
-def unified_headers(windows: list[Window], *, served: bool, now: float) -> dict[str, str]:
+def unified_headers(
+    windows: list[Window], *, served: bool, now: float, jitter: int = 0
+) -> dict[str, str]:
     """The unified header set for a response on these windows.
 
     ``served`` says whether this request was served; a served request never reports
-    ``rejected``. On a refusal ``retry-after`` points at the binding reset.
+    ``rejected``. On a refusal ``retry-after`` points at the binding reset. ``jitter``
+    seconds shift every reported reset (a provider's jitter between answers).
     """
     claim = representative(windows, served=served, now=now)
     status = overall_status(windows, served=served)
     headers = {
         PREFIX + "status": status,
         PREFIX + "representative-claim": claim.name,
-        PREFIX + "reset": str(claim.reset_unix(now)),
+        PREFIX + "reset": str(claim.reset_unix(now) + jitter),
         PREFIX + "fallback-percentage": "0.5",
         PREFIX + "overage-status": "rejected",
         PREFIX + "overage-disabled-reason": "org_level_disabled",
@@ -57,7 +60,7 @@ def unified_headers(windows: list[Window], *, served: bool, now: float) -> dict[
     for window in windows:
         suffix = HEADER_SUFFIX[window.name]
         headers[f"{PREFIX}{suffix}-utilization"] = _fraction(window.utilization)
-        headers[f"{PREFIX}{suffix}-reset"] = str(window.reset_unix(now))
+        headers[f"{PREFIX}{suffix}-reset"] = str(window.reset_unix(now) + jitter)
         headers[f"{PREFIX}{suffix}-status"] = window.status(served=served)
         if window.exhausted:
             headers[f"{PREFIX}{suffix}-surpassed-threshold"] = "1.0"

@@ -164,11 +164,15 @@ class Window:
             self.started_at = now
         self.used += tokens
 
-    def set_used(self, tokens: int, now: float) -> None:
-        if self.started_at is None:
+    def set_used(self, tokens: int, now: float, *, resets_in: float | None = None) -> None:
+        if resets_in is not None:
+            # Started so that it resets ``resets_in`` from now: a week blocked for days
+            # beside a 5-hour window about to roll over.
+            self.started_at = now + resets_in - self.duration
+        elif self.started_at is None:
             self.started_at = now
         self.used = tokens
-        if tokens == 0:
+        if tokens == 0 and resets_in is None:
             self.started_at = None
 
     @property
@@ -219,6 +223,19 @@ class Credential:
     # endpoint rate-limits per account).
     usage_delay_ms: int = 0
     usage_throttled_until: float | None = None
+    # Reset jitter: each answer (headers or usage endpoint) shifts every reset it
+    # reports by the next of these seconds, in turn, as a real provider's do by a
+    # second or two between polls. Empty: exact resets.
+    reset_jitter: list[int] = field(default_factory=list)
+    jitter_turn: int = 0
+
+    def next_jitter(self) -> int:
+        """The seconds this answer's resets are shifted by (0 without jitter)."""
+        if not self.reset_jitter:
+            return 0
+        offset = self.reset_jitter[self.jitter_turn % len(self.reset_jitter)]
+        self.jitter_turn += 1
+        return offset
 
     def usage_retry_after(self, now: float) -> int | None:
         """Whole seconds until the usage endpoints answer again, or None if they do."""
@@ -257,6 +274,7 @@ class Credential:
             "auto_registered": self.auto_registered,
             "usage_delay_ms": self.usage_delay_ms,
             "usage_throttled_until": iso(self.usage_throttled_until),
+            "reset_jitter": list(self.reset_jitter),
             "windows": {
                 w.name: {
                     "used": w.used,
@@ -398,9 +416,16 @@ class Simulator:
         return cred
 
     def set_usage(
-        self, token: str, window: str, *, percent: float | None, tokens: int | None
+        self,
+        token: str,
+        window: str,
+        *,
+        percent: float | None,
+        tokens: int | None,
+        resets_in: float | None = None,
     ) -> Credential:
-        """Fill ``window`` to ``percent`` of capacity or to ``tokens`` used.
+        """Fill ``window`` to ``percent`` of capacity (above 100 overdraws it) or to
+        ``tokens`` used; with ``resets_in`` the window resets that many seconds from now.
 
         Starts the window now if it had not started. Raises KeyError / ValueError.
         """
@@ -414,7 +439,9 @@ class Simulator:
             if percent is None:
                 raise ValueError("give percent or tokens")
             tokens = math.ceil(w.capacity * percent / 100)
-        w.set_used(tokens, now)
+        if resets_in is not None and not 0 < resets_in <= w.duration:
+            raise ValueError(f"resets_in must be within the window's {w.duration} s")
+        w.set_used(tokens, now, resets_in=resets_in)
         return cred
 
     # the Messages API

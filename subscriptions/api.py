@@ -17,7 +17,10 @@ from agents import lifecycle
 from agents.selectors import agent_get_visible
 from subscriptions import services
 from subscriptions.models import Provider, Subscription
+from subscriptions.pool import key_refusal_view
+from subscriptions.retry import platform_key_retry_now, subscription_retry_now
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
+from trinity import clock
 from trinity import services as trinity_services
 from trinity.api import MAX_ID, AdminForWrites, IsAdmin, name_field
 from trinity.models import RoutingPolicy, RoutingStrategy
@@ -143,9 +146,19 @@ class ThresholdOutput(serializers.Serializer[Any]):
     threshold = serializers.IntegerField(help_text="0 (off) or a percentage from 50 to 99")
 
 
+class KeyRefusalOutput(serializers.Serializer[Any]):
+    fingerprint = serializers.CharField(help_text="the last 4 of the key that refused")
+    failure_kind = serializers.CharField(allow_null=True)
+    refused_at = serializers.DateTimeField()
+    reopens_at = serializers.DateTimeField()
+
+
 class PlatformApiKeyOutput(serializers.Serializer[Any]):
     configured = serializers.BooleanField()
     fingerprint = serializers.CharField(help_text="the key's last 4 characters, or empty")
+    refusal = KeyRefusalOutput(
+        allow_null=True, help_text="the configured key's refusal that closes its rung, or null"
+    )
 
 
 class SwitchSettingApi(APIView):
@@ -278,6 +291,39 @@ class RoutingSettingsApi(APIView):
         return Response(self.render())
 
 
+class RetryOutput(serializers.Serializer[Any]):
+    credential = serializers.CharField(help_text="subscription | api_key")
+    name = serializers.CharField()
+    fingerprint = serializers.CharField(help_text="the credential's last 4")
+    cleared = serializers.IntegerField(help_text="refusals cleared from the skip window")
+    probe = serializers.CharField(help_text="a plan's fresh reading status, or why not probed")
+
+
+class SubscriptionRetryApi(APIView):
+    """POST: retry a subscription now (admin): clear its refusals, probe it, audit it."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(request=None, responses=RetryOutput)
+    def post(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        result = subscription_retry_now(
+            subscription=subscription, actor=request.user.get_username(), now=clock.now()
+        )
+        return Response(RetryOutput(result).data)
+
+
+class PlatformApiKeyRetryApi(APIView):
+    """POST: retry the platform key now (admin): clear its refusals, audit it."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(request=None, responses={200: RetryOutput, 409: CONFLICT})
+    def post(self, request: Request) -> Response:
+        result = platform_key_retry_now(actor=request.user.get_username(), now=clock.now())
+        return Response(RetryOutput(result).data)
+
+
 class PlatformApiKeyApi(APIView):
     """Write-only: the key goes in, only whether one is configured comes out."""
 
@@ -292,6 +338,7 @@ class PlatformApiKeyApi(APIView):
         return {
             "configured": row.platform_api_key_configured,
             "fingerprint": row.platform_api_key_fingerprint,
+            "refusal": key_refusal_view(row, now=clock.now()),
         }
 
     @extend_schema(responses=PlatformApiKeyOutput)

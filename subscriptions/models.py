@@ -85,6 +85,10 @@ class RateLimitEvent(models.Model):
     limiting_window = models.CharField(max_length=40, blank=True)
     resets_at = models.DateTimeField(null=True, blank=True)
     occurred_at = models.DateTimeField()
+    # The fingerprint (last 4) of the platform key a key refusal was made with: the
+    # refusal closes that key's rung only, so a replaced key starts clean. Empty on a
+    # plan's refusal and on key refusals recorded before it was kept.
+    credential_fingerprint = models.CharField(max_length=4, blank=True, default="")
 
     class Meta:
         ordering = ["-occurred_at"]

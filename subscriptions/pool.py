@@ -8,11 +8,13 @@ Nothing here probes a provider or writes; the decisions are the pure rules'
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 
 from agents.models import Agent
 from agents.rung import Rung, RungKind
@@ -24,11 +26,12 @@ from subscriptions.headroom.limited_now import resolve_rate_limited_now
 from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
+from subscriptions.headroom.throttle import THROTTLE
 from subscriptions.headroom.windows import turn_windows
 from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
-from subscriptions.walk import Stop, key_refused_recently
+from subscriptions.walk import KEY_RATE_LIMIT_PAUSE, Stop, key_refused_recently
 from trinity.models import SystemSettings
 
 
@@ -59,6 +62,17 @@ def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | No
         family=family,
         refusal_window=mark.limiting_window or None if mark is not None else None,
     )
+
+
+def refusing_only_throttled(
+    evidence: TurnEvidence, *, now: datetime, family: str | None = None
+) -> bool:
+    """Whether the plan ``assigned_refusing`` refuses does so only on a throttle's short
+    backoff: its refusal mark is a throttle, and without the mark it would serve."""
+    mark = evidence.refusal
+    if mark is None or mark.limiting_window != THROTTLE:
+        return False
+    return not assigned_refusing(replace(evidence, refusal=None), now=now, family=family)
 
 
 def forecast_turn_length(*, now: datetime, budget_end: datetime) -> timedelta:
@@ -123,6 +137,8 @@ class KeyRungState:
     refused_at: datetime | None = None
     failure_kind: str | None = None
     budget: BudgetClosed | None = None
+    # The last 4 of the key that refused (the configured one), for the explainer.
+    fingerprint: str = ""
 
     @property
     def available(self) -> bool:
@@ -141,20 +157,59 @@ def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> Ke
     verdict = policy.agent_key_verdict(agent, system)
     if verdict.refusal is not None:
         return KeyRungState(KeyClosed(verdict.refusal.value))
-    latest = (
+    latest = key_latest_refusal(system, now=now)
+    if latest is None:
+        return _budget_state(agent=agent, system=system, now=now)
+    kind, occurred_at = latest
+    if key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now):
+        fingerprint = system.platform_api_key_fingerprint
+        return KeyRungState(KeyClosed.REFUSED_RECENTLY, occurred_at, kind, fingerprint=fingerprint)
+    return _budget_state(agent=agent, system=system, now=now)
+
+
+def key_latest_refusal(
+    system: SystemSettings, *, now: datetime
+) -> tuple[str | None, datetime] | None:
+    """The latest refusal (failure kind, instant) of the key configured now, inside the
+    skip window, or None. A refusal belongs to the key it was made with (by fingerprint):
+    a replaced key starts clean. A row recorded before fingerprints were kept counts
+    against the configured key, the conservative reading of a refusal of unknown key."""
+    fingerprint = system.platform_api_key_fingerprint
+    return (
         RateLimitEvent.objects.filter(
-            credential_kind=CredentialKind.API_KEY, occurred_at__gt=skip_window_start(now)
+            Q(credential_fingerprint=fingerprint) | Q(credential_fingerprint=""),
+            credential_kind=CredentialKind.API_KEY,
+            occurred_at__gt=skip_window_start(now),
         )
         .order_by("-occurred_at")
         .values_list("failure_kind", "occurred_at")
         .first()
     )
+
+
+def key_reopens_at(*, failure_kind: str | None, refused_at: datetime) -> datetime:
+    """When a key refusal stops closing the key's rung: 5 minutes after a 429, else
+    when it leaves the skip window (the constants ``key_refused_recently`` reads)."""
+    if failure_kind == FailureKind.RATE_LIMIT:
+        return refused_at + KEY_RATE_LIMIT_PAUSE
+    return refused_at + timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
+
+
+def key_refusal_view(system: SystemSettings, *, now: datetime) -> dict[str, Any] | None:
+    """The configured key's refusal that closes its rung now, for the Settings page:
+    its fingerprint, kind, instant and reopening; None when the rung is not closed by one."""
+    latest = key_latest_refusal(system, now=now) if system.platform_api_key_configured else None
     if latest is None:
-        return _budget_state(agent=agent, system=system, now=now)
-    kind, occurred_at = latest
-    if key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now):
-        return KeyRungState(KeyClosed.REFUSED_RECENTLY, occurred_at, kind)
-    return _budget_state(agent=agent, system=system, now=now)
+        return None
+    kind, refused_at = latest
+    if not key_refused_recently(failure_kind=kind, occurred_at=refused_at, now=now):
+        return None
+    return {
+        "fingerprint": system.platform_api_key_fingerprint,
+        "failure_kind": kind,
+        "refused_at": refused_at,
+        "reopens_at": key_reopens_at(failure_kind=kind, refused_at=refused_at),
+    }
 
 
 def _budget_state(*, agent: Agent, system: SystemSettings, now: datetime) -> KeyRungState:

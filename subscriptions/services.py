@@ -249,6 +249,11 @@ def switch_explanation(why: dict[str, Any]) -> str:
         )
     refused = why.get("refused") or "its subscription refused the turn"
     tier = why.get("tier")
+    if why.get("throttled"):
+        return (
+            f"{refused}: a throttle (a 429 without quota evidence, backed off a minute), "
+            "so the turn was served elsewhere and the assignment is unchanged."
+        )
     if why.get("why") == "api_key":
         return (
             f"{refused}; the turn ran on the platform API key, billed per token "
@@ -282,6 +287,7 @@ def record_rate_limit_event(
     limiting_window: str = "",
     throttle: bool = False,
     family: str | None = None,
+    credential_fingerprint: str = "",
 ) -> RateLimitEvent:
     """Record a refusal against the credential that was sent. The message is redacted.
 
@@ -293,8 +299,9 @@ def record_rate_limit_event(
     ``throttle`` and, as its ``resets_at``, the end of a short backoff
     (``throttle.throttle_backoff``), so the readmission that follows a reset
     applies; unless the cached reading shows a blocked window, which makes it a quota
-    refusal after all. The event also leaves
-    a marker beside the headroom snapshot, so the next turn's pre-dispatch check
+    refusal after all. A key refusal keeps ``credential_fingerprint``, the key's last 4:
+    it belongs to that key, not to whichever key is configured later. The event also
+    leaves a marker beside the headroom snapshot, so the next turn's pre-dispatch check
     reads both in one cache round trip.
     """
     if failure_kind is not None and failure_kind not in FailureKind.values:
@@ -321,6 +328,7 @@ def record_rate_limit_event(
         limiting_window=limiting_window,
         resets_at=resets_at,
         occurred_at=now,
+        credential_fingerprint=credential_fingerprint if not on_plan else "",
     )
     if event.subscription_id is not None:
         _refusal_mark(event)

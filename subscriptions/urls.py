@@ -39,6 +39,16 @@ urlpatterns = [
         name="settings-routing",
     ),
     path("settings/platform-api-key", api.PlatformApiKeyApi.as_view(), name="platform-api-key"),
+    path(
+        "settings/platform-api-key/retry",
+        api.PlatformApiKeyRetryApi.as_view(),
+        name="platform-api-key-retry",
+    ),
+    path(
+        "subscriptions/<int:pk>/retry",
+        api.SubscriptionRetryApi.as_view(),
+        name="subscription-retry",
+    ),
     # Headroom. "agents/subscription-pressure" must stay here: agents.urls, included
     # after this module, has "agents/<slug:name>", which would swallow it.
     path(

@@ -122,14 +122,16 @@ export function readSwitch(execution) {
     };
   }
   const to = switchTo(sw);
+  // A throttle (a 429 without quota evidence) walks the turn but moves no assignment.
+  const throttled = sw.committed !== true && sw.why && typeof sw.why === "object" && sw.why.throttled === true;
+  let note = sw.committed ? `The agent now runs on ${to}.` : "Not committed: another turn had already moved the assignment.";
+  if (throttled) note = `Not committed: ${from || "its plan"} was throttled, backed off a minute; the agent stays on it.`;
   return {
     from,
     to,
     committed: sw.committed === true,
-    label: sw.committed ? "Switched" : "Served elsewhere",
-    note: sw.committed
-      ? `The agent now runs on ${to}.`
-      : "Not committed: another turn had already moved the assignment.",
+    label: sw.committed ? "Switched" : throttled ? "Served elsewhere (throttle)" : "Served elsewhere",
+    note,
     reason: switchReason(sw),
   };
 }

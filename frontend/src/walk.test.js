@@ -92,6 +92,15 @@ describe("readSwitch", () => {
     expect([sw.label, sw.committed, sw.note]).toEqual(["Served elsewhere", false, "Not committed: another turn had already moved the assignment."]);
   });
 
+  it("says a throttle walked the turn and the agent stays on its plan", () => {
+    const sw = readSwitch({ subscription_switch: { ...SWITCH, why: { ...WHY, throttled: true }, committed: false } });
+    expect([sw.label, sw.committed, sw.note]).toEqual([
+      "Served elsewhere (throttle)",
+      false,
+      "Not committed: plan-a was throttled, backed off a minute; the agent stays on it.",
+    ]);
+  });
+
   it("says a key-served turn moved no assignment", () => {
     const sw = readSwitch({ subscription_switch: { ...SWITCH, to: null, to_name: "", kind: "api_key", committed: false } });
     // The headroom sentence is about a subscription rung; for the key the note says it.

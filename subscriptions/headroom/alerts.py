@@ -1,7 +1,8 @@
 """Headroom alerts: one notification per window per level when a window fills up.
 
-The dedup key names the window instance (its reset), so the next window can alert
-again; the TTL lasts until that reset.
+The dedup key names the window instance (its reset, rounded to the jitter tolerance:
+``instances.window_instance``), so the next window can alert again; the TTL lasts until
+that reset.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from subscriptions.headroom.alert_crossings import AlertCrossing, AlertLevel, alert_crossings
+from subscriptions.headroom.instances import window_instance
 from subscriptions.headroom.reading import Reading
 from trinity.models import Notification
 from trinity.notifications import notification_send
@@ -28,7 +30,8 @@ _UNKNOWN_RESET_TTL = 7 * 24 * 3600
 
 
 def dedup_key(subscription_id: int, crossing: AlertCrossing) -> str:
-    instance = int(crossing.resets_at.timestamp()) if crossing.resets_at else "open"
+    # The instance, not the exact second: a jittered reset (:00, :59, :57) is one window.
+    instance = window_instance(crossing.resets_at) if crossing.resets_at else "open"
     return f"headroom:{subscription_id}:{crossing.window}:{crossing.level.value}:{instance}"
 
 

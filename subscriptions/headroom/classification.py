@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple, cast
 
-from subscriptions.headroom.precomputed import Precomputed, precomputed_of
+from subscriptions.headroom.precomputed import Precomputed, WindowFigures, precomputed_of
 from subscriptions.headroom.reading import Reading, ReadingStatus, micros
+from subscriptions.headroom.windows import turn_windows
 
 # A 5h window can go from empty to full within the hour; an older figure says little.
 FIVE_HOUR_COUNTS_FOR = timedelta(minutes=30)
@@ -119,15 +120,15 @@ def _headroom_at(
                 blocked = True
         if gate is _USABLE and status is _OK and seven_day is None:
             gate = _MALFORMED  # a serving reading without its weekly figure
-    if gate is not _USABLE:
-        return _new(
-            Headroom, (_UNKNOWN, gate, five_hour, seven_day, None, reading.fetched_at, None)
-        )
-    if status is not _OK or blocked:
-        # A usable reading that is not serving is a fresh refusal.
-        return _new(
-            Headroom, (_REFUSING, gate, five_hour, seven_day, None, reading.fetched_at, None)
-        )
+    if gate is _WINDOW_RESET and _still_blocked(windows, now, family):
+        # A reading goes stale per window: the window that reset is unknown, but one
+        # still blocked until a later reset keeps refusing (a weekly block outlives
+        # every 5-hour rollover within it).
+        gate, blocked = _USABLE, True
+    if gate is not _USABLE or status is not _OK or blocked:
+        # Unusable: unknown. A usable reading that is not serving is a fresh refusal.
+        tier = _UNKNOWN if gate is not _USABLE else _REFUSING
+        return _new(Headroom, (tier, gate, five_hour, seven_day, None, reading.fetched_at, None))
     # The gate lets a serving reading through only with every deciding figure present.
     fullness = seven_day if seven_day is not None else 0.0
     if extra is not None:
@@ -142,6 +143,18 @@ def _headroom_at(
     return _new(
         Headroom, (_MEASURED, gate, five_hour, seven_day, fullness, reading.fetched_at, band)
     )
+
+
+def _still_blocked(windows: dict[str, WindowFigures], now: int, family: str | None) -> bool:
+    """Whether a window a turn of ``family`` spends blocks, with a well-formed figure,
+    until a reset after ``now`` (or one it did not name)."""
+    for name in turn_windows(family):
+        window = windows.get(name)
+        if window is None or not window[3] or window[2]:
+            continue
+        if window[1] is None or window[1] > now:
+            return True
+    return False
 
 
 _NEVER_BEFORE, _NEVER_AFTER = -(2**63), 2**63
@@ -161,6 +174,8 @@ def _holds_between(
         precomputed[2],  # a rate-limited reading's reset
         precomputed[5],  # the earliest core reset that decides
         extra[1] if extra is not None else None,  # the family window's reset
+        # Each blocked window's reset: past the first reset, the last one decides.
+        *(w[1] for n in turn_windows(family) if (w := precomputed[8].get(n)) and w[3]),
     )
     for edge in edges:
         if edge is None:

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from subscriptions.headroom.classification import Gate, Headroom, Tier, classify_headroom
+from subscriptions.headroom.instances import refused_after_reset
 from subscriptions.headroom.reading import Reading, ReadingStatus
 from subscriptions.headroom.windows import turn_windows
 
@@ -61,8 +62,9 @@ def readmission_verdict(
     for reset in (binding, refusal_resets_at):
         if reset is None or reset > now:
             continue
-        if last_failure_at is not None and reset <= last_failure_at:
+        if last_failure_at is not None and refused_after_reset(reset, last_failure_at):
             # Refused again after that reset: the reset did not bring the quota back.
+            # (A refusal within the jitter of the reset belongs to the instance it ends.)
             continue
         return Verdict.WINDOW_RESET
     return None

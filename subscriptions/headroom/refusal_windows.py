@@ -7,16 +7,13 @@ Pure, no Django and no Redis.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple
 
+from subscriptions.headroom.instances import same_reset
 from subscriptions.headroom.reading import CORE_WINDOWS, Reading
 from subscriptions.headroom.throttle import THROTTLE, throttle_backoff
 from subscriptions.headroom.windows import FAMILY_WINDOW_PREFIX
-
-# The CLI prints a reset to the minute ("resets 4:10am"), truncated or rounded, and a
-# provider's reset jitters by seconds: within a minute is the same instant.
-RESET_MATCH = timedelta(minutes=1)
 
 
 def refusal_blocks(limiting_window: str | None, family: str | None) -> bool:
@@ -65,7 +62,7 @@ def refusal_window(
         found = [
             name
             for name, window in windows.items()
-            if window.resets_at is not None and abs(window.resets_at - resets_at) <= RESET_MATCH
+            if window.resets_at is not None and same_reset(window.resets_at, resets_at)
         ]
     if not found:
         found = [

@@ -204,6 +204,14 @@ def refusal_key(subscription_id: int) -> str:
     return f"refusal:latest:{subscription_id}"
 
 
+def refusal_marker_delete(subscription_id: int) -> None:
+    """Forget the plan's refusal marker (its events were cleared); an outage only logs."""
+    try:
+        cache.delete(refusal_key(subscription_id))
+    except STORE_ERRORS:
+        logger.warning("cache unreachable: refusal marker of %d not deleted", subscription_id)
+
+
 def refusal_marker_write(subscription_id: int, mark: RefusalMark, *, ttl: int) -> None:
     """Remember ``mark`` for ``ttl`` seconds; an outage only costs the shortcut."""
     value = {

@@ -104,6 +104,8 @@ class Notice(StrEnum):
 
     API_KEY_ROUTE = "api_key_route"
     SUBSCRIPTION_RETURN = "subscription_return"
+    # A throttle sent the turn elsewhere; the assignment stays (no switch committed).
+    THROTTLE_DETOUR = "throttle_detour"
 
 
 @dataclass(frozen=True, slots=True)

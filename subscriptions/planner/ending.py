@@ -22,6 +22,7 @@ from subscriptions.planner.lookups import (
     EXHAUSTED_STOPS,
     agent_of,
     earliest_reset,
+    refusal_of,
     selection_of,
     walk_of,
 )
@@ -46,15 +47,43 @@ def finish(evidence: Evidence, served: Attempt) -> Finish:
         ran_on is None or (ran_on.kind is RungKind.SUBSCRIPTION and not agent.on_api_key)
     )
     switch = None
+    throttled = switched and origin_throttled(evidence)
     if switched and ran_on is not None and why not in NO_COMMIT:
         commit = (
             ran_on.kind is RungKind.SUBSCRIPTION
             and ran_on.subscription_id is not None
             and agent.origin is not None
             and not evidence.legacy.on  # a legacy walk committed each rung as it applied it
+            # A throttle is over in a minute: the plan serves again, so the agent stays.
+            and not throttled
         )
-        switch = Switch(reason=switch_reason(evidence, ran_on, why), commit=commit)
-    return Finish(ran_on, why, switch, _notice(agent, ran_on, why), plain)
+        reason = switch_reason(evidence, ran_on, why)
+        if throttled:
+            reason["throttled"] = True
+        switch = Switch(reason=reason, commit=commit)
+    notice = _notice(agent, ran_on, why)
+    if throttled and notice is None and ran_on is not None:
+        notice = Notice.THROTTLE_DETOUR
+    return Finish(ran_on, why, switch, notice, plain)
+
+
+def origin_throttled(evidence: Evidence) -> bool:
+    """Whether the turn left its assignment only because of a throttle (a 429 without
+    quota evidence): every refusal the assigned plan gave this turn was one, or it was
+    routed around before dispatch on a throttle's backoff alone. Legacy walks and turns
+    without an assignment never count."""
+    agent = agent_of(evidence)
+    if agent.origin is None or evidence.legacy.on:
+        return False
+    own = [
+        a
+        for a in evidence.attempts
+        if not a.outcome.ok
+        and (a.ran_on is None or a.ran_on.key == (RungKind.SUBSCRIPTION.value, agent.origin))
+    ]
+    if own:
+        return all(refusal_of(a).throttle for a in own)
+    return evidence.assigned is not None and evidence.assigned.throttled
 
 
 def _notice(agent: AgentFacts, ran_on: RungRef | None, why: Why) -> Notice | None:
@@ -71,7 +100,9 @@ def switch_reason(evidence: Evidence, ran_on: RungRef, why: Why) -> dict[str, An
     """The served rung's reason: how it was chosen and what refused before it."""
     refused = [a for a in evidence.attempts if not a.outcome.ok]
     names = "; ".join(
-        f"{(a.ran_on.name if a.ran_on else '') or 'platform API key'} refused" for a in refused
+        f"{(a.ran_on.name if a.ran_on else '') or 'platform API key'} "
+        f"{'throttled' if refusal_of(a).throttle else 'refused'}"
+        for a in refused
     )
     reason: dict[str, Any] = {
         "why": why.value,

@@ -113,6 +113,8 @@ class AssignedVerdict(NamedTuple):
 
     refusing: bool
     forecast_out: bool
+    # Refusing only because of a throttle's short backoff (no quota evidence).
+    throttled: bool = False
 
 
 class Previous(NamedTuple):

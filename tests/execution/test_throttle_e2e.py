@@ -26,6 +26,7 @@ from subscriptions.headroom.throttle import THROTTLE
 from subscriptions.models import RateLimitEvent
 from tests.execution.support import agent_on, messages_sent, register_plan
 from trinity import clock
+from trinity.models import Notification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -139,3 +140,47 @@ def test_a_throttled_plan_backs_off_a_minute_then_is_tried_again_and_doubles(
         assert second.resets_at - second.occurred_at == timedelta(minutes=2)
     # Never the 2h skip window: every event names a reset within minutes.
     assert RateLimitEvent.objects.filter(subscription=a).count() == 2
+
+
+def test_a_throttle_walks_the_turn_but_commits_no_switch(
+    front: type[_Front], control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = register_plan(control, "plan-a")
+    register_plan(control, "plan-b")
+    agent = agent_on(owner, a)
+    front.throttled = a_token
+
+    with time_machine.travel(clock.now(), tick=True) as traveller:
+        walked = turn(owner_client, "bot")
+        assert walked["http_status"] == 200, walked
+        assert [(x["name"], x["outcome"]) for x in walked["attempts"]] == [
+            ("plan-a", "refused"),
+            ("plan-b", "served"),
+        ]
+        switch = walked["subscription_switch"]
+        assert switch["committed"] is False and switch["why"]["throttled"] is True, switch
+        assert "plan-a throttled" in switch["explanation"], switch
+        assert "assignment is unchanged" in switch["explanation"], switch
+        agent.refresh_from_db()
+        assert agent.subscription_id == a.pk  # the agent stays on its plan
+        assert not Notification.objects.filter(kind="subscription_switched").exists()
+        detour = Notification.objects.get(kind="throttle_detour")
+        assert detour.title == "Turn served by 'plan-b': 'plan-a' was throttled"
+
+        # Within the backoff the next turn is routed around plan-a, still committing nothing.
+        traveller.shift(timedelta(seconds=30))
+        during = turn(owner_client, "bot")
+        assert [(x["name"], x["why"]) for x in during["attempts"]] == [("plan-b", "pre_dispatch")]
+        assert during["subscription_switch"]["committed"] is False, during
+        agent.refresh_from_db()
+        assert agent.subscription_id == a.pk
+        assert Notification.objects.filter(kind="throttle_detour").count() == 1  # said once
+
+        # A minute later the throttle is over: the turn runs on plan-a, its own plan.
+        front.throttled = ""
+        traveller.shift(timedelta(seconds=31))
+        control.clear_requests()
+        back = turn(owner_client, "bot")
+        assert back["http_status"] == 200, back
+        assert [(x["name"], x["outcome"]) for x in back["attempts"]] == [("plan-a", "served")]
+        assert messages_sent(control) == [("plan-a", 200)]

@@ -13,6 +13,7 @@ from subscriptions.headroom.candidates import Candidate
 from subscriptions.headroom.classification import Gate, Tier, classify_headroom, reading_gate
 from subscriptions.headroom.ranking import rank_candidates
 from subscriptions.headroom.reading import Reading, ReadingStatus
+from subscriptions.headroom.recovery import recovery_verdict
 from tests.headroom.readings import T0, limited, reading, window
 
 HOUR = timedelta(hours=1)
@@ -312,3 +313,60 @@ def test_a_kept_classification_is_the_one_made_afresh_at_every_instant_in_any_or
         kept = classify_headroom(subject, now=between, max_age=max_age, family=family)
         afresh = classify_headroom(replace(subject), now=between, max_age=max_age, family=family)
         assert kept == afresh, max_age
+
+
+# A reading goes stale per window: a weekly block outlives a 5-hour rollover.
+
+
+def _weekly_block(*, five_hour_resets_in: timedelta, seven_day_resets_in: timedelta) -> Reading:
+    """The 7d window rejected until ``seven_day_resets_in``; the 5h one allowed at 28%."""
+    return reading(
+        five_hour=28.0,
+        five_hour_resets_in=five_hour_resets_in,
+        seven_day=100.0,
+        seven_day_status="rejected",
+        seven_day_resets_in=seven_day_resets_in,
+        status=ReadingStatus.RATE_LIMITED,
+        reset_in=seven_day_resets_in,
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "five_hour_resets_in", "seven_day_resets_in", "tier", "gate"),
+    [
+        ("before the 5h rollover", MINUTE, timedelta(days=3), Tier.REFUSING, Gate.USABLE),
+        ("at the 5h rollover", timedelta(0), timedelta(days=3), Tier.REFUSING, Gate.USABLE),
+        ("after the 5h rollover", -MINUTE, timedelta(days=3), Tier.REFUSING, Gate.USABLE),
+        ("a second before the weekly reset", -HOUR, SECOND, Tier.REFUSING, Gate.USABLE),
+        ("at the weekly reset", -HOUR, timedelta(0), Tier.UNKNOWN, Gate.WINDOW_RESET),
+    ],
+)
+def test_a_weekly_block_keeps_refusing_past_a_5h_rollover_until_its_own_reset(
+    case: str,
+    five_hour_resets_in: timedelta,
+    seven_day_resets_in: timedelta,
+    tier: Tier,
+    gate: Gate,
+) -> None:
+    subject = _weekly_block(
+        five_hour_resets_in=five_hour_resets_in, seven_day_resets_in=seven_day_resets_in
+    )
+    headroom = classify_headroom(subject, now=T0, max_age=MAX_AGE)
+    assert (headroom.tier, headroom.gate) == (tier, gate), case
+
+
+def test_a_weekly_block_past_a_5h_rollover_is_not_readmitted_by_the_rollover() -> None:
+    subject = _weekly_block(five_hour_resets_in=-MINUTE, seven_day_resets_in=timedelta(days=3))
+    assert (
+        recovery_verdict(subject, now=T0, max_age=MAX_AGE, last_failure_at=T0 - timedelta(hours=1))
+        is None
+    )
+    # Classified once before the rollover and again after it: the memo does not hold
+    # the old answer across the 5h reset.
+    before = classify_headroom(subject, now=T0 - 2 * MINUTE, max_age=MAX_AGE)
+    after = classify_headroom(subject, now=T0, max_age=MAX_AGE)
+    assert before.tier is after.tier is Tier.REFUSING
+    at_weekly_reset = classify_headroom(
+        subject, now=T0 + timedelta(days=3), max_age=timedelta(days=4)
+    )
+    assert at_weekly_reset.gate is Gate.WINDOW_RESET

@@ -304,3 +304,25 @@ class TestUsageRetryAfter:
         response = httpx.Response(429, headers={"retry-after": header} if header else {})
         at = common.retry_after(response, now=T0)
         assert at == (T0 + expected if expected is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "scale", "figure"),
+    [
+        ("0.42", 100, 42.0),
+        ("1.0", 100, 100.0),
+        ("1.0100", 100, 100.0),  # an overdrawn window in the headers
+        (101, 1, 100.0),  # the same from the usage endpoint
+        (99.96, 1, 100.0),  # rounds to one decimal first
+        (99.94, 1, 99.9),
+        ("-0.01", 100, 0.0),
+        ("nan", 1, None),
+        ("inf", 1, None),
+        ("n/a", 1, None),
+        (True, 1, None),
+    ],
+)
+def test_a_utilization_is_clamped_to_100_where_the_reading_is_made(
+    raw: object, scale: float, figure: float | None
+) -> None:
+    assert common.percent(raw, scale=scale) == figure

@@ -17,6 +17,7 @@ PURE = (
     "exhaustion_forecast",
     "precomputed",
     "hysteresis",
+    "instances",
     "limited_now",
     "probe_cadence",
     "ranking",

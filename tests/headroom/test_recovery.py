@@ -52,8 +52,12 @@ def _reset_reading() -> Reading:
         ("no reading at all", None, T0 - 5 * MINUTE, None),
         ("a stale serving reading", reading(age=2 * HOUR), T0 - 5 * MINUTE, None),
         ("failure just before the reset", _reset_reading(), RESET - SECOND, Verdict.WINDOW_RESET),
-        ("failure exactly at the reset", _reset_reading(), RESET, None),
-        ("failure just after the reset", _reset_reading(), RESET + SECOND, None),
+        # A reset jitters by seconds: a refusal within a minute of it belongs to the
+        # instance that reset ends, so the reset readmits; later, it was refused again.
+        ("failure exactly at the reset", _reset_reading(), RESET, Verdict.WINDOW_RESET),
+        ("failure within the jitter", _reset_reading(), RESET + 2 * SECOND, Verdict.WINDOW_RESET),
+        ("failure at the tolerance", _reset_reading(), RESET + MINUTE, Verdict.WINDOW_RESET),
+        ("failure past the tolerance", _reset_reading(), RESET + MINUTE + SECOND, None),
         (
             "reset instant equal to now has elapsed",
             limited(age=50 * MINUTE, resets_in=timedelta(0)),

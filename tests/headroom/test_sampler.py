@@ -487,6 +487,22 @@ class TestAlerts:
         assert notes[0].subscription_id == plan.pk
         assert plan.name in notes[0].title and "80.0%" in notes[0].title
 
+    def test_a_jittered_reset_alerts_once_per_window_instance(
+        self, sim: SimulatorControl, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        plan = plan_on(sim, five_hour=100)
+        token = plan.token.reveal() if plan.token else ""
+        # The provider reports the one reset as :00, :59 and :57 on successive polls.
+        sim.set_reset_jitter(token, [0, -1, -3])
+        for minutes in (0, 5, 10):
+            with django_capture_on_commit_callbacks(execute=True):
+                headroom_sweep(clock=at(T0 + timedelta(minutes=minutes)))
+
+        notes = Notification.objects.filter(kind="headroom_alert", data__window="five_hour")
+        assert [(n.level, n.title) for n in notes] == [
+            ("critical", f"{plan.name}: 5-hour window at 100.0%")
+        ]
+
     def test_a_threshold_of_zero_sends_nothing(
         self, sim: SimulatorControl, django_capture_on_commit_callbacks: Any
     ) -> None:

@@ -37,6 +37,7 @@ from tests.planner.world import (
     RESET,
     SERVED,
     T0,
+    THROTTLED,
     UPSTREAM,
     BudgetSpent,
     World,
@@ -245,6 +246,34 @@ def test_a_refused_plan_walks_to_the_best_alternative_and_commits_it() -> None:
     assert isinstance(run.end, Finish) and run.end.switch is not None
     assert run.end.switch.commit
     assert run.end.switch.reason["refused"] == "plan-1 refused"
+
+
+def test_a_throttle_walks_the_turn_but_commits_no_switch() -> None:
+    run = drive(World(outcomes={ORIGIN_KEY: [THROTTLED]}))
+
+    assert run.sent_on == ["plan-1", "plan-2"]
+    assert isinstance(run.end, Finish) and run.end.switch is not None
+    assert not run.end.switch.commit
+    assert run.end.switch.reason["throttled"] is True
+    assert run.end.switch.reason["refused"] == "plan-1 throttled"
+    assert run.end.notice is Notice.THROTTLE_DETOUR
+
+
+def test_a_throttled_assignment_commits_no_switch_though_another_plan_refused_after() -> None:
+    run = drive(World(outcomes={ORIGIN_KEY: [THROTTLED], plan_rung(2).key: [RATE_LIMITED]}))
+
+    assert run.sent_on == ["plan-1", "plan-2", "plan-3"]
+    assert isinstance(run.end, Finish) and run.end.switch is not None
+    assert not run.end.switch.commit  # the assignment itself was only throttled
+
+
+def test_routing_around_a_throttles_backoff_commits_no_switch() -> None:
+    run = drive(World(refusing=True, throttled=True))
+
+    assert run.sent_on == ["plan-2"]
+    assert isinstance(run.end, Finish) and run.end.switch is not None
+    assert not run.end.switch.commit
+    assert run.end.notice is Notice.THROTTLE_DETOUR
 
 
 def test_every_plan_refusing_walks_to_the_key() -> None:

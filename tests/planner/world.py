@@ -56,6 +56,8 @@ SERVED = Outcome(ok=True)
 RATE_LIMITED = Outcome(
     ok=False, error_code="rate_limit", detail="You've hit your limit", resets_at=RESET
 )
+# A 429 without quota evidence: no reset, no claim, no usage-limit words.
+THROTTLED = Outcome(ok=False, error_code="rate_limit", detail="API Error: 429 Slow down")
 AUTH = Outcome(ok=False, error_code="auth", detail="OAuth token has expired")
 UPSTREAM = Outcome(ok=False, error_code="upstream_error", detail="upstream 503")
 MODEL = Outcome(ok=False, error_code="model_unsupported", detail="model not found")
@@ -84,6 +86,8 @@ class World:
     switching_stop: Stop | None = None
     refusing: bool = False
     forecast_out: bool = False
+    # Refusing only on a throttle's backoff.
+    throttled: bool = False
     previous: Previous | None = None
     affinity_ok: bool = True
     # The plans the ranking offers, best first (the origin is never among them).
@@ -155,7 +159,9 @@ def _answer(world: World, evidence: Evidence, need: Need, now: datetime) -> Evid
         settings = SettingsFacts(world.auto_switch, world.key_configured, world.switching_stop)
         return replace(evidence, settings=settings)
     if ask is Ask.ASSIGNED:
-        return replace(evidence, assigned=AssignedVerdict(world.refusing, world.forecast_out))
+        return replace(
+            evidence, assigned=AssignedVerdict(world.refusing, world.forecast_out, world.throttled)
+        )
     if ask is Ask.AFFINITY:
         return replace(evidence, previous=world.previous)
     if ask is Ask.AFFINITY_PLAN:

@@ -150,3 +150,56 @@ def test_codex_usage_refuses_a_revoked_token_and_plan_tokens(
     assert revoked.status_code == 401
     assert anthropic.status_code == 401
     assert missing.status_code == 401
+
+
+def test_a_weekly_block_with_a_far_reset_sits_beside_an_allowed_5h_window_about_to_roll(
+    control: SimulatorControl, api: httpx.Client, frozen: datetime
+) -> None:
+    control.register(OAUTH, kind="oauth", label="plan-a")
+    control.set_usage(OAUTH, "seven_day", percent=100, resets_in=3 * 86400)
+    control.set_usage(OAUTH, "five_hour", percent=28, resets_in=600)
+
+    body = oauth_usage(api, OAUTH).json()
+
+    assert body["seven_day"] == {
+        "utilization": 100.0,
+        "resets_at": (frozen + timedelta(days=3)).isoformat(),
+    }
+    assert body["five_hour"] == {
+        "utilization": 28.0,
+        "resets_at": (frozen + timedelta(minutes=10)).isoformat(),
+    }
+    # Past the 5h rollover the weekly block stands; the 5h window is empty again.
+    control.advance_clock(601)
+    rolled = oauth_usage(api, OAUTH).json()
+    assert rolled["five_hour"] == {"utilization": 0.0, "resets_at": None}
+    assert rolled["seven_day"]["utilization"] == 100.0
+
+
+def test_an_overdrawn_window_reads_over_100_percent(
+    control: SimulatorControl, api: httpx.Client
+) -> None:
+    control.register(OAUTH, kind="oauth", label="plan-a")
+    control.set_usage(OAUTH, "five_hour", percent=101)
+
+    assert oauth_usage(api, OAUTH).json()["five_hour"]["utilization"] == 101.0
+
+
+def test_reset_jitter_shifts_each_answers_resets_in_turn(
+    control: SimulatorControl, api: httpx.Client, frozen: datetime
+) -> None:
+    control.register(OAUTH, kind="oauth", label="plan-a")
+    control.set_usage(OAUTH, "five_hour", percent=100)
+    control.set_reset_jitter(OAUTH, [0, -1, -3])
+    exact = frozen + timedelta(hours=5)
+
+    seen = [oauth_usage(api, OAUTH).json()["five_hour"]["resets_at"] for _ in range(4)]
+
+    assert seen == [
+        exact.isoformat(),
+        (exact - timedelta(seconds=1)).isoformat(),
+        (exact - timedelta(seconds=3)).isoformat(),
+        exact.isoformat(),
+    ]
+    control.set_reset_jitter(OAUTH, [])
+    assert oauth_usage(api, OAUTH).json()["five_hour"]["resets_at"] == exact.isoformat()

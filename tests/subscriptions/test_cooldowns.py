@@ -187,7 +187,13 @@ def _refused(resets_at: datetime | None, *, ago: timedelta = 10 * MINUTE) -> Can
         (T0, True),  # a reset equal to now readmits
         (T0 - SECOND, True),
         (T0 - 9 * MINUTE, True),  # reset after the refusal (10 minutes ago)
-        (T0 - 10 * MINUTE, False),  # a reset at the refusal's instant brought nothing back
+        # A reset at the refusal's instant, or within a minute before it, names the
+        # instance the refusal was made in (resets jitter; the CLI prints them to the
+        # minute): that reset readmits. More than a minute before, it was refused
+        # again after the reset: that reset brought nothing back.
+        (T0 - 10 * MINUTE, True),
+        (T0 - 11 * MINUTE, True),
+        (T0 - 11 * MINUTE - SECOND, False),
         (None, False),  # no reset named: absence of evidence readmits nothing
     ],
 )

@@ -14,7 +14,12 @@ from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.selectors import headroom_usage_get
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read
 from subscriptions.models import FailureKind, Subscription
-from subscriptions.pool import assigned_refusing, key_rung_available, subscription_rungs
+from subscriptions.pool import (
+    assigned_refusing,
+    key_rung_available,
+    key_rung_state,
+    subscription_rungs,
+)
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import T0, limited, reading
@@ -169,6 +174,31 @@ class TestKeyRung:
     ) -> None:
         self._key_refused(ago=ago, kind=kind)
         assert self.available(agent) is open_
+
+    @pytest.mark.parametrize(
+        ("refused_with", "open_"),
+        [
+            ("kkkk", False),  # the configured key (…kkkk) refused: closed
+            ("zzzz", True),  # another key refused: the configured one starts clean
+            ("", False),  # a row of unknown key (before fingerprints): counts against it
+        ],
+    )
+    def test_only_a_refusal_of_the_configured_key_closes_it(
+        self, agent: Agent, refused_with: str, open_: bool
+    ) -> None:
+        record_rate_limit_event(
+            agent_name="x",
+            credential_kind="api_key",
+            subscription_id=None,
+            error_message="Credit balance is too low",
+            failure_kind=FailureKind.AUTH,
+            credential_fingerprint=refused_with,
+            now=T0 - MINUTE,
+        )
+        state = key_rung_state(agent=agent, system=system_settings_get(), now=T0)
+        assert state.available is open_
+        if not open_:
+            assert state.fingerprint == "kkkk"
 
 
 def test_the_walk_loads_every_candidate_token_in_one_query(

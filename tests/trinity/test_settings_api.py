@@ -129,14 +129,18 @@ class TestPlatformApiKey:
         self, admin_client_api: APIClient
     ) -> None:
         response = admin_client_api.put(KEY_URL, {"key": API_KEY}, format="json")
-        assert response.json() == {"configured": True, "fingerprint": API_KEY[-4:]}
+        assert response.json() == {
+            "configured": True,
+            "fingerprint": API_KEY[-4:],
+            "refusal": None,  # no refusal of this key closes its rung
+        }
         assert API_KEY not in response.content.decode()
         assert system_settings_get().platform_api_key.reveal() == API_KEY
         replacement = "sk-ant-api03-" + "R" * 40
         admin_client_api.put(KEY_URL, {"key": replacement}, format="json")
         assert system_settings_get().platform_api_key.reveal() == replacement
         response = admin_client_api.delete(KEY_URL)
-        assert response.json() == {"configured": False, "fingerprint": ""}
+        assert response.json() == {"configured": False, "fingerprint": "", "refusal": None}
         assert system_settings_get().platform_api_key is None
 
     @pytest.mark.parametrize("client_name", ["owner_client", "other_client"])

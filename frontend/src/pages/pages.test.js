@@ -104,6 +104,26 @@ describe("SettingsPage", () => {
     expect(wrapper.html()).not.toContain(KEY);
   });
 
+  it("says which key refused and when it reopens, and retries it now", async () => {
+    const later = new Date(Date.now() + 2 * 3600 * 1000).toISOString();
+    const refused = { configured: true, fingerprint: "kkkk", refusal: { fingerprint: "kkkk", failure_kind: "auth", refused_at: new Date().toISOString(), reopens_at: later } };
+    const { calls } = mockFetch({
+      ...settingsRoutes(),
+      "GET /api/settings/platform-api-key": json(200, refused),
+      "POST /api/settings/platform-api-key/retry": json(200, { credential: "api_key", name: "platform API key", fingerprint: "kkkk", cleared: 1, probe: "" }),
+    });
+    wrapper = mount(SettingsPage, { props: { user: ADMIN } });
+    await settle();
+    expect(wrapper.find("[data-testid=key-refusal]").text()).toContain("Key …kkkk refused");
+    expect(wrapper.find("[data-testid=key-refusal]").text()).toMatch(/reopens in (1 h 59 min|2 h)/);
+    await wrapper.find("[data-testid=key-retry]").trigger("click");
+    await settle();
+    expect(calls.some((c) => c.method === "POST" && c.url === "/api/settings/platform-api-key/retry")).toBe(true);
+    expect(wrapper.find("[data-testid=key-retry-result]").text()).toBe(
+      "Retried key …kkkk: 1 refusal(s) cleared; the next turn may use it.",
+    );
+  });
+
   it("keeps the key and threshold forms shut until the page holds the server's state", async () => {
     // A save made while the first reads were in flight would be overwritten by their older answer.
     let release;
@@ -143,6 +163,27 @@ const AGENTS = [
 ];
 
 describe("SubscriptionsPage", () => {
+  it("retries a subscription now for an admin and says what the probe read", async () => {
+    const { calls } = mockFetch({
+      "GET /api/subscriptions": json(200, SUBS),
+      "GET /api/agents": json(200, AGENTS),
+      [`POST /api/subscriptions/${SUBS[0].id}/retry`]: json(200, { credential: "subscription", name: SUBS[0].name, fingerprint: "Ab12", cleared: 2, probe: "ok" }),
+    });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });
+    await settle();
+    await wrapper.find(`[data-testid=retry-${SUBS[0].id}]`).trigger("click");
+    await settle();
+    expect(calls.some((c) => c.method === "POST" && c.url === `/api/subscriptions/${SUBS[0].id}/retry`)).toBe(true);
+    expect(wrapper.find("[role=status]").text()).toBe(`Retried ${SUBS[0].name}: 2 refusal(s) cleared; it serves (fresh reading).`);
+  });
+
+  it("offers no retry to an operator", async () => {
+    mockFetch({ "GET /api/subscriptions": json(200, SUBS), "GET /api/agents": json(200, AGENTS) });
+    wrapper = mount(SubscriptionsPage, { props: { user: OPERATOR } });
+    await settle();
+    expect(wrapper.find(`[data-testid=retry-${SUBS[0].id}]`).exists()).toBe(false);
+  });
+
   it("lists subscriptions with fingerprints and says once that usage is not available", async () => {
     mockFetch({ "GET /api/subscriptions": json(200, SUBS), "GET /api/agents": json(200, AGENTS) });
     wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });

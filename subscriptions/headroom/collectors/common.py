@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import NamedTuple
@@ -56,14 +57,25 @@ def usage_throttled(*, retry_at: datetime, now: datetime, source: str, label: st
     return Collected(reading, retry_at)
 
 
+# The utilization a reading keeps: a provider reports an overdrawn window past 100
+# (``1.0100`` in the headers, ``101`` from the usage endpoint), but a window cannot be
+# more than spent; every view (API, history, pressure, alerts, status, panel) reads the
+# reading, so the clamp is made once, here, where the reading is made.
+FULL = 100.0
+
+
 def percent(value: object, *, scale: float = 1.0) -> float | None:
-    """A utilization as percent with one decimal, or None if it is not a number."""
+    """A utilization as percent with one decimal, clamped to [0, 100] (at or over 100
+    is exhausted), or None if it is not a finite number."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:
-        return round(float(value) * scale, 1)
-    except ValueError:
+        figure = round(float(value) * scale, 1)
+    except (ValueError, OverflowError):  # not a number, or infinite
         return None
+    if not math.isfinite(figure):
+        return None
+    return min(FULL, max(0.0, figure))
 
 
 def from_unix(value: object) -> datetime | None:
