@@ -182,6 +182,19 @@ def engine_up() -> tuple[str, str]:
     return host, f"Docker engine {version} at {host} (started now; PID in {PIDFILE})"
 
 
+def _unmount_leftovers() -> None:
+    """dockerd leaves its default network namespace bind-mounted under its exec root;
+    unmount whatever is mounted under .docker-engine/ so the checkout can be removed."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return
+    inside = [line.split()[1] for line in mounts if len(line.split()) > 1]
+    ours = [m for m in inside if m.startswith(f"{STATE}/")]
+    for mountpoint in sorted(ours, key=len, reverse=True):
+        subprocess.run(["umount", mountpoint], capture_output=True, check=False)  # noqa: S603,S607
+
+
 def engine_down() -> str:
     """Stop the engine ``up`` started (by its PID file); a sentence saying what happened."""
     try:
@@ -198,10 +211,12 @@ def engine_down() -> str:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
+            _unmount_leftovers()
             return f"stopped the engine of PID {pid}"
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
+    _unmount_leftovers()
     return f"killed the engine of PID {pid} (it did not stop in {STOP_TIMEOUT:.0f} s)"
 
 
