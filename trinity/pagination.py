@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import CursorPagination
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.request import Request
 
-M = TypeVar("M")
+M = TypeVar("M", bound=Model)
 
 PAGE_SIZE = 50
 PAGE_SIZE_MAX = 200
@@ -30,6 +31,16 @@ class NewestFirst(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = PAGE_SIZE_MAX
 
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        """The request's cursor; a 400 naming ``cursor`` for one this server did not
+        issue (DRF answers 404, as if the list were missing)."""
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise ValidationError(
+                {"cursor": ["Not a cursor this list gave: follow a page's next link."]}
+            ) from None
+
 
 TIME_RANGE_PARAMETERS = [
     OpenApiParameter(
@@ -47,11 +58,13 @@ def _instant(params: Any, name: str) -> datetime | None:
         return None
     try:
         parsed = parse_datetime(raw)
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
+        # In UTC: Postgres refuses an offset past ±15:59 that Python parses.
+        instant = None if parsed is None or parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        instant = None
+    if instant is None:
         raise ValidationError({name: ["Give an ISO 8601 instant with its offset."]})
-    return parsed
+    return instant
 
 
 def created_in_range(queryset: QuerySet[M], params: Any) -> QuerySet[M]:

@@ -86,7 +86,10 @@ def test_a_time_range_cuts_the_list_since_inclusive_until_exclusive(
     assert page["next"] is None
 
 
-@pytest.mark.parametrize("value", ["yesterday", "2026-11-30T12:00:00"])
+@pytest.mark.parametrize(
+    "value",
+    ["yesterday", "2026-11-30T12:00:00", "0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:00"],
+)
 def test_a_time_range_bound_that_is_not_an_instant_is_a_400_naming_it(
     admin_client_api: APIClient, value: str
 ) -> None:
@@ -123,3 +126,9 @@ def test_the_schema_documents_the_cursor_the_range_and_the_page(
         ref = get["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
         page = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
         assert {"next", "previous", "results"} <= set(page["properties"])
+
+
+def test_a_cursor_this_list_did_not_give_is_a_400_naming_it(admin_client_api: APIClient) -> None:
+    for path in ("/api/executions", "/api/notifications"):
+        response = admin_client_api.get(path, {"cursor": "not-a-cursor"})
+        assert response.status_code == 400 and set(response.json()) == {"cursor"}

@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pytest_django.fixtures import Settings
 
 from simulator.control import SimulatorControl
+from subscriptions.headroom import first_look
 from subscriptions.models import HeadroomSample
 from subscriptions.services import subscription_register
 from tests.subscriptions.factories import plan_token
@@ -97,3 +99,16 @@ def test_beat_sends_a_headroom_sweep_as_it_starts(tmp_path: Path) -> None:
         os.killpg(beat.pid, signal.SIGTERM)
         beat.wait(timeout=30)
     assert len(sent) == 1 and '"task": "subscriptions.headroom_sweep"' in sent[0]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("eager")
+def test_a_first_look_that_finds_no_upstream_is_tried_again_then_left(
+    sim: SimulatorControl, settings: Settings
+) -> None:
+    settings.TRINITY_ANTHROPIC_BASE_URL = "http://127.0.0.1:9"  # nothing listens there
+    pk = _register(sim, plan_token(), percent=12)
+    statuses = list(
+        HeadroomSample.objects.filter(subscription_id=pk).values_list("status", flat=True)
+    )
+    assert statuses == ["error"] * (first_look.RETRIES + 1)
