@@ -10,10 +10,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.http import Http404
 from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.generics import ListAPIView
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -36,6 +39,7 @@ from trinity.api import MAX_ID
 from trinity.errors import InvalidInput
 from trinity.models import Notification
 from trinity.notification_inbox import notifications_mark_read, notifications_visible_to
+from trinity.pagination import TIME_RANGE_PARAMETERS, NewestFirst, created_in_range
 
 # A failed turn answers with the status its error_code means to an HTTP client.
 ERROR_HTTP_STATUS = {
@@ -50,7 +54,6 @@ ERROR_HTTP_STATUS = {
     "upstream_error": 502,
     "worker_lost": 503,
 }
-LIST_LIMIT = 200
 RETRYABLE_STOPS = frozenset({Stop.BUDGET, Stop.PROVIDER_OUTAGE, Stop.AT_CAPACITY})
 
 
@@ -222,26 +225,34 @@ class AgentChatApi(APIView):
         )
 
 
-class ExecutionListApi(APIView):
+class ExecutionListApi(ListAPIView[Execution]):
+    """Turns, newest first, a page at a time (``next`` is the older page)."""
+
+    serializer_class = ExecutionOutput
+    pagination_class = NewestFirst
+
     @extend_schema(
         parameters=[
             OpenApiParameter("agent", str),
             OpenApiParameter("status", str, enum=Status.values),
             OpenApiParameter("error_code", str),
+            *TIME_RANGE_PARAMETERS,
         ],
-        responses=ExecutionOutput(many=True),
     )
-    def get(self, request: Request) -> Response:
-        queryset = executions_visible_to(request.user)
-        params = request.query_params
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[Execution]:
+        queryset = executions_visible_to(self.request.user)
+        params = self.request.query_params
         if "status" in params and params["status"] not in Status.values:
-            return Response({"status": [f"Choose one of: {', '.join(Status.values)}."]}, status=400)
+            raise ValidationError({"status": [f"Choose one of: {', '.join(Status.values)}."]})
         for field in ("agent", "status", "error_code"):
             if params.get(field):
                 queryset = queryset.filter(
                     **{"agent_name" if field == "agent" else field: params[field]}
                 )
-        return Response(ExecutionOutput(queryset[:LIST_LIMIT], many=True).data)
+        return created_in_range(queryset, params)
 
 
 class ExecutionDetailApi(APIView):
@@ -267,8 +278,12 @@ class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notificati
         ]
 
 
-class NotificationListApi(APIView):
-    """What the operator has been told, newest first (filters: kind, level, agent, unread)."""
+class NotificationListApi(ListAPIView[Notification]):
+    """What the operator has been told, newest first, a page at a time (filters: kind,
+    level, agent, unread, and a time range)."""
+
+    serializer_class = NotificationOutput
+    pagination_class = NewestFirst
 
     @extend_schema(
         parameters=[
@@ -276,20 +291,23 @@ class NotificationListApi(APIView):
             OpenApiParameter("level", str, enum=Notification.Level.values),
             OpenApiParameter("agent", str),
             OpenApiParameter("unread", bool),
+            *TIME_RANGE_PARAMETERS,
         ],
-        responses=NotificationOutput(many=True),
     )
-    def get(self, request: Request) -> Response:
-        queryset = notifications_visible_to(request.user)
-        params = request.query_params
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[Notification]:
+        queryset = notifications_visible_to(self.request.user)
+        params = self.request.query_params
         if "level" in params and params["level"] not in Notification.Level.values:
-            return Response(
-                {"level": [f"Choose one of: {', '.join(Notification.Level.values)}."]}, status=400
+            raise ValidationError(
+                {"level": [f"Choose one of: {', '.join(Notification.Level.values)}."]}
             )
         # Absent means no filter; present (even empty) must say which.
         unread = params["unread"].lower() if "unread" in params else ""
         if "unread" in params and unread not in ("true", "false", "1", "0"):
-            return Response({"unread": ["Use true or false."]}, status=400)
+            raise ValidationError({"unread": ["Use true or false."]})
         if params.get("kind"):
             queryset = queryset.filter(kind=params["kind"])
         if params.get("level"):
@@ -301,7 +319,7 @@ class NotificationListApi(APIView):
             queryset = queryset.filter(read_at__isnull=True)
         elif unread in ("false", "0"):
             queryset = queryset.filter(read_at__isnull=False)
-        return Response(NotificationOutput(queryset[:LIST_LIMIT], many=True).data)
+        return created_in_range(queryset, params)
 
 
 class NotificationMarkReadApi(APIView):

@@ -12,6 +12,7 @@ from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from agents.runtimes import get_runtime
 from subscriptions import billing
+from subscriptions.headroom.first_look import first_look_after_commit
 from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
@@ -67,6 +68,7 @@ def subscription_register(
     if existing is None:
         subscription = Subscription.objects.create(name=name, **values)
         logger.info("subscription registered: %s (…%s)", name, values["token_fingerprint"])
+        first_look_after_commit(subscription.pk)
         return subscription, True
     rolled_over = existing.token != values["token"]
     for field, value in values.items():
@@ -74,6 +76,7 @@ def subscription_register(
     existing.save()
     logger.info("subscription token replaced: %s (…%s)", name, values["token_fingerprint"])
     if rolled_over:
+        first_look_after_commit(existing.pk)
         # Key rollover: every running agent on this subscription gets the new token.
         running = list(
             existing.agents.filter(process_state=ProcessState.RUNNING).values_list("pk", flat=True)

@@ -6,7 +6,11 @@ import logging
 
 from celery import shared_task
 
-from subscriptions.headroom import rebalance, sampler
+from subscriptions.headroom import (
+    first_look,  # noqa: F401 - registers its task here
+    rebalance,
+    sampler,
+)
 from subscriptions.services import rate_limit_events_cleanup
 from trinity import clock
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import setup_logging
+from celery.signals import beat_init, setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trinity.settings")
 
@@ -96,3 +96,17 @@ def _headroom_schedule(sender: Celery, **kwargs: object) -> None:
             },
         }
     )
+
+
+@beat_init.connect
+def _first_headroom_sweep(sender: object, **kwargs: object) -> None:
+    """Sweep headroom once as beat starts, not one period later.
+
+    An interval entry first fires a whole period after beat starts (300 s by
+    default), and until then every plan reads "no reading yet" and the walk ranks
+    without headroom. The sweep's leader marker keeps this from doubling a sweep
+    another beat is running; ``expires`` is the period, like the entry's.
+    """
+    from django.conf import settings
+
+    app.send_task("subscriptions.headroom_sweep", expires=settings.TRINITY_HEADROOM_SAMPLE_SECONDS)

@@ -1,6 +1,11 @@
 // Test helpers: a fetch stand-in that answers by "METHOD /path" and records calls.
 import { vi } from "vitest";
 
+/** A cursor page of a growing list, as the API answers it (`next` is the older page). */
+export function page(results, next = null) {
+  return { next, previous: null, results };
+}
+
 export function json(status, body) {
   return { status, body, type: "application/json" };
 }

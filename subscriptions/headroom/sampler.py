@@ -467,15 +467,25 @@ def headroom_refresh(*, subscription: Subscription, now: datetime) -> Reading:
             "The provider's usage endpoint asked not to be called again for this subscription yet.",
             retry_after=max(1, math.ceil((retry_at - now).total_seconds())),
         )
+    reading = headroom_probe_alone(subscription=subscription, now=now)
+    if reading is None:
+        raise ProbeTooSoon(
+            "A usage probe of this subscription is already running; try again shortly.",
+            retry_after=configured_bounds().probe,
+        )
+    return reading
+
+
+def headroom_probe_alone(*, subscription: Subscription, now: datetime) -> Reading | None:
+    """Probe ``subscription`` now and record the reading, unless another probe of it
+    is running (then None). No floor and no Retry-After check: the caller decides
+    whether the probe is due. With the store unreachable the probe goes ahead."""
     bounds = configured_bounds()
     claim = secrets.token_hex(8)
     name = _inflight_marker(subscription.pk)
     claimed = marker_claim(name, ttl=bounds.claim_ttl, value=claim)
     if claimed is False:
-        raise ProbeTooSoon(
-            "A usage probe of this subscription is already running; try again shortly.",
-            retry_after=bounds.probe,
-        )
+        return None
     try:
         previous = snapshot_read(subscription.pk)
         timeout = settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS

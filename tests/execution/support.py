@@ -14,12 +14,14 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent
 from simulator.control import SimulatorControl
+from subscriptions import billing
 from subscriptions import services as subscription_services
 from subscriptions.models import Subscription
 from tests import procs
 from tests.agents.factories import AgentFactory
 from tests.procs import cmdline
-from tests.subscriptions.factories import plan_token
+from tests.subscriptions.factories import SubscriptionFactory, plan_token
+from trinity.crypto import Secret
 
 
 def wait_until(check: Callable[[], Any], *, seconds: float, what: str) -> Any:
@@ -38,11 +40,20 @@ def wait_until(check: Callable[[], Any], *, seconds: float, what: str) -> Any:
 
 
 def register_plan(control: SimulatorControl, name: str) -> tuple[Subscription, str]:
-    """A plan subscription known to the simulator and to the platform."""
+    """A plan subscription known to the simulator and to the platform, not read yet.
+
+    Made as the service stores it, but not through it: the service's first look would
+    read the plan's usage before the test sets the usage it is about.
+    """
     token = plan_token()
     control.register(token, kind="oauth", label=name)
-    subscription, _ = subscription_services.subscription_register(
-        name=name, provider="anthropic", plan_type="max-20x", token=token
+    entry = billing.lookup("anthropic", "max-20x")
+    assert entry is not None
+    subscription = SubscriptionFactory.create(
+        name=name,
+        token=Secret(token),
+        billing_class=entry.billing_class,
+        overage=entry.overage,
     )
     return subscription, token
 

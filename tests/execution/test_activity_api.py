@@ -39,30 +39,34 @@ def notes(owner: User) -> dict[str, int]:
 
 
 def test_admin_sees_every_notification(admin_client_api: APIClient, notes: dict[str, int]) -> None:
-    titles = {n["title"] for n in admin_client_api.get("/api/notifications").json()}
+    titles = {n["title"] for n in admin_client_api.get("/api/notifications").json()["results"]}
     assert titles == {"agent", "subscription", "foreign", "global"}
 
 
 def test_an_owner_sees_notifications_about_their_agents_and_the_pools_plans(
     owner_client: APIClient, other_client: APIClient, notes: dict[str, int]
 ) -> None:
-    titles = {n["title"] for n in owner_client.get("/api/notifications").json()}
+    titles = {n["title"] for n in owner_client.get("/api/notifications").json()["results"]}
     assert titles == {"agent", "subscription"}
     # Another operator shares the pool (its plan's alert), never an owner's agents.
-    assert [n["title"] for n in other_client.get("/api/notifications").json()] == ["subscription"]
+    assert [n["title"] for n in other_client.get("/api/notifications").json()["results"]] == [
+        "subscription"
+    ]
 
 
 def test_notifications_filter_by_level_kind_and_agent(
     admin_client_api: APIClient, notes: dict[str, int]
 ) -> None:
-    warning = admin_client_api.get("/api/notifications?level=warning").json()
+    warning = admin_client_api.get("/api/notifications?level=warning").json()["results"]
     assert [n["title"] for n in warning] == ["subscription"]
     assert [
-        n["title"] for n in admin_client_api.get("/api/notifications?kind=k-global").json()
+        n["title"]
+        for n in admin_client_api.get("/api/notifications?kind=k-global").json()["results"]
     ] == ["global"]
-    assert [n["title"] for n in admin_client_api.get("/api/notifications?agent=my-bot").json()] == [
-        "agent"
-    ]
+    assert [
+        n["title"]
+        for n in admin_client_api.get("/api/notifications?agent=my-bot").json()["results"]
+    ] == ["agent"]
     assert admin_client_api.get("/api/notifications?level=loud").status_code == 400
 
 
@@ -86,9 +90,9 @@ def test_notifications_are_marked_read_only_where_the_caller_can_see_them(
     assert owner_client.post(
         "/api/notifications/mark-read", {"ids": [notes["agent"], notes["foreign"]]}, format="json"
     ).json() == {"marked": 1}
-    unread = owner_client.get("/api/notifications?unread=true").json()
+    unread = owner_client.get("/api/notifications?unread=true").json()["results"]
     assert [n["title"] for n in unread] == ["subscription"]
-    read = owner_client.get("/api/notifications?unread=false").json()
+    read = owner_client.get("/api/notifications?unread=false").json()["results"]
     assert [n["title"] for n in read] == ["agent"] and read[0]["read_at"] is not None
     assert Notification.objects.get(pk=notes["foreign"]).read_at is None
     # "all" marks every unread one the caller sees; again, it marks nothing more.

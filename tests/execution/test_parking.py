@@ -162,5 +162,5 @@ def test_the_api_shows_a_parked_turn_with_its_instant(bot: Agent, owner_client: 
     body = owner_client.get(f"/api/executions/{execution.pk}").json()
 
     assert (body["status"], body["parked_until"]) == ("parked", "2026-06-01T14:00:00Z")
-    listed = owner_client.get("/api/executions", {"status": "parked"}).json()
+    listed = owner_client.get("/api/executions", {"status": "parked"}).json()["results"]
     assert [row["id"] for row in listed] == [str(execution.pk)]

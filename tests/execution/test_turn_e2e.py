@@ -51,7 +51,7 @@ def test_a_served_turn_records_its_credential_usage_and_answer(
     assert body["input_tokens"] > 0 and body["output_tokens"] > 0
     assert body["attempts"][0]["override_echo"] == "oauth_token"
     assert set(_messages(control)) == {"plan-a"}
-    listed = owner_client.get("/api/executions?agent=bot").json()
+    listed = owner_client.get("/api/executions?agent=bot").json()["results"]
     assert [e["id"] for e in listed] == [body["id"]]
 
 

@@ -306,11 +306,11 @@ def test_an_operators_counts_count_only_their_own(world: dict[str, Holdings], vi
     assert report["totals"]["refusals"] == len(mine.agents)
     assert sorted(row["group"] for row in report["rows"]) == sorted(a.name for a in mine.agents)
 
-    notices = client.get("/api/notifications").json()
+    notices = client.get("/api/notifications").json()["results"]
     assert sorted(n["title"] for n in notices) == sorted(
         [f"notice-of-{a.name}" for a in mine.agents] + ["plan-shared: 5-hour window at 80.0%"]
     )
-    assert len(client.get("/api/executions").json()) == mine.turns
+    assert len(client.get("/api/executions").json()["results"]) == mine.turns
     budgets = client.get("/api/budgets").json()
     assert {b["agent"] for b in budgets if b["scope"] != "fleet"} == {a.name for a in mine.agents}
 
@@ -322,7 +322,7 @@ def test_the_admin_sees_everyones(world: dict[str, Holdings]) -> None:
     report = client.get("/api/reports/usage", {"group": "agent"}).json()
     assert report["totals"]["turns"] == 5
     assert report["totals"]["refusals"] == 5
-    assert len(client.get("/api/notifications").json()) == 6
+    assert len(client.get("/api/notifications").json()["results"]) == 6
 
 
 @pytest.mark.parametrize("new_owner", ["alpha", "bravo"])
@@ -343,11 +343,12 @@ def test_a_new_agent_that_reuses_a_deleted_ones_name_starts_clean(
     created = client.post("/api/agents", {"name": "reused", "auto_assign": False}, format="json")
     assert created.status_code == 201, created.content
 
-    assert client.get("/api/notifications", {"agent": "reused"}).json() == []
+    assert client.get("/api/notifications", {"agent": "reused"}).json()["results"] == []
     assert all(
-        "notice-of-reused" not in n["title"] for n in client.get("/api/notifications").json()
+        "notice-of-reused" not in n["title"]
+        for n in client.get("/api/notifications").json()["results"]
     )
-    assert client.get("/api/executions", {"agent": "reused"}).json() == []
+    assert client.get("/api/executions", {"agent": "reused"}).json()["results"] == []
     assert client.get(f"/api/executions/{old_turn}").status_code == 404
     report = client.get("/api/reports/usage", {"group": "agent"}).json()
     assert "reused" not in {row["group"] for row in report["rows"]}
@@ -357,9 +358,9 @@ def test_a_new_agent_that_reuses_a_deleted_ones_name_starts_clean(
     assert "reused" not in {b["agent"] for b in client.get("/api/budgets").json()}
     # The admin keeps the history (linked to no agent now), labelled with the old name.
     admin = _client(world["admin"].user)
-    titles = [n["title"] for n in admin.get("/api/notifications").json()]
+    titles = [n["title"] for n in admin.get("/api/notifications").json()["results"]]
     assert "notice-of-reused" in titles
-    assert admin.get("/api/notifications", {"agent": "reused"}).json() == []
+    assert admin.get("/api/notifications", {"agent": "reused"}).json()["results"] == []
 
 
 def test_a_turn_id_of_another_operator_answers_like_a_missing_one(

@@ -5,7 +5,7 @@ import SubscriptionsPage from "./SubscriptionsPage.vue";
 import AgentsPage from "./AgentsPage.vue";
 import ActivityPage from "./ActivityPage.vue";
 import SubscriptionDetail from "../components/SubscriptionDetail.vue";
-import { ADMIN, OPERATOR, json, mockFetch, NO_ROUTE, settle } from "../test-utils.js";
+import { ADMIN, OPERATOR, json, mockFetch, NO_ROUTE, page, settle } from "../test-utils.js";
 
 // Chart.js needs a real canvas; the chart's own behaviour is covered in the browser.
 vi.mock("chart.js", () => {
@@ -474,11 +474,11 @@ describe("ActivityPage", () => {
   const base = {
     "GET /api/agents": json(200, AGENTS),
     "GET /api/subscriptions": json(200, SUBS),
-    "GET /api/notifications": json(200, []),
+    "GET /api/notifications": json(200, page([])),
   };
 
   it("lists executions with status, error code, credential and trail", async () => {
-    mockFetch({ ...base, "GET /api/executions": json(200, EXECUTIONS) });
+    mockFetch({ ...base, "GET /api/executions": json(200, page(EXECUTIONS)) });
     wrapper = mount(ActivityPage);
     await settle();
     const failed = wrapper.find("tr[data-execution=e1]");
@@ -495,7 +495,7 @@ describe("ActivityPage", () => {
   });
 
   it("shows a switched turn's trail in order and the switch it committed", async () => {
-    mockFetch({ ...base, "GET /api/executions": json(200, EXECUTIONS) });
+    mockFetch({ ...base, "GET /api/executions": json(200, page(EXECUTIONS)) });
     wrapper = mount(ActivityPage);
     await settle();
     const row = wrapper.find("tr[data-execution=e3]");
@@ -513,8 +513,8 @@ describe("ActivityPage", () => {
   it("filters on the server and says when nothing matches", async () => {
     const { calls } = mockFetch({
       ...base,
-      "GET /api/executions": json(200, EXECUTIONS),
-      "GET /api/executions?status=failed": json(200, []),
+      "GET /api/executions": json(200, page(EXECUTIONS)),
+      "GET /api/executions?status=failed": json(200, page([])),
     });
     wrapper = mount(ActivityPage);
     await settle();
@@ -524,8 +524,45 @@ describe("ActivityPage", () => {
     expect(wrapper.find("[data-testid=no-executions]").text()).toContain("No execution matches these filters");
   });
 
+  it("pages to older executions with the filters kept, and stops at the end", async () => {
+    const older = [{ ...EXECUTIONS[1], id: "e9", created_at: "2026-11-29T08:00:00Z" }];
+    const { calls } = mockFetch({
+      ...base,
+      "GET /api/executions": json(200, page(EXECUTIONS)),
+      "GET /api/executions?status=failed": json(200, page(EXECUTIONS.slice(0, 1), "http://testserver/api/executions?cursor=abc&status=failed")),
+      "GET /api/executions?status=failed&cursor=abc": json(200, page(older)),
+    });
+    wrapper = mount(ActivityPage);
+    await settle();
+    expect(wrapper.find("[data-testid=older-executions]").exists()).toBe(false);
+    await wrapper.find("#filter-status").setValue("failed");
+    await settle();
+    await wrapper.find("[data-testid=older-executions]").trigger("click");
+    await settle();
+    expect(calls.at(-1).url).toBe("/api/executions?status=failed&cursor=abc");
+    expect(wrapper.findAll("tr[data-execution]").map((r) => r.attributes("data-execution"))).toEqual(["e1", "e9"]);
+    expect(wrapper.find("[data-testid=older-executions]").exists()).toBe(false);
+  });
+
+  it("pages to older notifications", async () => {
+    const note = (id) => ({ id, kind: `k${id}`, level: "info", title: `n${id}`, body: "", agent_name: "", created_at: "2026-11-30T10:00:00Z", read_at: "2026-11-30T10:00:00Z" });
+    const { calls } = mockFetch({
+      ...base,
+      "GET /api/executions": json(200, page([])),
+      "GET /api/notifications": json(200, page([note(9)], "/api/notifications?cursor=xyz")),
+      "GET /api/notifications?cursor=xyz": json(200, page([note(4)])),
+    });
+    wrapper = mount(ActivityPage);
+    await settle();
+    await wrapper.find("[data-testid=older-notifications]").trigger("click");
+    await settle();
+    expect(calls.at(-1).url).toBe("/api/notifications?cursor=xyz");
+    expect(wrapper.findAll("li[data-kind]").map((li) => li.attributes("data-kind"))).toEqual(["k9", "k4"]);
+    expect(wrapper.find("[data-testid=older-notifications]").exists()).toBe(false);
+  });
+
   it("says what will appear when nothing has happened yet", async () => {
-    mockFetch({ ...base, "GET /api/executions": json(200, []) });
+    mockFetch({ ...base, "GET /api/executions": json(200, page([])) });
     wrapper = mount(ActivityPage);
     await settle();
     expect(wrapper.find("[data-testid=no-notifications]").text()).toContain("Nothing to report yet");
@@ -536,7 +573,7 @@ describe("ActivityPage", () => {
     const NOTES = [
       { id: 7, kind: "headroom_alert", level: "warning", title: "max-main 5h window at 91%", body: "", agent_name: "researcher", created_at: "2026-11-30T10:00:00Z" },
     ];
-    mockFetch({ ...base, "GET /api/executions": json(200, []), "GET /api/notifications": json(200, NOTES) });
+    mockFetch({ ...base, "GET /api/executions": json(200, page([])), "GET /api/notifications": json(200, page(NOTES)) });
     wrapper = mount(ActivityPage);
     await settle();
     const item = wrapper.find("li[data-kind=headroom_alert]");
@@ -551,8 +588,8 @@ describe("ActivityPage", () => {
     let marked = false;
     const { calls } = mockFetch({
       ...base,
-      "GET /api/executions": json(200, []),
-      "GET /api/notifications": () => json(200, marked ? [{ ...unread, read_at: "2026-11-30T11:00:00Z" }, read] : [unread, read]),
+      "GET /api/executions": json(200, page([])),
+      "GET /api/notifications": () => json(200, page(marked ? [{ ...unread, read_at: "2026-11-30T11:00:00Z" }, read] : [unread, read])),
       "POST /api/notifications/mark-read": () => {
         marked = true;
         return json(200, { marked: 1 });
@@ -578,9 +615,9 @@ describe("ActivityPage", () => {
     const unread = { id: 8, kind: "pool_exhausted", level: "critical", title: "No credential could serve a turn", body: "", agent_name: "researcher", created_at: "2026-11-30T10:00:00Z", read_at: null };
     const { calls } = mockFetch({
       ...base,
-      "GET /api/executions": json(200, []),
-      "GET /api/notifications": json(200, [unread]),
-      "GET /api/notifications?unread=true": json(200, []),
+      "GET /api/executions": json(200, page([])),
+      "GET /api/notifications": json(200, page([unread])),
+      "GET /api/notifications?unread=true": json(200, page([])),
       "POST /api/notifications/mark-read": json(200, { marked: 1 }),
     });
     wrapper = mount(ActivityPage);

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { mount } from "@vue/test-utils";
 import SchedulesPage from "./SchedulesPage.vue";
 import ActivityPage from "./ActivityPage.vue";
-import { json, mockFetch, OPERATOR, settle } from "../test-utils.js";
+import { json, mockFetch, OPERATOR, page, settle } from "../test-utils.js";
 
 vi.mock("chart.js", () => {
   class Chart {
@@ -126,15 +126,15 @@ describe("ActivityPage and parked turns", () => {
     mockFetch({
       "GET /api/agents": json(200, []),
       "GET /api/subscriptions": json(200, []),
-      "GET /api/notifications": json(200, []),
-      "GET /api/executions": json(200, [
+      "GET /api/notifications": json(200, page([])),
+      "GET /api/executions": json(200, page([
         {
           id: "p1", agent_name: "bot", trigger: "schedule", status: "parked", error_code: "", walk_stop: "exhausted",
           error_detail: "Tried: plan-a (rate limit); every candidate refused.", parked_until: "2026-06-01T17:00:00Z",
           earliest_reset: "2026-06-01T17:00:00Z", served_by_kind: "", served_by_subscription: null, subscription_switch: null,
           input_tokens: 0, output_tokens: 0, created_at: "2026-06-01T12:00:00Z", attempts: [],
         },
-      ]),
+      ])),
     });
     wrapper = mount(ActivityPage);
     await settle();
