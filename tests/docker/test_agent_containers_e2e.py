@@ -22,17 +22,10 @@ from agents.runtimes.docker import LABEL, DockerRuntime
 from simulator.control import SimulatorControl
 from subscriptions.models import RateLimitEvent
 from tests.docker.conftest import NETWORK
-from tests.execution.support import agent_on, messages_sent, register_plan, wait_until
+from tests.execution.support import agent_on, messages_sent, register_plan, task, wait_until
 from trinity.models import Notification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def task(client: APIClient, name: str = "bot") -> dict[str, Any]:
-    response = client.post(f"/api/agents/{name}/task", {"message": "say hi"}, format="json")
-    data: dict[str, Any] = response.json()
-    data["http_status"] = response.status_code
-    return data
 
 
 def container_of(engine: Any, agent: Agent) -> Any:

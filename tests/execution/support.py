@@ -72,16 +72,17 @@ def messages_sent(control: SimulatorControl) -> list[tuple[str | None, int]]:
     ]
 
 
-def task(client: APIClient, **body: object) -> dict[str, Any]:
-    response = client.post("/api/agents/bot/task", {"message": "say hi", **body}, format="json")
+def task(client: APIClient, *, agent: str = "bot", **body: Any) -> dict[str, Any]:
+    """POST a turn to ``agent``; its body with the HTTP status as ``http_status``."""
+    response = client.post(
+        f"/api/agents/{agent}/task", {"message": "say hi", **body}, format="json"
+    )
     data: dict[str, Any] = response.json()
     data["http_status"] = response.status_code
     return data
 
 
-def turn_in_background(
-    client: APIClient, **body: object
-) -> tuple[threading.Thread, dict[str, Any]]:
+def turn_in_background(client: APIClient, **body: Any) -> tuple[threading.Thread, dict[str, Any]]:
     """Post a turn from a thread with its own database connection (closed after)."""
     result: dict[str, Any] = {}
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 from datetime import timedelta
-from typing import Any
 
 import pytest
 import time_machine
@@ -43,13 +42,6 @@ pytestmark = [
     # Leases and the breaker live in Redis; without it they enforce nothing by design.
     pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs a real Redis: set REDIS_URL"),
 ]
-
-
-def task_for(client: APIClient, agent: str) -> dict[str, Any]:
-    response = client.post(f"/api/agents/{agent}/task", {"message": "say hi"}, format="json")
-    data: dict[str, Any] = response.json()
-    data["http_status"] = response.status_code
-    return data
 
 
 def test_a_second_concurrent_turn_runs_on_another_plan_when_the_first_fills_the_cap(
@@ -128,18 +120,18 @@ def test_repeated_5xx_across_two_plans_open_the_breaker_and_the_next_turn_fails_
     agent_on(owner, a, name="bot")
     agent_on(owner, b, name="bot2")
     for name in ("bot", "bot2"):
-        assert task_for(owner_client, name)["http_status"] == 200  # both servers up
+        assert task(owner_client, agent=name)["http_status"] == 200  # both servers up
     control.clear_requests()
     control.set_upstream_error(500, retryable=False)
 
     with time_machine.travel(clock.now(), tick=True) as traveller:
-        one = task_for(owner_client, "bot")  # a 5xx and its retry: one credential
-        two = task_for(owner_client, "bot2")  # two more on plan-b: degraded
+        one = task(owner_client, agent="bot")  # a 5xx and its retry: one credential
+        two = task(owner_client, agent="bot2")  # two more on plan-b: degraded
         assert breaker_read(provider="anthropic", now=clock.now()).state is (BreakerState.DEGRADED)
-        three = task_for(owner_client, "bot")  # the fifth failure opens it: no retry
+        three = task(owner_client, agent="bot")  # the fifth failure opens it: no retry
         assert breaker_read(provider="anthropic", now=clock.now()).state is BreakerState.OPEN
         sent_before = len(messages_sent(control))
-        fast = task_for(owner_client, "bot2")
+        fast = task(owner_client, agent="bot2")
 
         assert [x["http_status"] for x in (one, two)] == [502, 502]
         assert [len(x["attempts"]) for x in (one, two, three)] == [2, 2, 1]
@@ -160,10 +152,10 @@ def test_repeated_5xx_across_two_plans_open_the_breaker_and_the_next_turn_fails_
         control.set_upstream_error(0)
         traveller.shift(timedelta(seconds=31))
         assert breaker_read(provider="anthropic", now=clock.now()).state is (BreakerState.HALF_OPEN)
-        trial = task_for(owner_client, "bot")
+        trial = task(owner_client, agent="bot")
         assert trial["http_status"] == 200, trial
         assert breaker_read(provider="anthropic", now=clock.now()).state is BreakerState.CLOSED
-        assert task_for(owner_client, "bot2")["http_status"] == 200
+        assert task(owner_client, agent="bot2")["http_status"] == 200
     assert messages_sent(control)[-2:] == [("plan-a", 200), ("plan-b", 200)]
     assert Execution.objects.filter(walk_stop="provider_outage").count() == 2
 
@@ -177,17 +169,17 @@ def test_a_failed_trial_reopens_the_breaker(
     agent_on(owner, a, name="bot")
     agent_on(owner, b, name="bot2")
     for name in ("bot", "bot2"):
-        assert task_for(owner_client, name)["http_status"] == 200
+        assert task(owner_client, agent=name)["http_status"] == 200
     control.set_upstream_error(500, retryable=False)
 
     with time_machine.travel(clock.now(), tick=True) as traveller:
-        task_for(owner_client, "bot")
-        task_for(owner_client, "bot2")  # the third failure, on a second plan: open
+        task(owner_client, agent="bot")
+        task(owner_client, agent="bot2")  # the third failure, on a second plan: open
         assert breaker_read(provider="anthropic", now=clock.now()).state is BreakerState.OPEN
         traveller.shift(timedelta(seconds=31))
         control.clear_requests()
 
-        trial = task_for(owner_client, "bot")
+        trial = task(owner_client, agent="bot")
 
         assert trial["http_status"] == 503 and trial["walk_stop"] == "provider_outage", trial
         assert messages_sent(control) == [("plan-a", 500)]  # one trial, no retry

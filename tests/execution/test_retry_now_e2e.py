@@ -22,13 +22,6 @@ from trinity.models import Notification
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def _turn(client: APIClient, agent: str) -> dict[str, object]:
-    response = client.post(f"/api/agents/{agent}/task", {"message": "say hi"}, format="json")
-    body: dict[str, object] = response.json()
-    body["http_status"] = response.status_code
-    return body
-
-
 def test_a_topped_up_key_serves_once_the_admin_retries_it(
     control: SimulatorControl,
     owner: User,
@@ -83,8 +76,8 @@ def test_a_plan_whose_quota_is_back_serves_once_the_admin_retries_it(
     agent_on(owner, a, name="first")
     agent_on(owner, a, name="second")
     control.set_usage(a_token, "five_hour", percent=100)
-    walked = _turn(owner_client, "first")
-    assert [x["name"] for x in walked["attempts"]] == ["plan-a", "plan-b"]  # type: ignore[attr-defined]
+    walked = task(owner_client, agent="first")
+    assert [x["name"] for x in walked["attempts"]] == ["plan-a", "plan-b"]
 
     control.set_usage(a_token, "five_hour", percent=0)  # the provider serves it again
     routing = owner_client.get("/api/agents/second/routing").json()
@@ -102,8 +95,8 @@ def test_a_plan_whose_quota_is_back_serves_once_the_admin_retries_it(
     assert routing["assigned"]["decided_by"] == "reading", routing["assigned"]
 
     control.clear_requests()
-    served = _turn(owner_client, "second")
-    assert [(x["name"], x["outcome"]) for x in served["attempts"]] == [("plan-a", "served")]  # type: ignore[attr-defined]
+    served = task(owner_client, agent="second")
+    assert [(x["name"], x["outcome"]) for x in served["attempts"]] == [("plan-a", "served")]
     audit = Notification.objects.get(kind="credential_retry")
     assert (audit.data["actor"], audit.data["name"]) == (admin_user.username, "plan-a")
 

@@ -14,17 +14,10 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from simulator.control import SimulatorControl
-from tests.execution.support import agent_on, messages_sent, register_plan
+from tests.execution.support import agent_on, messages_sent, register_plan, task
 from trinity import clock
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-
-def _turn(client: APIClient, agent: str) -> dict[str, object]:
-    response = client.post(f"/api/agents/{agent}/task", {"message": "say hi"}, format="json")
-    body: dict[str, object] = response.json()
-    body["http_status"] = response.status_code
-    return body
 
 
 def test_a_weekly_block_is_routed_around_before_and_after_a_5h_rollover(
@@ -42,11 +35,9 @@ def test_a_weekly_block_is_routed_around_before_and_after_a_5h_rollover(
         assert probed.status_code == 200, probed.content
         control.clear_requests()
 
-        before = _turn(owner_client, "first")
+        before = task(owner_client, agent="first")
         assert before["http_status"] == 200, before
-        assert [(x["name"], x["why"]) for x in before["attempts"]] == [  # type: ignore[attr-defined]
-            ("plan-b", "pre_dispatch")
-        ]
+        assert [(x["name"], x["why"]) for x in before["attempts"]] == [("plan-b", "pre_dispatch")]
 
         # The 5-hour window rolls over; the reading (20 minutes old, still fresh) keeps
         # its weekly rejection.
@@ -57,9 +48,7 @@ def test_a_weekly_block_is_routed_around_before_and_after_a_5h_rollover(
         assigned = owner_client.get("/api/agents/second/routing").json()["assigned"]
         assert (assigned["name"], assigned["refusing"]) == ("plan-a", True), assigned
         assert assigned["decided_by"] == "reading", assigned
-        after = _turn(owner_client, "second")
+        after = task(owner_client, agent="second")
         assert after["http_status"] == 200, after
-        assert [(x["name"], x["why"]) for x in after["attempts"]] == [  # type: ignore[attr-defined]
-            ("plan-b", "pre_dispatch")
-        ]
+        assert [(x["name"], x["why"]) for x in after["attempts"]] == [("plan-b", "pre_dispatch")]
         assert messages_sent(control) == [("plan-b", 200)]  # plan-a was never asked
