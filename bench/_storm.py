@@ -721,9 +721,19 @@ def _collect(
     assigned = dict(
         Agent.objects.filter(name__in=fleet.agents).values_list("name", "subscription__name")
     )
-    notices = list(Notification.objects.values_list("kind", "agent_name"))
+    # A duplicate is a second notice about the same thing: the same kind, agent, plan
+    # and dedup key (one headroom alert for each of three plans is three, not two
+    # duplicates). Switch notices are counted per agent as well, below.
+    notices = list(
+        Notification.objects.values_list("kind", "agent_name", "subscription_id", "dedup_key")
+    )
     per_notice = Counter(notices)
-    switch_notices = {name: per_notice[("subscription_switched", name)] for name in fleet.agents}
+    switch_notices = {
+        name: sum(
+            1 for kind, agent, *_ in notices if (kind, agent) == ("subscription_switched", name)
+        )
+        for name in fleet.agents
+    }
 
     # The upstream's view: every Messages request, by credential, served or refused,
     # and streaming (the CLI) or not (the direct runtime), against the attempts the
@@ -786,7 +796,7 @@ def _collect(
         assigned={k: v or "" for k, v in assigned.items()},
         switch_notices=switch_notices,
         duplicate_notifications=sum(c - 1 for c in per_notice.values() if c > 1),
-        notifications=dict(Counter(kind for kind, _ in notices)),
+        notifications=dict(Counter(kind for kind, *_ in notices)),
         upstream_unaccounted=unaccounted,
         attempts_unseen=unseen,
         answers_5xx=answers_5xx,

@@ -24,17 +24,14 @@ from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_read
 from tests.agents.factories import AgentFactory
-from tests.subscriptions.factories import plan_token
+from tests.execution.support import register_plan
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def _plan(control: SimulatorControl, name: str) -> tuple[str, int]:
-    token = plan_token()
-    control.register(token, kind="oauth", label=name)
-    subscription, _ = subscription_services.subscription_register(
-        name=name, provider="anthropic", plan_type="max-20x", token=token
-    )
+    """A plan not read yet (no first look): what a turn leaves is the only reading."""
+    subscription, token = register_plan(control, name)
     return token, subscription.pk
 
 
