@@ -92,8 +92,14 @@ def _raise_if_exited(container: Any, agent_name: str) -> None:
     container.reload()
     if container.status not in STALE_STATES:
         return
+    import docker.errors
+
     code = container.attrs.get("State", {}).get("ExitCode")
-    lines = container.logs(tail=5).decode(errors="replace").strip().splitlines()
+    try:
+        lines = container.logs(tail=5).decode(errors="replace").strip().splitlines()
+    except docker.errors.APIError:
+        # Under compose the socket proxy forwards no log call.
+        lines = ["its log is not readable here (docker logs on the host shows it)"]
     last = redact(lines[-1])[:300] if lines else "no output"
     raise RuntimeError(
         f"agent container for {agent_name!r} exited (code {code}) before its server came up: {last}"
