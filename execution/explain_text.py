@@ -158,11 +158,7 @@ def _order_text(e: Explanation) -> list[str]:
         text = f"  {rung.position}. {rung.name} [{_WHY_TEXT.get(rung.why, rung.why)}]"
         if rung.kind == RungKind.SUBSCRIPTION.value:
             text += f": {_figures_text(rung.figures, now)}"
-        if rung.last_refusal_at is not None:
-            text += (
-                f"; refused {_instant(rung.last_refusal_at, now)}, "
-                f"its reset {_instant(rung.last_refusal_resets_at, now)}"
-            )
+        text += _refusal_suffix(rung.last_refusal_at, rung.last_refusal_resets_at, now)
         lines.append(text)
     if e.ends == "park" and e.parks_until is not None:
         lines.append(
@@ -175,6 +171,13 @@ def _order_text(e: Explanation) -> list[str]:
     return lines
 
 
+def _refusal_suffix(at: datetime | None, resets_at: datetime | None, now: datetime) -> str:
+    """``; refused <when>, its reset <when>`` for a credential's last refusal, or ''."""
+    if at is None:
+        return ""
+    return f"; refused {_instant(at, now)}, its reset {_instant(resets_at, now)}"
+
+
 def _excluded_text(e: Explanation) -> list[str]:
     now = e.at
     lines = ["Excluded:"] if e.excluded else []
@@ -182,11 +185,7 @@ def _excluded_text(e: Explanation) -> list[str]:
         text = f"  {line.name}: {line.reason}: {line.detail}"
         if line.figures.resets_at is not None:
             text += f"; resets {_instant(line.figures.resets_at, now)}"
-        if line.last_refusal_at is not None:
-            text += (
-                f"; refused {_instant(line.last_refusal_at, now)}, "
-                f"its reset {_instant(line.last_refusal_resets_at, now)}"
-            )
+        text += _refusal_suffix(line.last_refusal_at, line.last_refusal_resets_at, now)
         lines.append(text)
     return lines
 

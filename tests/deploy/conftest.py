@@ -1,6 +1,10 @@
-"""The Docker engine fixture of the container tests (tests/docker/conftest.py), for the
-deployment test."""
+"""The container tests' engine, agent image and agents' network
+(tests/docker/conftest.py), for the deployment and proxy tests."""
 
 from __future__ import annotations
 
-from tests.docker.conftest import engine  # noqa: F401 - re-exported: one engine client
+from tests.docker.conftest import (  # noqa: F401 - re-exported: one of each per run
+    agent_image,
+    engine,
+    gateway,
+)
