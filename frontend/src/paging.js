@@ -14,3 +14,22 @@ export function pageUrl(path, params = {}, cursor = null) {
   const text = query.toString();
   return text ? `${path}?${text}` : path;
 }
+
+/**
+ * Append the page older than `list.older` to `list.items` (both refs), fetched by
+ * `fetchPage(cursor)`; `list.loading` is set meanwhile, and a failure goes to
+ * `list.error`, naming the `noun` of the list.
+ */
+export async function loadOlder(list, fetchPage, noun) {
+  list.loading.value = true;
+  list.error.value = "";
+  try {
+    const page = await fetchPage(list.older.value);
+    list.items.value = [...list.items.value, ...page.results];
+    list.older.value = cursorOf(page.next);
+  } catch (e) {
+    list.error.value = `Couldn't load older ${noun}: ${e.message}`;
+  } finally {
+    list.loading.value = false;
+  }
+}
