@@ -106,6 +106,26 @@ def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorPro
 
 
 @contextlib.contextmanager
+def celery_eager() -> Iterator[None]:
+    """Celery runs tasks in-line inside: an on-commit task, an eta message and a retry
+    (whose countdown eager mode ignores) all run at once."""
+    from trinity.celery import app
+
+    app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """``celery_eager`` for the whole test."""
+    with celery_eager():
+        yield
+
+
+@contextlib.contextmanager
 def platform_on(
     simulator: SimulatorProcess, tmp_path: Path, **extra: Any
 ) -> Iterator[SimulatorControl]:
@@ -114,7 +134,6 @@ def platform_on(
     starts) happen in-line. Every agent server started inside is stopped at the end."""
     from agents import lifecycle
     from agents.models import Agent
-    from trinity.celery import app
 
     simulator.control.reset()
     with override_settings(
@@ -123,11 +142,10 @@ def platform_on(
         TRINITY_CODEX_BASE_URL=simulator.base_url,
         VAR_DIR=tmp_path,
     ):
-        app.conf.task_always_eager = True
         try:
-            yield simulator.control
+            with celery_eager():
+                yield simulator.control
         finally:
-            app.conf.task_always_eager = False
             for agent in Agent.objects.exclude(process_handle=""):
                 lifecycle.agent_stop(agent=agent)
 

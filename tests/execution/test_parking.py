@@ -3,7 +3,7 @@ the reaper that leaves parked rows alone, the sweep that re-sends lost messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +16,6 @@ from agents.models import Agent
 from execution import parking, services, tasks
 from execution.models import Execution, Status
 from tests.agents.factories import AgentFactory
-from trinity.celery import app
 from trinity.models import Notification
 
 pytestmark = pytest.mark.django_db
@@ -28,16 +27,6 @@ RESET = T0 + timedelta(hours=2)
 @pytest.fixture
 def bot(owner: User) -> Agent:
     return AgentFactory.create(name="bot", owner=owner)
-
-
-@pytest.fixture
-def eager() -> Iterator[None]:
-    """Celery runs tasks in-line, eta or not: an eta message arrives at once."""
-    app.conf.task_always_eager = True
-    try:
-        yield
-    finally:
-        app.conf.task_always_eager = False
 
 
 def parked(agent: Agent, *, until: datetime = RESET, at: datetime = T0) -> Execution:

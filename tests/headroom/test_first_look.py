@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,8 @@ from subscriptions.models import HeadroomSample
 from subscriptions.services import subscription_register
 from tests.subscriptions.factories import plan_token
 from trinity import services as trinity_services
-from trinity.celery import app
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def eager() -> Iterator[None]:
-    app.conf.task_always_eager = True
-    try:
-        yield
-    finally:
-        app.conf.task_always_eager = False
 
 
 def _register(sim: SimulatorControl, token: str, *, percent: float) -> int:

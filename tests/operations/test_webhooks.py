@@ -100,17 +100,6 @@ def receiver() -> Iterator[Callable[[list[int]], Receiver]]:
         r.__exit__()
 
 
-@pytest.fixture
-def eager() -> Iterator[None]:
-    """Tasks run in-line, retries included (Celery ignores the countdown in eager mode;
-    the countdown each attempt chose is recorded and asserted instead)."""
-    app.conf.task_always_eager = True
-    try:
-        yield
-    finally:
-        app.conf.task_always_eager = False
-
-
 def closed_port_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
