@@ -19,7 +19,10 @@ from tests.agents.factories import UserFactory
 # With CI=true an unexpected skip fails the run; tests/skip_policy.py lists the allowed.
 # tests/session_canary.py seeds every factory token with a marker and fails the run
 # if the marker reaches a response, a log line, a stored row or a database dump.
-pytest_plugins = ["tests.skip_policy", "tests.session_canary"]
+# tests/containers.py holds the container tests' fixtures (the engine, the agent image,
+# the agents' network): a plugin, so tests/docker and tests/deploy share one of each
+# per run (a fixture re-exported by two conftests is two session fixtures).
+pytest_plugins = ["tests.skip_policy", "tests.session_canary", "tests.containers"]
 
 
 @pytest.fixture(autouse=True)

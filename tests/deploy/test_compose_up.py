@@ -31,7 +31,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from simulator.process import SimulatorProcess
-from tests.docker.conftest import build_image
+from tests.containers import build_image
 from tests.subscriptions.factories import plan_token
 
 pytestmark = [pytest.mark.e2e]

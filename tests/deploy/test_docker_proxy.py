@@ -28,7 +28,7 @@ from django.test import override_settings
 
 from agents.runtimes.base import SpawnSpec
 from agents.runtimes.docker import LABEL, DockerRuntime
-from tests.docker.conftest import NETWORK, docker_settings
+from tests.containers import NETWORK, docker_settings
 from trinity.crypto import Secret
 
 ROOT = Path(__file__).resolve().parents[2]

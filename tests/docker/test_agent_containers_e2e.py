@@ -21,7 +21,7 @@ from agents.runtimes.base import StartConflict
 from agents.runtimes.docker import LABEL, DockerRuntime
 from simulator.control import SimulatorControl
 from subscriptions.models import RateLimitEvent
-from tests.docker.conftest import NETWORK
+from tests.containers import NETWORK
 from tests.execution.support import agent_on, messages_sent, register_plan, task, wait_until
 from trinity.models import Notification
 

@@ -15,7 +15,7 @@ from django.test import override_settings
 from agents.client import AgentServerClient
 from agents.runtimes.base import SpawnSpec, StartConflict
 from agents.runtimes.docker import LABEL, DockerRuntime
-from tests.docker.conftest import NETWORK, docker_settings
+from tests.containers import NETWORK, docker_settings
 from trinity.crypto import Secret
 
 SPEC = SpawnSpec(

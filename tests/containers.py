@@ -1,5 +1,6 @@
-"""Agents in real containers: the engine `make test` found or started (deploy/engine.py),
-the agent image built FROM the Debian base (deploy/images.py), a network the runtime
+"""The container tests' fixtures (a plugin of tests/conftest.py, for tests/docker and
+tests/deploy): the engine `make test` found or started (deploy/engine.py), the agent
+image built FROM the Debian base (deploy/images.py), a network the runtime
 itself creates for agents, and a provider simulator the containers reach on that
 network's gateway.
 
@@ -27,7 +28,7 @@ from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from tests.conftest import platform_on
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # One network per run: a second run on the same engine (or a leftover) never shares it.
 NETWORK = f"trinity-agents-test-{os.getpid()}"
 
