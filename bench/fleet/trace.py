@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from simulator.state import DEFAULT_CAPACITY, WINDOW_DURATIONS
+from simulator.state import DEFAULT_CAPACITY, WINDOW_DURATIONS, model_family
 
 FORMAT_VERSION = 1
 KEY = "platform API key"
@@ -50,6 +50,9 @@ PLAN_CAPACITY: dict[str, dict[str, int]] = {
 }
 DEFAULT_PLAN = "max-5x"
 DEFAULT_KEY_USD_PER_MTOK = 5.0
+# The key's list prices blended at Claude Code's mix (five input tokens to one
+# output), $ per Mtok: Opus 4.1 $15/$75, Sonnet $3/$15, Haiku 4.5 $1/$5.
+LIST_PRICES: dict[str, float] = {"opus": 25.0, "sonnet": 5.0, "haiku": 5.0 / 3}
 
 
 class TraceError(ValueError):
@@ -71,11 +74,24 @@ class WindowSpec:
 
 @dataclass(frozen=True)
 class SubscriptionSpec:
+    """One plan. ``added_at``: registered during the trace (None: from its start; its
+    windows' ``first_reset`` is then the first reset after ``added_at``).
+    ``revoked_at``: the provider refuses its token from then on (an auth refusal).
+    ``removed_at``: the operator deleted it; from then on it is no candidate at all."""
+
     name: str
     plan_type: str
     windows: Mapping[str, WindowSpec]
     revoked_at: datetime | None = None
     provider: str = PROVIDER
+    added_at: datetime | None = None
+    removed_at: datetime | None = None
+
+    def present(self, at: datetime) -> bool:
+        """Whether the plan is registered at ``at`` (added and not yet removed)."""
+        if self.added_at is not None and at < self.added_at:
+            return False
+        return self.removed_at is None or at < self.removed_at
 
 
 @dataclass(frozen=True)
@@ -95,6 +111,9 @@ class Fleet:
     key_usd_per_mtok: float = DEFAULT_KEY_USD_PER_MTOK
     seed: int | None = None
     description: str = ""
+    # The key's price per model family ("opus", "sonnet", "haiku"), $ per Mtok; a
+    # family not listed bills at ``key_usd_per_mtok``.
+    key_prices: Mapping[str, float] = field(default_factory=dict)
 
     def agent(self, name: str) -> AgentSpec:
         for agent in self.agents:
@@ -102,12 +121,30 @@ class Fleet:
                 return agent
         raise KeyError(name)
 
+    def key_price(self, model: str) -> float:
+        """The key's price for ``model``, $ per Mtok."""
+        family = model_family(model)
+        if family is None:
+            return self.key_usd_per_mtok
+        return self.key_prices.get(family, self.key_usd_per_mtok)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of a turn: ``offset`` seconds after the turn starts, its tokens."""
+
+    offset: float
+    tokens: int
+
 
 @dataclass(frozen=True)
 class Turn:
     """One turn: when it arrives, whose it is, how many tokens it spends, its trigger.
 
-    ``model`` is set only when the turn ran on another model than its agent's.
+    A turn is a loop of requests (``requests``, offsets ascending from 0, tokens
+    summing to ``tokens``); left empty it is one request of ``tokens`` at its start
+    (a version-1 turn). ``model`` is set only when the turn ran on another model than
+    its agent's.
     """
 
     at: datetime
@@ -115,10 +152,21 @@ class Turn:
     tokens: int
     trigger: str
     model: str | None = None
+    requests: tuple[Request, ...] = ()
 
     @property
     def autonomous(self) -> bool:
         return self.trigger in AUTONOMOUS_TRIGGERS
+
+    @property
+    def parts(self) -> tuple[Request, ...]:
+        """The turn's requests (one of all its tokens when none are given)."""
+        return self.requests or (Request(0.0, self.tokens),)
+
+    @property
+    def ends_at(self) -> datetime:
+        """The instant of the turn's last request."""
+        return self.at + timedelta(seconds=self.parts[-1].offset)
 
 
 @dataclass(frozen=True)
