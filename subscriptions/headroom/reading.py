@@ -30,6 +30,7 @@ CORE_WINDOWS = (FIVE_HOUR, SEVEN_DAY)
 # The allowlist: any other status, including one we have never seen, blocks.
 NON_BLOCKING_STATUSES = frozenset({"allowed", "allowed_warning"})
 REJECTED = "rejected"
+ALLOWED = "allowed"
 
 
 class WindowReading(NamedTuple):

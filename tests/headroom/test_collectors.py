@@ -326,3 +326,44 @@ def test_a_utilization_is_clamped_to_100_where_the_reading_is_made(
     raw: object, scale: float, figure: float | None
 ) -> None:
     assert common.percent(raw, scale=scale) == figure
+
+
+@pytest.mark.parametrize(
+    ("raw", "scale", "status"),
+    [
+        (99.96, 1, "allowed"),  # reads 100.0 by rounding; the provider still serves it
+        (100, 1, "rejected"),
+        (101, 1, "rejected"),
+        ("0.9999", 100, "allowed"),
+        ("1.0", 100, "rejected"),
+        ("n/a", 1, "allowed"),
+    ],
+)
+def test_a_window_is_rejected_only_at_100_before_rounding(
+    raw: object, scale: float, status: str
+) -> None:
+    assert common.window_status(raw, scale=scale) == status
+
+
+def test_a_plan_that_reads_100_only_by_rounding_stays_serving() -> None:
+    resets = (T0 + timedelta(hours=2)).isoformat()
+    body = {
+        "five_hour": {"utilization": 99.97, "resets_at": resets},
+        "seven_day": {"utilization": 40.0, "resets_at": resets},
+    }
+    reading = anthropic.parse_usage_body(body, now=T0)
+
+    assert reading is not None
+    assert reading.windows["five_hour"].utilization == 100.0
+    assert reading.windows["five_hour"].status == "allowed"
+    assert reading.status is ReadingStatus.OK
+    body["five_hour"]["utilization"] = 100.0
+    refused = anthropic.parse_usage_body(body, now=T0)
+    assert refused is not None and refused.status is ReadingStatus.RATE_LIMITED
+
+
+def test_a_codex_window_that_reads_100_only_by_rounding_stays_serving() -> None:
+    window = {"used_percent": 99.96, "limit_window_seconds": 18000, "reset_at": 2_000_000_000}
+    reading = openai_codex.parse_usage_body({"rate_limit": {"primary_window": window}}, now=T0)
+
+    assert reading is not None and reading.windows["five_hour"].status == "allowed"

@@ -26,6 +26,7 @@ from subscriptions.headroom.collectors.common import (
     retry_after,
     transport_failure,
     usage_throttled,
+    window_status,
 )
 from subscriptions.headroom.reading import (
     CORE_WINDOWS,
@@ -174,7 +175,7 @@ def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
         utilization = percent(value.get("utilization"))
         if utilization is None:
             continue
-        status = REJECTED if utilization >= 100 else "allowed"
+        status = window_status(value.get("utilization"))
         windows[name] = WindowReading(utilization, from_iso(value.get("resets_at")), status)
     if not windows:
         return None

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import httpx
 
-from subscriptions.headroom.reading import Reading, ReadingStatus
+from subscriptions.headroom.reading import ALLOWED, REJECTED, Reading, ReadingStatus
 
 logger = logging.getLogger("subscriptions.headroom.collectors")
 
@@ -76,6 +76,22 @@ def percent(value: object, *, scale: float = 1.0) -> float | None:
     if not math.isfinite(figure):
         return None
     return min(FULL, max(0.0, figure))
+
+
+def window_status(value: object, *, scale: float = 1.0) -> str:
+    """``rejected`` when a reported utilization is at or over 100 % before any rounding,
+    else ``allowed``.
+
+    ``percent`` keeps one decimal, so a window at 99.96 % reads 100.0; the provider
+    still serves it (it refuses only once a window has used all of it), so the status
+    is judged on the figure as reported, not on the rounded one. A plan that reads
+    100 % only by rounding stays a candidate for one more request.
+    """
+    try:
+        figure = float(value) * scale  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return ALLOWED
+    return REJECTED if figure >= FULL else ALLOWED
 
 
 def from_unix(value: object) -> datetime | None:

@@ -22,6 +22,7 @@ from subscriptions.headroom.collectors.common import (
     retry_after,
     transport_failure,
     usage_throttled,
+    window_status,
 )
 from subscriptions.headroom.reading import (
     FIVE_HOUR,
@@ -57,7 +58,7 @@ def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
         utilization = percent(value.get("used_percent"))
         if name is None or utilization is None:
             continue
-        status = REJECTED if utilization >= 100 else "allowed"
+        status = window_status(value.get("used_percent"))
         windows[name] = WindowReading(utilization, from_unix(value.get("reset_at")), status)
     if not windows:
         return None
