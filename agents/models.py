@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 
@@ -144,6 +146,15 @@ class Agent(models.Model):
 
     def __repr__(self) -> str:
         return f"<Agent {self.pk} {self.name!r}>"
+
+    def last_moved_at(self) -> datetime | None:
+        """When the last committed switch moved this agent (``last_switch["at"]``), or
+        None if none did (or the record carries no readable instant)."""
+        at = self.last_switch.get("at") if isinstance(self.last_switch, dict) else None
+        try:
+            return datetime.fromisoformat(at) if isinstance(at, str) else None
+        except ValueError:
+            return None
 
     @property
     def provider(self) -> str:

@@ -97,6 +97,7 @@ def _agent_facts(state: TurnState, need: Need, now: datetime) -> Evidence:
         routing_policy=agent.routing_policy,
         policy_refusal=pool.assignment_policy_refusal(agent),
         on_api_key=agent.on_api_key_since is not None,
+        moved_at=agent.last_moved_at(),
     )
     legacy = Legacy(assignment=agent.subscription_id)
     return replace(state.evidence, ready="", agent=facts, legacy=legacy)
@@ -156,7 +157,9 @@ def _assigned(state: TurnState, need: Need, now: datetime) -> Evidence:
         family=family,
     )
     throttled = refusing and pool.refusing_only_throttled(read, now=now, family=family)
-    return replace(state.evidence, assigned=AssignedVerdict(refusing, forecast_out, throttled))
+    placeable = not refusing and pool.assigned_placeable(read, now=now, family=family)
+    verdict = AssignedVerdict(refusing, forecast_out, throttled, placeable)
+    return replace(state.evidence, assigned=verdict)
 
 
 def _affinity(state: TurnState, need: Need, now: datetime) -> Evidence:
@@ -253,6 +256,14 @@ def _forecast(state: TurnState, need: Need, now: datetime) -> Evidence:
     return state.evidence.learn(forecast_out={**state.evidence.facts.forecast_out, pk: out})
 
 
+def _placement(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Where placement would move the agent (one cache read of the snapshots)."""
+    origin = state.agent.subscription_id
+    assert origin is not None  # noqa: S101 - placement is asked only with an assignment
+    target = pool.placement_target(origin, need.ids, now=now, family=state.evidence.turn.family)
+    return state.evidence.learn(placement=target)
+
+
 def _readings(state: TurnState, need: Need, now: datetime) -> Evidence:
     return state.evidence.learn(readings=dict(snapshots_read(need.ids).readings))
 
@@ -290,6 +301,7 @@ _GATHER: dict[Ask, Callable[[TurnState, Need, datetime], Evidence]] = {
     Ask.RUNGS: _rungs,
     Ask.FORECAST: _forecast,
     Ask.READINGS: _readings,
+    Ask.PLACEMENT: _placement,
     Ask.BREAKER_FAILURE: _breaker_failure,
     Ask.BREAKER_OPEN: _breaker_open,
 }

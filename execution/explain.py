@@ -541,6 +541,8 @@ def _pre_dispatch(drive: Drive, assigned: AssignedLine | None) -> str:
         return "affinity"
     if first.why is Why.AT_CAPACITY:
         return AT_CAPACITY
+    if first.why is Why.PLACEMENT:
+        return "placement"
     if assigned is None:
         return "no_assignment"
     if first.why in (Why.PRE_DISPATCH, Why.API_KEY):

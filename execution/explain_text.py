@@ -22,6 +22,10 @@ _PRE_DISPATCH_TEXT = {
     "auto_switch_off": "not a good start, but auto-switch is off: it runs as assigned",
     "pinned": "not a good start, but the agent is pinned: it runs as assigned",
     "policy": "its routing policy forbids it: the turn starts on a plan the policy allows",
+    "placement": (
+        "serving, but another plan's weekly headroom expires sooner: the turn starts "
+        "there and moves the agent (placement)"
+    ),
     AT_CAPACITY: "serving its concurrency cap: the first attempt goes elsewhere",
     PROVIDER_OUTAGE: "the provider's circuit breaker is open: the turn fails at once",
 }
@@ -36,6 +40,7 @@ _WHY_TEXT = {
     Why.PRE_DISPATCH.value: "pre-dispatch",
     Why.POLICY.value: "the policy's choice",
     Why.AT_CAPACITY.value: "the assignment is at its cap",
+    Why.PLACEMENT.value: "placement (weekly headroom that expires sooner)",
     Why.AFFINITY.value: "the chat session's plan",
     Why.RANKED.value: "ranked",
     Why.READMITTED.value: "readmitted",

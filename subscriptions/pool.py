@@ -23,9 +23,10 @@ from subscriptions.headroom.balance import balance_of, incumbent_holds
 from subscriptions.headroom.exhaustion_forecast import exhausted_before
 from subscriptions.headroom.forecast_store import headroom_forecasts_read
 from subscriptions.headroom.limited_now import resolve_rate_limited_now
+from subscriptions.headroom.placement import placeable, placement_pick
 from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
+from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
 from subscriptions.headroom.throttle import THROTTLE
 from subscriptions.headroom.windows import turn_windows
 from subscriptions.key_spend import BudgetClosed, key_budget_closed
@@ -143,6 +144,31 @@ class KeyRungState:
     @property
     def available(self) -> bool:
         return self.closed is None
+
+
+def assigned_placeable(evidence: TurnEvidence, *, now: datetime, family: str | None) -> bool:
+    """Whether placement may look for a plan whose weekly headroom expires sooner."""
+    return placeable(evidence.reading, now=now, max_age=fresh_for(), family=family)
+
+
+def placement_target(
+    origin: int, ids: Iterable[int], *, now: datetime, family: str | None
+) -> int | None:
+    """Of the measured alternatives ``ids`` (rank order), the one placement moves an
+    agent on ``origin`` to (``placement.placement_pick``), from one read of the cached
+    snapshots; None to stay, also when the cache does not answer."""
+    wanted = list(ids)
+    found = snapshots_read([origin, *wanted])
+    if not found.reachable:
+        return None
+    readings = found.readings
+    return placement_pick(
+        readings.get(origin),
+        ((pk, readings.get(pk)) for pk in wanted),
+        now=now,
+        max_age=fresh_for(),
+        family=family,
+    )
 
 
 def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> KeyRungState:

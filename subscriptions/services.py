@@ -251,6 +251,11 @@ def switch_explanation(why: dict[str, Any]) -> str:
             f"had {why.get('from')}; this one has {why.get('to')}."
         )
     refused = why.get("refused") or "its subscription refused the turn"
+    if why.get("why") == "placement":  # headroom/placement.py: nothing refused
+        return (
+            f"{refused}: it was moved at a turn boundary so that weekly headroom that "
+            "would be lost at a reset is used first."
+        )
     tier = why.get("tier")
     if why.get("throttled"):
         return (

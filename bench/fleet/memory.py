@@ -57,6 +57,8 @@ class MemoryPool:
         self.snapshots: dict[int, Reading] = {}
         self.dedup: dict[str, datetime] = {}
         self.notifications = 0
+        # When each agent's assignment last moved (``Agent.last_switch["at"]``).
+        self.moved_at: dict[str, datetime] = {}
 
     # Writes
 
@@ -123,6 +125,7 @@ class MemoryPool:
         if self.assignment.get(agent) != expected:
             return False
         self.assignment[agent] = subscription_id
+        self.moved_at[agent] = now
         self.notify(now=now)
         return True
 

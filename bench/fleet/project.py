@@ -38,6 +38,7 @@ from subscriptions.headroom.exhaustion_forecast import (
     UsagePoint,
     forecast_compute,
 )
+from subscriptions.headroom.placement import placement_pick
 from subscriptions.headroom.probe_cadence import probe_due
 from subscriptions.headroom.ranking import BALANCED, BANDED
 from subscriptions.headroom.reading import Reading
@@ -274,6 +275,8 @@ class ProjectTurn:
             return evidence.learn(
                 readings={pk: snapshots[pk] for pk in need.ids if pk in snapshots}
             )
+        if ask is Ask.PLACEMENT:
+            return evidence.learn(placement=self._placement(need.ids))
         if ask is Ask.BREAKER_FAILURE:
             return evidence.learn(breaker_after=False)
         if ask is Ask.BREAKER_OPEN:
@@ -288,6 +291,7 @@ class ProjectTurn:
             baseline=baseline,
             routing_policy="thrifty",
             on_api_key=self.policy.on_api_key_since[self.agent] is not None,
+            moved_at=self.pool.moved_at.get(self.agent),
         )
 
     def _assigned(self, evidence: Evidence) -> AssignedVerdict:
@@ -303,12 +307,24 @@ class ProjectTurn:
         forecast_out = not refusing and pool.assigned_forecast_exhausted(
             read, now=self.now, expected_turn=self._expected_turn(), family=self.family
         )
-        return AssignedVerdict(refusing, forecast_out)
+        placeable = not refusing and pool.assigned_placeable(read, now=self.now, family=self.family)
+        return AssignedVerdict(refusing, forecast_out, placeable=placeable)
 
     def _forecast_out(self, pk: int) -> bool:
         read = TurnEvidence(reachable=True, forecast=self.policy.forecast_of(pk, self.now))
         return pool.assigned_forecast_exhausted(
             read, now=self.now, expected_turn=self._expected_turn(), family=self.family
+        )
+
+    def _placement(self, ids: tuple[int, ...]) -> int | None:
+        origin = self.policy.assignment[self.agent]
+        snapshots = self.pool.snapshots
+        return placement_pick(
+            snapshots.get(origin) if origin is not None else None,
+            ((pk, snapshots.get(pk)) for pk in ids),
+            now=self.now,
+            max_age=fresh_for(),
+            family=self.family,
         )
 
     def _expected_turn(self) -> timedelta:

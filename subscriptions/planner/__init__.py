@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from subscriptions.planner.actions import (
     AFFINITY_STAGE,
+    PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
     ROUTED_KEY,
     ROUTED_PLAN,
@@ -54,6 +55,7 @@ __all__ = [
     "AFFINITY_STAGE",
     "EXHAUSTED_STOPS",
     "KEY_RUNG",
+    "PLACEMENT_STAGE",
     "PRE_DISPATCH_STAGE",
     "ROUTED_KEY",
     "ROUTED_PLAN",

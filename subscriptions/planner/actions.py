@@ -42,6 +42,9 @@ class Ask(StrEnum):
     FORECAST = "forecast"
     # The stored readings of ``ids`` (for the earliest known reset).
     READINGS = "readings"
+    # Of the measured alternatives ``ids`` (in rank order), the one placement moves the
+    # agent to (``subscriptions.headroom.placement``), or None.
+    PLACEMENT = "placement"
     # Count the last attempt's failure against its provider if it is a provider-level
     # one; then whether the breaker is open.
     BREAKER_FAILURE = "breaker_failure"
@@ -52,6 +55,7 @@ class Ask(StrEnum):
 # Stages whose reads may fail without failing the turn (an optimisation: skipped).
 AFFINITY_STAGE = "affinity"
 PRE_DISPATCH_STAGE = "pre_dispatch"
+PLACEMENT_STAGE = "placement"
 
 
 @dataclass(frozen=True, slots=True)

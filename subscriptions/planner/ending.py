@@ -96,6 +96,15 @@ def _notice(agent: AgentFacts, ran_on: RungRef | None, why: Why) -> Notice | Non
     return Notice.SUBSCRIPTION_RETURN if agent.on_api_key else None
 
 
+def _unrefused_reason(why: Why) -> str:
+    """Why a turn left its assignment when nothing refused it."""
+    if why is Why.POLICY:
+        return "its routing policy does not allow its subscription"
+    if why is Why.PLACEMENT:
+        return "another plan's weekly headroom expires sooner"
+    return "its subscription was known not to serve"
+
+
 def switch_reason(evidence: Evidence, ran_on: RungRef, why: Why) -> dict[str, Any]:
     """The served rung's reason: how it was chosen and what refused before it."""
     refused = [a for a in evidence.attempts if not a.outcome.ok]
@@ -106,12 +115,7 @@ def switch_reason(evidence: Evidence, ran_on: RungRef, why: Why) -> dict[str, An
     )
     reason: dict[str, Any] = {
         "why": why.value,
-        "refused": names
-        or (
-            "its routing policy does not allow its subscription"
-            if why is Why.POLICY
-            else "its subscription was known not to serve"
-        ),
+        "refused": names or _unrefused_reason(why),
     }
     selection = evidence.last_selection
     if selection is not None and ran_on.subscription_id is not None:

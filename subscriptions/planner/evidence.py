@@ -95,6 +95,9 @@ class AgentFacts:
     # The agent is billing the platform key since an earlier turn (a notice is due
     # when a plan serves it again).
     on_api_key: bool = False
+    # When its assignment last moved (its last switch), None if never: placement waits
+    # a while after a move (``placement.DWELL``).
+    moved_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,9 @@ class AssignedVerdict(NamedTuple):
     forecast_out: bool
     # Refusing only because of a throttle's short backoff (no quota evidence).
     throttled: bool = False
+    # Serving, and its weekly headroom expires late enough that another plan's could
+    # expire clearly sooner (``placement.placeable``): only then is placement asked.
+    placeable: bool = False
 
 
 class Previous(NamedTuple):
@@ -210,6 +216,8 @@ class StepFacts:
     forecast_out: Mapping[int, bool] = field(default_factory=dict)
     # The stored readings of the ids a reset is looked up for.
     readings: Mapping[int, Reading] | None = None
+    # Where placement would move the agent (a subscription id), None to stay.
+    placement: int | None | Unknown = UNKNOWN
     # The breaker after the last attempt's failure was counted (True: open).
     breaker_after: bool | None = None
     # The breaker before the walk's next rung is sent (True: open).

@@ -25,8 +25,11 @@ from datetime import datetime
 
 from agents.rung import RungKind
 from subscriptions import policy
+from subscriptions.headroom.classification import Tier
+from subscriptions.headroom.placement import settled
 from subscriptions.planner.actions import (
     AFFINITY_STAGE,
+    PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
     ROUTED_KEY,
     ROUTED_PLAN,
@@ -54,7 +57,7 @@ from subscriptions.planner.lookups import (
     walk_of,
 )
 from subscriptions.planner.walking import after_refusal, around_cap
-from subscriptions.walk import Why, pre_dispatch_pick
+from subscriptions.walk import Pick, Why, pre_dispatch_pick
 
 
 def plan(evidence: Evidence, *, now: datetime) -> Action:
@@ -88,7 +91,11 @@ def _opening(evidence: Evidence, *, now: datetime) -> Action:
         # A policy that forbids the assignment (subscription-only on an overage plan, or
         # with none) routes to a plan it allows or refuses: never a billable fallback.
         return _policy_route(evidence, agent, now=now)
-    first = _affinity(evidence, agent) or _pre_dispatch(evidence, agent, now=now)
+    first = (
+        _affinity(evidence, agent)
+        or _pre_dispatch(evidence, agent, now=now)
+        or _placement(evidence, agent, now=now)
+    )
     return sent(evidence, first or Send(agent.baseline, Why.ASSIGNED), now=now)
 
 
@@ -180,3 +187,45 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
     if rung.kind is RungKind.API_KEY:
         return Send(rung, Why.API_KEY, routed=ROUTED_KEY)
     return Send(rung, Why.PRE_DISPATCH, routed=ROUTED_PLAN)
+
+
+def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send | Need | None:
+    """Start on the plan whose weekly headroom expires soonest when the assignment's
+    expires clearly later (``subscriptions.headroom.placement``); the served turn
+    commits the move. Not within ``DWELL`` of the agent's last move, never when the
+    agent may not switch, and a failed read only skips it."""
+    stage = PLACEMENT_STAGE
+    if agent.origin is None or not settled(agent.moved_at, now=now):
+        return None
+    if evidence.skipped & {stage, PRE_DISPATCH_STAGE}:  # the assignment's read failed
+        return None
+    assigned = evidence.assigned
+    if assigned is None:
+        return Need(Ask.ASSIGNED, stage=stage)
+    if not assigned.placeable:
+        return None
+    settings = settings_of(evidence, stage)
+    if isinstance(settings, Need):
+        return settings
+    if settings.switching_stop is not None:
+        return None
+    selection = selection_of(evidence, walk_of(evidence, including_last=False), stage)
+    if isinstance(selection, Need):
+        return selection
+    target = evidence.facts.placement
+    if target is UNKNOWN:
+        measured = tuple(
+            r.candidate.subscription_id
+            for r in selection.ranked
+            if r.tier is Tier.MEASURED and r.readmitted is None
+        )
+        if not measured:
+            return None
+        return Need(Ask.PLACEMENT, measured, stage=stage)
+    if target is None:
+        return None
+    name = next(r.candidate.name for r in selection.ranked if r.candidate.subscription_id == target)
+    rung = rung_of(evidence, Pick(RungKind.SUBSCRIPTION, target, name, Why.PLACEMENT), stage)
+    if rung is None or isinstance(rung, Need):
+        return rung
+    return Send(rung, Why.PLACEMENT, routed=ROUTED_PLAN)

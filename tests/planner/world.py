@@ -105,6 +105,12 @@ class World:
     legacy: bool = False
     # The provider's subscription count (default: the origin and every ranked plan).
     pool_size: int | None = None
+    # Placement: the assignment's weekly headroom expires late enough to look; the
+    # ranked plans that are measured; where placement would go; the agent's last move.
+    placeable: bool = False
+    measured: frozenset[int] = frozenset()
+    placement: int | None = None
+    moved_at: datetime | None = None
     outcomes: dict[tuple[str, int | None], list[Outcome]] = field(default_factory=dict)
     default_outcome: Outcome = SERVED
 
@@ -117,11 +123,16 @@ class World:
             routing_policy=self.routing_policy,
             policy_refusal=self.policy_refusal,
             on_api_key=self.on_api_key,
+            moved_at=self.moved_at,
         )
 
     def selection(self, exclude: tuple[int, ...], now: datetime) -> Selection:
         ranked = tuple(
-            Ranked(Candidate(pk, f"plan-{pk}", 0), Tier.UNKNOWN, NO_EVIDENCE)
+            Ranked(
+                Candidate(pk, f"plan-{pk}", 0),
+                Tier.MEASURED if pk in self.measured else Tier.UNKNOWN,
+                NO_EVIDENCE,
+            )
             for pk in self.ranked
             if pk not in exclude
         )
@@ -159,9 +170,10 @@ def _answer(world: World, evidence: Evidence, need: Need, now: datetime) -> Evid
         settings = SettingsFacts(world.auto_switch, world.key_configured, world.switching_stop)
         return replace(evidence, settings=settings)
     if ask is Ask.ASSIGNED:
-        return replace(
-            evidence, assigned=AssignedVerdict(world.refusing, world.forecast_out, world.throttled)
+        verdict = AssignedVerdict(
+            world.refusing, world.forecast_out, world.throttled, world.placeable
         )
+        return replace(evidence, assigned=verdict)
     if ask is Ask.AFFINITY:
         return replace(evidence, previous=world.previous)
     if ask is Ask.AFFINITY_PLAN:
@@ -194,6 +206,9 @@ def _answer(world: World, evidence: Evidence, need: Need, now: datetime) -> Evid
         return evidence.learn(forecast_out=out)
     if ask is Ask.READINGS:
         return evidence.learn(readings={k: v for k, v in world.readings.items() if k in need.ids})
+    if ask is Ask.PLACEMENT:
+        target = world.placement if world.placement in need.ids else None
+        return evidence.learn(placement=target)
     if ask is Ask.BREAKER_FAILURE:
         return evidence.learn(breaker_after=world.breaker_fails)
     if ask is Ask.BREAKER_OPEN:

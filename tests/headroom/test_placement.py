@@ -1,0 +1,122 @@
+"""Placement's rule as tables: which plan an agent moves to at a turn boundary while
+nothing refuses (``subscriptions/headroom/placement.py``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from subscriptions.headroom.placement import (
+    DWELL,
+    placeable,
+    placement_pick,
+    settled,
+    standing_of,
+)
+from subscriptions.headroom.reading import ReadingStatus
+from tests.headroom.readings import T0, limited, reading, window
+
+FRESH = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+
+def pick(assigned, *candidates, family=None):  # type: ignore[no-untyped-def]
+    return placement_pick(
+        assigned, list(enumerate(candidates, start=2)), now=T0, max_age=FRESH, family=family
+    )
+
+
+def test_the_plan_whose_weekly_headroom_expires_soonest_takes_the_agent() -> None:
+    here = reading(seven_day_resets_in=5 * DAY)
+    later = reading(seven_day_resets_in=3 * DAY)
+    soonest = reading(seven_day_resets_in=1 * DAY)
+
+    assert pick(here, later, soonest) == 3
+
+
+@pytest.mark.parametrize(
+    ("gap", "moves"),
+    [(timedelta(hours=11, minutes=59), False), (timedelta(hours=12), True)],
+)
+def test_only_a_reset_clearly_sooner_moves_the_agent(gap: timedelta, moves: bool) -> None:
+    here = reading(seven_day_resets_in=3 * DAY)
+    other = reading(seven_day_resets_in=3 * DAY - gap)
+
+    assert pick(here, other) == (2 if moves else None)
+
+
+@pytest.mark.parametrize(
+    ("candidate", "why"),
+    [
+        (reading(seven_day=90.1, seven_day_resets_in=DAY), "under the weekly floor"),
+        (reading(five_hour=50.1, seven_day_resets_in=DAY), "under the 5-hour reserve"),
+        (limited(resets_in=timedelta(hours=1)), "refusing"),
+        (reading(seven_day_resets_in=DAY, age=timedelta(hours=2)), "stale"),
+        (reading(seven_day_resets_in=DAY, age=timedelta(minutes=31)), "old 5-hour figure"),
+        (reading(seven_day_resets_in=DAY, status=ReadingStatus.ERROR), "no answer"),
+        (None, "no reading"),
+    ],
+)
+def test_a_plan_that_could_not_take_the_agent_is_not_a_target(candidate, why) -> None:  # type: ignore[no-untyped-def]
+    here = reading(seven_day_resets_in=5 * DAY)
+
+    assert pick(here, candidate) is None, why
+
+
+def test_a_plan_whose_window_reset_since_its_reading_waits_to_be_read_again() -> None:
+    here = reading(seven_day_resets_in=5 * DAY)
+    reset = reading(
+        five_hour=95.0,
+        five_hour_resets_in=-timedelta(minutes=1),
+        seven_day_resets_in=DAY,
+        age=timedelta(minutes=10),
+    )
+
+    assert pick(here, reset) is None  # its figures describe the window that ended
+    assert pick(here, reading(seven_day_resets_in=DAY, age=timedelta(minutes=10))) == 2
+
+
+def test_an_assignment_without_a_standing_stays() -> None:
+    assert pick(None, reading(seven_day_resets_in=DAY)) is None
+    stale = reading(seven_day_resets_in=5 * DAY, age=timedelta(hours=2))
+    assert pick(stale, reading(seven_day_resets_in=DAY)) is None
+
+
+def test_ties_go_to_more_headroom_then_rank_order() -> None:
+    here = reading(seven_day_resets_in=5 * DAY)
+    less = reading(seven_day=60.0, seven_day_resets_in=DAY)
+    more = reading(seven_day=20.0, seven_day_resets_in=DAY)
+
+    assert pick(here, less, more) == 3
+    assert pick(here, more, more) == 2
+
+
+def test_the_turns_family_window_decides_when_it_is_fuller() -> None:
+    family = "seven_day_opus"
+    # Its opus window is fuller than the weekly one and resets later: that is what binds.
+    here = reading(
+        seven_day=10.0,
+        seven_day_resets_in=DAY,
+        extra={family: window(80.0, resets_in=6 * DAY)},
+    )
+    other = reading(seven_day_resets_in=2 * DAY)
+
+    assert pick(here, other, family=family) == 2
+    assert pick(here, other) is None  # a Sonnet turn is bound by the weekly window
+    standing = standing_of(here, now=T0, max_age=FRESH, family=family)
+    assert standing is not None and standing.weekly_left == pytest.approx(20.0)
+
+
+def test_placeable_means_the_weekly_reset_is_more_than_the_margin_away() -> None:
+    assert placeable(reading(seven_day_resets_in=DAY), now=T0, max_age=FRESH, family=None)
+    assert not placeable(
+        reading(seven_day_resets_in=timedelta(hours=12)), now=T0, max_age=FRESH, family=None
+    )
+    assert not placeable(limited(), now=T0, max_age=FRESH, family=None)
+
+
+def test_an_agent_settles_after_the_dwell() -> None:
+    assert settled(None, now=T0)
+    assert not settled(T0 - DWELL + timedelta(seconds=1), now=T0)
+    assert settled(T0 - DWELL, now=T0)
