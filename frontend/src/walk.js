@@ -16,6 +16,7 @@ export const WHY_LABELS = {
   affinity: "the plan that served this chat session's previous turn (its cache is warm)",
   policy: "a plan its routing policy allows (its own subscription is not one)",
   at_capacity: "another plan: its own was serving its concurrency cap",
+  placement: "moved at a turn boundary: this plan's weekly headroom expires sooner",
   legacy: "applied by assignment (legacy agent server)",
 };
 

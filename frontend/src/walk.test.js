@@ -41,7 +41,7 @@ describe("readAttempt", () => {
   });
 
   it("names every reason the walk gives (subscriptions/walk.py Why)", () => {
-    for (const why of ["assigned", "pre_dispatch", "ranked", "readmitted", "last_resort", "api_key", "concurrent_switch", "retry"]) {
+    for (const why of ["assigned", "pre_dispatch", "ranked", "readmitted", "last_resort", "api_key", "concurrent_switch", "retry", "placement"]) {
       expect(readAttempt({ credential_kind: "subscription", why, outcome: "served" }).why).not.toBe(why);
     }
   });
