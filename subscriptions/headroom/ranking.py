@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from math import floor, inf, log
 from typing import NamedTuple
 
 from subscriptions.headroom.balance import ADMISSION_FLOOR, balance_at
@@ -29,6 +30,9 @@ from subscriptions.headroom.recovery import Verdict, readmission_verdict
 from subscriptions.headroom.refusal_windows import refusal_blocks
 
 BANDED, BALANCED = "banded", "balanced"  # trinity.models.RoutingStrategy's values
+# Balanced: admitted plans whose scores are within this factor rank as equals.
+SPREAD = 1.25
+_LOG_SPREAD = log(SPREAD)
 
 
 class Ranked(NamedTuple):
@@ -91,6 +95,16 @@ class _Groups(NamedTuple):
         ordered.extend(self.unknown)
         ordered.extend(_by_key(self.spent, self.spent_keys))
         return Ranking(tuple(ordered), tuple(self.last_resort), tuple(self.dropped))
+
+
+def _spread_band(score: float) -> float:
+    """The band of an admitted plan's score: scores within a factor of ``SPREAD`` of
+    each other share one, and within a band the load-balance order decides (fewest
+    agents first). Agents that leave a refusing plan together then spread over the
+    plans that score about as well instead of all landing on the single best one
+    (each arrival raises that plan's agent count), the way a ramp admits a herd a
+    few at a time."""
+    return floor(log(score) / _LOG_SPREAD) if score > 0 else -inf
 
 
 def _by_key(items: list[Ranked], keys: list[float]) -> Iterator[Ranked]:
@@ -171,7 +185,7 @@ def _groups(
             ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, score, limiting))
             if remaining > ADMISSION_FLOOR:
                 scored.append(ranked)
-                scored_keys.append(-score)
+                scored_keys.append(-_spread_band(score))
             else:
                 spent.append(ranked)
                 spent_keys.append(-score)
