@@ -79,10 +79,10 @@ class Loop:
     sigma: float = 0.7
 
 
-CHAT = Loop(requests=5, first=2_000, growth=0.1)
-SMALL_BOT = Loop(requests=2.5, first=1_500, growth=0.1)
+CHAT = Loop(requests=5, first=2_700, growth=0.1)
+SMALL_BOT = Loop(requests=2.5, first=2_000, growth=0.1)
 BATCH = Loop(requests=22, first=8_000, sigma=0.4)
-MEDIUM_BOT = Loop(requests=8, first=2_500, sigma=0.5)
+MEDIUM_BOT = Loop(requests=8, first=3_400, sigma=0.5)
 
 
 def _requests(rng: random.Random, loop: Loop) -> tuple[Request, ...]:
@@ -190,15 +190,23 @@ def week_fleet(rng: random.Random, name: str, description: str, seed: int) -> Fl
     )
 
 
-def weekly_capacity(fleet: Fleet) -> int:
-    """The fleet's weekly plan tokens: each plan's seven-day capacity times the share
-    of a week it can serve (from ``added_at`` until revoked, removed or the end)."""
-    total = 0.0
+def plan_capacity(fleet: Fleet) -> int:
+    """The tokens the plans' weekly windows can serve during the trace: what each had
+    left when the trace starts (or when it is added), and its whole capacity again at
+    each reset before it is revoked, removed or the trace ends. Demand above this
+    must go to the key whatever the routing."""
+    total = 0
     for plan in fleet.subscriptions:
-        begins = plan.added_at or fleet.start
-        ends = min(t for t in (plan.revoked_at, plan.removed_at, fleet.end) if t is not None)
-        total += plan.windows["seven_day"].capacity * max(0.0, (ends - begins) / WEEK)
-    return int(total)
+        window = plan.windows["seven_day"]
+        gone = min(t for t in (plan.revoked_at, plan.removed_at, fleet.end) if t is not None)
+        if gone <= (plan.added_at or fleet.start):
+            continue
+        total += window.capacity - window.used
+        reset = window.first_reset
+        while reset < gone:
+            total += window.capacity
+            reset += WEEK
+    return total
 
 
 # Arrivals of the steady, bursty and revoked traces
@@ -292,7 +300,7 @@ def revoked(seed: int = SEEDS["revoked"]) -> Trace:
         for p in fleet.subscriptions
     )
     fleet = replace(fleet, subscriptions=plans)
-    turns = _arrivals(rng, fleet, _rates(rng, fleet, 1.1), _flat, _now_and_then)
+    turns = _arrivals(rng, fleet, _rates(rng, fleet, 0.85), _flat, _now_and_then)
     return Trace(fleet, tuple(turns))
 
 
@@ -329,7 +337,7 @@ def small(seed: int = SEEDS["small"]) -> Trace:
         description="one day, two plans (small-b revoked at 18:00), three agents",
         key_prices=dict(LIST_PRICES),
     )
-    turns = _arrivals(rng, fleet, _rates(rng, fleet, 2.5), _flat, _now_and_then)
+    turns = _arrivals(rng, fleet, _rates(rng, fleet, 2.0), _flat, _now_and_then)
     return Trace(fleet, tuple(turns))
 
 
@@ -349,7 +357,7 @@ PEOPLE = (
     ("us", "hal", 1, OPUS),
     ("us", "ivy", 2, SONNET),
 )
-INTERACTIVE_RATE = 2.6  # turns per hour per agent at the workday's peak
+INTERACTIVE_RATE = 2.8  # turns per hour per agent at the workday's peak
 REVIEW_SHARE = 0.08  # of interactive turns, followed by a review from the reviewer
 WEEKDAYS, EVERY_DAY = (0, 1, 2, 3, 4), (0, 1, 2, 3, 4, 5, 6)
 
@@ -595,10 +603,10 @@ def main(argv: list[str]) -> int:
         trace_write(trace, path)
         tokens = sum(t.tokens for t in trace.turns)
         requests = sum(len(t.parts) for t in trace.turns)
-        ratio = tokens / weekly_capacity(trace.fleet)
+        ratio = tokens / plan_capacity(trace.fleet)
         print(
             f"{path.relative_to(Path.cwd())}: {len(trace.turns)} turns, {requests} requests, "
-            f"{tokens / 1e6:.1f} Mtok ({ratio:.2f} x the weekly plan capacity)"
+            f"{tokens / 1e6:.1f} Mtok ({ratio:.2f} x what the plans can serve)"
         )
     return 0
 
