@@ -263,7 +263,7 @@ def _now_and_then(at: datetime) -> float:
 def steady(seed: int = SEEDS["steady"]) -> Trace:
     rng = random.Random(seed)
     fleet = week_fleet(rng, "steady", "constant load all week", seed)
-    turns = _arrivals(rng, fleet, _rates(rng, fleet, 1.1), _flat, _now_and_then)
+    turns = _arrivals(rng, fleet, _rates(rng, fleet, 1.17), _flat, _now_and_then)
     return Trace(fleet, tuple(turns))
 
 
