@@ -97,7 +97,7 @@ def _requests(rng: random.Random, loop: Loop) -> tuple[Request, ...]:
         tokens = max(1, int(first * (1 + loop.growth * i) * rng.lognormvariate(0, 0.35)))
         if requests and total + tokens > TURN_CAP:
             break
-        tokens = min(tokens, TURN_CAP)  # a first request this big is ~9 sigma out
+        tokens = min(tokens, TURN_CAP)  # a first request this big is 9 sigma out or more
         requests.append(Request(float(offset), tokens))
         total += tokens
         offset += round(min(40.0, 2 + rng.expovariate(1 / 9)))
@@ -115,6 +115,7 @@ def _turn(
 
 
 def _fits(turn: Turn, fleet: Fleet) -> bool:
+    """Whether the turn's last request falls before the trace ends (the format's rule)."""
     return turn.ends_at < fleet.end
 
 
@@ -305,7 +306,10 @@ def revoked(seed: int = SEEDS["revoked"]) -> Trace:
 
 
 def small(seed: int = SEEDS["small"]) -> Trace:
-    """One day, two small plans (one revoked at 18:00), three agents: quotas bind."""
+    """One day, two small plans (one revoked at 18:00), three agents: quotas bind.
+
+    The plans are Max 5x seats cut to 60 % and 42 % (the sizes the suite was written
+    against), so a day of three agents runs into them without drowning them."""
     rng = random.Random(seed)
     plans = (
         _plan(

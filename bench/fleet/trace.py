@@ -364,8 +364,13 @@ def _fleet(raw: Any) -> Fleet:
     )
 
 
+def _finite(value: Any) -> bool:
+    """A JSON number that is not NaN or infinite (``json`` reads both)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
 def _price(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if not _finite(value) or value < 0:
         raise TraceError(f"{where}: expected a price >= 0, got {value!r}")
     return float(value)
 
@@ -392,7 +397,7 @@ def _requests(raw: Any, at: datetime, end: datetime, where: str) -> tuple[Reques
         if not isinstance(pair, list) or len(pair) != 2:
             raise TraceError(f"{here}: expected [offset_seconds, tokens], got {pair!r}")
         offset = pair[0]
-        if isinstance(offset, bool) or not isinstance(offset, int | float) or offset < 0:
+        if not _finite(offset) or offset < 0:
             raise TraceError(f"{here}: the offset must be seconds >= 0, got {offset!r}")
         previous = requests[-1].offset if requests else 0.0
         if (not requests and offset != 0) or offset < previous:
@@ -438,7 +443,8 @@ def _turn(raw: Any, fleet: Fleet, version: int, agents: set[str], where: str) ->
 
 
 def trace_parse(lines: Iterable[str]) -> Trace:
-    """Parse a trace from its lines; raises TraceError naming the first bad line.
+    """Parse a trace (version 1 or 2) from its lines; raises TraceError naming the first
+    bad line.
 
     Turns come back ordered by time, ties in file order.
     """

@@ -239,6 +239,7 @@ TURN: dict[str, Any] = {"type": "turn", "at": "2030-01-07T01:00:00Z", "agent": "
         ([[0, 5], [9, 5], [4, 5]], 15, r"requests\[2\]: offsets start at 0 and never decrease"),
         ([[0, 5], [-1, 5]], 10, r"requests\[1\]: the offset must be seconds >= 0"),
         ([[0, 5], ["3", 5]], 10, r"requests\[1\]: the offset"),
+        ([[0, 5], [float("nan"), 5]], 10, r"requests\[1\]: the offset must be seconds >= 0"),
         ([[0, 5], [3, 0]], 5, r"requests\[1\].tokens"),
         ([[0, 5], [3, 2.5]], 5, r"requests\[1\].tokens"),
         ([[0, 5], [3, 5]], 11, "is not its requests' sum 10"),
@@ -273,6 +274,7 @@ PLAN: dict[str, Any] = {"name": "p", "plan_type": "pro"}
         ({"version": 2, "key_prices": {"gpt": 1.0}}, r"key_prices: unknown model family 'gpt'"),
         ({"version": 2, "key_prices": {"opus": -1}}, r"key_prices\.opus: expected a price >= 0"),
         ({"version": 2, "key_prices": {"opus": "1"}}, r"key_prices\.opus: expected a price"),
+        ({"version": 2, "key_prices": {"haiku": float("inf")}}, r"key_prices\.haiku: expected"),
         ({"version": 2, "key_prices": [1.0]}, r"key_prices: expected an object"),
         ({"version": 2, "key_prices": None}, r"key_prices: expected an object"),
         (
