@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(__file__).resolve().parent / "traces"
-KEPT = ("steady", "bursty", "revoked")
+KEPT = ("steady", "bursty", "revoked", "team-1", "team-2", "team-3")
 
 
 def boot() -> None:

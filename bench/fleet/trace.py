@@ -1,17 +1,28 @@
 """The fleet trace: the fleet on the first line, then one turn per line (JSON lines).
 
-The format (version 1) is documented in docs/benchmarks.md; ``trace_read`` is the one
-parser and ``trace_write`` the one writer, and writing what was read gives the same
-bytes back. Every instant is an aware ISO-8601 string; tokens are whole numbers.
+The format is documented in docs/benchmarks.md; ``trace_read`` is the one parser (of
+versions 1 and 2) and ``trace_write`` the one writer (of version 2), and writing what
+was read from a version-2 file gives the same bytes back. Every instant is an aware
+ISO-8601 string; tokens are whole numbers.
 
-The fleet line names the subscriptions (plan type, revocation instant, and per quota
-window its capacity, its first reset at or after the trace start and what was used of
-it at the start), the agents (model, assigned subscription) and the platform key's
-price. What a line leaves out has a default: a window's capacity comes from its plan
-type (``PLAN_CAPACITY``), its first reset is one window length after the start, and
+The fleet line names the subscriptions (plan type; when it was added, revoked and
+removed; per quota window its capacity, its first reset and what was used of it when
+the trace starts or the plan is added), the agents (model, assigned subscription) and
+the platform key's prices (one blended ``key_usd_per_mtok`` and, in version 2,
+``key_prices`` per model family). What a line leaves out has a default: a window's
+capacity comes from its plan type (``PLAN_CAPACITY``), its first reset is one window
+length after the start (after ``added_at`` for a plan added during the trace), and
 nothing is used; ``utilization`` (percent, what a headroom reading carries) may stand
-in for ``used``. A reset at or before the start (an old reading) rolls forward by
+in for ``used``. A reset at or before that instant (an old reading) rolls forward by
 whole windows and forgets its usage, as the provider would.
+
+A turn line names its instant, agent, tokens, trigger and (when it differs from the
+agent's) model; in version 2 it may list its ``requests`` as ``[offset_seconds,
+tokens]`` pairs (a Claude Code turn is a loop of requests): offsets from 0, never
+decreasing, the last before the trace's end, tokens summing to the turn's ``tokens``
+(which may then be left out). A turn without requests is one request at its start.
+Version 1 has none of the version-2 fields; a version-1 file that carries one is
+refused rather than half read.
 """
 
 from __future__ import annotations
@@ -26,27 +37,32 @@ from typing import IO, Any
 
 from simulator.state import DEFAULT_CAPACITY, WINDOW_DURATIONS, model_family
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+VERSIONS = (1, 2)
 KEY = "platform API key"
 INTERACTIVE_TRIGGERS = ("public", "chat", "api")
 AUTONOMOUS_TRIGGERS = ("schedule", "agent", "mcp")
 TRIGGERS = INTERACTIVE_TRIGGERS + AUTONOMOUS_TRIGGERS
 PROVIDER = "anthropic"
+FAMILIES = ("opus", "sonnet", "haiku")
 
 
 def _scaled(factor: float) -> dict[str, int]:
     return {name: int(value * factor) for name, value in DEFAULT_CAPACITY.items()}
 
 
-# Tokens per window by plan type. The provider publishes no figures; these keep the
-# simulator's defaults (DEFAULT_CAPACITY) for Max 20x and scale them for the smaller
-# plans. An exported trace of a real install gets these unless it is edited.
+# Tokens per window by plan type. The provider publishes no token figures, only the
+# ratios the plans are sold at: Max 5x is five times Pro's usage and Max 20x twenty
+# times, so Pro : Max 5x : Max 20x = 1 : 5 : 20. Max 20x keeps the simulator's
+# defaults (DEFAULT_CAPACITY); Team's standard seat is taken as Max 5x's and
+# Enterprise as Max 20x's. An exported trace of a real install gets these unless it
+# is edited.
 PLAN_CAPACITY: dict[str, dict[str, int]] = {
     "max-20x": _scaled(1.0),
-    "max-5x": _scaled(0.4),
-    "team": _scaled(0.4),
+    "max-5x": _scaled(0.25),
+    "team": _scaled(0.25),
     "enterprise": _scaled(1.0),
-    "pro": _scaled(0.15),
+    "pro": _scaled(0.05),
 }
 DEFAULT_PLAN = "max-5x"
 DEFAULT_KEY_USD_PER_MTOK = 5.0
@@ -206,6 +222,7 @@ def _count(value: Any, where: str, *, minimum: int = 0) -> int:
 def _window(
     name: str, raw: Mapping[str, Any], *, plan_type: str, start: datetime, where: str
 ) -> WindowSpec:
+    """One window as it stands at ``start`` (the trace's, or the plan's ``added_at``)."""
     if name not in WINDOW_DURATIONS:
         raise TraceError(f"{where}: unknown window {name!r}")
     duration = timedelta(seconds=WINDOW_DURATIONS[name])
@@ -228,11 +245,41 @@ def _window(
         periods = (start - first_reset) // duration + 1
         first_reset, used = first_reset + periods * duration, 0
     elif first_reset > start + duration:
-        raise TraceError(f"{where}.resets_at: more than one window length after the start")
+        raise TraceError(f"{where}.resets_at: more than one window length after {start}")
     return WindowSpec(capacity=capacity, first_reset=first_reset, used=used)
 
 
-def _subscription(raw: Any, *, start: datetime, where: str) -> SubscriptionSpec:
+def _span_instant(
+    raw: Mapping[str, Any], name: str, span: tuple[datetime, datetime], where: str
+) -> datetime | None:
+    """The optional instant ``raw[name]``, which must fall in the trace's span."""
+    at = _optional_instant(raw.get(name), f"{where}.{name}")
+    if at is not None and not span[0] <= at < span[1]:
+        raise TraceError(f"{where}.{name}: outside the trace's [start, end)")
+    return at
+
+
+def _lifetime(
+    raw: Mapping[str, Any], span: tuple[datetime, datetime], version: int, where: str
+) -> tuple[datetime | None, datetime | None, datetime | None]:
+    """The plan's ``added_at``, ``revoked_at``, ``removed_at``, checked against each other."""
+    if version < 2:
+        for name in ("added_at", "removed_at"):
+            if name in raw:
+                raise TraceError(f"{where}.{name}: a version-2 field in a version-1 trace")
+    added = _span_instant(raw, "added_at", span, where)
+    removed = _span_instant(raw, "removed_at", span, where)
+    revoked = _optional_instant(raw.get("revoked_at"), f"{where}.revoked_at")
+    if added is not None and revoked is not None and revoked < added:
+        raise TraceError(f"{where}.revoked_at: before the plan's added_at")
+    if added is not None and removed is not None and removed <= added:
+        raise TraceError(f"{where}.removed_at: not after the plan's added_at")
+    return added, revoked, removed
+
+
+def _subscription(
+    raw: Any, *, span: tuple[datetime, datetime], version: int, where: str
+) -> SubscriptionSpec:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
         raise TraceError(f"{where}: a subscription needs a name")
     plan_type = str(raw.get("plan_type") or DEFAULT_PLAN)
@@ -242,6 +289,8 @@ def _subscription(raw: Any, *, start: datetime, where: str) -> SubscriptionSpec:
     given = raw.get("windows") or {}
     if not isinstance(given, dict):
         raise TraceError(f"{where}.windows: expected an object")
+    added_at, revoked_at, removed_at = _lifetime(raw, span, version, where)
+    start = added_at or span[0]
     windows = {
         name: _window(
             name, given.get(name) or {}, plan_type=plan_type, start=start, where=f"{where}.{name}"
@@ -255,8 +304,10 @@ def _subscription(raw: Any, *, start: datetime, where: str) -> SubscriptionSpec:
         name=raw["name"],
         plan_type=plan_type,
         windows=windows,
-        revoked_at=_optional_instant(raw.get("revoked_at"), f"{where}.revoked_at"),
+        revoked_at=revoked_at,
         provider=provider,
+        added_at=added_at,
+        removed_at=removed_at,
     )
 
 
@@ -264,14 +315,15 @@ def _fleet(raw: Any) -> Fleet:
     where = "line 1"
     if not isinstance(raw, dict) or raw.get("type") != "fleet":
         raise TraceError(f"{where}: the first line must be the fleet ({{'type': 'fleet', ...}})")
-    if raw.get("version") != FORMAT_VERSION:
-        raise TraceError(f"{where}: unsupported version {raw.get('version')!r}")
+    version = raw.get("version")
+    if isinstance(version, bool) or version not in VERSIONS:
+        raise TraceError(f"{where}: unsupported version {version!r}")
     start = _instant(raw.get("start"), f"{where}.start")
     end = _instant(raw.get("end"), f"{where}.end")
     if end <= start:
         raise TraceError(f"{where}: end must be after start")
     subscriptions = tuple(
-        _subscription(s, start=start, where=f"{where}.subscriptions[{i}]")
+        _subscription(s, span=(start, end), version=version, where=f"{where}.subscriptions[{i}]")
         for i, s in enumerate(raw.get("subscriptions") or [])
     )
     names = [s.name for s in subscriptions]
@@ -286,28 +338,92 @@ def _fleet(raw: Any) -> Fleet:
         assigned = a.get("subscription")
         if assigned is not None and assigned not in names:
             raise TraceError(f"{where}.agents[{i}]: unknown subscription {assigned!r}")
+        if assigned is not None and not subscriptions[names.index(assigned)].present(start):
+            raise TraceError(f"{where}.agents[{i}]: {assigned!r} is not registered at the start")
         agents.append(AgentSpec(a["name"], a["model"], assigned))
     if len({a.name for a in agents}) != len(agents):
         raise TraceError(f"{where}: agent names must be unique")
-    price = raw.get("key_usd_per_mtok", DEFAULT_KEY_USD_PER_MTOK)
-    if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
-        raise TraceError(f"{where}.key_usd_per_mtok: expected a price >= 0, got {price!r}")
+    price = _price(
+        raw.get("key_usd_per_mtok", DEFAULT_KEY_USD_PER_MTOK), f"{where}.key_usd_per_mtok"
+    )
     seed = raw.get("seed")
     if seed is not None:
         seed = _count(seed, f"{where}.seed")
+    if version < 2 and "key_prices" in raw:
+        raise TraceError(f"{where}.key_prices: a version-2 field in a version-1 trace")
     return Fleet(
         name=str(raw.get("name") or "trace"),
         start=start,
         end=end,
         subscriptions=subscriptions,
         agents=tuple(agents),
-        key_usd_per_mtok=float(price),
+        key_usd_per_mtok=price,
         seed=seed,
         description=str(raw.get("description") or ""),
+        key_prices=_key_prices(raw.get("key_prices", {}), f"{where}.key_prices"),
     )
 
 
-def _turn(raw: Any, fleet: Fleet, agents: set[str], where: str) -> Turn:
+def _finite(value: Any) -> bool:
+    """A JSON number that is not NaN or infinite (``json`` reads both)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+def _price(value: Any, where: str) -> float:
+    if not _finite(value) or value < 0:
+        raise TraceError(f"{where}: expected a price >= 0, got {value!r}")
+    return float(value)
+
+
+def _key_prices(raw: Any, where: str) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise TraceError(f"{where}: expected an object of model family -> $ per Mtok")
+    unknown = sorted(set(raw) - set(FAMILIES))
+    if unknown:
+        raise TraceError(f"{where}: unknown model family {unknown[0]!r} (known: {FAMILIES})")
+    return {
+        family: _price(raw[family], f"{where}.{family}") for family in FAMILIES if family in raw
+    }
+
+
+def _requests(raw: Any, at: datetime, end: datetime, where: str) -> tuple[Request, ...]:
+    """A turn's ``[offset_seconds, tokens]`` pairs: from 0, never decreasing, the last
+    before ``end``."""
+    if not isinstance(raw, list) or not raw:
+        raise TraceError(f"{where}: expected a non-empty list of [offset_seconds, tokens]")
+    requests: list[Request] = []
+    for i, pair in enumerate(raw):
+        here = f"{where}[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise TraceError(f"{here}: expected [offset_seconds, tokens], got {pair!r}")
+        offset = pair[0]
+        if not _finite(offset) or offset < 0:
+            raise TraceError(f"{here}: the offset must be seconds >= 0, got {offset!r}")
+        previous = requests[-1].offset if requests else 0.0
+        if (not requests and offset != 0) or offset < previous:
+            raise TraceError(f"{here}: offsets start at 0 and never decrease, got {offset!r}")
+        requests.append(Request(float(offset), _count(pair[1], f"{here}.tokens", minimum=1)))
+    if at + timedelta(seconds=requests[-1].offset) >= end:
+        raise TraceError(f"{where}: the last request is not before the trace's end")
+    return tuple(requests)
+
+
+def _spent(
+    raw: Mapping[str, Any], at: datetime, end: datetime, version: int, where: str
+) -> tuple[int, tuple[Request, ...]]:
+    """A turn's tokens and its requests (none: one request of all of them)."""
+    if "requests" not in raw:
+        return _count(raw.get("tokens"), f"{where}.tokens", minimum=1), ()
+    if version < 2:
+        raise TraceError(f"{where}.requests: a version-2 field in a version-1 trace")
+    requests = _requests(raw["requests"], at, end, f"{where}.requests")
+    total = sum(r.tokens for r in requests)
+    if "tokens" in raw and _count(raw["tokens"], f"{where}.tokens", minimum=1) != total:
+        raise TraceError(f"{where}.tokens: {raw['tokens']} is not its requests' sum {total}")
+    return total, requests
+
+
+def _turn(raw: Any, fleet: Fleet, version: int, agents: set[str], where: str) -> Turn:
     if not isinstance(raw, dict) or raw.get("type") != "turn":
         raise TraceError(f"{where}: expected a turn ({{'type': 'turn', ...}})")
     at = _instant(raw.get("at"), f"{where}.at")
@@ -322,21 +438,18 @@ def _turn(raw: Any, fleet: Fleet, agents: set[str], where: str) -> Turn:
     model = raw.get("model")
     if model is not None and (not isinstance(model, str) or not model):
         raise TraceError(f"{where}.model: expected a model name")
-    return Turn(
-        at=at,
-        agent=str(agent),
-        tokens=_count(raw.get("tokens"), f"{where}.tokens", minimum=1),
-        trigger=str(trigger),
-        model=model,
-    )
+    tokens, requests = _spent(raw, at, fleet.end, version, where)
+    return Turn(at, str(agent), tokens, str(trigger), model, requests)
 
 
 def trace_parse(lines: Iterable[str]) -> Trace:
-    """Parse a trace from its lines; raises TraceError naming the first bad line.
+    """Parse a trace (version 1 or 2) from its lines; raises TraceError naming the first
+    bad line.
 
     Turns come back ordered by time, ties in file order.
     """
     fleet: Fleet | None = None
+    version = FORMAT_VERSION
     agents: set[str] = set()
     turns: list[Turn] = []
     for number, line in enumerate(lines, start=1):
@@ -347,10 +460,10 @@ def trace_parse(lines: Iterable[str]) -> Trace:
         except ValueError:
             raise TraceError(f"line {number}: not JSON") from None
         if fleet is None:
-            fleet = _fleet(raw)
+            fleet, version = _fleet(raw), raw["version"]
             agents = {a.name for a in fleet.agents}
             continue
-        turns.append(_turn(raw, fleet, agents, f"line {number}"))
+        turns.append(_turn(raw, fleet, version, agents, f"line {number}"))
     if fleet is None:
         raise TraceError("empty trace: the first line must be the fleet")
     turns.sort(key=lambda t: t.at)  # stable: ties keep the file's order
@@ -369,6 +482,11 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _seconds(offset: float) -> float | int:
+    """Whole seconds as an integer: ``[12, 3400]`` rather than ``[12.0, 3400]``."""
+    return int(offset) if offset.is_integer() else offset
+
+
 def fleet_json(fleet: Fleet) -> dict[str, Any]:
     return {
         "type": "fleet",
@@ -379,12 +497,15 @@ def fleet_json(fleet: Fleet) -> dict[str, Any]:
         "start": fleet.start.isoformat(),
         "end": fleet.end.isoformat(),
         "key_usd_per_mtok": fleet.key_usd_per_mtok,
+        "key_prices": {f: fleet.key_prices[f] for f in FAMILIES if f in fleet.key_prices},
         "subscriptions": [
             {
                 "name": s.name,
                 "provider": s.provider,
                 "plan_type": s.plan_type,
+                "added_at": _iso(s.added_at),
                 "revoked_at": _iso(s.revoked_at),
+                "removed_at": _iso(s.removed_at),
                 "windows": {
                     name: {
                         "capacity": w.capacity,
@@ -412,6 +533,8 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     }
     if turn.model is not None:
         line["model"] = turn.model
+    if turn.requests:
+        line["requests"] = [[_seconds(r.offset), r.tokens] for r in turn.requests]
     return line
 
 

@@ -12,9 +12,10 @@ from django.core.management.base import CommandError
 
 from bench.fleet.engine import simulate
 from bench.fleet.project import ProjectPolicy
-from bench.fleet.trace import PLAN_CAPACITY, trace_read
+from bench.fleet.trace import LIST_PRICES, PLAN_CAPACITY, Request, trace_read
+from execution.management.commands import export_trace
 from execution.models import Execution, Status
-from subscriptions.models import HeadroomSample
+from subscriptions.models import HeadroomSample, Subscription
 from tests.agents.factories import AgentFactory
 from tests.subscriptions.factories import SubscriptionFactory
 
@@ -96,6 +97,7 @@ def test_export_trace_writes_a_trace_the_bench_reads_and_replays(install, tmp_pa
     trace = trace_read(path)
     fleet = trace.fleet
     assert (fleet.start, fleet.end, fleet.key_usd_per_mtok) == (SINCE, until, 4.0)
+    assert fleet.key_prices == {}  # one price given: every model bills at it
     assert [s.name for s in fleet.subscriptions] == ["max", "pro"]  # Anthropic plans only
     max_plan, pro = fleet.subscriptions
     capacity = PLAN_CAPACITY["max-20x"]["seven_day"]
@@ -113,6 +115,9 @@ def test_export_trace_writes_a_trace_the_bench_reads_and_replays(install, tmp_pa
         ("helper", 30_000, "schedule", None),
         ("worker", 20_000, "api", OPUS),
     ]
+    # The install keeps a turn's total: one request at its start.
+    assert all(t.requests == (Request(0.0, t.tokens),) for t in trace.turns)
+    assert max_plan.added_at is None and pro.added_at is None
     run = simulate(trace, ProjectPolicy)
     assert run.metrics.completed + run.metrics.failed == 4
 
@@ -128,3 +133,37 @@ def test_export_trace_writes_to_standard_output_by_default(install):
     lines = out.getvalue().splitlines()
     # From midnight: the turn an hour before SINCE is in the span too.
     assert len(lines) == 1 + 5
+
+
+def test_export_trace_prices_the_key_per_family_and_dates_a_plan_added_in_the_span(
+    install, tmp_path: Path
+):
+    added = SubscriptionFactory.create(name="new", plan_type="max-5x")
+    later = SubscriptionFactory.create(name="later", plan_type="pro")
+    # created_at is auto_now_add: set after the row exists.
+    Subscription.objects.filter(pk=added.pk).update(created_at=SINCE + timedelta(hours=6))
+    Subscription.objects.filter(pk=later.pk).update(created_at=SINCE + timedelta(days=2))
+    path = tmp_path / "export.jsonl"
+    until = SINCE + timedelta(days=1)
+    call_command(
+        "export_trace",
+        since=SINCE.isoformat(),
+        until=until.isoformat(),
+        output=str(path),
+        stderr=io.StringIO(),
+    )
+    fleet = trace_read(path).fleet
+    assert fleet.key_prices == LIST_PRICES
+    # "later" was registered after the span: it is not in it.
+    assert [s.name for s in fleet.subscriptions] == ["max", "new", "pro"]
+    new = fleet.subscriptions[1]
+    assert new.added_at == SINCE + timedelta(hours=6)
+    assert not new.present(SINCE) and new.present(until - timedelta(seconds=1))
+    # Its windows start when it was added, with nothing used.
+    assert new.windows["seven_day"].first_reset == new.added_at + timedelta(days=7)
+    assert new.windows["seven_day"].used == 0
+
+
+def test_the_exporters_list_prices_are_the_benchs():
+    """bench/ is not in the backend image, so the exporter carries its own copy."""
+    assert export_trace.LIST_PRICES == LIST_PRICES

@@ -2,16 +2,20 @@
 
     manage.py export_trace --since 2030-01-07 [--until ...] [--output trace.jsonl]
 
-The format is the fleet benchmark's (docs/benchmarks.md, "The trace format"): the
-fleet on the first line, then one turn per line. What the install knows goes in:
-its Anthropic subscriptions (name, plan type; for each window the utilization and
-reset of the last reading at or before ``--since``; the first ``invalid_token``
+The format is the fleet benchmark's, version 2 (docs/benchmarks.md, "The trace
+format"): the fleet on the first line, then one turn per line. What the install
+knows goes in: its Anthropic subscriptions registered before ``--until`` (name, plan
+type; ``added_at`` when registered during the span; for each window the utilization
+and reset of the last reading at or before ``--since``; the first ``invalid_token``
 reading after which none answered as revocation), the agents that ran turns (model,
 the plan they started the span on) and every turn (instant, agent, tokens, trigger,
-its model when it differs). What it cannot know is left out and the bench fills
-it in: plan capacities (by plan type) and the key's price (``--key-usd-per-mtok``).
-A turn that failed before it spent anything is given the median of the served turns'
-tokens, so demand the install saw still counts. Writes no secret: names only.
+its model when it differs). The install keeps a turn's total, not its requests, so
+each turn is written as one request at its start. What it cannot know is left out
+and the bench fills it in: plan capacities (by plan type) and a plan deleted since
+(its row is gone). The key is priced per model family at list prices, or at one
+``--key-usd-per-mtok`` for every model when that is given. A turn that failed before
+it spent anything is given the median of the served turns' tokens, so demand the
+install saw still counts. Writes no secret: names only.
 """
 
 from __future__ import annotations
@@ -31,8 +35,12 @@ from execution.models import Execution
 from subscriptions.models import HeadroomSample, Subscription
 from trinity import clock
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PROVIDER = "anthropic"
+# The key's list prices per model family, $ per Mtok: bench/fleet/trace.py's
+# LIST_PRICES, written out because bench/ is not in the backend image (a test
+# holds the two equal).
+LIST_PRICES: dict[str, float] = {"opus": 25.0, "sonnet": 5.0, "haiku": 5.0 / 3}
 DEFAULT_TOKENS = 25_000
 ANSWERED = ("ok", "rate_limited")
 
@@ -107,7 +115,8 @@ def _starting_plan(first: Execution, agent: Agent | None, names: dict[int, str])
 
 
 def _trace_agents(executions: list[Execution], names: dict[int, str]) -> dict[str, dict[str, Any]]:
-    """One trace agent per agent name, described by its first turn in the range."""
+    """One trace agent per agent name, described by its first turn in the range;
+    ``names`` are the plans registered when the span starts."""
     agents: dict[str, dict[str, Any]] = {}
     for execution in executions:
         name = execution.agent_name
@@ -123,12 +132,20 @@ def _trace_agents(executions: list[Execution], names: dict[int, str]) -> dict[st
     return agents
 
 
+def _added_at(subscription: Subscription, since: datetime) -> str | None:
+    """When the plan was registered, if that was during the span."""
+    return subscription.created_at.isoformat() if subscription.created_at > since else None
+
+
 def trace_lines(
     *, since: datetime, until: datetime, key_usd_per_mtok: float | None
 ) -> Iterable[dict[str, Any]]:
     """The fleet line, then one line per turn created in [since, until)."""
-    subscriptions = list(Subscription.objects.filter(provider=PROVIDER).order_by("name"))
-    names = {s.pk: s.name for s in subscriptions}
+    subscriptions = list(
+        Subscription.objects.filter(provider=PROVIDER, created_at__lt=until).order_by("name")
+    )
+    # An agent can only start the span on a plan registered by then.
+    names = {s.pk: s.name for s in subscriptions if s.created_at <= since}
     executions = list(
         Execution.objects.filter(created_at__gte=since, created_at__lt=until)
         .select_related("agent")
@@ -152,6 +169,7 @@ def trace_lines(
                 "name": s.name,
                 "provider": s.provider,
                 "plan_type": s.plan_type,
+                "added_at": _added_at(s, since),
                 "revoked_at": _revoked_at(s, since, until),
                 "windows": _windows_at(s, since),
             }
@@ -161,17 +179,21 @@ def trace_lines(
     }
     if key_usd_per_mtok is not None:
         fleet["key_usd_per_mtok"] = key_usd_per_mtok
+    else:
+        fleet["key_prices"] = LIST_PRICES
     yield fleet
     for execution, tokens in zip(executions, served, strict=True):
+        counted = tokens if tokens > 0 else fallback
         line: dict[str, Any] = {
             "type": "turn",
             "at": execution.created_at.isoformat(),
             "agent": execution.agent_name,
-            "tokens": tokens if tokens > 0 else fallback,
+            "tokens": counted,
             "trigger": execution.trigger,
         }
         if execution.model and execution.model != agents[execution.agent_name]["model"]:
             line["model"] = execution.model
+        line["requests"] = [[0, counted]]
         yield line
 
 
@@ -185,7 +207,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--key-usd-per-mtok",
             type=float,
-            help="the platform key's blended price per million tokens (default: the bench's)",
+            help="the platform key's price per million tokens for every model "
+            "(default: list prices per model family)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
