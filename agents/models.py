@@ -147,14 +147,17 @@ class Agent(models.Model):
     def __repr__(self) -> str:
         return f"<Agent {self.pk} {self.name!r}>"
 
-    def last_moved_at(self) -> datetime | None:
-        """When the last committed switch moved this agent (``last_switch["at"]``), or
-        None if none did (or the record carries no readable instant)."""
-        at = self.last_switch.get("at") if isinstance(self.last_switch, dict) else None
+    def last_move(self) -> tuple[datetime | None, int | None]:
+        """When the last committed switch moved this agent and the subscription it left
+        (``last_switch["at"]``, ``["from"]``); None where none did or the record does
+        not say."""
+        record = self.last_switch if isinstance(self.last_switch, dict) else {}
+        at, left = record.get("at"), record.get("from")
         try:
-            return datetime.fromisoformat(at) if isinstance(at, str) else None
+            moved_at = datetime.fromisoformat(at) if isinstance(at, str) else None
         except ValueError:
-            return None
+            moved_at = None
+        return moved_at, left if isinstance(left, int) and not isinstance(left, bool) else None
 
     @property
     def provider(self) -> str:

@@ -20,6 +20,7 @@ from agents.models import Agent, AuthMode, ProcessState
 from execution import affinity
 from execution.turn_state import TurnState
 from subscriptions import breaker, leases, pool
+from subscriptions.headroom.placement import settled
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import snapshots_read, turn_evidence_read
 from subscriptions.planner import (
@@ -90,6 +91,7 @@ def _agent_facts(state: TurnState, need: Need, now: datetime) -> Evidence:
     """The agent's facts as its row says them (no start: the explainer's ``READY``)."""
     agent = state.agent
     baseline = lifecycle.baseline_rung(agent)
+    moved_at, moved_from = agent.last_move()
     facts = AgentFacts(
         name=agent.name,
         origin=agent.subscription_id,
@@ -97,7 +99,8 @@ def _agent_facts(state: TurnState, need: Need, now: datetime) -> Evidence:
         routing_policy=agent.routing_policy,
         policy_refusal=pool.assignment_policy_refusal(agent),
         on_api_key=agent.on_api_key_since is not None,
-        moved_at=agent.last_moved_at(),
+        moved_at=moved_at,
+        moved_from=None if settled(moved_at, now=now) else moved_from,
     )
     legacy = Legacy(assignment=agent.subscription_id)
     return replace(state.evidence, ready="", agent=facts, legacy=legacy)

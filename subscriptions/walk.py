@@ -121,13 +121,16 @@ class Walk:
     """The state of one turn's walk.
 
     ``origin`` is the subscription the turn started on (the assignment it read);
-    ``rung_cap`` is fixed when the walk starts.
+    ``rung_cap`` is fixed when the walk starts. ``returning`` is the plan the agent
+    left moments ago (within the placement dwell): a walk takes it only when no other
+    ranked plan is offered, so a refusal does not flip the agent straight back.
     """
 
     origin: int | None
     autonomous: bool
     rung_cap: int
     deadline: datetime
+    returning: int | None = None
     tried: list[int] = field(default_factory=list)
     key_tried: bool = False
     concurrent_rerun: bool = False
@@ -164,7 +167,12 @@ class Walk:
 
 
 def walk_start(
-    *, origin: int | None, autonomous: bool, subscription_count: int, deadline: datetime
+    *,
+    origin: int | None,
+    autonomous: bool,
+    subscription_count: int,
+    deadline: datetime,
+    returning: int | None = None,
 ) -> Walk:
     """A new walk; its rung cap is ``subscription_count + 2``, computed once here."""
     return Walk(
@@ -172,15 +180,20 @@ def walk_start(
         autonomous=autonomous,
         rung_cap=subscription_count + RUNG_CAP_EXTRA,
         deadline=deadline,
+        returning=returning,
     )
 
 
 def _first_candidate(
     walk: Walk, selection: Selection, *, now: datetime, last_resort: bool
 ) -> tuple[int, str, Why] | None:
-    """The best subscription the selection offers: ranked first, then last resort."""
+    """The best subscription the selection offers: ranked first (the plan the agent
+    is returning from only when nothing else ranks), then last resort."""
     if selection.ranked:
-        best = selection.ranked[0]
+        best = next(
+            (r for r in selection.ranked if r.candidate.subscription_id != walk.returning),
+            selection.ranked[0],
+        )
         why = Why.READMITTED if best.readmitted is not None else Why.RANKED
         return best.candidate.subscription_id, best.candidate.name, why
     if not last_resort:

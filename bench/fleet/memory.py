@@ -57,8 +57,8 @@ class MemoryPool:
         self.snapshots: dict[int, Reading] = {}
         self.dedup: dict[str, datetime] = {}
         self.notifications = 0
-        # When each agent's assignment last moved (``Agent.last_switch["at"]``).
-        self.moved_at: dict[str, datetime] = {}
+        # When each agent's assignment last moved and what it left (``Agent.last_switch``).
+        self.moved: dict[str, tuple[datetime, int]] = {}
 
     # Writes
 
@@ -125,7 +125,7 @@ class MemoryPool:
         if self.assignment.get(agent) != expected:
             return False
         self.assignment[agent] = subscription_id
-        self.moved_at[agent] = now
+        self.moved[agent] = (now, expected)
         self.notify(now=now)
         return True
 

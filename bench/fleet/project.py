@@ -38,7 +38,7 @@ from subscriptions.headroom.exhaustion_forecast import (
     UsagePoint,
     forecast_compute,
 )
-from subscriptions.headroom.placement import placement_pick
+from subscriptions.headroom.placement import placement_pick, settled
 from subscriptions.headroom.probe_cadence import probe_due
 from subscriptions.headroom.ranking import BALANCED, BANDED
 from subscriptions.headroom.reading import Reading
@@ -285,13 +285,17 @@ class ProjectTurn:
 
     def _agent(self, origin: int | None) -> AgentFacts:
         baseline = KEY_RUNG if origin is None else self._ref(origin)
+        moved = self.pool.moved.get(self.agent)
         return AgentFacts(
             name=self.agent,
             origin=origin,
             baseline=baseline,
             routing_policy="thrifty",
             on_api_key=self.policy.on_api_key_since[self.agent] is not None,
-            moved_at=self.pool.moved_at.get(self.agent),
+            moved_at=moved[0] if moved is not None else None,
+            moved_from=moved[1]
+            if moved is not None and not settled(moved[0], now=self.now)
+            else None,
         )
 
     def _assigned(self, evidence: Evidence) -> AssignedVerdict:

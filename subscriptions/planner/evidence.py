@@ -98,6 +98,9 @@ class AgentFacts:
     # When its assignment last moved (its last switch), None if never: placement waits
     # a while after a move (``placement.DWELL``).
     moved_at: datetime | None = None
+    # The plan that move left, while it is within that dwell (a walk goes back to it
+    # only when nothing else ranks).
+    moved_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

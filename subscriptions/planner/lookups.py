@@ -71,6 +71,7 @@ def walk_of(evidence: Evidence, *, including_last: bool) -> Walk:
         autonomous=evidence.turn.autonomous,
         subscription_count=evidence.pool_size or 0,
         deadline=evidence.turn.budget_end,
+        returning=agent.moved_from,
     )
     events = evidence.history
     for index, event in enumerate(events):

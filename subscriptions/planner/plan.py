@@ -175,6 +175,12 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
     pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
     if pick is None:
         return None
+    if (
+        forecast_only
+        and pick.subscription_id is not None
+        and pick.subscription_id == walk.returning
+    ):
+        return None  # a forecast never flips the agent straight back to the plan it left
     if forecast_only and pick.subscription_id is not None:
         out = evidence.facts.forecast_out.get(pick.subscription_id)
         if out is None:

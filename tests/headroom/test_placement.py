@@ -21,7 +21,7 @@ FRESH = timedelta(hours=1)
 DAY = timedelta(days=1)
 
 
-def pick(assigned, *candidates, family=None):  # type: ignore[no-untyped-def]
+def pick(assigned, *candidates, family=None):
     return placement_pick(
         assigned, list(enumerate(candidates, start=2)), now=T0, max_age=FRESH, family=family
     )
@@ -58,7 +58,7 @@ def test_only_a_reset_clearly_sooner_moves_the_agent(gap: timedelta, moves: bool
         (None, "no reading"),
     ],
 )
-def test_a_plan_that_could_not_take_the_agent_is_not_a_target(candidate, why) -> None:  # type: ignore[no-untyped-def]
+def test_a_plan_that_could_not_take_the_agent_is_not_a_target(candidate, why) -> None:
     here = reading(seven_day_resets_in=5 * DAY)
 
     assert pick(here, candidate) is None, why

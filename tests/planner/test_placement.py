@@ -111,3 +111,24 @@ def test_a_placed_turn_that_is_refused_walks_like_any_other() -> None:
     assert isinstance(run.end, Finish) and run.end.served_by == plan_rung(2)
     assert run.end.switch is not None and run.end.switch.commit
     assert ORIGIN not in [s.rung.subscription_id for s in run.sends if s.rung is not None]
+
+
+# The way back: a plan the agent left within the dwell is taken only when nothing else is
+
+
+def test_a_refusal_walks_past_the_plan_the_agent_just_left() -> None:
+    refused = {plan_rung(ORIGIN).key: [RATE_LIMITED]}
+    run = drive(World(moved_from=2, outcomes=refused))
+    assert run.sent_on == ["plan-1", "plan-3"]
+
+    only_back = drive(World(moved_from=2, ranked=(2,), outcomes=refused))
+    assert only_back.sent_on == ["plan-1", "plan-2"]  # nothing else: back it goes
+
+
+def test_a_forecast_never_flips_the_agent_straight_back() -> None:
+    assert drive(World(forecast_out=True, moved_from=2)).sent_on == ["plan-3"]
+    stays = drive(World(forecast_out=True, moved_from=2, ranked=(2,)))
+    assert stays.sent_on == ["plan-1"] and stays.sends[0].why is Why.ASSIGNED
+    # Known not to serve is another matter: the plan it left is where it must go.
+    forced = drive(World(refusing=True, moved_from=2, ranked=(2,)))
+    assert forced.sent_on == ["plan-2"] and forced.sends[0].why is Why.PRE_DISPATCH

@@ -111,6 +111,7 @@ class World:
     measured: frozenset[int] = frozenset()
     placement: int | None = None
     moved_at: datetime | None = None
+    moved_from: int | None = None
     outcomes: dict[tuple[str, int | None], list[Outcome]] = field(default_factory=dict)
     default_outcome: Outcome = SERVED
 
@@ -124,6 +125,7 @@ class World:
             policy_refusal=self.policy_refusal,
             on_api_key=self.on_api_key,
             moved_at=self.moved_at,
+            moved_from=self.moved_from,
         )
 
     def selection(self, exclude: tuple[int, ...], now: datetime) -> Selection:
