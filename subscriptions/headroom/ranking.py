@@ -30,7 +30,7 @@ from subscriptions.headroom.recovery import Verdict, readmission_verdict
 from subscriptions.headroom.refusal_windows import refusal_blocks
 
 BANDED, BALANCED = "banded", "balanced"  # trinity.models.RoutingStrategy's values
-# Balanced: admitted plans whose scores are within this factor rank as equals.
+# Balanced: admitted plans whose scores fall in one band this factor wide rank as equals.
 SPREAD = 1.25
 _LOG_SPREAD = log(SPREAD)
 
@@ -98,8 +98,8 @@ class _Groups(NamedTuple):
 
 
 def _spread_band(score: float) -> float:
-    """The band of an admitted plan's score: scores within a factor of ``SPREAD`` of
-    each other share one, and within a band the load-balance order decides (fewest
+    """The band of an admitted plan's score (bands a factor of ``SPREAD`` wide: 1.25**k
+    up to 1.25**(k+1)); within a band the load-balance order decides (fewest
     agents first). Agents that leave a refusing plan together then spread over the
     plans that score about as well instead of all landing on the single best one
     (each arrival raises that plan's agent count), the way a ramp admits a herd a
