@@ -316,7 +316,7 @@ def test_the_windows_kept_for_one_family_never_score_another() -> None:
 def test_plans_that_score_about_as_well_take_agents_fewest_first() -> None:
     # 66 and 58 remaining over a whole week: one band (55.5 to 69.4, a factor of 1.25
     # wide), so equals; the one with fewer agents leads. 40 is a band lower.
-    candidates = [_c(3, agents=0), _c(1, agents=4), _c(2, agents=2)]
+    candidates = [_c(3, agents=0), _c(2, agents=2), _c(1, agents=4)]  # load-balance order
     readings = {
         1: reading(five_hour=0, seven_day=34.0, seven_day_resets_in=WEEK),
         2: reading(five_hour=0, seven_day=42.0, seven_day_resets_in=WEEK),
