@@ -1,0 +1,58 @@
+"""What the clairvoyant schedule knows of the future: the largest request still to come.
+
+A window that is about to go over its capacity serves the request that takes it
+over whole, so the schedule wants that request to be a big one. ``Foresight.largest``
+answers "the largest request after ``at`` and before ``until`` that counts against a
+window of this kind" in constant time (a sparse table of range maxima).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.fleet.cells import FlatRequest
+from bench.fleet.world import to_unix
+from simulator.state import FAMILY_WINDOW
+
+_EVERY = "*"  # the 5h and 7d windows: every request counts against them
+
+
+class _RangeMax:
+    def __init__(self, times: list[float], tokens: list[int]) -> None:
+        self.times = np.array(times, dtype=float)
+        levels = [np.array(tokens, dtype=np.int64)]
+        while 2 ** len(levels) <= len(tokens):
+            last, half = levels[-1], 2 ** (len(levels) - 1)
+            levels.append(np.maximum(last[:-half], last[half:]))
+        self.levels = levels
+
+    def largest(self, after: float, until: float) -> int:
+        lo = int(np.searchsorted(self.times, after, side="right"))
+        hi = int(np.searchsorted(self.times, until, side="left"))
+        if hi <= lo:
+            return 0
+        level = (hi - lo).bit_length() - 1
+        table = self.levels[level]
+        return int(max(table[lo], table[hi - 2**level]))
+
+
+class Foresight:
+    """The requests of a trace, indexed by the windows they count against."""
+
+    def __init__(self, requests: list[FlatRequest]) -> None:
+        by_kind: dict[str, tuple[list[float], list[int]]] = {}
+        for request in requests:
+            kinds = [_EVERY]
+            if request.family in FAMILY_WINDOW:
+                kinds.append(FAMILY_WINDOW[request.family])
+            for kind in kinds:
+                times, tokens = by_kind.setdefault(kind, ([], []))
+                times.append(to_unix(request.at))
+                tokens.append(request.tokens)
+        self.tables = {kind: _RangeMax(*columns) for kind, columns in by_kind.items()}
+
+    def largest(self, window: str, after: float, until: float) -> int:
+        """The largest request in (after, until) that counts against ``window``."""
+        kind = window if window in FAMILY_WINDOW.values() else _EVERY
+        table = self.tables.get(kind)
+        return 0 if table is None else table.largest(after, until)
