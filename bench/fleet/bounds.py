@@ -17,11 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.fleet.achievable import Achievable, achievable_replay
+from bench.fleet.achievable import achievable_replay
 from bench.fleet.milp import lower_solve
 from bench.fleet.trace import Trace
 
 CURVE_POINTS = 500
+Curve = tuple[tuple[datetime, float], ...]
 DIGITS = 6  # rounding of every float written, so the sidecar's bytes are stable
 
 
@@ -30,7 +31,7 @@ class Bounds:
     lower_usd: float
     achievable_usd: float
     # The achievable schedule's cumulative key spend, [(instant, $)], ascending.
-    achievable_curve: tuple[tuple[datetime, float], ...]
+    achievable_curve: Curve
     lower_status: str
     lower_gap: float | None
     lower_seconds: float
@@ -38,14 +39,9 @@ class Bounds:
 
 
 def bounds_solve(trace: Trace) -> Bounds:
-    """Solve both bounds for ``trace``: the MILP, then the better of the schedule that
-    follows its allocations and the one that follows none (plain look-ahead rules)."""
+    """Solve both bounds for ``trace``: the MILP and the clairvoyant schedule."""
     lower = lower_solve(trace)
-    schedules = [
-        achievable_replay(trace, lower.cells, lower.targets),
-        achievable_replay(trace, lower.cells, {}),
-    ]
-    best: Achievable = min(schedules, key=lambda a: a.usd)
+    best = achievable_replay(trace)
     return Bounds(
         lower_usd=lower.usd,
         achievable_usd=best.usd,
@@ -53,11 +49,11 @@ def bounds_solve(trace: Trace) -> Bounds:
         lower_status=lower.status,
         lower_gap=lower.gap,
         lower_seconds=lower.seconds,
-        achievable_seconds=sum(a.seconds for a in schedules),
+        achievable_seconds=best.seconds,
     )
 
 
-def thinned(curve: tuple[tuple[datetime, float], ...], points: int = CURVE_POINTS):
+def thinned(curve: Curve, points: int = CURVE_POINTS) -> Curve:
     """At most ``points`` of ``curve``, evenly spaced by index, first and last kept."""
     if len(curve) <= points:
         return curve

@@ -68,11 +68,7 @@ WindowKey = tuple[int, str, int]  # (plan index, window name, period)
 
 @dataclass(frozen=True)
 class LowerBound:
-    """The bound in $, how HiGHS ended, and the plan allocations of its best point.
-
-    ``targets``: tokens of each (cell, family, plan index) the best point serves on
-    that plan; what the achievable schedule tries to follow.
-    """
+    """The bound in $, how HiGHS ended (status, relative gap), time and sizes."""
 
     usd: float
     status: str
@@ -81,8 +77,6 @@ class LowerBound:
     variables: int
     binaries: int
     constraints: int
-    cells: Cells
-    targets: dict[tuple[int, str | None, int], float]
 
 
 @dataclass
@@ -141,7 +135,9 @@ def _service_columns(
         for s, spec in enumerate(trace.fleet.subscriptions):
             if not usable(spec, from_unix(at)):
                 continue
-            keys = [(s, w, period_of(spec, w, at)) for w in windows_for(family) if w in spec.windows]
+            keys = [
+                (s, w, period_of(spec, w, at)) for w in windows_for(family) if w in spec.windows
+            ]
             if any(k[2] < 0 or _left(trace, k) <= 0 for k in keys):
                 continue  # not begun, or exhausted at the start: it refuses until a reset
             col = model.column(-price, tokens / MTOK)
@@ -195,13 +191,11 @@ def _demand_rows(columns: dict[tuple[int, str | None, int], int], model: _Model)
             model.row([(col, 1.0) for col in cols], model.upper[cols[0]])
 
 
-def _solve(model: _Model, time_limit: float) -> tuple[float, str, float | None, np.ndarray]:
-    """HiGHS' dual bound on the minimum (valid when time runs out), its status, gap,
-    and its best point (zeros, a feasible point, if it found none)."""
+def _solve(model: _Model, time_limit: float) -> tuple[float, str, float | None]:
+    """HiGHS' dual bound on the minimum (valid when time runs out), status and gap."""
     count = len(model.cost)
     if not model.rhs:
-        upper = np.array(model.upper)
-        return float(np.dot(model.cost, upper)), "no binding window", 0.0, upper
+        return float(np.dot(model.cost, model.upper)), "no binding window", 0.0
     matrix = coo_array(
         (model.values, (model.rows, model.cols)), shape=(len(model.rhs), count)
     ).tocsr()
@@ -212,14 +206,13 @@ def _solve(model: _Model, time_limit: float) -> tuple[float, str, float | None, 
         bounds=VariableBounds(np.zeros(count), np.array(model.upper)),
         options={"time_limit": time_limit, "disp": False},
     )
-    point = result.x if result.x is not None else np.zeros(count)
     dual = getattr(result, "mip_dual_bound", None)
     if result.status == 0 and dual is None:
         dual = result.fun
     if dual is None or not np.isfinite(dual):
         raise RuntimeError(f"the bound MILP gave no dual bound: {result.message}")
     gap = getattr(result, "mip_gap", None)
-    return float(dual), str(result.message), None if gap is None else float(gap), point
+    return float(dual), str(result.message), None if gap is None else float(gap)
 
 
 def lower_solve(trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS) -> LowerBound:
@@ -233,7 +226,7 @@ def lower_solve(trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS) -> Lowe
     for key in sorted(members):
         _window_rows(trace, cells, key, members[key], demand, largest, model)
     _demand_rows(columns, model)
-    dual, status, gap, point = _solve(model, time_limit)
+    dual, status, gap = _solve(model, time_limit)
     everything = sum(trace.fleet.key_price(f or "") * d for (_, f), d in demand.items()) / MTOK
     return LowerBound(
         usd=max(0.0, everything + dual),
@@ -243,6 +236,4 @@ def lower_solve(trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS) -> Lowe
         variables=len(model.cost),
         binaries=sum(model.integral),
         constraints=len(model.rhs),
-        cells=cells,
-        targets={key: float(point[col]) * MTOK for key, col in columns.items()},
     )
