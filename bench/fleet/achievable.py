@@ -5,10 +5,11 @@ of the simulator first, so none is refused) or to the key. The plan is chosen
 knowing the future (``bench.fleet.foresight``): a window that the request would take
 to or over its capacity takes it only if no dearer request (tokens at the key's
 price) that could count against it arrives before the window resets (the last
-request a window serves is served whole, so it should be the dearest on offer); among the plans left, one the request
-takes over a window comes first (that overdraw is free), then the plan whose weekly
-room is most urgent (room over what its 5h window can still pass before the room is
-lost at its reset or the trace's end). Failing all, the key.
+request a window serves is served whole, so it should be the dearest on offer);
+among the plans left, one the request takes over a window comes first (that
+overdraw is free), then the plan whose weekly room is most urgent (room over what
+its 5h window can still pass before the room is lost at its reset or the trace's
+end). Failing all, the key.
 
 Following the MILP's allocations instead (``bench.fleet.milp``) did worse on the kept
 traces ($18.4 against $8.9 on ``steady``): its fractional service and free choice of
@@ -61,7 +62,7 @@ def _fit(
     window over with a cheaper request than one still to come), else whether it takes
     a window over and how urgent the plan's weekly room is."""
     credential = world.subscriptions[s + 1].credential
-    at, end = to_unix(request.at), to_unix(trace.fleet.end)
+    at, end = to_unix(request.at), max(to_unix(trace.fleet.end), foresight.last)
     rate = credential.windows["five_hour"].capacity / WINDOW_DURATIONS["five_hour"]
     crosses, urgency = False, 0.0
     for window in credential.applicable_windows(request.model):

@@ -81,9 +81,11 @@ def usable(spec: SubscriptionSpec, at: datetime) -> bool:
 
 
 def _boundaries(trace: Trace) -> np.ndarray:
-    """Every instant in [start, end] where a cell starts, ascending, end last."""
+    """Every instant in [start, end] where a cell starts, ascending, end last; end is
+    the trace's, or just after its last request if a turn runs past it."""
     fleet = trace.fleet
-    start, end = to_unix(fleet.start), to_unix(fleet.end)
+    last = max((to_unix(t.ends_at) for t in trace.turns), default=0.0)
+    start, end = to_unix(fleet.start), max(to_unix(fleet.end), last + 1.0)
     found = [start, end]
     for spec in fleet.subscriptions:
         for instant in (spec.added_at, spec.removed_at, spec.revoked_at):
@@ -108,6 +110,11 @@ class Cells:
 
     def of(self, at: datetime) -> int:
         return int(np.searchsorted(self.starts, to_unix(at), side="right")) - 1
+
+    def middle(self, cell: int) -> float:
+        """An instant inside ``cell`` away from its edges, to classify it by: at an
+        edge, float rounding could put it in the period or bucket before."""
+        return float(self.starts[cell] + self.starts[cell + 1]) / 2
 
 
 def cells_of(trace: Trace) -> Cells:

@@ -54,6 +54,9 @@ class Foresight:
                 times.append(to_unix(request.at))
                 values.append(request.tokens * price(request.model))
         self.tables = {kind: _RangeMax(*columns) for kind, columns in by_kind.items()}
+        # Just after the last request: no room is of use later (a turn may run past
+        # the trace's end).
+        self.last = max((to_unix(r.at) for r in requests), default=0.0) + 1.0
 
     def dearest(self, window: str, after: float, until: float) -> float:
         """What the key would charge (tokens × $/Mtok) for the dearest request in

@@ -130,7 +130,7 @@ def _service_columns(
     columns: dict[tuple[int, str | None, int], int] = {}
     members: dict[WindowKey, list[tuple[int, Group]]] = defaultdict(list)
     for (cell, family), tokens in sorted(demand.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
-        at = float(cells.starts[cell])
+        at = cells.middle(cell)
         price = trace.fleet.key_price(family or "")
         for s, spec in enumerate(trace.fleet.subscriptions):
             if not usable(spec, from_unix(at)):
@@ -165,7 +165,7 @@ def _window_rows(
     begin, step = period_start(spec, window, period), bucket_seconds(window)
     buckets: dict[int, list[tuple[int, Group]]] = defaultdict(list)
     for col, group in members:
-        buckets[int((cells.starts[group[0]] - begin) // step)].append((col, group))
+        buckets[int((cells.middle(group[0]) - begin) // step)].append((col, group))
     ordered = [buckets[b] for b in sorted(buckets)]
     crossing = [model.column(0.0, 1.0, integral=True) for _ in ordered]
     overdraw = [(max(largest[g] for _, g in bucket) - 1) / MTOK for bucket in ordered]

@@ -147,6 +147,16 @@ def test_the_key_is_priced_per_model_family():
     assert achievable_replay(trace).usd == pytest.approx(100 / 1e6)
 
 
+def test_a_turn_that_runs_past_the_trace_end_still_counts():
+    last = START + timedelta(days=1, seconds=-30)
+    parts = (Request(0.0, 100), Request(60.0, 200))
+    trace = trace_of((plan(five_hour=50),), [Turn(last, "h", 300, "api", requests=parts)])
+
+    # The second request, after the end, crosses: 49 + 200 served, 51 on the key.
+    assert lower_solve(trace).usd == pytest.approx(51, abs=1e-3)
+    assert achievable_replay(trace).usd == pytest.approx(100)
+
+
 def random_trace(seed: int) -> Trace:
     rng = random.Random(seed)
     plans = (
