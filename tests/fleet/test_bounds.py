@@ -19,6 +19,7 @@ from agents.rung import Rung
 from bench.fleet.achievable import achievable_replay
 from bench.fleet.bounds import bounds_for, bounds_solve, sidecar_of, thinned
 from bench.fleet.cells import FlatRequest, requests_of
+from bench.fleet.foresight import Foresight
 from bench.fleet.generate import small
 from bench.fleet.milp import lower_solve
 from bench.fleet.optimum import optimum_solve
@@ -217,6 +218,23 @@ def test_the_sidecar_is_read_while_the_trace_is_unchanged_and_solved_again_after
     sidecar.write_text(json.dumps(raw))
     assert bounds_for(changed, path).lower_usd == pytest.approx(300, abs=1e-3)  # a miss
     assert json.loads(sidecar.read_text())["trace_sha256"] != raw["trace_sha256"]
+
+
+def test_foresight_counts_the_dearer_requests_to_come_up_to_enough():
+    rng = random.Random(7)
+    requests = [
+        FlatRequest(START + timedelta(minutes=i), HAIKU, "haiku", rng.randint(1, 1000))
+        for i in range(300)
+    ]
+    foresight = Foresight(requests, lambda model: 1.0, keep=4)
+    for _ in range(200):
+        lo, hi = sorted(rng.sample(range(301), 2))
+        value, enough = rng.randint(1, 1000), rng.randint(1, 4)
+        after = (START + timedelta(minutes=lo - 0.5)).timestamp()
+        until = (START + timedelta(minutes=hi - 0.5)).timestamp()
+        truth = sum(r.tokens > value for r in requests[lo:hi])
+
+        assert foresight.dearer("five_hour", after, until, value, enough) == min(truth, enough)
 
 
 def test_a_long_curve_is_thinned_to_at_most_500_points_keeping_both_ends():
