@@ -11,7 +11,7 @@ dearest on offer, and each waiting window gets one);
 among the plans left, one the request takes over a window comes first (that
 overdraw is free), then the plan whose weekly room is most urgent (room over what
 its 5h window can still pass before the room is lost at its reset or the trace's
-end). Failing all, the key.
+end), then the plan whose 7d window is fullest. Failing all, the key.
 
 Following the MILP's allocations instead (``bench.fleet.milp``) did worse on the kept
 traces ($18.4 against $8.0 on ``steady``): its fractional service and free choice of
@@ -80,11 +80,12 @@ def _fit(
     request: FlatRequest,
     s: int,
     waiting: dict[str, int],
-) -> tuple[bool, float] | None:
+    calm: float,
+) -> tuple[bool, float, float] | None:
     """How plan ``s`` would take ``request``: None if it should not (it would take a
     window over while as many dearer requests are still to come as there are windows
-    waiting for one), else whether it takes a window over and how urgent the plan's
-    weekly room is."""
+    waiting for one), else whether it takes a window over, how urgent the plan's
+    weekly room is (0 below ``calm``), and how full its 7d window is."""
     credential = world.subscriptions[s + 1].credential
     at, end = to_unix(request.at), max(to_unix(trace.fleet.end), foresight.last)
     rate = credential.windows["five_hour"].capacity / WINDOW_DURATIONS["five_hour"]
@@ -100,23 +101,31 @@ def _fit(
             crosses = True
         if window.name != "five_hour":
             urgency = max(urgency, room / (rate * max(lost_at - at, 1.0)))
-    return crosses, urgency
+    week = credential.windows["seven_day"]
+    return crosses, urgency if urgency >= calm else 0.0, week.used / week.capacity
 
 
-def _choose(world: World, trace: Trace, foresight: Foresight, request: FlatRequest) -> int | None:
+def _choose(
+    world: World, trace: Trace, foresight: Foresight, request: FlatRequest, calm: float
+) -> int | None:
     """The plan (fleet index) for ``request``, one that serves it now; None: the key."""
     waiting = _waiting(world, trace, request)
     fits = [
         (fit, s)
         for s in _serving(world, trace, request)
-        if (fit := _fit(world, trace, foresight, request, s, waiting)) is not None
+        if (fit := _fit(world, trace, foresight, request, s, waiting, calm)) is not None
     ]
     return max(fits)[1] if fits else None
 
 
-def achievable_replay(trace: Trace) -> Achievable:
+def achievable_replay(trace: Trace, *, calm: float = 0.0) -> Achievable:
     """Replay the schedule through a fresh ``World``; raises RuntimeError on a refusal
-    (which asking the simulator first rules out)."""
+    (which asking the simulator first rules out).
+
+    ``calm``: weekly room less urgent than this does not rank plans; the fullest 7d
+    window goes first instead, so windows fill one after another and each waits for
+    its big crossing request at a different time (0: urgency always ranks).
+    """
     began = time.perf_counter()
     world = World(trace.fleet)
     requests = requests_of(trace)
@@ -126,7 +135,7 @@ def achievable_replay(trace: Trace) -> Achievable:
     schedule: list[int | None] = []
     for request in requests:
         world.now(request.at)
-        s = _choose(world, trace, foresight, request)
+        s = _choose(world, trace, foresight, request, calm)
         schedule.append(s)
         rung = world.key_rung if s is None else world.subscriptions[s + 1].rung
         outcome = world.attempt(rung, model=request.model, tokens=request.tokens, at=request.at)

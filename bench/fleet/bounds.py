@@ -22,6 +22,9 @@ from bench.fleet.milp import lower_solve
 from bench.fleet.trace import Trace
 
 CURVE_POINTS = 500
+# The schedules tried (``achievable_replay``'s ``calm``); the cheapest is kept. No one
+# setting is best on every kept trace (steady, bursty, revoked: 0 on bursty).
+CALM = (0.0, 0.5, 2.0)
 Curve = tuple[tuple[datetime, float], ...]
 DIGITS = 6  # rounding of every float written, so the sidecar's bytes are stable
 
@@ -39,9 +42,11 @@ class Bounds:
 
 
 def bounds_solve(trace: Trace) -> Bounds:
-    """Solve both bounds for ``trace``: the MILP and the clairvoyant schedule."""
+    """Solve both bounds for ``trace``: the MILP and the cheapest of the clairvoyant
+    schedules tried."""
     lower = lower_solve(trace)
-    best = achievable_replay(trace)
+    schedules = [achievable_replay(trace, calm=calm) for calm in CALM]
+    best = min(schedules, key=lambda schedule: schedule.usd)
     return Bounds(
         lower_usd=lower.usd,
         achievable_usd=best.usd,
@@ -49,7 +54,7 @@ def bounds_solve(trace: Trace) -> Bounds:
         lower_status=lower.status,
         lower_gap=lower.gap,
         lower_seconds=lower.seconds,
-        achievable_seconds=best.seconds,
+        achievable_seconds=sum(schedule.seconds for schedule in schedules),
     )
 
 
