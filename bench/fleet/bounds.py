@@ -90,6 +90,19 @@ def _json(bounds: Bounds, sha: str) -> dict[str, Any]:
     }
 
 
+def _text(data: dict[str, Any]) -> str:
+    """``data`` as JSON, keys sorted, one line per key and one per curve point (so a
+    committed sidecar diffs point by point)."""
+    lines = []
+    for key, value in sorted(data.items()):
+        if key == "achievable_curve":
+            points = ",\n".join(f"  {json.dumps(point)}" for point in value)
+            lines.append(f" {json.dumps(key)}: [\n{points}\n ]")
+        else:
+            lines.append(f" {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def _bounds(raw: dict[str, Any]) -> Bounds:
     return Bounds(
         lower_usd=float(raw["lower_usd"]),
@@ -115,6 +128,6 @@ def bounds_for(trace: Trace, path: Path, *, refresh: bool = False) -> Bounds:
         raw = json.loads(sidecar.read_text(encoding="utf-8"))
         if raw.get("trace_sha256") == sha:
             return _bounds(raw)
-    text = json.dumps(_json(bounds_solve(trace), sha), sort_keys=True, indent=1) + "\n"
+    text = _text(_json(bounds_solve(trace), sha))
     sidecar.write_text(text, encoding="utf-8")
     return _bounds(json.loads(text))
