@@ -27,12 +27,16 @@ tokens, strictly below), so W served at most ``left(W) - 1 + M`` in all; after i
 refuses every request until it resets, so later buckets serve nothing on s; a W that
 never went past served at most ``left(W)`` with every a = 0. Requests the run failed
 count as key tokens. That point is feasible and costs the run's key spend, so the
-MILP's optimum, and HiGHS' dual bound on it, is at most any run's spend. The crossing
-bucket itself stays open: valid, if looser than the truth. Were every cell shorter
-than any bucket and holding at most one request, this is exactly the request-level
-model with integral crossings and fractional service; pooling a cell's requests only
-merges variables no constraint tells apart, so it loses nothing but the per-request
-bound ``X ≤ n`` inside a cell, which the relaxation of service lets go anyway.
+MILP's optimum, and HiGHS' dual bound on it (what is reported, so a solve cut short
+by the time limit still bounds), is at most any run's spend.
+
+Pooling loses nothing: the requests of a group meet the same rows with the same
+coefficients, so any pooled X ≤ D splits back into per-request amounts in [0, n].
+With cells finer than every constraint's granularity (each boundary of a window
+period, a bucket, a plan's arrival, removal or revocation is a cell edge) this is
+exactly the request-level relaxation: fractional service, the crossing placed to
+within a bucket, and the crossing bucket itself left open (valid, if looser than the
+truth, which closes the window right after the crossing request).
 """
 
 from __future__ import annotations
