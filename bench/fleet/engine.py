@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -40,9 +41,9 @@ class TurnRecord:
     result: TurnResult
 
 
-@dataclass(frozen=True)
-class RequestRecord:
-    """One served request, flattened out of its turn for the metrics."""
+class RequestRecord(NamedTuple):
+    """One served request, flattened out of its turn for the metrics (a tuple: a run
+    makes one per request)."""
 
     at: datetime
     turn: int

@@ -145,7 +145,8 @@ class World:
         self.sim.clock.set(to_unix(fleet.start))
         self.subscriptions: dict[int, Subscription] = {}
         self.by_name: dict[str, Subscription] = {}
-        self.spans: dict[int, tuple[float, float]] = {}  # present from, until (unix)
+        # No plan is ever added or removed: every plan is always present.
+        self.fixed = all(s.added_at is None and s.removed_at is None for s in fleet.subscriptions)
         for index, spec in enumerate(fleet.subscriptions, start=1):
             token = f"sk-ant-oat01-fleet-bench-{index:03d}"
             credential = self.sim.register(
@@ -164,7 +165,6 @@ class World:
             )
             self.subscriptions[index] = subscription
             self.by_name[spec.name] = subscription
-            self.spans[index] = _span(spec.added_at, spec.removed_at)
         self.key = self.sim.register(token=KEY_TOKEN, kind="api_key", credit_usd=float("inf"))
         self.key_rung = Rung(RungKind.API_KEY, Secret(KEY_TOKEN))
 
@@ -187,11 +187,12 @@ class World:
 
     def present(self, subscription_id: int, at: datetime) -> bool:
         """Whether the plan is registered at ``at`` (a candidate for any policy)."""
-        begins, ends = self.spans[subscription_id]
-        return begins <= to_unix(at) < ends
+        return self.fixed or self.fleet.subscriptions[subscription_id - 1].present(at)
 
     def present_ids(self, at: datetime) -> list[int]:
         """The plans registered at ``at``, in fleet order."""
+        if self.fixed:
+            return list(self.subscriptions)
         return [pk for pk in self.subscriptions if self.present(pk, at)]
 
     def now(self, at: datetime) -> float:
