@@ -18,6 +18,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -89,6 +90,7 @@ class Run:
     plan_tokens: dict[str, dict[str, int]]  # window -> subscription -> tokens counted
     metrics: Metrics = field(default_factory=Metrics)
 
+    @cached_property
     def requests(self) -> list[RequestRecord]:
         """Every served request, in time order (ties: turn index, request order)."""
         out = []
@@ -114,7 +116,7 @@ class Run:
     def key_spend_curve(self) -> list[tuple[datetime, float]]:
         """Cumulative key spend in $, one point per key-served request."""
         total, points = 0.0, [(self.trace.fleet.start, 0.0)]
-        for request in self.requests():
+        for request in self.requests:
             if request.rung.kind is RungKind.API_KEY:
                 total += request.tokens * request.usd_per_mtok / 1e6
                 points.append((request.at, total))
@@ -209,7 +211,7 @@ def measure(run: Run, *, notifications: int) -> Metrics:
         m.failed_tokens += tokens
         m.failed_usd += tokens * run.trace.fleet.key_price(run.trace.model_of(turn)) / 1e6
     by_agent: dict[str, list[RequestRecord]] = defaultdict(list)
-    for request in run.requests():
+    for request in run.requests:
         by_agent[request.agent].append(request)
         if request.rung.kind is RungKind.API_KEY:
             m.key_tokens += request.tokens

@@ -19,7 +19,7 @@ counted unserved).
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -102,7 +102,7 @@ class ProjectPolicy(Policy):
         self.limited_interval = timedelta(seconds=settings.TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS)
         self.budget = timedelta(seconds=turn_timeout(None))
         self.history: dict[int, dict[str, list[UsagePoint]]] = {}
-        self.forecasts: dict[int, Forecast] = {}
+        self.forecasts: dict[int, Forecast | _Pending] = {}
 
     def sweep(self, now: datetime) -> None:
         """``headroom_sweep``: probe each due subscription, store what it read and the
@@ -135,18 +135,20 @@ class ProjectPolicy(Policy):
                 points.append(UsagePoint(reading.fetched_at, float(window.utilization)))
                 while points and points[0].at < now - LOOKBACK:
                     points.pop(0)
-            self.forecasts[pk] = forecast_compute(
-                windows,
-                resets={name: w.resets_at for name, w in reading.windows.items()},
-                now=reading.fetched_at,
+            # Computed when first asked for (the same inputs give the same forecast):
+            # most are replaced by the next reading before any turn reads them.
+            self.forecasts[pk] = _Pending(
+                windows, {name: w.resets_at for name, w in reading.windows.items()}, reading
             )
 
     def forecast_of(self, pk: int, now: datetime) -> Forecast | None:
         """The stored forecast, while it is evidence (as long as its reading)."""
-        found = self.forecasts.get(pk)
-        if found is None or now - found.computed_at > fresh_for():
+        held = self.forecasts.get(pk)
+        if isinstance(held, _Pending):
+            held = self.forecasts[pk] = held.compute()
+        if held is None or now - held.computed_at > fresh_for():
             return None
-        return found
+        return held
 
     def _rebalance(self, now: datetime) -> None:
         """``assignments_rebalance`` after the sweep: the hysteresis's moves, each a
@@ -173,6 +175,19 @@ class ProjectPolicy(Policy):
     @property
     def sent(self) -> int:
         return self.pool.notifications
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A forecast not computed yet: its plan's history as of ``reading``. The history
+    lists change only when the plan's next reading replaces this."""
+
+    windows: dict[str, list[UsagePoint]]
+    resets: dict[str, datetime | None]
+    reading: Reading
+
+    def compute(self) -> Forecast:
+        return forecast_compute(self.windows, resets=self.resets, now=self.reading.fetched_at)
 
 
 class BandedProjectPolicy(ProjectPolicy):
