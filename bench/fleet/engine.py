@@ -160,7 +160,6 @@ def simulate(trace: Trace, policy_type: type[Policy], *, phased: bool = True) ->
             generator = running.get(index)
             if generator is None:
                 generator = running[index] = policy.run_turn(trace.turns[index], at)
-            world.now(at)
             try:
                 resume = next(generator)
             except StopIteration as ended:

@@ -86,8 +86,13 @@ class PhasedWindow(Window):
     owner: str = ""
     resets: list[ResetRecord] = field(default_factory=list)
     usable: tuple[float, float] = (-math.inf, math.inf)  # present, and not revoked
+    # The reset instant of the window in force (``started_at`` + its duration): every
+    # quota check rolls every window, so the common case must be one comparison.
+    ends: float = -math.inf
 
     def roll(self, now: float) -> None:
+        if now < self.ends:
+            return
         start = self.started_at
         assert start is not None  # anchored windows always have a start
         duration = self.duration
@@ -96,6 +101,7 @@ class PhasedWindow(Window):
             self.resets.append(_reset(self, start))
             self.used = 0
         self.started_at = start
+        self.ends = start + duration
 
 
 @dataclass
