@@ -1,10 +1,12 @@
 """``python -m bench.fleet [--trace PATH ...] [--out DIR]``: the fleet benchmark.
 
-Without ``--trace`` it replays the kept traces (bench/fleet/traces/: steady, bursty,
-revoked). Prints one markdown table per trace, the targets measured, and writes the
-PNG plots to ``--out`` (default var/bench-fleet). Exits 1 if a run breaks an
-invariant (a turn lost or run twice, windows that disagree with the turns they
-served, a policy below the optimum); a missed target is reported, not an error.
+Without ``--trace`` it replays the kept traces (bench/fleet/traces/). Prints one
+markdown table per trace (with a line under it: this project's policy under the
+simulator's own window rule), the targets measured, and writes the PNG plots to
+``--out`` (default var/bench-fleet). Exits 1 if a run breaks an invariant (a turn
+lost or run twice, a request served twice, windows that disagree with the requests
+they served, a policy below the optimum where the LP bounds it); a missed target is
+reported, not an error.
 """
 
 from __future__ import annotations
