@@ -117,9 +117,13 @@ class Policy(ABC):
         self.world = world
         self.notifications = 0
         self.parked = 0
-        # The assignment each agent starts with (subscription id or None).
+        # The assignment each agent starts with (subscription id or None): only a plan
+        # registered at the start can be assigned (one added later starts empty).
+        start = trace.fleet.start
         self.assignment: dict[str, int | None] = {
-            a.name: world.by_name[a.subscription].id if a.subscription else None
+            a.name: pk
+            if a.subscription and world.present(pk := world.by_name[a.subscription].id, start)
+            else None
             for a in trace.fleet.agents
         }
 

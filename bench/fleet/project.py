@@ -412,7 +412,7 @@ class ProjectTurn:
                 )
         since = self.policy.on_api_key_since
         if finish.notice is Notice.API_KEY_ROUTE:
-            since[self.agent] = self.now
+            since[self.agent] = self.turn.at  # since this turn started, as served.py says
             self.pool.notify(
                 dedup_key=f"api-key-route:{self.agent}", ttl=KEY_NOTICE_TTL, now=self.now
             )

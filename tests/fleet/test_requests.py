@@ -111,6 +111,17 @@ def test_a_plan_removed_while_a_turn_runs_takes_no_more_of_its_requests():
     assert [a.subscription_id for a in result.attempts] == [1, 1, None, None]
 
 
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_agent_whose_plan_is_added_later_starts_with_none(policy):
+    trace = Trace(
+        fleet(
+            plan("a", added_at=START + timedelta(hours=2)), agents=(AgentSpec("x", SONNET, "a"),)
+        ),
+        (turn("x", timedelta(hours=1), 10),),
+    )
+    assert rungs(simulate(trace, policy).records[0].result) == ["key"]
+
+
 def test_nobody_may_send_to_a_plan_that_is_not_present():
     world = World(fleet(plan("a", added_at=START + timedelta(hours=1)), agents=()))
     with pytest.raises(AssertionError, match="absent"):
