@@ -51,8 +51,8 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Served:
-    """A request served: which one, when, on which rung, and (for a key-served one)
-    whether some plan would have served it at that instant (before it ran)."""
+    """A request served: which one, when, on which rung, and whether some plan would
+    have served it at that instant (before it ran)."""
 
     request: int
     at: datetime
@@ -164,9 +164,9 @@ class Policy(ABC):
                 rung.subscription_id, at
             ):
                 return self.world.withdrawn(rung, at)
-            # Whether a plan could have served instead matters only for the key's
-            # requests (the metrics read it for nothing else), so only they ask.
-            could = rung.kind is RungKind.API_KEY and self.world.could_serve(model, at)
+            # A plan that serves the request could serve it; only the key's requests
+            # need to ask the world (a quota check of every plan).
+            could = rung.kind is not RungKind.API_KEY or self.world.could_serve(model, at)
             outcome = self.world.attempt(rung, model=model, tokens=part.tokens, at=at)
             result.attempts.append(
                 Attempt(rung.kind, rung.subscription_id, outcome.ok, outcome.error_code, index)
