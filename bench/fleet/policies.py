@@ -451,6 +451,7 @@ class _CachedPolicy(NoticedPolicy):
             self.blocks.block(pk, outcome, family, result.now)
         return (yield from self._finish(turn, result))
 
+    @abstractmethod
     def _answered(self, agent: str, subscription_id: int, at: datetime) -> None:
         """A plan served part of an agent's turn from ``at`` on."""
 
@@ -475,20 +476,21 @@ class PiRouterPolicy(_CachedPolicy):
 
     def _pick(self, turn: Turn, family: str | None, now: datetime, tried: set[int]) -> int | None:
         eligible = self._eligible(family, now, tried)
-        scored = [(pk, balanced_score(self.readings.get(pk, now), family, now)) for pk in eligible]
-        measured = sorted((p for p in scored if p[1] is not None), key=lambda p: -float(p[1] or 0))
-        ranked = measured + [p for p in scored if p[1] is None]
-        if not ranked:
-            return None
-        best = ranked[0]
+        scores = {pk: balanced_score(self.readings.get(pk, now), family, now) for pk in eligible}
+        measured = [(pk, score) for pk, score in scores.items() if score is not None]
+        measured.sort(key=lambda ranked: -ranked[1])  # stable: ties keep fleet order
+        if not measured:
+            # Nothing measured: the incumbent stays, else the first in fleet order.
+            held = self.incumbent.get(turn.agent)
+            return held if held in scores and not tried else next(iter(scores), None)
+        best, top = measured[0]
         held = self.incumbent.get(turn.agent)
-        mine = next((p for p in scored if p[0] == held), None)
-        if tried or mine is None:
-            return best[0]  # a walk, or no eligible incumbent: the balanced pick
-        if mine[1] is None:
-            return best[0] if best[1] is not None else mine[0]
-        assert best[1] is not None
-        return best[0] if best[1] > mine[1] * self.margin + self.tie else mine[0]
+        if tried or held not in scores:
+            return best  # a walk, or no eligible incumbent: the balanced pick
+        mine = scores[held]
+        if mine is None:
+            return best  # a measured challenger promotes an unmeasured incumbent
+        return best if top > mine * self.margin + self.tie else held
 
     def _answered(self, agent: str, subscription_id: int, at: datetime) -> None:
         self.incumbent[agent] = subscription_id
