@@ -16,7 +16,7 @@ the next window starts at the reset instant. That makes every reset instant a
 property of the trace, not of the policy, which is what lets one LP bound every
 policy (docs/benchmarks.md). ``World(fleet, phased=False)`` runs the simulator's own
 rule instead (``SimulatorWindow``: a plain ``Window`` that only records its resets),
-so the difference between the two rules can be measured (``report.rules``).
+so the difference between the two rules can be measured (``report.rule_gap``).
 
 A plan is sent to only while it is present (``SubscriptionSpec.present``: added and
 not removed): ``attempt`` asserts it, since no policy may choose an absent plan.
