@@ -94,8 +94,9 @@ def test_agents_lose_a_removed_plan_as_production_sets_null():
         fleet(plan("a", removed_at=removed), plan("b"), agents=(AgentSpec("x", SONNET, "a"),)),
         (turn("x", MINUTE, 10), turn("x", 2 * timedelta(hours=1), 10)),
     )
-    run = simulate(trace, FixedPolicy)
-    # After the removal the agent has no plan: the fixed policy goes to the key.
+    run = simulate(trace, SwitchOnFailurePolicy)
+    # After the removal the agent has no plan, so there is nothing to switch from:
+    # the key (had it kept a, a's gone credential would have walked it to b).
     assert [rungs(r.result) for r in run.records] == [["a"], ["key"]]
     assert not any(a.subscription_id == 1 for a in run.records[1].result.attempts)
 
