@@ -15,7 +15,7 @@ from bench.fleet.generate import small
 from bench.fleet.lineup import POLICIES
 from bench.fleet.policies import FixedPolicy, RoundRobinPolicy, SwitchOnFailurePolicy
 from bench.fleet.project import ProjectPolicy
-from bench.fleet.report import check, compare
+from bench.fleet.report import check, compare, rule_gap
 from bench.fleet.trace import AgentSpec, Trace
 from bench.fleet.world import World
 from tests.fleet.support import OPUS, SONNET, START, fleet, plan, rungs, split_trace, turn
@@ -194,3 +194,18 @@ def test_check_finds_a_request_served_twice(split_comparison):
         assert any("requests served" in p for p in check(split_comparison))
     finally:
         record.result.attempts.pop()
+
+
+def test_the_rule_gap_counts_the_five_hour_periods_that_left_the_phase():
+    """Under the simulator's rule the window after the +2 h reset starts at the +3 h
+    request, so it resets at +8 h, an hour off the phase (+7 h); the first is on it."""
+    trace = Trace(
+        fleet(
+            plan("a", five_hour=1_000, five_used=400, five_reset=timedelta(hours=2)),
+            agents=(AgentSpec("x", SONNET, "a"),),
+        ),
+        (turn("x", timedelta(hours=1), 700), turn("x", timedelta(hours=3), 10)),
+    )
+    gap = rule_gap(trace, simulate(trace, ProjectPolicy))
+    assert (gap.periods, gap.moved) == (2, 1)
+    assert "1 of 2 5-hour periods (50.0 %)" in gap.line()

@@ -75,6 +75,8 @@ def test_the_table_has_a_row_per_policy_and_the_optimum(comparison):
     for policy in POLICIES:
         assert f"| {policy.name} |" in rendered
     assert "| hindsight optimum (LP) |" in rendered
+    assert comparison.rule is not None
+    assert comparison.rule.line() in rendered
 
 
 def _reading(at, seven_day: float) -> Reading:
