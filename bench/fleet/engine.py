@@ -1,29 +1,38 @@
 """The discrete-event loop and the metrics of one policy's run over one trace.
 
-Events, in time order (ties: revocations, then the sampler's beat, then turns in
-trace order): a revocation flips the simulator's credential; a beat every
-``TRINITY_HEADROOM_SAMPLE_SECONDS`` lets the policy's sampler probe (only this
-project's reads headroom) and samples every window for the plots; a turn runs to
-its end on the policy's credentials. The clock is the simulator's, set to each
-event's instant; nothing sleeps and nothing is random, so a run is a function of
-its trace.
+The loop is an event heap on the simulated clock. Events, in time order (ties: a
+plan removed, a plan revoked, the sampler's beat, then turns by trace index): a
+removal takes the plan away from every policy's candidates and its agents'
+assignments; a revocation flips the simulator's credential; a beat every
+``TRINITY_HEADROOM_SAMPLE_SECONDS`` lets the policy's sampler probe (a plan only
+once it is present) and samples every window for the plots; a turn starts at its
+instant as the policy's generator (``Policy.run_turn``), which yields the instant of
+each request it is about to send and is resumed when the clock gets there, so turns
+overlap and their requests interleave with each other and with every other event.
+Nothing sleeps and nothing is random, so a run is a function of its trace.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
+from typing import NamedTuple
 
 from django.conf import settings
 
-from agents.rung import RungKind
-from bench.fleet.policies import Policy, TurnResult
+from agents.rung import Rung, RungKind
+from bench.fleet.policies import Policy, TurnResult, TurnRun
 from bench.fleet.trace import Trace, Turn
 from bench.fleet.world import ResetRecord, World, from_unix
 
 # A switch back to where the agent came from within this long is a ping-pong.
 PING_PONG_WITHIN = timedelta(hours=2)
+# Event kinds, in their order at one instant.
+REMOVE, REVOKE, BEAT, TURN = range(4)
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,18 @@ class TurnRecord:
     index: int
     turn: Turn
     result: TurnResult
-    # Whether some plan would have served this turn at its instant (before it ran).
+
+
+class RequestRecord(NamedTuple):
+    """One served request, flattened out of its turn for the metrics (a tuple: a run
+    makes one per request)."""
+
+    at: datetime
+    turn: int
+    agent: str
+    tokens: int
+    usd_per_mtok: float  # the key's price for the turn's model
+    rung: Rung
     plan_could_serve: bool
 
 
@@ -39,6 +59,7 @@ class TurnRecord:
 class Metrics:
     completed: int = 0
     failed: int = 0
+    failed_requests: int = 0
     parked: int = 0
     key_usd: float = 0.0
     key_tokens: int = 0
@@ -49,10 +70,12 @@ class Metrics:
     ping_pongs: int = 0
     notifications: int = 0
     key_minutes_after_reset: float = 0.0
-    key_turns_while_plan_served: int = 0
+    key_requests_while_plan_served: int = 0
     refusals: int = 0
     failed_while_servable: int = 0
     failed_tokens: int = 0
+    # What the failed requests would have cost on the key.
+    failed_usd: float = 0.0
 
 
 @dataclass
@@ -67,62 +90,108 @@ class Run:
     plan_tokens: dict[str, dict[str, int]]  # window -> subscription -> tokens counted
     metrics: Metrics = field(default_factory=Metrics)
 
-    def key_spend_curve(self) -> list[tuple[datetime, float]]:
-        """Cumulative key spend in $, one point per key-served turn."""
-        price = self.trace.fleet.key_usd_per_mtok / 1e6
-        total, points = 0.0, [(self.trace.fleet.start, 0.0)]
+    @cached_property
+    def requests(self) -> list[RequestRecord]:
+        """Every served request, in time order (ties: turn index, request order)."""
+        out = []
         for record in self.records:
-            served = record.result.served_by
-            if served is not None and served.kind is RungKind.API_KEY:
-                total += record.turn.tokens * price
-                points.append((record.turn.at, total))
+            turn = record.turn
+            price = self.trace.fleet.key_price(self.trace.model_of(turn))
+            for served in record.result.served:
+                tokens = turn.parts[served.request].tokens
+                out.append(
+                    RequestRecord(
+                        served.at,
+                        record.index,
+                        turn.agent,
+                        tokens,
+                        price,
+                        served.rung,
+                        served.plan_could_serve,
+                    )
+                )
+        out.sort(key=lambda r: (r.at, r.turn))  # stable: a turn's requests keep their order
+        return out
+
+    def key_spend_curve(self) -> list[tuple[datetime, float]]:
+        """Cumulative key spend in $, one point per key-served request."""
+        total, points = 0.0, [(self.trace.fleet.start, 0.0)]
+        for request in self.requests:
+            if request.rung.kind is RungKind.API_KEY:
+                total += request.tokens * request.usd_per_mtok / 1e6
+                points.append((request.at, total))
         points.append((self.trace.fleet.end, total))
         return points
 
 
-def _events(trace: Trace) -> list[tuple[datetime, int, int, str]]:
+def _events(trace: Trace) -> list[tuple[datetime, int, int]]:
     fleet = trace.fleet
-    events: list[tuple[datetime, int, int, str]] = []
+    events: list[tuple[datetime, int, int]] = []
     for index, spec in enumerate(fleet.subscriptions):
-        if spec.revoked_at is not None and fleet.start <= spec.revoked_at < fleet.end:
-            events.append((spec.revoked_at, 0, index, "revoke"))
+        for at, kind in ((spec.removed_at, REMOVE), (spec.revoked_at, REVOKE)):
+            if at is not None and fleet.start <= at < fleet.end:
+                events.append((at, kind, index))
     beat = timedelta(seconds=settings.TRINITY_HEADROOM_SAMPLE_SECONDS)
     at, beat_index = fleet.start, 0
     while at < fleet.end:
-        events.append((at, 1, beat_index, "beat"))
+        events.append((at, BEAT, beat_index))
         at += beat
         beat_index += 1
-    events.extend((turn.at, 2, index, "turn") for index, turn in enumerate(trace.turns))
-    events.sort(key=lambda e: (e[0], e[1], e[2]))
+    events.extend((turn.at, TURN, index) for index, turn in enumerate(trace.turns))
+    heapq.heapify(events)
     return events
 
 
-def simulate(trace: Trace, policy_type: type[Policy]) -> Run:
-    """Run ``trace`` under one policy on a fresh simulated provider; returns its Run."""
-    world = World(trace.fleet)
+def simulate(trace: Trace, policy_type: type[Policy], *, phased: bool = True) -> Run:
+    """Run ``trace`` under one policy on a fresh simulated provider; returns its Run.
+
+    ``phased=False`` runs the provider under the simulator's own window rule.
+    """
+    world = World(trace.fleet, phased=phased)
     policy = policy_type(trace, world)
-    records: list[TurnRecord] = []
+    results: dict[int, TurnResult] = {}
+    running: dict[int, TurnRun] = {}
     samples: list[tuple[datetime, dict[str, dict[str, float]]]] = []
-    for at, _, index, kind in _events(trace):
-        if kind == "revoke":
-            world.revoke(trace.fleet.subscriptions[index].name, at)
-        elif kind == "beat":
+    events = _events(trace)
+    event = heapq.heappop(events)
+    while True:
+        at, kind, index = event
+        if kind == TURN:
+            generator = running.get(index)
+            if generator is None:
+                generator = running[index] = policy.run_turn(trace.turns[index], at)
+            try:
+                resume = next(generator)
+            except StopIteration as ended:
+                results[index] = ended.value
+                del running[index]
+            else:
+                assert resume >= at, "a turn cannot resume in the past"
+                # The same order as a push then a pop, without touching the heap when
+                # this turn's next request comes first (the common case).
+                event = heapq.heappushpop(events, (resume, TURN, index))
+                continue
+        elif kind == BEAT:
             policy.sweep(at)
             samples.append((at, world.utilization(at)))
+        elif kind == REVOKE:
+            world.revoke(trace.fleet.subscriptions[index].name, at)
         else:
-            turn = trace.turns[index]
-            could = world.could_serve(trace.model_of(turn), at)
-            records.append(TurnRecord(index, turn, policy.run_turn(turn, at), could))
+            policy.plan_removed(index + 1, at)
+        if not events:
+            break
+        event = heapq.heappop(events)
     world.flush(trace.fleet.end)
     run = Run(
         policy=policy.name,
         trace=trace,
-        records=records,
+        records=[TurnRecord(i, turn, results[i]) for i, turn in enumerate(trace.turns)],
         resets=[r for r in world.resets() if from_unix(r.at) <= trace.fleet.end],
         samples=samples,
         plan_tokens={w: dict(world.window_tokens(w)) for w in ("five_hour", "seven_day")},
     )
     run.metrics = measure(run, notifications=policy.sent)
+    run.metrics.parked = policy.parked
     return run
 
 
@@ -132,56 +201,59 @@ def _pct(unused: int, capacity: int) -> float:
 
 def measure(run: Run, *, notifications: int) -> Metrics:
     """The figures of one run (docs/benchmarks.md defines each)."""
-    fleet = run.trace.fleet
-    price = fleet.key_usd_per_mtok / 1e6
     m = Metrics(notifications=notifications)
-    by_agent: dict[str, list[TurnRecord]] = defaultdict(list)
     for record in run.records:
-        by_agent[record.turn.agent].append(record)
-        result = record.result
+        result, turn = record.result, record.turn
         m.refusals += result.refusals
-        served = result.served_by
-        if served is None:
-            m.failed += 1
-            m.failed_tokens += record.turn.tokens
-            # The bench's key never refuses: a failed turn always had a credential.
-            m.failed_while_servable += 1
+        if result.complete:
+            m.completed += 1
             continue
-        m.completed += 1
-        if served.kind is RungKind.API_KEY:
-            m.key_tokens += record.turn.tokens
-            if record.plan_could_serve:
-                m.key_turns_while_plan_served += 1
-    m.key_usd = m.key_tokens * price
+        # The bench's key never refuses: a failed turn always had a credential.
+        m.failed += 1
+        m.failed_while_servable += 1
+        left = turn.parts[result.next :]
+        m.failed_requests += len(left)
+        tokens = sum(part.tokens for part in left)
+        m.failed_tokens += tokens
+        m.failed_usd += tokens * run.trace.fleet.key_price(run.trace.model_of(turn)) / 1e6
+    by_agent: dict[str, list[RequestRecord]] = defaultdict(list)
+    for request in run.requests:
+        by_agent[request.agent].append(request)
+        if request.rung.kind is RungKind.API_KEY:
+            m.key_tokens += request.tokens
+            m.key_usd += request.tokens * request.usd_per_mtok / 1e6
+            m.key_requests_while_plan_served += request.plan_could_serve
     for window, attribute in (("five_hour", "five_hour"), ("seven_day", "seven_day")):
         resets = [r for r in run.resets if r.window == window and not r.revoked]
         unused = sum(r.unused for r in resets)
         setattr(m, f"unused_{attribute}_pct", _pct(unused, sum(r.capacity for r in resets)))
         if window == "seven_day":
             m.unused_seven_day_tokens = unused
-    for records in by_agent.values():
-        switches, pongs = _switches(records)
+    for requests in by_agent.values():
+        switches, pongs = _switches(requests)
         m.switches += switches
         m.ping_pongs += pongs
-        m.key_minutes_after_reset += _key_minutes(records)
+        m.key_minutes_after_reset += _key_minutes(requests)
     return m
 
 
-def _switches(records: list[TurnRecord]) -> tuple[int, int]:
-    """Switches (a plan-served turn on another plan than the agent's previous one) and
-    ping-pongs (a switch A→B followed by the next switch B→A within two hours)."""
+def _plans(requests: list[RequestRecord]) -> Iterator[tuple[int, datetime]]:
+    for request in requests:
+        if request.rung.kind is RungKind.SUBSCRIPTION:
+            assert request.rung.subscription_id is not None
+            yield request.rung.subscription_id, request.at
+
+
+def _switches(requests: list[RequestRecord]) -> tuple[int, int]:
+    """Switches (a plan-served request on another plan than the agent's previous
+    plan-served one) and ping-pongs (a switch A→B followed by the next switch B→A
+    within two hours)."""
     switches = pongs = 0
     plan: int | None = None
     last: tuple[int, int, datetime] | None = None  # from, to, at
-    for record in records:
-        served = record.result.served_by
-        if served is None or served.kind is not RungKind.SUBSCRIPTION:
-            continue
-        target = served.subscription_id
-        assert target is not None
+    for target, at in _plans(requests):
         if plan is not None and target != plan:
             switches += 1
-            at = record.turn.at
             if last is not None and last[0] == target and last[1] == plan:
                 if at - last[2] <= PING_PONG_WITHIN:
                     pongs += 1
@@ -190,30 +262,24 @@ def _switches(records: list[TurnRecord]) -> tuple[int, int]:
     return switches, pongs
 
 
-def _key_minutes(records: list[TurnRecord]) -> float:
+def _key_minutes(requests: list[RequestRecord]) -> float:
     """Minutes an agent stayed on the key after a plan could serve it again.
 
-    From its first key-served turn at which some plan would have served, until its
-    next plan-served turn (or a key turn at which no plan could serve any more, or
-    its last turn).
+    From its first key-served request at which some plan would have served, until its
+    next plan-served request (or a key request at which no plan could serve any more,
+    or its last request).
     """
     minutes = 0.0
     since: datetime | None = None
-    last_at: datetime | None = None
-    for record in records:
-        served = record.result.served_by
-        at = record.turn.at
-        last_at = at
-        if served is None:
-            continue
-        on_key = served.kind is RungKind.API_KEY
-        if on_key and record.plan_could_serve:
+    for request in requests:
+        at = request.at
+        if request.rung.kind is RungKind.API_KEY and request.plan_could_serve:
             if since is None:
                 since = at
             continue
         if since is not None:
             minutes += (at - since).total_seconds() / 60
             since = None
-    if since is not None and last_at is not None:
-        minutes += (last_at - since).total_seconds() / 60
+    if since is not None and requests:
+        minutes += (requests[-1].at - since).total_seconds() / 60
     return minutes

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from bench.fleet.policies import FixedPolicy, Policy, RoundRobinPolicy, SwitchOnFailurePolicy
+from bench.fleet.policies import (
+    FixedPolicy,
+    PiRouterPolicy,
+    Policy,
+    RoundRobinPolicy,
+    SoonestWeeklyResetPolicy,
+    SwitchOnFailurePolicy,
+)
 from bench.fleet.project import BandedProjectPolicy, ProjectPolicy, RebalancingProjectPolicy
 
 POLICIES: tuple[type[Policy], ...] = (
@@ -12,4 +19,6 @@ POLICIES: tuple[type[Policy], ...] = (
     FixedPolicy,
     RoundRobinPolicy,
     SwitchOnFailurePolicy,
+    PiRouterPolicy,
+    SoonestWeeklyResetPolicy,
 )

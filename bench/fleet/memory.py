@@ -121,7 +121,10 @@ class MemoryPool:
         return True
 
     def commit(self, *, agent: str, expected: int, subscription_id: int, now: datetime) -> bool:
-        """``assignment_commit``: compare-and-set, and ONE notification for the winner."""
+        """``assignment_commit``: compare-and-set, and ONE notification for the winner.
+
+        Returns whether this call won; a loser (the agent moved since ``expected``)
+        changes nothing and says nothing."""
         if self.assignment.get(agent) != expected:
             return False
         self.assignment[agent] = subscription_id
@@ -157,9 +160,10 @@ class MemoryPool:
             if assigned is not None:
                 counts[assigned] = counts.get(assigned, 0) + 1
         rows = []
-        for pk, subscription in self.world.subscriptions.items():
+        for pk in self.world.present_ids(now):
             if pk in exclude_ids:
                 continue
+            subscription = self.world.subscriptions[pk]
             latest = self._latest_in_window(pk, now)
             rows.append(
                 candidate_of(

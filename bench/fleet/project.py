@@ -18,14 +18,15 @@ counted unserved).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Generator
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
 
 from agents.rung import Rung, RungKind
 from bench.fleet.memory import MemoryPool
-from bench.fleet.policies import Policy, TurnResult
+from bench.fleet.policies import Policy, TurnResult, TurnRun
 from bench.fleet.trace import Trace, Turn
 from bench.fleet.world import World
 from execution.deadlines import turn_timeout
@@ -80,8 +81,9 @@ class ProjectPolicy(Policy):
 
     The fleet runs with auto-switch and the key fallback on, no agent pinned, every
     agent a thrifty Claude runtime that may bill the key, and agent servers that echo
-    the override (so no legacy path). Turns run one at a time, so the compare-and-set
-    always wins and a concurrent switch never happens.
+    the override (so no legacy path). Turns overlap, so a turn's compare-and-set can
+    lose to another turn of the same agent that committed first; it then commits
+    nothing and says nothing, as ``execution/served.py`` does.
     """
 
     name = "this project"
@@ -101,14 +103,13 @@ class ProjectPolicy(Policy):
         self.limited_interval = timedelta(seconds=settings.TRINITY_HEADROOM_LIMITED_SAMPLE_SECONDS)
         self.budget = timedelta(seconds=turn_timeout(None))
         self.history: dict[int, dict[str, list[UsagePoint]]] = {}
-        self.forecasts: dict[int, Forecast] = {}
-        self.parked = 0
+        self.forecasts: dict[int, Forecast | _Pending] = {}
 
     def sweep(self, now: datetime) -> None:
         """``headroom_sweep``: probe each due subscription, store what it read and the
         forecast computed from its history, as the sampler does."""
         readings = {}
-        for pk in self.world.subscriptions:
+        for pk in self.world.present_ids(now):
             if probe_due(
                 self.pool.snapshots.get(pk),
                 now=now,
@@ -135,18 +136,20 @@ class ProjectPolicy(Policy):
                 points.append(UsagePoint(reading.fetched_at, float(window.utilization)))
                 while points and points[0].at < now - LOOKBACK:
                     points.pop(0)
-            self.forecasts[pk] = forecast_compute(
-                windows,
-                resets={name: w.resets_at for name, w in reading.windows.items()},
-                now=reading.fetched_at,
+            # Computed when first asked for (the same inputs give the same forecast):
+            # most are replaced by the next reading before any turn reads them.
+            self.forecasts[pk] = _Pending(
+                windows, {name: w.resets_at for name, w in reading.windows.items()}, reading
             )
 
     def forecast_of(self, pk: int, now: datetime) -> Forecast | None:
         """The stored forecast, while it is evidence (as long as its reading)."""
-        found = self.forecasts.get(pk)
-        if found is None or now - found.computed_at > fresh_for():
+        held = self.forecasts.get(pk)
+        if isinstance(held, _Pending):
+            held = self.forecasts[pk] = held.compute()
+        if held is None or now - held.computed_at > fresh_for():
             return None
-        return found
+        return held
 
     def _rebalance(self, now: datetime) -> None:
         """``assignments_rebalance`` after the sweep: the hysteresis's moves, each a
@@ -167,12 +170,25 @@ class ProjectPolicy(Policy):
                 now=now,
             )
 
-    def run_turn(self, turn: Turn, now: datetime) -> TurnResult:
+    def run_turn(self, turn: Turn, now: datetime) -> TurnRun:
         return ProjectTurn(self, turn, now).run()
 
     @property
     def sent(self) -> int:
         return self.pool.notifications
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A forecast not computed yet: its plan's history as of ``reading``. The history
+    lists change only when the plan's next reading replaces this."""
+
+    windows: dict[str, list[UsagePoint]]
+    resets: dict[str, datetime | None]
+    reading: Reading
+
+    def compute(self) -> Forecast:
+        return forecast_compute(self.windows, resets=self.resets, now=self.reading.fetched_at)
 
 
 class BandedProjectPolicy(ProjectPolicy):
@@ -192,7 +208,12 @@ class RebalancingProjectPolicy(ProjectPolicy):
 
 
 class ProjectTurn:
-    """One turn: ``execution/turn.py``'s loop on the planner, answered from memory."""
+    """One turn: ``execution/turn.py``'s loop on the planner, answered from memory.
+
+    ``now`` is the turn's clock: each ``Send`` runs the turn's remaining requests at
+    their instants (``Policy._try``), so a refusal in the middle of the turn reaches
+    the planner at that request's instant, and the walk resumes the turn from there.
+    """
 
     def __init__(self, policy: ProjectPolicy, turn: Turn, now: datetime) -> None:
         self.policy = policy
@@ -202,9 +223,9 @@ class ProjectTurn:
         self.now = now
         self.agent = turn.agent
         self.family = family_window(policy.trace.model_of(turn))
-        self.result = TurnResult(served_by=None)
+        self.result = TurnResult.of(turn, now)
 
-    def run(self) -> TurnResult:
+    def run(self) -> TurnRun:
         evidence = Evidence(
             turn=TurnFacts(
                 provider="anthropic",
@@ -219,12 +240,12 @@ class ProjectTurn:
             if isinstance(action, Need):
                 evidence = self._answer(evidence, action)
             elif isinstance(action, Send):
-                evidence = self._send(evidence, action)
+                evidence = yield from self._send(evidence, action)
             elif isinstance(action, Record):
                 self._record(evidence, action)
                 evidence = evidence.learn(recorded=True)
             else:
-                self._end(action)
+                self._end(evidence, action)
                 return self.result
         raise RuntimeError(f"the planner did not end a turn of {self.agent}")
 
@@ -246,7 +267,7 @@ class ProjectTurn:
         if ask is Ask.AFFINITY:
             return replace(evidence, previous=None)  # the traces carry no chat sessions
         if ask is Ask.POOL_SIZE:
-            return replace(evidence, pool_size=len(self.world.subscriptions))
+            return replace(evidence, pool_size=len(self.world.present_ids(self.now)))
         if ask is Ask.RUNGS:
             names = {pk: self.world.subscriptions[pk].name for pk in need.ids}
             return replace(evidence, rungs={**evidence.rungs, **names})
@@ -332,7 +353,7 @@ class ProjectTurn:
         )
 
     def _expected_turn(self) -> timedelta:
-        return pool.forecast_turn_length(now=self.now, budget_end=self.now + self.policy.budget)
+        return pool.forecast_turn_length(now=self.now, budget_end=self.turn.at + self.policy.budget)
 
     # Actions
 
@@ -347,10 +368,11 @@ class ProjectTurn:
         assert ref.subscription_id is not None
         return self.world.subscriptions[ref.subscription_id].rung
 
-    def _send(self, evidence: Evidence, send: Send) -> Evidence:
-        outcome = self.policy._try(
-            self.result, self._rung(send.rung, evidence), self.turn, self.now
+    def _send(self, evidence: Evidence, send: Send) -> Generator[datetime, None, Evidence]:
+        outcome = yield from self.policy._try(
+            self.result, self._rung(send.rung, evidence), self.turn
         )
+        self.now = self.result.now
         seen = Outcome(
             outcome.ok,
             outcome.error_code,
@@ -381,9 +403,9 @@ class ProjectTurn:
             now=self.now,
         )
 
-    def _end(self, action: Finish | Park | Fail) -> None:
+    def _end(self, evidence: Evidence, action: Finish | Park | Fail) -> None:
         if isinstance(action, Finish):
-            self._finish(action)
+            self._finish(evidence, action)
             return
         if isinstance(action, Park):
             self.policy.parked += 1
@@ -392,10 +414,14 @@ class ProjectTurn:
                 dedup_key=f"pool-exhausted:{self.agent}", ttl=EXHAUSTED_NOTICE_TTL, now=self.now
             )
 
-    def _finish(self, finish: Finish) -> None:
-        """``execution/served.py``: the commit the planner asked for, then its notice."""
+    def _finish(self, evidence: Evidence, finish: Finish) -> None:
+        """``execution/served.py``: the commit the planner asked for, then its notice.
+
+        The commit expects the plan the turn started on; when another turn moved the
+        agent meanwhile, it loses and changes nothing (no notice), as in production.
+        """
         served = finish.served_by
-        origin = self.policy.assignment[self.agent]
+        origin = evidence.agent.origin if evidence.agent is not None else None
         if finish.switch is not None and finish.switch.commit and served is not None:
             if served.subscription_id is not None and origin is not None:
                 self.pool.commit(
@@ -406,7 +432,7 @@ class ProjectTurn:
                 )
         since = self.policy.on_api_key_since
         if finish.notice is Notice.API_KEY_ROUTE:
-            since[self.agent] = self.now
+            since[self.agent] = self.turn.at  # since this turn started, as served.py says
             self.pool.notify(
                 dedup_key=f"api-key-route:{self.agent}", ttl=KEY_NOTICE_TTL, now=self.now
             )

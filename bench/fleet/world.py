@@ -14,12 +14,17 @@ One difference from the simulator, on purpose: its windows start at the first
 request after a reset; here each window is anchored to its phase (``PhasedWindow``):
 the next window starts at the reset instant. That makes every reset instant a
 property of the trace, not of the policy, which is what lets one LP bound every
-policy (docs/benchmarks.md). Under the load these traces carry the two rules place
-a reset within minutes of each other.
+policy (docs/benchmarks.md). ``World(fleet, phased=False)`` runs the simulator's own
+rule instead (``SimulatorWindow``: a plain ``Window`` that only records its resets),
+so the difference between the two rules can be measured (``report.rule_gap``).
+
+A plan is sent to only while it is present (``SubscriptionSpec.present``: added and
+not removed): ``attempt`` asserts it, since no policy may choose an absent plan.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,8 +57,9 @@ def from_unix(seconds: float) -> datetime:
 class ResetRecord:
     """One window reset: its capacity and what the window that ended had used.
 
-    ``revoked``: the plan was revoked before the reset, so its capacity was never
-    usable and counts as neither used nor unused.
+    ``revoked``: the plan could not be used for that window (revoked before the
+    reset, removed before it, or not added until after it), so its capacity counts
+    as neither used nor unused.
     """
 
     at: float
@@ -79,20 +85,46 @@ class PhasedWindow(Window):
 
     owner: str = ""
     resets: list[ResetRecord] = field(default_factory=list)
-    revoked_at: float | None = None
+    usable: tuple[float, float] = (-math.inf, math.inf)  # present, and not revoked
+    # The reset instant of the window in force (``started_at`` + its duration): every
+    # quota check rolls every window, so the common case must be one comparison.
+    ends: float = -math.inf
 
     def roll(self, now: float) -> None:
+        if now < self.ends:
+            return
         start = self.started_at
         assert start is not None  # anchored windows always have a start
         duration = self.duration
         while now >= start + duration:
             start += duration
-            revoked = self.revoked_at is not None and self.revoked_at <= start
-            self.resets.append(
-                ResetRecord(start, self.owner, self.name, self.capacity, self.used, revoked)
-            )
+            self.resets.append(_reset(self, start))
             self.used = 0
         self.started_at = start
+        self.ends = start + duration
+
+
+@dataclass
+class SimulatorWindow(Window):
+    """A plain ``simulator.state.Window`` (the next window starts at the first request
+    after a reset) that records each reset the way ``PhasedWindow`` does."""
+
+    owner: str = ""
+    resets: list[ResetRecord] = field(default_factory=list)
+    usable: tuple[float, float] = (-math.inf, math.inf)
+
+    def roll(self, now: float) -> None:
+        at = self.resets_at()
+        if at is not None and now >= at:
+            self.resets.append(_reset(self, at))
+        super().roll(now)
+
+
+def _reset(window: PhasedWindow | SimulatorWindow, at: float) -> ResetRecord:
+    """The reset at ``at`` of the window that ends there, with what it used."""
+    begins, ends = window.usable
+    unusable = at <= begins or ends <= at
+    return ResetRecord(at, window.owner, window.name, window.capacity, window.used, unusable)
 
 
 @dataclass(frozen=True)
@@ -106,14 +138,21 @@ class Subscription:
 
 
 class World:
-    """The provider simulator for one policy's run: fresh quotas, one clock."""
+    """The provider simulator for one policy's run: fresh quotas, one clock.
 
-    def __init__(self, fleet: Fleet) -> None:
+    ``phased``: windows anchored to their phase (the benchmark's rule), else the
+    simulator's own (a window starts at the first request after a reset).
+    """
+
+    def __init__(self, fleet: Fleet, *, phased: bool = True) -> None:
         self.fleet = fleet
+        self.phased = phased
         self.sim = Simulator()
         self.sim.clock.set(to_unix(fleet.start))
         self.subscriptions: dict[int, Subscription] = {}
         self.by_name: dict[str, Subscription] = {}
+        # No plan is ever added or removed: every plan is always present.
+        self.fixed = all(s.added_at is None and s.removed_at is None for s in fleet.subscriptions)
         for index, spec in enumerate(fleet.subscriptions, start=1):
             token = f"sk-ant-oat01-fleet-bench-{index:03d}"
             credential = self.sim.register(
@@ -123,7 +162,7 @@ class World:
                 plan_type=spec.plan_type,
                 capacity={name: w.capacity for name, w in spec.windows.items()},
             )
-            credential.windows = dict(self._windows(spec))
+            credential.windows = dict(self._windows(spec, phased=phased))
             subscription = Subscription(
                 index,
                 spec.name,
@@ -136,14 +175,31 @@ class World:
         self.key_rung = Rung(RungKind.API_KEY, Secret(KEY_TOKEN))
 
     @staticmethod
-    def _windows(spec: SubscriptionSpec) -> Iterator[tuple[str, PhasedWindow]]:
-        revoked = to_unix(spec.revoked_at) if spec.revoked_at is not None else None
+    def _windows(
+        spec: SubscriptionSpec, *, phased: bool
+    ) -> Iterator[tuple[str, PhasedWindow | SimulatorWindow]]:
+        begins, ends = _span(spec.added_at, spec.removed_at)
+        if spec.revoked_at is not None:
+            ends = min(ends, to_unix(spec.revoked_at))
+        kind = PhasedWindow if phased else SimulatorWindow
         for name, window in spec.windows.items():
-            phased = PhasedWindow(name=name, capacity=window.capacity, owner=spec.name)
-            phased.started_at = to_unix(window.first_reset) - phased.duration
-            phased.used = window.used
-            phased.revoked_at = revoked
-            yield name, phased
+            made = kind(name=name, capacity=window.capacity, owner=spec.name)
+            made.usable = (begins, ends)
+            made.used = window.used
+            # The simulator's rule: a window nobody has used has not started yet.
+            if phased or window.used:
+                made.started_at = to_unix(window.first_reset) - made.duration
+            yield name, made
+
+    def present(self, subscription_id: int, at: datetime) -> bool:
+        """Whether the plan is registered at ``at`` (a candidate for any policy)."""
+        return self.fixed or self.fleet.subscriptions[subscription_id - 1].present(at)
+
+    def present_ids(self, at: datetime) -> list[int]:
+        """The plans registered at ``at``, in fleet order."""
+        if self.fixed:
+            return list(self.subscriptions)
+        return [pk for pk in self.subscriptions if self.present(pk, at)]
 
     def now(self, at: datetime) -> float:
         seconds = to_unix(at)
@@ -163,6 +219,9 @@ class World:
             self.sim.charge(self.key, tokens)
             return _served(model, tokens, rung)
         assert rung.subscription_id is not None
+        # Nobody may send to a plan that is not registered: the world refuses
+        # nothing for it, a policy that tried is wrong.
+        assert self.present(rung.subscription_id, at), f"sent to absent {rung.name} at {at}"
         credential = self.subscriptions[rung.subscription_id].credential
         if credential.revoked:
             return _refused(401, f"authentication_error: {OAUTH_REVOKED}", None, at, rung)
@@ -175,12 +234,20 @@ class World:
         self.sim.spend(credential, model, tokens)
         return _served(model, tokens, rung)
 
+    def withdrawn(self, rung: Rung, at: datetime) -> TurnOutcome:
+        """What a turn meets on a plan the operator removed while it ran: its credential
+        is gone, an auth refusal, and nothing reaches the provider."""
+        return _refused(401, f"authentication_error: {OAUTH_REVOKED}", None, at, rung)
+
     def could_serve(self, model: str, at: datetime) -> bool:
-        """Whether any subscription would serve a turn on ``model`` now (nothing spent)."""
+        """Whether any present subscription would serve a request on ``model`` now
+        (nothing spent)."""
         self.now(at)
         return any(
-            not s.credential.revoked and self.sim.check_quota(s.credential, model).allowed
-            for s in self.subscriptions.values()
+            not s.credential.revoked
+            and self.present(pk, at)
+            and self.sim.check_quota(s.credential, model).allowed
+            for pk, s in self.subscriptions.items()
         )
 
     # What the headroom sampler would read
@@ -248,7 +315,7 @@ class World:
         found: list[ResetRecord] = []
         for subscription in self.subscriptions.values():
             for window in subscription.credential.windows.values():
-                assert isinstance(window, PhasedWindow)
+                assert isinstance(window, PhasedWindow | SimulatorWindow)
                 found.extend(window.resets)
         return sorted(found, key=lambda r: (r.at, r.subscription, r.window))
 
@@ -257,11 +324,16 @@ class World:
         ended plus the one in force), less what was used before the trace started."""
         totals: dict[str, int] = {}
         for spec, s in zip(self.fleet.subscriptions, self.subscriptions.values(), strict=True):
-            phased = s.credential.windows[window]
-            assert isinstance(phased, PhasedWindow)
-            total = phased.used + sum(r.used for r in phased.resets)
+            counted = s.credential.windows[window]
+            assert isinstance(counted, PhasedWindow | SimulatorWindow)
+            total = counted.used + sum(r.used for r in counted.resets)
             totals[s.name] = total - spec.windows[window].used
         return totals
+
+
+def _span(added_at: datetime | None, removed_at: datetime | None) -> tuple[float, float]:
+    begins = to_unix(added_at) if added_at is not None else -math.inf
+    return begins, to_unix(removed_at) if removed_at is not None else math.inf
 
 
 def _served(model: str, tokens: int, rung: Rung) -> TurnOutcome:

@@ -16,11 +16,11 @@ from agents.rung import RungKind
 from bench.fleet.engine import simulate
 from bench.fleet.generate import small
 from bench.fleet.lineup import POLICIES
-from bench.fleet.policies import SwitchOnFailurePolicy
-from bench.fleet.project import BandedProjectPolicy, ProjectPolicy, RebalancingProjectPolicy
+from bench.fleet.project import ProjectPolicy, RebalancingProjectPolicy
 from bench.fleet.report import LP_SLACK_USD, check, compare, table
 from bench.fleet.world import World
 from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+from tests.fleet.support import split_trace
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +61,11 @@ def test_the_optimum_is_never_above_any_policys_spend(comparison):
     assert comparison.capacity.key_usd >= comparison.optimum.key_usd - LP_SLACK_USD
 
 
-@pytest.mark.parametrize(
-    "policy", [ProjectPolicy, BandedProjectPolicy, RebalancingProjectPolicy, SwitchOnFailurePolicy]
-)
+@pytest.mark.parametrize("policy", POLICIES)
 def test_a_run_is_deterministic_for_a_seed(policy):
-    first, second = simulate(small(5), policy), simulate(small(5), policy)
+    """Also with overlapping multi-request turns: the event order is total."""
+    trace = split_trace(small(5), parts=4, gap_seconds=30.0)
+    first, second = simulate(trace, policy), simulate(trace, policy)
     assert asdict(first.metrics) == asdict(second.metrics)
     assert [r.result for r in first.records] == [r.result for r in second.records]
 
@@ -75,6 +75,8 @@ def test_the_table_has_a_row_per_policy_and_the_optimum(comparison):
     for policy in POLICIES:
         assert f"| {policy.name} |" in rendered
     assert "| hindsight optimum (LP) |" in rendered
+    assert comparison.rule is not None
+    assert comparison.rule.line() in rendered
 
 
 def _reading(at, seven_day: float) -> Reading:

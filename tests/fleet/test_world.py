@@ -167,3 +167,26 @@ def test_the_reading_is_the_collectors_reading_of_the_simulators_own_usage_endpo
     if not revoked:
         assert over_http.utilization("five_hour") == 85.0
         assert over_http.windows["seven_day"].resets_at == START + timedelta(days=3)
+
+
+def test_under_the_simulators_rule_a_window_starts_at_its_first_request():
+    """``World(phased=False)``: the next window starts at the first request after a
+    reset, not at the phase; its resets are recorded all the same."""
+    fleet = Fleet(
+        name="t",
+        start=START,
+        end=START + timedelta(days=7),
+        subscriptions=(plan(five_used=400),),
+        agents=(AgentSpec("x", SONNET, "a"),),
+    )
+    w = World(fleet, phased=False)
+    assert attempt(w, 700, timedelta(hours=1)).ok
+    # The window in force at the start still resets at its phase (+2 h)...
+    assert attempt(w, 10, timedelta(hours=3)).ok  # ...and this request starts the next
+    assert attempt(w, 10, timedelta(hours=7, minutes=30)).ok  # phased, it would reset at +7 h
+    assert w.reading(1, START + timedelta(hours=7, minutes=40)).windows[
+        "five_hour"
+    ].resets_at == START + timedelta(hours=8)
+    w.flush(START + timedelta(hours=9))
+    resets = [(from_unix(r.at) - START, r.used) for r in w.resets() if r.window == "five_hour"]
+    assert resets == [(timedelta(hours=2), 1_100), (timedelta(hours=8), 20)]
