@@ -1,15 +1,24 @@
-"""Where an agent should run while nothing refuses: on the plan whose weekly headroom
-expires soonest. Pure, no Django and no Redis.
+"""Where an agent should run while nothing refuses, decided at a turn boundary. Pure,
+no Django and no Redis.
 
-A plan's weekly window resets whether or not it was used: what it has left at the
-reset is lost, while a plan that resets later keeps what it was spared. So at a turn
-boundary an agent moves to a plan whose weekly window resets clearly sooner than its
-own (``RESETS_SOONER_BY``), provided that plan still has weekly headroom worth moving
-for (``WEEKLY_FLOOR``) and enough of its 5-hour window left to take one more agent
-through a peak (``FIVE_HOUR_RESERVE``). The reserve is also what spreads a move: once
-the target's 5-hour figure drops under it, no more agents follow. Hysteresis: an agent
-that moved (by placement or by a walk) stays ``DWELL`` before placement moves it
-again, so a plan whose 5-hour window refused it is not flipped back to at once.
+Two rules, in this order:
+
+1. **Expiring first.** A plan's weekly window resets whether or not it was used: what
+   it has left at the reset is lost, while a plan that resets later keeps what it was
+   spared. A plan whose weekly window resets within ``EXPIRING_WITHIN`` (48 h), with
+   weekly headroom worth moving for (``WEEKLY_FLOOR``) and enough of its 5-hour window
+   left to take one more agent (``FIVE_HOUR_RESERVE``), takes the agent when it resets
+   at least ``RESETS_SOONER_BY`` (12 h) before the assignment does; of several, the one
+   that resets soonest.
+2. **Balanced.** Otherwise the agent moves to the alternative with the best balanced
+   score (``balance.py``: remaining over the share of each window still to run, the
+   tightest window deciding) when the hysteresis says so (``hysteresis.py``: strictly
+   more than 20 % better, or the assignment below its floor). That keeps every plan
+   on pace, so 5-hour headroom stays spread for the peaks instead of one plan's
+   window being burnt early.
+
+Hysteresis in time: an agent that moved (by placement or by a walk) stays ``DWELL``
+(4 h) before placement moves it again.
 """
 
 from __future__ import annotations
@@ -18,13 +27,19 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from subscriptions.headroom.balance import Balance, balance_of
 from subscriptions.headroom.classification import FIVE_HOUR_COUNTS_FOR, Tier, classify_headroom
+from subscriptions.headroom.hysteresis import Move, hysteresis_move
 from subscriptions.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
 
+EXPIRING_WITHIN = timedelta(hours=48)
 RESETS_SOONER_BY = timedelta(hours=12)
 WEEKLY_FLOOR = 10.0  # percent of the weekly window left
-FIVE_HOUR_RESERVE = 50.0  # percent of the 5-hour window left
-DWELL = timedelta(hours=2)
+FIVE_HOUR_RESERVE = 30.0  # percent of the 5-hour window left
+DWELL = timedelta(hours=4)
+# Placement judges at most this many alternatives (the best-ranked ones): one cache
+# read of their snapshots, whatever the size of the pool.
+CANDIDATES = 32
 
 
 class Standing(NamedTuple):
@@ -77,11 +92,10 @@ def standing_of(
 def placeable(
     reading: Reading | None, *, now: datetime, max_age: timedelta, family: str | None
 ) -> bool:
-    """Whether placement could move an agent off this assignment: it has a standing
-    whose weekly window resets more than ``RESETS_SOONER_BY`` from now. The cheap test
-    on the assignment's own reading that spares every other turn the ranking."""
-    here = standing_of(reading, now=now, max_age=max_age, family=family)
-    return here is not None and here.weekly_resets_at - now > RESETS_SOONER_BY
+    """Whether placement may look for a better plan than this assignment: it has a
+    balanced measure (a measured, serving reading). An assignment known nothing of
+    stays; one that refuses is pre-dispatch's."""
+    return balance_of(reading, now=now, max_age=max_age, family=family) is not None
 
 
 def settled(last_moved_at: datetime | None, *, now: datetime) -> bool:
@@ -100,21 +114,35 @@ def placement_pick(
     """The subscription the agent should move to at this turn boundary, or None.
 
     ``candidates``: the measured alternatives (subscription id, stored reading) in
-    rank order. Of those with ``WEEKLY_FLOOR`` and ``FIVE_HOUR_RESERVE`` left, the one
-    whose weekly headroom expires soonest (ties: more of it left, then rank order),
-    and only when it resets ``RESETS_SOONER_BY`` before the assignment does. An
-    assignment with no standing (no usable reading) stays: nothing is known that a
-    move would improve.
+    rank order. Expiring first, then balanced (the module's docstring); an assignment
+    with no measure stays: nothing is known that a move would improve.
     """
+    pool = list(candidates)
+    return _expiring_first(assigned, pool, now=now, max_age=max_age, family=family) or (
+        _balanced(assigned, pool, now=now, max_age=max_age, family=family)
+    )
+
+
+def _expiring_first(
+    assigned: Reading | None,
+    candidates: list[tuple[int, Reading | None]],
+    *,
+    now: datetime,
+    max_age: timedelta,
+    family: str | None,
+) -> int | None:
+    """The plan whose weekly headroom expires soonest, when it expires within
+    ``EXPIRING_WITHIN`` and ``RESETS_SOONER_BY`` before the assignment's; ties: more of
+    it left, then rank order."""
     here = standing_of(assigned, now=now, max_age=max_age, family=family)
     if here is None:
         return None
     best: tuple[int, Standing] | None = None
     for pk, reading in candidates:
         there = standing_of(reading, now=now, max_age=max_age, family=family)
-        if there is None or there.weekly_left < WEEKLY_FLOOR:
+        if there is None or there.weekly_resets_at - now > EXPIRING_WITHIN:
             continue
-        if there.five_hour_left < FIVE_HOUR_RESERVE:
+        if there.weekly_left < WEEKLY_FLOOR or there.five_hour_left < FIVE_HOUR_RESERVE:
             continue
         if best is None or (there.weekly_resets_at, -there.weekly_left) < (
             best[1].weekly_resets_at,
@@ -122,5 +150,27 @@ def placement_pick(
         ):
             best = (pk, there)
     if best is None or best[1].weekly_resets_at + RESETS_SOONER_BY > here.weekly_resets_at:
+        return None
+    return best[0]
+
+
+def _balanced(
+    assigned: Reading | None,
+    candidates: list[tuple[int, Reading | None]],
+    *,
+    now: datetime,
+    max_age: timedelta,
+    family: str | None,
+) -> int | None:
+    """The best-scoring alternative when the hysteresis moves the agent to it."""
+    incumbent = balance_of(assigned, now=now, max_age=max_age, family=family)
+    if incumbent is None:
+        return None
+    best: tuple[int, Balance] | None = None
+    for pk, reading in candidates:
+        challenger = balance_of(reading, now=now, max_age=max_age, family=family)
+        if challenger is not None and (best is None or challenger.score > best[1].score):
+            best = (pk, challenger)
+    if best is None or hysteresis_move(incumbent, best[1]) is Move.STAY:
         return None
     return best[0]

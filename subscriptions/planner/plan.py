@@ -7,7 +7,9 @@
 3. the first rung: a routing policy that forbids the assignment routes to a plan it
    allows (never the key) or refuses the turn; else the session's previous plan
    (affinity); else pre-dispatch (the assignment is known not to serve, or forecast to
-   run out before the turn ends: then only to a plan that is not); else the assignment;
+   run out before the turn ends: then only to a plan that is not); else placement (a
+   plan whose weekly headroom expires sooner, or a better balanced one); else the
+   assignment;
 4. every ``Send`` checks the time budget; applying it, the executor takes the plan's
    concurrency lease (full: ``Busy``, routed around), reserves the key's budget
    (closed: ``BudgetRefused``, park or fail), and sends;
@@ -26,6 +28,7 @@ from datetime import datetime
 from agents.rung import RungKind
 from subscriptions import policy
 from subscriptions.headroom.classification import Tier
+from subscriptions.headroom.placement import CANDIDATES as PLACEMENT_CANDIDATES
 from subscriptions.headroom.placement import settled
 from subscriptions.planner.actions import (
     AFFINITY_STAGE,
@@ -196,10 +199,11 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
 
 
 def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send | Need | None:
-    """Start on the plan whose weekly headroom expires soonest when the assignment's
-    expires clearly later (``subscriptions.headroom.placement``); the served turn
-    commits the move. Not within ``DWELL`` of the agent's last move, never when the
-    agent may not switch, and a failed read only skips it."""
+    """Start on a better plan than the assignment while nothing refuses: one whose weekly
+    headroom expires soonest, else the best balanced one past the hysteresis
+    (``subscriptions.headroom.placement``); the served turn commits the move. Not
+    within ``DWELL`` of the agent's last move, never when the agent may not switch,
+    and a failed read only skips it."""
     stage = PLACEMENT_STAGE
     if agent.origin is None or not settled(agent.moved_at, now=now):
         return None
@@ -224,7 +228,7 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
             r.candidate.subscription_id
             for r in selection.ranked
             if r.tier is Tier.MEASURED and r.readmitted is None
-        )
+        )[:PLACEMENT_CANDIDATES]
         if not measured:
             return None
         return Need(Ask.PLACEMENT, measured, stage=stage)

@@ -2,7 +2,8 @@
 CLI and the provider simulator. Nothing refuses, but another plan's weekly window
 resets days sooner than the assignment's: the turn starts there, the move is committed
 once with one notice that says why, and the next turn stays (the dwell) even though
-the first plan would still be placed on."""
+the first plan would still be placed on. A plan under its 5-hour reserve takes no
+agent."""
 
 from __future__ import annotations
 
@@ -69,7 +70,9 @@ def test_a_plan_under_its_5_hour_reserve_takes_no_agent(
     agent_on(owner, late)
     control.set_usage(late_token, "seven_day", percent=30, resets_in=6 * DAY)
     control.set_usage(soon_token, "seven_day", percent=40, resets_in=1 * DAY)
-    control.set_usage(soon_token, "five_hour", percent=70, resets_in=3600)
+    # 10 % of its 5-hour window left for the next hour: under the reserve, and no
+    # better on balance than the assignment.
+    control.set_usage(soon_token, "five_hour", percent=90, resets_in=3600)
 
     with time_machine.travel(clock.now(), tick=True):
         for plan in (late, soon):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from subscriptions.headroom.placement import DWELL
 from subscriptions.planner import (
     PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
@@ -67,8 +68,8 @@ def test_only_measured_alternatives_are_asked_about() -> None:
 
 
 def test_an_agent_that_moved_within_the_dwell_stays_put() -> None:
-    recent = drive(placing(moved_at=T0 - timedelta(minutes=90)))
-    settled = drive(placing(moved_at=T0 - timedelta(hours=2)))
+    recent = drive(placing(moved_at=T0 - DWELL + timedelta(minutes=1)))
+    settled = drive(placing(moved_at=T0 - DWELL))
 
     assert recent.sent_on == ["plan-1"]
     assert Ask.SELECTION not in [n.ask for n in recent.needs]
