@@ -267,6 +267,16 @@ def _placement(state: TurnState, need: Need, now: datetime) -> Evidence:
     return state.evidence.learn(placement=target)
 
 
+def _placement_due(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """Claim the agent's placement look (one cache add)."""
+    return state.evidence.learn(placement_due=pool.placement_due(state.agent.pk))
+
+
+def _placement_due_read(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """The explainer claims nothing: it shows what a due look would do."""
+    return state.evidence.learn(placement_due=True)
+
+
 def _readings(state: TurnState, need: Need, now: datetime) -> Evidence:
     return state.evidence.learn(readings=dict(snapshots_read(need.ids).readings))
 
@@ -305,6 +315,7 @@ _GATHER: dict[Ask, Callable[[TurnState, Need, datetime], Evidence]] = {
     Ask.FORECAST: _forecast,
     Ask.READINGS: _readings,
     Ask.PLACEMENT: _placement,
+    Ask.PLACEMENT_DUE: _placement_due,
     Ask.BREAKER_FAILURE: _breaker_failure,
     Ask.BREAKER_OPEN: _breaker_open,
 }
@@ -330,4 +341,5 @@ _READ: dict[Ask, Callable[[TurnState, Need, datetime], Evidence]] = {
     Ask.BREAKER: _breaker_read,
     Ask.READY: _agent_facts,
     Ask.BREAKER_FAILURE: _breaker_failure_read,
+    Ask.PLACEMENT_DUE: _placement_due_read,
 }

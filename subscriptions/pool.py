@@ -23,6 +23,7 @@ from subscriptions.headroom.balance import balance_of, incumbent_holds
 from subscriptions.headroom.exhaustion_forecast import exhausted_before
 from subscriptions.headroom.forecast_store import headroom_forecasts_read
 from subscriptions.headroom.limited_now import resolve_rate_limited_now
+from subscriptions.headroom.placement import EVERY as PLACEMENT_EVERY
 from subscriptions.headroom.placement import placeable, placement_pick
 from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for
@@ -33,6 +34,7 @@ from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import KEY_RATE_LIMIT_PAUSE, Stop, key_refused_recently
+from trinity.markers import marker_claim
 from trinity.models import SystemSettings
 
 
@@ -149,6 +151,13 @@ class KeyRungState:
 def assigned_placeable(evidence: TurnEvidence, *, now: datetime, family: str | None) -> bool:
     """Whether placement may look for a plan whose weekly headroom expires sooner."""
     return placeable(evidence.reading, now=now, max_age=fresh_for(), family=family)
+
+
+def placement_due(agent_id: int) -> bool:
+    """Claim this agent's placement look for ``placement.EVERY``: True if it is due (and
+    now claimed), False if another turn looked lately or the cache does not answer."""
+    ttl = int(PLACEMENT_EVERY.total_seconds())
+    return marker_claim(f"placement-due:{agent_id}", ttl=ttl) is True
 
 
 def placement_target(

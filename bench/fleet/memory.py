@@ -14,6 +14,7 @@ from django.conf import settings
 from bench.fleet.world import World
 from subscriptions.headroom.alternatives import Selection
 from subscriptions.headroom.candidates import Candidate, candidate_of, in_load_balance_order
+from subscriptions.headroom.placement import EVERY as PLACEMENT_EVERY
 from subscriptions.headroom.ranking import rank_candidates
 from subscriptions.headroom.reading import Reading, reading_replaces
 from subscriptions.headroom.refusal_windows import refusal_limit
@@ -57,6 +58,8 @@ class MemoryPool:
         self.snapshots: dict[int, Reading] = {}
         self.dedup: dict[str, datetime] = {}
         self.notifications = 0
+        # Until when each agent's placement look is claimed (``pool.placement_due``).
+        self.placement_claims: dict[str, datetime] = {}
         # When each agent's assignment last moved and what it left (``Agent.last_switch``).
         self.moved: dict[str, tuple[datetime, int]] = {}
 
@@ -118,6 +121,14 @@ class MemoryPool:
                 return False
             self.dedup[dedup_key] = now + timedelta(seconds=ttl)
         self.notifications += 1
+        return True
+
+    def placement_due(self, agent: str, now: datetime) -> bool:
+        """``pool.placement_due``: claim the agent's look for ``placement.EVERY``."""
+        held = self.placement_claims.get(agent)
+        if held is not None and now < held:
+            return False
+        self.placement_claims[agent] = now + PLACEMENT_EVERY
         return True
 
     def commit(self, *, agent: str, expected: int, subscription_id: int, now: datetime) -> bool:

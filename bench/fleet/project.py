@@ -296,6 +296,8 @@ class ProjectTurn:
             return evidence.learn(
                 readings={pk: snapshots[pk] for pk in need.ids if pk in snapshots}
             )
+        if ask is Ask.PLACEMENT_DUE:
+            return evidence.learn(placement_due=self.pool.placement_due(self.agent, self.now))
         if ask is Ask.PLACEMENT:
             return evidence.learn(placement=self._placement(need.ids))
         if ask is Ask.BREAKER_FAILURE:

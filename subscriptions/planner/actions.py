@@ -45,6 +45,8 @@ class Ask(StrEnum):
     # Of the measured alternatives ``ids`` (in rank order), the one placement moves the
     # agent to (``subscriptions.headroom.placement``), or None.
     PLACEMENT = "placement"
+    # Whether the agent is due a look (claims it: at most once per ``placement.EVERY``).
+    PLACEMENT_DUE = "placement_due"
     # Count the last attempt's failure against its provider if it is a provider-level
     # one; then whether the breaker is open.
     BREAKER_FAILURE = "breaker_failure"

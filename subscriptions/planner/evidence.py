@@ -221,6 +221,8 @@ class StepFacts:
     readings: Mapping[int, Reading] | None = None
     # Where placement would move the agent (a subscription id), None to stay.
     placement: int | None | Unknown = UNKNOWN
+    # The agent is due a placement look now (claimed), False if one was made lately.
+    placement_due: bool | None = None
     # The breaker after the last attempt's failure was counted (True: open).
     breaker_after: bool | None = None
     # The breaker before the walk's next rung is sent (True: open).

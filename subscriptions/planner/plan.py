@@ -214,6 +214,11 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
         return Need(Ask.ASSIGNED, stage=stage)
     if not assigned.placeable:
         return None
+    due = evidence.facts.placement_due
+    if due is None:
+        return Need(Ask.PLACEMENT_DUE, stage=stage)
+    if not due:
+        return None
     settings = settings_of(evidence, stage)
     if isinstance(settings, Need):
         return settings

@@ -47,13 +47,17 @@ def test_a_sonnet_weekly_block_leaves_an_opus_turn_on_the_plan_while_a_sonnet_tu
     control: SimulatorControl, owner: User, owner_client: APIClient
 ) -> None:
     a, a_token = register_plan(control, "plan-a")
-    b, _ = register_plan(control, "plan-b")
+    b, b_token = register_plan(control, "plan-b")
     # plan-a's weekly window started an hour before its Sonnet window, so the two
-    # resets differ and a refusal's reset names one of them.
+    # resets differ and a refusal's reset names one of them. plan-b is as used, so
+    # placement has no better plan to move the Opus turn to.
     control.set_usage(a_token, "seven_day", percent=30)
+    control.set_usage(b_token, "seven_day", percent=30)
     control.advance_clock(3600)
     control.set_usage(a_token, "seven_day_sonnet", percent=50)
+    control.set_usage(b_token, "seven_day_sonnet", percent=50)
     reading = headroom_refresh(subscription=a, now=clock.now())  # the sampler's real probe
+    headroom_refresh(subscription=b, now=clock.now())
     assert reading.windows["seven_day_sonnet"].status == "allowed"
     # Then the Sonnet weekly runs out (the cached reading does not know yet).
     control.set_usage(a_token, "seven_day_sonnet", percent=100)

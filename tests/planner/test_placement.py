@@ -133,3 +133,11 @@ def test_a_forecast_never_flips_the_agent_straight_back() -> None:
     # Known not to serve is another matter: the plan it left is where it must go.
     forced = drive(World(refusing=True, moved_from=2, ranked=(2,)))
     assert forced.sent_on == ["plan-2"] and forced.sends[0].why is Why.PRE_DISPATCH
+
+
+def test_an_agent_looked_at_lately_is_not_ranked_again() -> None:
+    run = drive(placing(placement_due=False))
+
+    assert run.sent_on == ["plan-1"]
+    asks = [n.ask for n in run.needs]
+    assert Ask.PLACEMENT_DUE in asks and Ask.SELECTION not in asks

@@ -112,6 +112,7 @@ class World:
     placement: int | None = None
     moved_at: datetime | None = None
     moved_from: int | None = None
+    placement_due: bool = True
     outcomes: dict[tuple[str, int | None], list[Outcome]] = field(default_factory=dict)
     default_outcome: Outcome = SERVED
 
@@ -208,6 +209,8 @@ def _answer(world: World, evidence: Evidence, need: Need, now: datetime) -> Evid
         return evidence.learn(forecast_out=out)
     if ask is Ask.READINGS:
         return evidence.learn(readings={k: v for k, v in world.readings.items() if k in need.ids})
+    if ask is Ask.PLACEMENT_DUE:
+        return evidence.learn(placement_due=world.placement_due)
     if ask is Ask.PLACEMENT:
         target = world.placement if world.placement in need.ids else None
         return evidence.learn(placement=target)

@@ -209,3 +209,23 @@ def test_the_walk_loads_every_candidate_token_in_one_query(
         rungs = subscription_rungs(s.pk for s in subs)
     assert {r.subscription_id for r in rungs.values()} == {s.pk for s in subs}
     assert all(r.secret.reveal().startswith("sk-ant-oat01-") for r in rungs.values())
+
+
+@pytest.mark.django_db
+def test_a_placement_look_is_claimed_once_per_interval_per_agent() -> None:
+    from django.test import override_settings
+
+    from subscriptions.pool import placement_due
+
+    assert placement_due(7) is True
+    assert placement_due(7) is False  # another turn of the same agent, moments later
+    assert placement_due(8) is True  # another agent is its own
+    unreachable = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": "redis://127.0.0.1:9/0",
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2},
+        }
+    }
+    with override_settings(CACHES=unreachable):
+        assert placement_due(9) is False  # an optimisation: an outage skips it
