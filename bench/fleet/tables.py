@@ -54,7 +54,8 @@ def prices(fleet: Fleet) -> str:
     if not fleet.key_prices:
         return f"key ${fleet.key_usd_per_mtok:g}/Mtok for every model family"
     each = ", ".join(
-        f"{family} ${fleet.key_prices.get(family, fleet.key_usd_per_mtok):.4g}" for family in FAMILIES
+        f"{family} ${fleet.key_prices.get(family, fleet.key_usd_per_mtok):.4g}"
+        for family in FAMILIES
     )
     return f"key $/Mtok per model family: {each}"
 
