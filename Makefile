@@ -101,9 +101,10 @@ test: setup chromium
 	$(PY) -m pytest
 
 # The fleet benchmark: every policy over the kept traces (or TRACE=path/to/trace.jsonl),
-# a markdown table on stdout, PNG plots in var/bench-fleet (docs/benchmarks.md).
+# a markdown table on stdout, PNG plots in var/bench-fleet (docs/benchmarks.md). The
+# bounds come from each trace's sidecar; REFRESH_BOUNDS=1 solves them again (minutes).
 bench-fleet: $(STAMP)
-	$(PY) -m bench.fleet $(if $(TRACE),--trace '$(TRACE)') --out var/bench-fleet
+	$(PY) -m bench.fleet $(if $(TRACE),--trace '$(TRACE)') $(if $(REFRESH_BOUNDS),--refresh-bounds) --out var/bench-fleet
 
 clean:
 	rm -rf $(VENV) var agent_server/node_modules frontend/node_modules frontend/dist

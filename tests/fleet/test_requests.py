@@ -10,6 +10,7 @@ import pytest
 from django.db import models
 
 from agents.models import Agent
+from bench.fleet.bounds import bounds_solve
 from bench.fleet.engine import simulate
 from bench.fleet.generate import small
 from bench.fleet.lineup import POLICIES
@@ -173,7 +174,8 @@ def test_round_robin_rotates_over_the_present_plans_only():
 
 @pytest.fixture(scope="module")
 def split_comparison():
-    return compare(split_trace(small(), parts=4, gap_seconds=20.0))
+    trace = split_trace(small(), parts=4, gap_seconds=20.0)
+    return compare(trace, bounds_solve(trace))
 
 
 def test_every_request_of_a_split_trace_is_served_once_and_the_windows_agree(split_comparison):

@@ -1,23 +1,28 @@
-"""A small trace through every policy and the optimum: what must hold, not timings.
+"""A small trace through every policy and the bounds: what must hold, not timings.
 
 No turn is lost or run twice; each plan's windows counted exactly the turns it
-served; a run is a function of its trace (deterministic for a seed); no policy
-spends less on the key than the hindsight optimum.
+served; a run is a function of its trace (deterministic for a seed); each run
+replayed as a schedule is served whole and pays what the run paid; no policy spends
+less on the key than the lower bound; the achievable row is the cheapest schedule
+known.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 
 import pytest
 
 from agents.rung import RungKind
+from bench.fleet.bounds import bounds_solve
 from bench.fleet.engine import simulate
 from bench.fleet.generate import small
 from bench.fleet.lineup import POLICIES
 from bench.fleet.project import ProjectPolicy, RebalancingProjectPolicy
-from bench.fleet.report import LP_SLACK_USD, check, compare, table
+from bench.fleet.replay import Replay
+from bench.fleet.report import BASELINES, check, compare
+from bench.fleet.tables import HEADER, prices, table, targets
 from bench.fleet.world import World
 from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
 from tests.fleet.support import split_trace
@@ -25,7 +30,8 @@ from tests.fleet.support import split_trace
 
 @pytest.fixture(scope="module")
 def comparison():
-    return compare(small())
+    trace = small()
+    return compare(trace, bounds_solve(trace))
 
 
 def test_no_turn_is_lost_or_run_twice_and_the_windows_agree(comparison):
@@ -42,7 +48,7 @@ def test_no_turn_is_lost_or_run_twice_and_the_windows_agree(comparison):
 def test_the_small_trace_makes_quotas_bind(comparison):
     """Otherwise the other assertions would hold for a trace that tests nothing."""
     project = comparison.project
-    assert comparison.optimum.key_usd > 0
+    assert comparison.bounds.lower_usd > 0
     assert project.metrics.refusals > 0
     assert project.metrics.switches > 0
     kinds = {r.result.served_by.kind for r in project.records if r.result.served_by}
@@ -55,13 +61,57 @@ def test_the_small_trace_makes_quotas_bind(comparison):
     )
 
 
-def test_the_optimum_is_never_above_any_policys_spend(comparison):
-    price = comparison.trace.fleet.key_usd_per_mtok / 1e6
+def test_the_lower_bound_is_never_above_any_policys_spend_or_the_achievable(comparison):
+    lower = comparison.bounds.lower_usd
     for run in comparison.runs:
-        floor = run.metrics.key_usd + run.metrics.failed_tokens * price
-        assert comparison.optimum.key_usd <= floor + LP_SLACK_USD, run.policy
-    # Without the overdraw allowance the LP is tighter, never looser.
-    assert comparison.capacity.key_usd >= comparison.optimum.key_usd - LP_SLACK_USD
+        assert lower <= run.metrics.key_usd + run.metrics.failed_usd + 1e-4, run.policy
+    assert lower <= comparison.achievable.usd + 1e-4
+
+
+def test_every_runs_replay_is_served_whole_and_pays_what_the_run_paid(comparison):
+    for run, replay in zip(comparison.runs, comparison.replays, strict=True):
+        assert replay.refusals == 0, run.policy
+        assert replay.key_usd == pytest.approx(run.metrics.key_usd, rel=1e-12), run.policy
+    # Not trivial: every run refused requests and paid the key for some.
+    assert all(run.metrics.refusals > 0 and run.metrics.key_usd > 0 for run in comparison.runs)
+
+
+def test_the_achievable_row_is_the_cheapest_of_the_heuristic_and_every_replay(comparison):
+    spends = {r.policy: r.metrics.key_usd + r.metrics.failed_usd for r in comparison.runs}
+    cheapest = min(spends, key=spends.__getitem__)
+    dear = replace(comparison, bounds=replace(comparison.bounds, achievable_usd=1e9))
+    cheap_usd = comparison.bounds.lower_usd
+    cheap = replace(comparison, bounds=replace(comparison.bounds, achievable_usd=cheap_usd))
+
+    assert dear.achievable.source == f"replay of {cheapest}"
+    assert dear.achievable.usd == pytest.approx(spends[cheapest])
+    assert f"| achievable (replay of {cheapest}) |" in table(dear)
+    assert cheap.achievable.source == "heuristic"
+    assert cheap.achievable.usd == cheap_usd
+    assert "| achievable (heuristic) |" in table(cheap)
+
+
+def test_check_flags_a_policy_and_the_achievable_below_the_lower_bound(comparison):
+    spends = sorted(r.metrics.key_usd + r.metrics.failed_usd for r in comparison.runs)
+    cheapest = min(spends[0], comparison.achievable.usd)
+    at_it = replace(comparison, bounds=replace(comparison.bounds, lower_usd=cheapest))
+    above = replace(comparison, bounds=replace(comparison.bounds, lower_usd=cheapest + 0.01))
+
+    assert check(at_it) == []
+    flagged = [p for p in check(above) if "below the lower bound" in p]
+    below = sum(s < cheapest + 0.01 for s in spends) + (comparison.achievable.usd < cheapest + 0.01)
+    assert len(flagged) == below >= 1
+
+
+def test_check_flags_a_replay_refused_or_paying_differently(comparison):
+    run = comparison.runs[0]
+    refused = (Replay(run.metrics.key_usd, 1), *comparison.replays[1:])
+    dearer = (Replay(run.metrics.key_usd + 0.01, 0), *comparison.replays[1:])
+
+    assert check(replace(comparison, replays=refused)) == [
+        f"{run.policy}: its replay was refused 1 time(s)"
+    ]
+    assert [p.split(":")[0] for p in check(replace(comparison, replays=dearer))] == [run.policy]
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -73,13 +123,37 @@ def test_a_run_is_deterministic_for_a_seed(policy):
     assert [r.result for r in first.records] == [r.result for r in second.records]
 
 
-def test_the_table_has_a_row_per_policy_and_the_optimum(comparison):
+def test_the_table_has_a_row_per_policy_the_new_columns_and_the_bounds(comparison):
     rendered = table(comparison)
     for policy in POLICIES:
         assert f"| {policy.name} |" in rendered
-    assert "| hindsight optimum (LP) |" in rendered
+    assert HEADER in rendered
+    assert "| key $ | × achievable |" in HEADER
+    assert "optimum" not in rendered
+    lower = comparison.bounds.lower_usd
+    assert "| lower bound (MILP): optimal, gap " in rendered
+    assert f"| {lower:.2f} |" in rendered
+    fleet = comparison.trace.fleet
+    assert "key $/Mtok per model family: opus $25, sonnet $5, " in rendered.splitlines()[0]
+    assert prices(replace(fleet, key_prices={})) == "key $5/Mtok for every model family"
     assert comparison.rule is not None
     assert comparison.rule.line() in rendered
+
+
+def test_the_targets_list_the_baselines_that_beat_this_project_by_how_much(comparison):
+    own = comparison.project.metrics.key_usd
+    baseline = BASELINES[0]
+    runs = tuple(
+        replace(r, metrics=replace(r.metrics, key_usd=own - 1.5)) if r.policy == baseline else r
+        for r in comparison.runs
+    )
+    others = [name for name in BASELINES[1:] if comparison.run_of(name).metrics.key_usd < own]
+    line = targets([replace(comparison, runs=runs)]).splitlines()[2]
+
+    assert f"missed: {baseline} by $1.50" in line
+    assert all(f"{name} by $" in line for name in others)
+    # One ping-pong per agent per week: three agents over one day.
+    assert f" of {3 / 7:.1f} (" in line
 
 
 def _reading(at, seven_day: float) -> Reading:
