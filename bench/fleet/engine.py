@@ -238,7 +238,11 @@ def measure(run: Run, *, notifications: int) -> Metrics:
 
 
 def _plans(requests: list[RequestRecord]) -> Iterator[tuple[int, datetime]]:
-    for request in requests:
+    """The plans that served an agent's requests, turn by turn in the order the turns
+    started (a turn's own requests in time order). Not the raw time order: two of the
+    agent's turns that overlap on two plans would read as a switch per interleaved
+    request, where the agent moved once."""
+    for request in sorted(requests, key=lambda r: (r.turn, r.at)):
         if request.rung.kind is RungKind.SUBSCRIPTION:
             assert request.rung.subscription_id is not None
             yield request.rung.subscription_id, request.at
@@ -246,8 +250,8 @@ def _plans(requests: list[RequestRecord]) -> Iterator[tuple[int, datetime]]:
 
 def _switches(requests: list[RequestRecord]) -> tuple[int, int]:
     """Switches (a plan-served request on another plan than the agent's previous
-    plan-served one) and ping-pongs (a switch A→B followed by the next switch B→A
-    within two hours)."""
+    plan-served one, in ``_plans``' order) and ping-pongs (a switch A→B followed by the
+    next switch B→A within two hours)."""
     switches = pongs = 0
     plan: int | None = None
     last: tuple[int, int, datetime] | None = None  # from, to, at

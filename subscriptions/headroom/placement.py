@@ -37,10 +37,11 @@ RESETS_SOONER_BY = timedelta(hours=12)
 WEEKLY_FLOOR = 10.0  # percent of the weekly window left
 FIVE_HOUR_RESERVE = 30.0  # percent of the 5-hour window left
 DWELL = timedelta(hours=4)
-# A settled agent is looked at for placement at most once this often: what placement
-# costs a turn (the ranking, a snapshot read) is paid once per agent per interval,
-# not per turn.
-EVERY = timedelta(minutes=15)
+# A settled agent is looked at for placement at most once this often: the readings
+# it judges are refreshed by the sampler every 5 minutes, so a look per turn would
+# mostly repeat the last one, and the ranking it costs is paid once per agent per
+# interval, not per turn.
+EVERY = timedelta(minutes=5)
 # Placement judges at most this many alternatives (the best-ranked ones): one cache
 # read of their snapshots, whatever the size of the pool.
 CANDIDATES = 32
