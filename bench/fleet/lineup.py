@@ -10,10 +10,16 @@ from bench.fleet.policies import (
     SoonestWeeklyResetPolicy,
     SwitchOnFailurePolicy,
 )
-from bench.fleet.project import BandedProjectPolicy, ProjectPolicy, RebalancingProjectPolicy
+from bench.fleet.project import (
+    BandedProjectPolicy,
+    ProjectPolicy,
+    RebalancingProjectPolicy,
+    UnplacedProjectPolicy,
+)
 
 POLICIES: tuple[type[Policy], ...] = (
     ProjectPolicy,
+    UnplacedProjectPolicy,
     BandedProjectPolicy,
     RebalancingProjectPolicy,
     FixedPolicy,

@@ -92,6 +92,9 @@ class ProjectPolicy(Policy):
     strategy = BALANCED
     # Whether the sweep also rebalances (``assignments_rebalance``; balanced only).
     rebalances = False
+    # Whether placement may look at an agent (``pool.placement_due``); off, the row
+    # shows what placement buys.
+    places = True
 
     def __init__(self, trace: Trace, world: World) -> None:
         super().__init__(trace, world)
@@ -198,6 +201,15 @@ class BandedProjectPolicy(ProjectPolicy):
     strategy = BANDED
 
 
+class UnplacedProjectPolicy(ProjectPolicy):
+    """This project's policy without placement: agents move only when a turn is
+    refused or forecast to run out (the product before placement); the difference
+    between this row and the project's is what placement buys."""
+
+    name = "this project (no placement)"
+    places = False
+
+
 class RebalancingProjectPolicy(ProjectPolicy):
     """The balanced order plus the sweep's proactive rebalancing
     (``TRINITY_REBALANCE``, off by default): what the moves add is the difference
@@ -297,7 +309,8 @@ class ProjectTurn:
                 readings={pk: snapshots[pk] for pk in need.ids if pk in snapshots}
             )
         if ask is Ask.PLACEMENT_DUE:
-            return evidence.learn(placement_due=self.pool.placement_due(self.agent, self.now))
+            due = self.policy.places and self.pool.placement_due(self.agent, self.now)
+            return evidence.learn(placement_due=due)
         if ask is Ask.PLACEMENT:
             return evidence.learn(placement=self._placement(need.ids))
         if ask is Ask.BREAKER_FAILURE:
