@@ -178,6 +178,18 @@ def week_fleet(rng: random.Random, name: str, description: str, seed: int) -> Fl
         AgentSpec(f"agent-{i + 1:02d}", model, plans[i % len(plans)].name)
         for i, model in enumerate(models)
     )
+    return _week(name, plans, agents, seed=seed, description=description)
+
+
+def _week(
+    name: str,
+    plans: tuple[SubscriptionSpec, ...],
+    agents: tuple[AgentSpec, ...],
+    *,
+    seed: int,
+    description: str,
+) -> Fleet:
+    """A week-long fleet from the kept traces' start, the key at list prices."""
     return Fleet(
         name=name,
         start=START,
@@ -553,18 +565,7 @@ def _team_fleet(rng: random.Random, seed: int, name: str) -> tuple[Fleet, dict[s
         "a team week: two offices (UTC+1, UTC-5), bots on cron, Opus design hours; "
         "max5-c revoked and max5-e added mid-week, pro-g removed"
     )
-    fleet = Fleet(
-        name=name,
-        start=START,
-        end=START + WEEK,
-        subscriptions=plans,
-        agents=agents,
-        key_usd_per_mtok=KEY_USD_PER_MTOK,
-        seed=seed,
-        description=description,
-        key_prices=dict(LIST_PRICES),
-    )
-    return fleet, zones
+    return _week(name, plans, agents, seed=seed, description=description), zones
 
 
 def team_week(seed: int, name: str | None = None) -> Trace:

@@ -42,6 +42,15 @@ def settings_of(evidence: Evidence, stage: str = "") -> SettingsFacts | Need:
     return evidence.settings or Need(Ask.SETTINGS, stage=stage)
 
 
+def may_switch(evidence: Evidence, stage: str = "") -> bool | Need:
+    """Whether the settings let the agent leave its assignment (not pinned, auto-switch
+    on), or the ``Need`` that reads them."""
+    settings = settings_of(evidence, stage)
+    if isinstance(settings, Need):
+        return settings
+    return settings.switching_stop is None
+
+
 def refusal_of(attempt: Attempt) -> AttemptRefusal:
     """What a refused attempt means (``subscriptions/classifier.py``)."""
     outcome = attempt.outcome

@@ -52,6 +52,7 @@ from subscriptions.planner.evidence import (
     Unreachable,
 )
 from subscriptions.planner.lookups import (
+    may_switch,
     ranked_and_key,
     rung_of,
     selection_of,
@@ -165,10 +166,10 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
     forecast_only = not assigned.refusing
     if forecast_only and not assigned.forecast_out:
         return None
-    settings = settings_of(evidence, stage)
-    if isinstance(settings, Need):
-        return settings
-    if settings.switching_stop is not None:
+    switching = may_switch(evidence, stage)
+    if isinstance(switching, Need):
+        return switching
+    if not switching:
         return None
     walk = walk_of(evidence, including_last=False)
     ranked = ranked_and_key(evidence, walk, stage, key_wanted=not forecast_only)
@@ -219,10 +220,10 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
         return Need(Ask.PLACEMENT_DUE, stage=stage)
     if not due:
         return None
-    settings = settings_of(evidence, stage)
-    if isinstance(settings, Need):
-        return settings
-    if settings.switching_stop is not None:
+    switching = may_switch(evidence, stage)
+    if isinstance(switching, Need):
+        return switching
+    if not switching:
         return None
     selection = selection_of(evidence, walk_of(evidence, including_last=False), stage)
     if isinstance(selection, Need):
