@@ -215,15 +215,15 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
         return Need(Ask.ASSIGNED, stage=stage)
     if not assigned.placeable:
         return None
-    due = evidence.facts.placement_due
-    if due is None:
-        return Need(Ask.PLACEMENT_DUE, stage=stage)
-    if not due:
-        return None
     switching = may_switch(evidence, stage)
     if isinstance(switching, Need):
         return switching
     if not switching:
+        return None
+    due = evidence.facts.placement_due
+    if due is None:
+        return Need(Ask.PLACEMENT_DUE, stage=stage)
+    if not due:
         return None
     selection = selection_of(evidence, walk_of(evidence, including_last=False), stage)
     if isinstance(selection, Need):
