@@ -63,6 +63,8 @@ def test_redis_down_mid_walk_serves_the_turn_in_db_order_and_recovers(
     c, _ = register_plan(control, "plan-c")
     agent = agent_on(owner, a)
     assert headroom(roomy=c, tight=b)
+    # plan-a reads as roomy as plan-c, so placement has nothing better to start on.
+    assert snapshots_write({a.pk: reading(five_hour=5, seven_day=5, now=clock.now())})
     assert task(owner_client)["http_status"] == 200  # the server is up
     agent.refresh_from_db()
     control.set_usage(a_token, "five_hour", percent=100)
