@@ -451,6 +451,9 @@ class UsageReportApi(APIView):
     renderer_classes = [JSONRenderer, UsageCsvRenderer]
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # DRF reads an empty ?format= as none given; the schema names json and csv only.
+        if request.query_params.get("format", "json") not in ("json", "csv"):
+            raise InvalidInput("Choose json or csv.", field="format")
         try:
             return super().perform_content_negotiation(request, force=force)
         except Http404:  # DRF's answer to an unknown ?format=, which no schema names
