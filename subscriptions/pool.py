@@ -149,7 +149,8 @@ class KeyRungState:
 
 
 def assigned_placeable(evidence: TurnEvidence, *, now: datetime, family: str | None) -> bool:
-    """Whether placement may look for a plan whose weekly headroom expires sooner."""
+    """Whether placement may look for a better plan than this assignment (it has a
+    balanced measure: ``placement.placeable``)."""
     return placeable(evidence.reading, now=now, max_age=fresh_for(), family=family)
 
 

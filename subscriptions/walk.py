@@ -63,8 +63,9 @@ class Why(StrEnum):
     # The assigned plan is serving its concurrency cap: this turn runs elsewhere, and
     # commits no switch (the plan is busy, not failing).
     AT_CAPACITY = "at_capacity"
-    # Nothing refuses, but another plan's weekly headroom expires clearly sooner
-    # (``subscriptions.headroom.placement``): the turn starts there and commits it.
+    # Nothing refuses, but another plan's weekly headroom expires clearly sooner, or it
+    # is clearly better balanced (``subscriptions.headroom.placement``): the turn
+    # starts there and commits it.
     PLACEMENT = "placement"
 
 
