@@ -215,15 +215,17 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
         return Need(Ask.ASSIGNED, stage=stage)
     if not assigned.placeable:
         return None
-    switching = may_switch(evidence, stage)
-    if isinstance(switching, Need):
-        return switching
-    if not switching:
-        return None
+    # The look's claim comes first: it is a cache read, and a turn between looks (the
+    # steady state) must not read the settings row for a look it will not take.
     due = evidence.facts.placement_due
     if due is None:
         return Need(Ask.PLACEMENT_DUE, stage=stage)
     if not due:
+        return None
+    switching = may_switch(evidence, stage)
+    if isinstance(switching, Need):
+        return switching
+    if not switching:
         return None
     selection = selection_of(evidence, walk_of(evidence, including_last=False), stage)
     if isinstance(selection, Need):
