@@ -8,6 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := agent_server/node_modules/.installed-stamp
+CODEX_STAMP := agent_server/codex_cli/node_modules/.installed-stamp
 PANEL_STAMP := frontend/node_modules/.installed-stamp
 
 .PHONY: setup run stop test clean chromium panel bench-fleet agent-user
@@ -20,6 +21,11 @@ $(STAMP): pyproject.toml
 
 $(NODE_STAMP): agent_server/package.json agent_server/package-lock.json
 	npm ci --prefix agent_server --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The Codex CLI (Codex agents' runtime), pinned apart from the Claude CLI.
+$(CODEX_STAMP): agent_server/codex_cli/package.json agent_server/codex_cli/package-lock.json
+	npm ci --prefix agent_server/codex_cli --no-audit --no-fund --loglevel=error
 	touch $@
 
 $(PANEL_STAMP): frontend/package.json frontend/package-lock.json
@@ -48,7 +54,7 @@ agent-user:
 	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin '$(AGENT_USER)'
 	fi
 
-setup: $(STAMP) $(NODE_STAMP) panel agent-user
+setup: $(STAMP) $(NODE_STAMP) $(CODEX_STAMP) panel agent-user
 
 # Ports (`PORT=9000 make run` or `make run PORT=9000`): web on PORT, the provider
 # simulator on SIMULATOR_PORT. trinity/settings.py validates both when the first
@@ -107,7 +113,7 @@ bench-fleet: $(STAMP)
 	$(PY) -m bench.fleet $(if $(TRACE),--trace '$(TRACE)') $(if $(REFRESH_BOUNDS),--refresh-bounds) --out var/bench-fleet
 
 clean:
-	rm -rf $(VENV) var agent_server/node_modules frontend/node_modules frontend/dist
+	rm -rf $(VENV) var agent_server/node_modules agent_server/codex_cli/node_modules frontend/node_modules frontend/dist
 
 # Benchmarks (bench/README.md; not part of `make test`). The turn benchmarks need a
 # Postgres server and an empty Redis database, e.g.
