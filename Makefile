@@ -81,7 +81,8 @@ run: setup
 	elif [ "$${TRINITY_UPSTREAM:-simulator}" = real ]; then
 	  $(HONCHO_START) web worker beat
 	else
-	  export TRINITY_ANTHROPIC_BASE_URL=$(SIMULATOR_URL) TRINITY_CODEX_BASE_URL=$(SIMULATOR_URL)
+	  export TRINITY_ANTHROPIC_BASE_URL=$(SIMULATOR_URL) TRINITY_CODEX_BASE_URL=$(SIMULATOR_URL) \
+	    TRINITY_CODEX_AUTH_URL=$(SIMULATOR_URL)
 	  $(PY) manage.py seed_demo
 	  $(HONCHO_START)
 	fi

@@ -58,7 +58,9 @@ class SubscriptionListApi(APIView):
 
     class Input(serializers.Serializer[Any]):
         name = name_field(max_length=100)
-        token = serializers.CharField(write_only=True, max_length=4096)
+        # A Codex plan's credential is the whole auth.json `codex login` wrote (three
+        # JWTs and a refresh token: a few kilobytes, on several lines).
+        token = serializers.CharField(write_only=True, max_length=16384, trim_whitespace=True)
         provider = serializers.ChoiceField(choices=Provider.choices)
         plan_type = serializers.CharField(max_length=30)
 

@@ -16,8 +16,8 @@ from subscriptions.headroom.first_look import first_look_after_commit
 from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
-from subscriptions.tokens import validate_plan_token
-from trinity.crypto import Secret, fingerprint
+from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
+from trinity.crypto import Secret
 from trinity.errors import Conflict, InvalidInput, NotFound
 from trinity.notifications import notification_send
 from trinity.redaction import redact
@@ -61,7 +61,7 @@ def subscription_register(
         "provider": provider,
         "plan_type": plan_type,
         "token": Secret(token),
-        "token_fingerprint": fingerprint(token),
+        "token_fingerprint": plan_token_fingerprint(provider=provider, token=token),
         "billing_class": entry.billing_class,
         "overage": entry.overage,
     }

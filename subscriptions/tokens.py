@@ -5,13 +5,16 @@ Messages name what the value looks like and where it belongs, never the value.
 
 from __future__ import annotations
 
-import re
-
+from subscriptions.codex_credential import (
+    CodexCredentialError,
+    codex_credential_load,
+    codex_credential_parse,
+)
 from subscriptions.models import Provider
+from trinity.crypto import fingerprint
 from trinity.errors import InvalidInput
 
 ANTHROPIC_PLAN_PREFIX = "sk-ant-oat01-"
-_JWT = re.compile(r"^[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*$")
 
 
 def validate_plan_token(*, provider: str, token: str) -> str:
@@ -19,7 +22,7 @@ def validate_plan_token(*, provider: str, token: str) -> str:
     token = token.strip()
     if not token:
         raise InvalidInput("A token is required.", field="token")
-    if any(c.isspace() for c in token):
+    if any(c.isspace() for c in token) and provider != Provider.OPENAI_CODEX:
         raise InvalidInput("A token has no spaces or line breaks.", field="token")
     if provider == Provider.ANTHROPIC:
         if token.startswith("sk-ant-api"):
@@ -40,16 +43,23 @@ def validate_plan_token(*, provider: str, token: str) -> str:
     elif provider == Provider.OPENAI_CODEX:
         if token.startswith("sk-"):
             raise InvalidInput(
-                "This is an API key, which bills per token. A ChatGPT/Codex subscription "
-                "needs the plan's access token (a JWT from `codex login`).",
+                "This is an API key, which bills per token. It belongs in the OpenAI "
+                "platform key setting; a ChatGPT/Codex subscription needs the auth.json "
+                "`codex login` wrote.",
                 field="token",
             )
-        if not _JWT.match(token) or not token.startswith("eyJ"):
-            raise InvalidInput(
-                "A ChatGPT/Codex plan token is a JWT access token (three dot-separated parts "
-                "starting with 'eyJ').",
-                field="token",
-            )
+        try:
+            return codex_credential_parse(token).dumps()
+        except CodexCredentialError as exc:
+            raise InvalidInput(str(exc), field="token") from None
     else:
         raise InvalidInput(f"Unknown provider {provider!r}.", field="provider")
     return token
+
+
+def plan_token_fingerprint(*, provider: str, token: str) -> str:
+    """The fingerprint shown for a validated plan token: its last 4 characters, or for a
+    Codex credential its access token's (the stored form is JSON)."""
+    if provider == Provider.OPENAI_CODEX:
+        return fingerprint(codex_credential_load(token).access_token)
+    return fingerprint(token)

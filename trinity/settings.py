@@ -473,7 +473,11 @@ TRINITY_ANTHROPIC_BASE_URL = env.str(
 TRINITY_CODEX_BASE_URL = env.str("TRINITY_CODEX_BASE_URL", default="https://chatgpt.com").rstrip(
     "/"
 )
-for _name in ("TRINITY_ANTHROPIC_BASE_URL", "TRINITY_CODEX_BASE_URL"):
+# Where the platform refreshes a Codex plan's ChatGPT sign-in (POST /oauth/token).
+TRINITY_CODEX_AUTH_URL = env.str(
+    "TRINITY_CODEX_AUTH_URL", default="https://auth.openai.com"
+).rstrip("/")
+for _name in ("TRINITY_ANTHROPIC_BASE_URL", "TRINITY_CODEX_BASE_URL", "TRINITY_CODEX_AUTH_URL"):
     if not globals()[_name].startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name} must be an http(s) URL")
 

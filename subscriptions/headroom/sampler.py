@@ -25,6 +25,7 @@ import httpx
 from django.conf import settings
 from django.db import connections, transaction
 
+from subscriptions.codex_refresh import codex_fresh_secret
 from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.collectors.common import Collected, from_iso
 from subscriptions.headroom.forecast_store import headroom_forecasts_update
@@ -32,7 +33,7 @@ from subscriptions.headroom.probe_cadence import probe_due
 from subscriptions.headroom.reading import Reading, ReadingStatus, reading_replaces, window_to_json
 from subscriptions.headroom.selection import last_failure_subquery
 from subscriptions.headroom.store import Snapshots, snapshot_read, snapshots_read, snapshots_write
-from subscriptions.models import HeadroomSample, Subscription
+from subscriptions.models import HeadroomSample, Provider, Subscription
 from trinity import metrics
 from trinity.errors import DomainError
 from trinity.markers import marker_claim, marker_release, marker_set, markers_read
@@ -185,9 +186,12 @@ def _read_one(subscription: Subscription, *, client: httpx.Client, now: datetime
     """
     started = time.perf_counter()
     try:
+        token = subscription.token
+        if subscription.provider == Provider.OPENAI_CODEX:
+            token = codex_fresh_secret(subscription.pk, now=now, client=client)
         collected = collectors.read(
             provider=subscription.provider,
-            token=subscription.token,
+            token=token,
             client=client,
             now=now,
             label=subscription.name,

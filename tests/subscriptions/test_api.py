@@ -101,6 +101,22 @@ class TestRegister:
         )
         assert response.status_code == 201, response.content
 
+    def test_a_codex_plan_is_registered_from_the_auth_json_codex_login_wrote(
+        self, admin_client_api: APIClient
+    ) -> None:
+        from tests.subscriptions.test_codex_credential import ACCESS, AUTH_JSON
+
+        response = admin_client_api.post(
+            URL, _body(provider="openai-codex", plan_type="pro", token=AUTH_JSON), format="json"
+        )
+        assert response.status_code == 201, response.content
+        assert response.json()["token_fingerprint"] == ACCESS[-4:]
+        assert "rt-0123456789abcdef" not in response.content.decode()
+        assert ACCESS not in response.content.decode()
+        stored = Subscription.objects.get().token.reveal()
+        assert '"refresh_token":"rt-0123456789abcdef"' in stored
+        assert '"account_id":"acct-1"' in stored
+
     def test_changing_the_provider_of_a_subscription_in_use_is_a_conflict(
         self, admin_client_api: APIClient
     ) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from subscriptions.codex_refresh import codex_tokens
 from subscriptions.headroom.collectors.common import (
     Collected,
     drift,
@@ -77,10 +78,14 @@ def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
 
 
 def read(*, token: Secret, client: httpx.Client, now: datetime, label: str = "") -> Collected:
-    """The wham/usage reading; a 429 carries its Retry-After, if any, as ``retry_at``."""
+    """The wham/usage reading; a 429 carries its Retry-After, if any, as ``retry_at``.
+    ``token``: the stored credential (``codex_credential.py``), refreshed by the caller."""
     url = settings.TRINITY_CODEX_BASE_URL + USAGE_PATH
+    credential = codex_tokens(token)
     # The one place the plaintext leaves memory: on the wire to the provider.
-    headers = {"authorization": f"Bearer {token.reveal()}"}
+    headers = {"authorization": f"Bearer {credential.access_token}"}
+    if credential.account_id:
+        headers["chatgpt-account-id"] = credential.account_id
     try:
         response = client.get(url, headers=headers)
     except httpx.HTTPError as exc:
