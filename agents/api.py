@@ -17,6 +17,7 @@ import subscriptions.policy as policy
 from agents import lifecycle, services
 from agents.models import (
     CLI_TOOLS,
+    RUNTIME_PROVIDER,
     Agent,
     Isolation,
     ProcessState,
@@ -60,6 +61,12 @@ def _effective_usd(*caps: Decimal | None) -> str | None:
 
 class AgentOutput(serializers.ModelSerializer[Agent]):
     owner = serializers.CharField(source="owner.username", read_only=True)
+    provider = serializers.ChoiceField(
+        choices=sorted(set(RUNTIME_PROVIDER.values())),
+        read_only=True,
+        help_text="whose plans and platform key the agent's turns spend: its runtime's "
+        "provider (a Claude agent never walks to a Codex plan, nor the reverse)",
+    )
     subscription = serializers.SerializerMethodField()
     platform_key = serializers.SerializerMethodField()
     effective_key_budget_daily_usd = serializers.SerializerMethodField(
@@ -82,6 +89,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "name",
             "owner",
             "runtime",
+            "provider",
             "model",
             "subscription",
             "use_platform_api_key",

@@ -46,15 +46,22 @@ class AgentStartFailed(Exception):
 def baseline_rung(agent: Agent) -> Rung | None:
     """The rung an agent runs on when no walk intervenes (what it boots with).
 
-    The assigned subscription's OAuth token, else the platform API key where the
+    The assigned subscription (of the agent's provider; a Codex plan's rung boots
+    nothing, ``Rung.boots``, and every turn carries its tokens), else the platform API key where the
     key verdict allows it (the system's fallback on, a key configured, the agent's
     policy and flag not forbidding it), else None. The verdict is the routing
     policy's (``subscriptions.policy``: the only module of subscriptions agents
     imports, pure, no models, no I/O), so the boot credential and the walk agree.
     """
     subscription = agent.subscription
-    if subscription is not None and subscription.provider == "anthropic" and subscription.token:
-        return Rung(RungKind.SUBSCRIPTION, subscription.token, subscription.pk, subscription.name)
+    if subscription is not None and subscription.provider == agent.provider and subscription.token:
+        return Rung(
+            RungKind.SUBSCRIPTION,
+            subscription.token,
+            subscription.pk,
+            subscription.name,
+            subscription.provider,
+        )
     system = system_settings_get()
     if agent_key_verdict(agent, system).allowed and system.platform_api_key:
         return Rung(RungKind.API_KEY, system.platform_api_key)
@@ -78,8 +85,8 @@ def agents_key_mode_reapply() -> list[int]:
 
 
 def auth_mode(rung: Rung | None) -> str:
-    """The mode an agent boots in for ``rung``."""
-    return rung.kind.value if rung is not None else AuthMode.NONE
+    """The mode an agent boots in for ``rung`` (none for one it never boots with)."""
+    return rung.kind.value if rung is not None and rung.boots else AuthMode.NONE
 
 
 def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
@@ -92,6 +99,7 @@ def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
         # LOG_FORMAT and the name: the server's JSON lines match the platform's.
         env={
             "ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL,
+            "TRINITY_CODEX_BASE_URL": settings.TRINITY_CODEX_BASE_URL,
             "LOG_FORMAT": settings.LOG_FORMAT,
             "TRINITY_AGENT_NAME": agent.name,
             # The CLI's --allowedTools; TRINITY_* names are the one layer an agent's

@@ -13,6 +13,16 @@ from trinity.models import RoutingPolicy as RoutingPolicy  # its home is trinity
 class Runtime(models.TextChoices):
     CLAUDE_CODE = "claude-code", "Claude Code CLI"
     ANTHROPIC_API = "anthropic-api", "Anthropic Messages API"
+    CODEX_CLI = "codex-cli", "Codex CLI"
+
+
+# The provider whose plans and key each runtime's turns spend (``subscriptions.models.
+# Provider`` values; agents does not import subscriptions' models).
+RUNTIME_PROVIDER: dict[str, str] = {
+    Runtime.CLAUDE_CODE: "anthropic",
+    Runtime.ANTHROPIC_API: "anthropic",
+    Runtime.CODEX_CLI: "openai-codex",
+}
 
 
 class WaitPolicy(models.TextChoices):
@@ -161,5 +171,6 @@ class Agent(models.Model):
 
     @property
     def provider(self) -> str:
-        """Every runtime built so far speaks to Anthropic."""
-        return "anthropic"
+        """The provider the agent's runtime speaks to: its turns walk only that
+        provider's plans and key (``RUNTIME_PROVIDER``)."""
+        return RUNTIME_PROVIDER[self.runtime]

@@ -26,10 +26,22 @@ class RungKind(StrEnum):
 # The environment variable each kind boots an agent with, and the override field and
 # echo value each kind travels as.
 _ENV_NAME = {
-    RungKind.SUBSCRIPTION: "CLAUDE_CODE_OAUTH_TOKEN",
-    RungKind.API_KEY: "ANTHROPIC_API_KEY",
+    ("anthropic", RungKind.SUBSCRIPTION): "CLAUDE_CODE_OAUTH_TOKEN",
+    ("anthropic", RungKind.API_KEY): "ANTHROPIC_API_KEY",
+    # A Codex plan never boots an agent: its tokens rotate, so each turn carries them.
+    ("openai-codex", RungKind.API_KEY): "OPENAI_API_KEY",
 }
-_WIRE_KIND = {RungKind.SUBSCRIPTION: "oauth_token", RungKind.API_KEY: "api_key"}
+# Per provider (``Agent.provider``): an Anthropic plan's OAuth token or key; a Codex
+# plan's access token and account (a JSON object ``{"access_token", "account_id"}``:
+# never its refresh token, which only the platform holds), or the OpenAI key.
+ANTHROPIC = "anthropic"
+OPENAI_CODEX = "openai-codex"
+_WIRE_KIND = {
+    (ANTHROPIC, RungKind.SUBSCRIPTION): "oauth_token",
+    (ANTHROPIC, RungKind.API_KEY): "api_key",
+    (OPENAI_CODEX, RungKind.SUBSCRIPTION): "codex_plan",
+    (OPENAI_CODEX, RungKind.API_KEY): "openai_api_key",
+}
 
 PLATFORM_KEY_LABEL = "platform API key"
 
@@ -43,19 +55,29 @@ class Rung:
     secret: Secret = field(repr=False, compare=False)
     subscription_id: int | None = None
     name: str = PLATFORM_KEY_LABEL
+    provider: str = ANTHROPIC
 
     @property
     def wire_kind(self) -> str:
         """The ``auth_override`` field this rung travels in, and the echo that names it."""
-        return _WIRE_KIND[self.kind]
+        return _WIRE_KIND[(self.provider, self.kind)]
 
     def wire(self) -> dict[str, str]:
-        """The ``auth_override`` body: ``{oauth_token: …}`` XOR ``{api_key: …}``."""
+        """The ``auth_override`` body: one field (``oauth_token``, ``api_key``,
+        ``codex_plan`` or ``openai_api_key``) with the secret as it goes on the wire."""
         return {self.wire_kind: self.secret.reveal()}
 
+    @property
+    def boots(self) -> bool:
+        """Whether an agent server boots holding this credential (a Codex plan's
+        rotating tokens never do: every turn carries them)."""
+        return (self.provider, self.kind) in _ENV_NAME
+
     def env(self) -> dict[str, Secret]:
-        """The boot environment entry that carries this credential."""
-        return {_ENV_NAME[self.kind]: self.secret}
+        """The boot environment entry that carries this credential ({} if it never
+        boots one)."""
+        name = _ENV_NAME.get((self.provider, self.kind))
+        return {name: self.secret} if name is not None else {}
 
     def echoed_by(self, echo: str | None) -> bool:
         """Whether the agent server's echo says it applied this rung to the spawn."""

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 
 from agents import lifecycle
 from agents import tasks as agent_tasks
-from agents.models import Agent, WaitPolicy
+from agents.models import RUNTIME_PROVIDER, Agent, WaitPolicy
 from agents.runtimes import get_runtime
 from agents.signals import agent_created
 from trinity.crypto import Secret
@@ -122,6 +122,8 @@ def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
     (its platform-key switch or its routing policy) re-applies what it boots with.
     """
     fields = [f for f in UPDATABLE_FIELDS if f in changes]
+    if "runtime" in fields:
+        _provider_change_check(agent, changes["runtime"])
     for field in fields:
         setattr(agent, field, changes[field])
     if fields:
@@ -134,6 +136,17 @@ def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
         else:
             transaction.on_commit(lambda: agent_tasks.apply_credentials.delay(agent_id))
     return agent
+
+
+def _provider_change_check(agent: Agent, runtime: str) -> None:
+    """Conflict when a runtime change would leave the agent assigned to another
+    provider's plan: a Claude agent's plan cannot serve Codex turns, nor the reverse."""
+    if RUNTIME_PROVIDER[runtime] != agent.provider and agent.subscription_id is not None:
+        raise Conflict(
+            f"Agent {agent.name!r} is assigned to a {agent.provider} subscription; a "
+            f"{runtime} agent spends {RUNTIME_PROVIDER[runtime]} plans. Unassign it first.",
+            field="runtime",
+        )
 
 
 def agent_delete(*, agent: Agent) -> None:

@@ -13,6 +13,7 @@ from agents.rung import Rung, RungKind
 from execution.deadlines import budget_end
 from execution.protection import key_reserve, key_settle, lease_take
 from execution.turn_state import TurnState
+from subscriptions.codex_refresh import codex_wire_rung
 from subscriptions.planner import Attempt, BudgetRefused, Busy, Outcome, Record, Send, Unreachable
 from subscriptions.services import assignment_commit, record_rate_limit_event
 from subscriptions.walk import Why
@@ -101,7 +102,9 @@ def _run_turn(state: TurnState, rung: Rung | None) -> TurnOutcome:
             timeout_seconds=remaining,
             model=execution.model or agent.model or None,
             # A legacy server is sent nothing: it runs on what it was assigned.
-            rung=None if state.evidence.legacy.on else rung,
+            rung=None
+            if state.evidence.legacy.on or rung is None
+            else codex_wire_rung(rung, now=clock.now()),
             session_id=execution.session_id or None,
         )
 

@@ -22,8 +22,9 @@ the tokens it has (they may still serve, and a refusal walks the turn).
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -32,8 +33,9 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
+from agents.rung import Rung, RungKind
 from subscriptions.codex_credential import CodexCredential, codex_credential_load
-from subscriptions.models import Subscription
+from subscriptions.models import Provider, Subscription
 from trinity.crypto import Secret, fingerprint
 
 logger = logging.getLogger(__name__)
@@ -115,6 +117,21 @@ def codex_fresh_secret(
     credential on as a ``Secret`` (the usage collector)."""
     fresh = codex_credential_fresh(subscription_id, now=now, client=client)
     return Secret(fresh.credential.dumps())
+
+
+def codex_wire_rung(rung: Rung, *, now: datetime) -> Rung:
+    """``rung`` as a turn sends it: a Codex plan's rung carries the plan's current
+    access token and account (``{"access_token", "account_id"}``), refreshed first when
+    due; never its refresh token. Any other rung is sent as it is. A plan whose
+    refresh failed is sent its current tokens: the provider's refusal walks the turn."""
+    if rung.provider != Provider.OPENAI_CODEX or rung.kind is not RungKind.SUBSCRIPTION:
+        return rung
+    assert rung.subscription_id is not None  # noqa: S101 - a plan's rung names its plan
+    credential = codex_credential_fresh(rung.subscription_id, now=now).credential
+    wire = json.dumps(
+        {"access_token": credential.access_token, "account_id": credential.account_id}
+    )
+    return replace(rung, secret=Secret(wire))
 
 
 def _store(row: Subscription, credential: CodexCredential) -> None:

@@ -277,9 +277,9 @@ def subscription_rungs(ids: Iterable[int]) -> dict[int, Rung]:
     wanted = list(ids)
     if not wanted:
         return {}
-    rows = Subscription.objects.filter(pk__in=wanted).only("pk", "name", "token")
+    rows = Subscription.objects.filter(pk__in=wanted).only("pk", "name", "token", "provider")
     return {
-        row.pk: Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name)
+        row.pk: Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name, row.provider)
         for row in rows
         if row.token
     }
@@ -357,4 +357,4 @@ def affinity_rung(
         return None
     if assigned_forecast_exhausted(evidence, now=now, expected_turn=expected_turn, family=family):
         return None
-    return Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name)
+    return Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name, row.provider)

@@ -365,6 +365,8 @@ SPECTACULAR_SETTINGS = {
         "RoutingPolicyEnum": "trinity.models.RoutingPolicy",
         "RoutingStrategyEnum": "trinity.models.RoutingStrategy",
         "WaitPolicyEnum": "agents.models.WaitPolicy",
+        # A subscription's provider and an agent's (its runtime's).
+        "ProviderEnum": "subscriptions.models.Provider",
         # A notification's level and a notification channel's minimum level.
         "NotificationLevelEnum": "trinity.models.Notification.Level",
     },
