@@ -219,6 +219,9 @@ def rate_limit_headers(cred: Credential, now: float) -> dict[str, str]:
         headers[f"x-codex-{prefix}-window-minutes"] = str(window.duration // 60)
         headers[f"x-codex-{prefix}-reset-after-seconds"] = str(max(0, reset_at - math.floor(now)))
         headers[f"x-codex-{prefix}-reset-at"] = str(reset_at)
+    # As /backend-api/wham/usage says: a plan without purchased credits.
+    headers["x-codex-credits-has-credits"] = "false"
+    headers["x-codex-credits-unlimited"] = "false"
     return headers
 
 

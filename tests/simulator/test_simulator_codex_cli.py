@@ -145,8 +145,10 @@ supports_websockets = false
 
 
 def chatgpt_config(base_url: str) -> str:
+    # The file store: the sign-in and its rotations stay in auth.json, not a keyring.
     return f"""model_provider = "simchat"
 model = "gpt-5.5-codex"
+cli_auth_credentials_store = "file"
 chatgpt_base_url = "{base_url}/backend-api/"
 [model_providers.simchat]
 name = "simchat"
@@ -226,6 +228,19 @@ def run_codex(sim: SimulatorProcess, tmp_path: Path, codex: str, proxy_trap: Pro
     return run
 
 
+def rollout_rate_limits(home: Path) -> dict[str, Any]:
+    """The last rate-limit snapshot the CLI wrote to its session rollout."""
+    snapshots = [
+        event["payload"]["rate_limits"]
+        for rollout in sorted(home.glob("sessions/**/rollout-*.jsonl"))
+        for event in map(json.loads, rollout.read_text().splitlines())
+        if event.get("payload", {}).get("type") == "token_count"
+        and event["payload"].get("rate_limits")
+    ]
+    assert snapshots, "no rate limits in the session rollout"
+    return dict(snapshots[-1])
+
+
 def search_path() -> str:
     """Node's directory first: the pinned `codex` is a node launcher."""
     node = shutil.which("node")
@@ -303,6 +318,16 @@ def test_a_signed_in_turn_gets_the_reply_on_the_plan(
     assert signed_in.credential("plan-a")["refreshes"] == 0
     assert_only_the_simulator_was_called(signed_in)
     assert run.seconds < 10
+    # exec --json never prints rate limits; the session rollout keeps what the CLI
+    # read from the x-codex-* headers.
+    limits = rollout_rate_limits(run.home)
+    assert limits["primary"]["window_minutes"] == 300
+    assert limits["secondary"]["window_minutes"] == 10080
+    five_hour = windows["five_hour"]
+    assert limits["primary"]["used_percent"] == round(five_hour["utilization"] * 100, 2)
+    assert five_hour["resets_at"] is not None
+    reset = datetime.fromisoformat(five_hour["resets_at"]).timestamp()
+    assert 0 <= limits["primary"]["resets_at"] - reset < 1
 
 
 def test_an_exhausted_plan_fails_the_turn_after_one_429(
