@@ -739,7 +739,9 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     async def not_found(request: Request, path: str) -> Response:
         outcome = Outcome(request)
         token = request.headers.get("x-api-key") or bearer_token(request)
-        outcome.credential = sim.credentials.get(token) if token else None
+        issued = sim.codex_access(token) if token else None
+        # A rotated Codex access token still names its credential in the log.
+        outcome.credential = issued[0] if issued else sim.credentials.get(token or "")
         response = anthropic_error(404, "not_found_error", "Not found")
         if request.url.path.startswith("/_control/"):
             response.headers["request-id"] = outcome.request_id
