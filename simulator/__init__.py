@@ -1,4 +1,5 @@
-"""Provider simulator: the Anthropic Messages API with plan quota, plus Codex usage.
+"""Provider simulator: the Anthropic Messages API with plan quota, plus the OpenAI
+endpoints the Codex CLI calls (simulator/codex.py) and the Codex usage shape.
 
 Dev, test and bench only. Start it with ``python -m simulator --port 0``; drive it
 with :class:`simulator.control.SimulatorControl`; run it from Python with
