@@ -26,6 +26,19 @@ def test_a_seed_file_registers_credentials_and_usage(tmp_path: Path) -> None:
     assert sim.lookup(token).label == "demo"
 
 
+def test_a_codex_seed_entry_carries_its_sign_in(tmp_path: Path) -> None:
+    seed = tmp_path / "seed.json"
+    token = "eyJhbGciOiJub25lIn0.eyJleHAiOjB9.c2ln"
+    entry = {"token": token, "kind": "codex", "label": "demo-codex", "plan_type": "pro"}
+    entry |= {"account_id": "acct-demo", "refresh_token": "rt-demo-" + "r" * 20}
+    seed.write_text(json.dumps([entry]))
+    sim = Simulator()
+    assert load_seed(sim, seed) == 1
+    cred = sim.lookup(token)
+    assert cred.kind == "codex" and cred.account_id == "acct-demo"
+    assert "rt-demo-" + "r" * 20 in sim.refresh_grants
+
+
 @pytest.mark.parametrize("content", ['{"token": 1}', '[{"kind": "oauth"}]'])
 def test_a_malformed_seed_is_refused_by_entry(tmp_path: Path, content: str) -> None:
     seed = tmp_path / "seed.json"
