@@ -10,6 +10,7 @@ const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 export function planTokenProblem(provider, raw) {
   const token = (raw || "").trim();
   if (!token) return "A token is required.";
+  if (provider === "openai-codex") return codexCredentialProblem(token);
   if (/\s/.test(token)) return "A token has no spaces or line breaks.";
   if (provider === "anthropic") {
     if (token.startsWith(PLATFORM_API_KEY_PREFIX)) {
@@ -23,19 +24,42 @@ export function planTokenProblem(provider, raw) {
     }
     return null;
   }
-  if (provider === "openai-codex") {
-    if (token.startsWith("sk-")) {
-      return (
-        "This is an API key, which bills per token. A ChatGPT/Codex subscription needs " +
-        "the plan's access token (a JWT from `codex login`)."
-      );
-    }
+  return "Choose a provider first.";
+}
+
+// A Codex plan's credential is the auth.json `codex login` wrote (the platform refreshes
+// it), or a bare access token (a JWT; it cannot be refreshed once it expires).
+function codexCredentialProblem(token) {
+  if (token.startsWith("sk-")) {
+    return (
+      "This is an API key, which bills per token. It belongs in the OpenAI platform key " +
+      "setting; a ChatGPT/Codex subscription needs the auth.json `codex login` wrote."
+    );
+  }
+  if (!token.startsWith("{")) {
     if (!token.startsWith("eyJ") || !JWT.test(token)) {
-      return "A ChatGPT/Codex plan token is a JWT access token (three dot-separated parts starting with 'eyJ').";
+      return (
+        "A ChatGPT/Codex plan credential is the auth.json `codex login` wrote, or its access " +
+        "token (a JWT: three dot-separated parts starting with 'eyJ')."
+      );
     }
     return null;
   }
-  return "Choose a provider first.";
+  let document;
+  try {
+    document = JSON.parse(token);
+  } catch {
+    return "The credential is not valid JSON.";
+  }
+  const tokens = document.tokens ?? document;
+  if (typeof tokens !== "object" || tokens === null) return "tokens must be an object.";
+  if (typeof tokens.access_token !== "string" || !JWT.test(tokens.access_token.trim())) {
+    return "tokens.access_token is missing or not a JWT.";
+  }
+  if (typeof tokens.refresh_token !== "string" || !tokens.refresh_token.trim()) {
+    return "tokens.refresh_token is missing: paste the whole auth.json `codex login` wrote.";
+  }
+  return null;
 }
 
 /** Returns null when `raw` looks like an Anthropic platform API key, else what is wrong. */

@@ -3,6 +3,12 @@ import { planTokenProblem, platformKeyProblem } from "./tokens.js";
 
 const PLAN = "sk-ant-oat01-" + "a".repeat(40);
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+// What `codex login` writes, on several lines.
+const AUTH_JSON = JSON.stringify(
+  { OPENAI_API_KEY: null, tokens: { id_token: JWT, access_token: JWT, refresh_token: "rt-1", account_id: "a" } },
+  null,
+  2,
+);
 
 describe("planTokenProblem", () => {
   it.each([
@@ -14,8 +20,13 @@ describe("planTokenProblem", () => {
     ["anthropic", "sk-ant-oat01-aaaa bbbbbbbbbbbbbbbbbbbbbbbb", /no spaces/],
     ["openai-codex", JWT, null],
     ["openai-codex", "sk-proj-" + "x".repeat(30), /API key, which bills per token/],
-    ["openai-codex", "not.a.jwt", /JWT access token/],
+    ["openai-codex", "not.a.jwt", /JWT/],
     ["openai-codex", PLAN, /API key|JWT/],
+    ["openai-codex", AUTH_JSON, null],
+    ["openai-codex", JSON.stringify(JSON.parse(AUTH_JSON).tokens), null],
+    ["openai-codex", "{not json", /not valid JSON/],
+    ["openai-codex", JSON.stringify({ tokens: { access_token: JWT } }), /refresh_token is missing/],
+    ["openai-codex", JSON.stringify({ tokens: { refresh_token: "r" } }), /access_token is missing/],
   ])("%s %s", (provider, token, expected) => {
     const problem = planTokenProblem(provider, token);
     if (expected === null) expect(problem).toBeNull();
