@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from simulator import codex
 from simulator.messages import Reply, new_request_id, sse_frame
 from simulator.ratelimit import unified_headers
 from simulator.redteam import ToolScript
@@ -33,6 +34,7 @@ from simulator.state import (
     CredentialKind,
     LatencyScope,
     RequestRecord,
+    SignIn,
     Simulator,
     Window,
     iso,
@@ -116,6 +118,18 @@ class CredentialIn(BaseModel):
     usage_scope: bool | None = None
     plan_type: str | None = None
     usage_delay_ms: int | None = Field(default=None, ge=0, le=600_000)
+    # Codex (ChatGPT sign-in) only: simulator/codex.py.
+    account_id: str | None = Field(default=None, min_length=1)
+    refresh_token: str | None = Field(default=None, min_length=8)
+    expires_in: int | None = Field(default=None, ge=1)
+    email: str | None = None
+    user_id: str | None = Field(default=None, min_length=1)
+
+    def sign_in(self) -> SignIn | None:
+        fields = (self.account_id, self.refresh_token, self.expires_in, self.email, self.user_id)
+        if all(value is None for value in fields):
+            return None
+        return SignIn(*fields)
 
 
 class UsageThrottleIn(BaseModel):
@@ -264,7 +278,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             return anthropic_error(401, "authentication_error", "x-api-key header is required")
         cred = sim.resolve(token, auto_kind=token_kind(token))
         outcome.credential = cred
-        if cred is None or cred.kind == "codex":
+        if cred is None or cred.kind in ("codex", "openai_key"):
             message = "invalid x-api-key" if api_key else "Invalid bearer token"
             return anthropic_error(401, "authentication_error", message)
         if cred.kind == "api_key" and cred.revoked:
@@ -375,6 +389,32 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             raw = await request.body()
             return finish(outcome, serve_messages(raw, request, outcome, count=True))
 
+    # the OpenAI side (simulator/codex.py)
+
+    @app.post("/backend-api/codex/responses")
+    async def codex_responses(request: Request) -> Response:
+        outcome = Outcome(request)
+        async with in_flight():
+            await inject_latency(usage=False)
+            raw = await request.body()
+            return finish(outcome, codex.serve_chatgpt(sim, raw, request, outcome))
+
+    @app.post("/v1/responses")
+    async def platform_responses(request: Request) -> Response:
+        outcome = Outcome(request)
+        async with in_flight():
+            await inject_latency(usage=False)
+            raw = await request.body()
+            return finish(outcome, codex.serve_platform(sim, raw, request, outcome))
+
+    @app.post("/oauth/token")
+    async def oauth_token(request: Request) -> Response:
+        outcome = Outcome(request)
+        async with in_flight():
+            await inject_latency(usage=False)
+            raw = await request.body()
+            return finish(outcome, codex.serve_refresh(sim, raw, outcome))
+
     # usage endpoints
 
     def window_usage(window: Window | None, jitter: int = 0) -> dict[str, Any] | None:
@@ -446,13 +486,19 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         token = bearer_token(request)
         if token is None:
             return codex_error(401, "missing_authorization", "Missing bearer token.")
-        cred = sim.resolve(token, auto_kind="codex" if token_kind(token) is None else None)
+        # A token the sign-in issued (rotated ones too), else an unknown one is taken
+        # for a Codex plan token and auto-registered.
+        issued = sim.codex_access(token)
+        auto_kind: CredentialKind | None = "codex" if token_kind(token) is None else None
+        cred = issued[0] if issued else sim.resolve(token, auto_kind=auto_kind)
         outcome.credential = cred
         if cred is None or cred.kind != "codex":
             return codex_error(401, "invalid_token", "Invalid bearer token.")
         if cred.revoked:
             return codex_error(401, "token_invalidated", CODEX_REVOKED)
         now = sim.clock.now()
+        if issued and issued[1].expired(now):
+            return codex_error(401, "token_expired", codex.TOKEN_EXPIRED)
         retry_after = cred.usage_retry_after(now)
         if retry_after is not None:
             throttled = codex_error(429, "rate_limit_exceeded", USAGE_RATE_LIMITED)
@@ -520,6 +566,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
                 usage_scope=body.usage_scope,
                 plan_type=body.plan_type,
                 usage_delay_ms=body.usage_delay_ms,
+                sign_in=body.sign_in(),
             )
         except ValueError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
@@ -675,6 +722,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         release_held()
         return {"ok": True}
 
+    codex.add_codex_control(control, sim, known)
     app.include_router(control)
 
     @app.exception_handler(RequestValidationError)

@@ -33,6 +33,11 @@ class CredentialView(TypedDict):
     usage_delay_ms: int
     usage_throttled_until: str | None
     reset_jitter: list[int]
+    account_id: str | None  # Codex: the ChatGPT account its tokens belong to
+    user_id: str | None  # Codex: the chatgpt_user_id its id tokens carry
+    access_lifetime: int | None  # Codex: seconds each issued access token lives (None: ever)
+    access_expires_at: str | None  # Codex: when the newest access token expires
+    refreshes: int  # Codex: sign-in refreshes granted (rotations)
     windows: dict[str, WindowView]
 
 
@@ -41,7 +46,7 @@ class RequestRecord(TypedDict):
     request_id: str
     method: str
     path: str
-    auth_kind: Literal["oauth", "api_key", "codex", "none"]
+    auth_kind: Literal["oauth", "api_key", "codex", "openai_key", "none"]
     credential: str | None
     model: str | None
     status: int
@@ -133,6 +138,11 @@ class SimulatorControl:
         usage_scope: bool | None = None,
         plan_type: str | None = None,
         usage_delay_ms: int | None = None,
+        account_id: str | None = None,
+        refresh_token: str | None = None,
+        expires_in: int | None = None,
+        email: str | None = None,
+        user_id: str | None = None,
     ) -> CredentialView:
         """Create the credential, or update the given fields if ``token`` exists.
 
@@ -140,6 +150,15 @@ class SimulatorControl:
         their defaults. Codex credentials have ``five_hour`` and ``seven_day`` only.
         ``usage_delay_ms`` delays every usage-endpoint answer for this credential
         (on top of the global latency): a provider that hangs for one account.
+
+        A Codex credential is a ChatGPT sign-in: ``token`` is its first access token,
+        valid ``expires_in`` seconds (omitted: forever), for ``account_id`` (default
+        ``acct-sim-<last 4>``: the ``chatgpt-account-id`` the CLI must send), and
+        ``refresh_token`` exchanges once at ``/oauth/token``; the id tokens a refresh
+        issues carry ``email`` and ``user_id`` (default ``user-sim-<last 4>``), which
+        the CLI requires to equal the ones it signed in with. The control API keeps
+        addressing it by ``token`` (or any access token it was issued) after rotation.
+        ``kind="openai_key"`` is a platform key for ``/v1/responses`` with ``credit_usd``.
         """
         body: dict[str, Any] = {"token": token, "kind": kind}
         for name, value in (
@@ -149,6 +168,11 @@ class SimulatorControl:
             ("usage_scope", usage_scope),
             ("plan_type", plan_type),
             ("usage_delay_ms", usage_delay_ms),
+            ("account_id", account_id),
+            ("refresh_token", refresh_token),
+            ("expires_in", expires_in),
+            ("email", email),
+            ("user_id", user_id),
         ):
             if value is not None:
                 body[name] = value
@@ -194,6 +218,12 @@ class SimulatorControl:
     def revoke(self, token: str, *, revoked: bool = True) -> CredentialView:
         body = {"token": token, "revoked": revoked}
         return cast(CredentialView, self._call("POST", "/credentials/revoke", body))
+
+    def expire_access(self, token: str) -> CredentialView:
+        """Every access token the Codex credential was issued expires now; its refresh
+        token still exchanges."""
+        body = {"token": token}
+        return cast(CredentialView, self._call("POST", "/credentials/expire-access", body))
 
     def throttle_usage(self, token: str, *, seconds: float) -> CredentialView:
         """Make the usage endpoints answer 429 with a Retry-After for ``token`` for
@@ -276,3 +306,10 @@ class SimulatorControl:
 
     def add_model(self, name: str) -> list[str]:
         return cast(list[str], self._call("POST", "/models", {"name": name}))
+
+    def codex_models(self) -> list[str]:
+        """The models the Responses endpoints (plan and platform) know."""
+        return cast(list[str], self._call("GET", "/codex-models"))
+
+    def add_codex_model(self, name: str) -> list[str]:
+        return cast(list[str], self._call("POST", "/codex-models", {"name": name}))

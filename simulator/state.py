@@ -11,14 +11,15 @@ import math
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
 from simulator.redteam import ToolScript
 
-CredentialKind = Literal["oauth", "api_key", "codex"]
-AuthKind = Literal["oauth", "api_key", "codex", "none"]
+CredentialKind = Literal["oauth", "api_key", "codex", "openai_key"]
+AuthKind = Literal["oauth", "api_key", "codex", "openai_key", "none"]
 LatencyScope = Literal["all", "usage"]
 WindowStatus = Literal["allowed", "allowed_warning", "rejected"]
 
@@ -77,6 +78,16 @@ DEFAULT_MODELS: tuple[str, ...] = (
     "claude-3-7-sonnet-latest",
     "claude-3-5-haiku-latest",
     "claude-3-5-haiku-20241022",
+)
+# The Codex models the ChatGPT backend and the platform's Responses API know.
+DEFAULT_CODEX_MODELS: tuple[str, ...] = (
+    "gpt-5.5-codex",
+    "gpt-5.5",
+    "gpt-5-codex",
+    "gpt-5.1-codex",
+    "gpt-5.1-codex-mini",
+    "gpt-5.1-codex-max",
+    "gpt-5",
 )
 _DATED = re.compile(r"^(?P<base>.+)-\d{8}$")
 
@@ -228,6 +239,15 @@ class Credential:
     # second or two between polls. Empty: exact resets.
     reset_jitter: list[int] = field(default_factory=list)
     jitter_turn: int = 0
+    # A Codex (ChatGPT sign-in) credential: the account its tokens belong to, how long
+    # each access token it is issued lives (None: forever), when its newest one expires,
+    # and how many refreshes it was granted. The tokens live in Simulator's grants.
+    account_id: str | None = None
+    user_id: str | None = None
+    email: str | None = None
+    access_lifetime: int | None = None
+    access_expires_at: float | None = None
+    refreshes: int = 0
 
     def next_jitter(self) -> int:
         """The seconds this answer's resets are shifted by (0 without jitter)."""
@@ -275,6 +295,11 @@ class Credential:
             "usage_delay_ms": self.usage_delay_ms,
             "usage_throttled_until": iso(self.usage_throttled_until),
             "reset_jitter": list(self.reset_jitter),
+            "account_id": self.account_id,
+            "user_id": self.user_id,
+            "access_lifetime": self.access_lifetime,
+            "access_expires_at": iso(self.access_expires_at),
+            "refreshes": self.refreshes,
             "windows": {
                 w.name: {
                     "used": w.used,
@@ -323,6 +348,45 @@ class QuotaDecision:
     windows: list[Window]
 
 
+@dataclass(frozen=True)
+class SignIn:
+    """What registering a Codex credential may set about its ChatGPT sign-in."""
+
+    account_id: str | None = None
+    refresh_token: str | None = None
+    expires_in: int | None = None
+    email: str | None = None
+    user_id: str | None = None
+
+
+@dataclass
+class AccessGrant:
+    """An access token issued to a Codex credential (keyed by its registration token)."""
+
+    credential: str
+    expires_at: float | None
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+
+@dataclass
+class RefreshGrant:
+    """A refresh token: single use, so ``used`` once it was exchanged."""
+
+    credential: str
+    used: bool = False
+
+
+class RefreshRefused(Exception):
+    """A refresh the sign-in service refuses; ``code`` is what the CLI classifies."""
+
+    def __init__(self, code: str, credential: Credential | None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.credential = credential
+
+
 @dataclass
 class Simulator:
     clock: Clock = field(default_factory=Clock)
@@ -337,6 +401,11 @@ class Simulator:
     upstream_error_retryable: bool = True
     # The armed scripted tool-using model (simulator/redteam.py), or None.
     red_team: ToolScript | None = None
+    codex_models: set[str] = field(default_factory=lambda: set(DEFAULT_CODEX_MODELS))
+    # Codex sign-in tokens by value. A credential keeps its registration token as its
+    # key for life; rotation adds grants that point at that key.
+    access_grants: dict[str, AccessGrant] = field(default_factory=dict)
+    refresh_grants: dict[str, RefreshGrant] = field(default_factory=dict)
 
     def reset(self) -> None:
         """Back to a fresh start: no credentials, default models, real time, no latency,
@@ -350,6 +419,9 @@ class Simulator:
         self.upstream_error_status = 0
         self.upstream_error_retryable = True
         self.red_team = None
+        self.codex_models = set(DEFAULT_CODEX_MODELS)
+        self.access_grants.clear()
+        self.refresh_grants.clear()
 
     # credentials
 
@@ -365,16 +437,21 @@ class Simulator:
         plan_type: str | None = None,
         auto_registered: bool = False,
         usage_delay_ms: int | None = None,
+        sign_in: SignIn | None = None,
     ) -> Credential:
         """Create a credential, or update the given fields of an existing one.
 
-        Raises ValueError on an unknown window name or a capacity below 1.
+        ``sign_in`` (Codex only) sets the account, refresh token and access-token
+        lifetime. Raises ValueError on an unknown window name, a capacity below 1, or a
+        sign-in for another kind.
         """
         names: tuple[str, ...] = tuple(WINDOW_DURATIONS)
         if kind == "codex":
             names = CODEX_WINDOWS
-        elif kind == "api_key":
+        elif kind in ("api_key", "openai_key"):
             names = ()  # a key pays per token; it has no plan windows
+        if sign_in is not None and kind != "codex":
+            raise ValueError("only a codex credential has a sign-in")
         for name, value in (capacity or {}).items():
             if name not in names:
                 raise ValueError(f"unknown window for {kind}: {name}")
@@ -402,11 +479,93 @@ class Simulator:
             cred.plan_type = plan_type
         if usage_delay_ms is not None:
             cred.usage_delay_ms = usage_delay_ms
+        if kind == "codex":
+            self._sign_in(cred, sign_in or SignIn(), fresh=token not in self.access_grants)
         return cred
 
+    def _sign_in(self, cred: Credential, sign_in: SignIn, *, fresh: bool) -> None:
+        """Set a Codex credential's sign-in; its registration token is its first access
+        token, valid for ``expires_in`` seconds from now (forever when None)."""
+        now = self.clock.now()
+        if sign_in.account_id is not None or cred.account_id is None:
+            cred.account_id = sign_in.account_id or "acct-sim-" + cred.fingerprint
+        if sign_in.user_id is not None or cred.user_id is None:
+            cred.user_id = sign_in.user_id or "user-sim-" + cred.fingerprint
+        if sign_in.email is not None:
+            cred.email = sign_in.email
+        if fresh or sign_in.expires_in is not None:
+            cred.access_lifetime = sign_in.expires_in
+            expires_at = now + sign_in.expires_in if sign_in.expires_in is not None else None
+            cred.access_expires_at = expires_at
+            self.access_grants[cred.token] = AccessGrant(cred.token, expires_at)
+        if sign_in.refresh_token is not None:
+            self.refresh_grants[sign_in.refresh_token] = RefreshGrant(cred.token)
+
     def lookup(self, token: str) -> Credential:
-        """The registered credential for ``token``; raises KeyError if none."""
-        return self.credentials[token]
+        """The registered credential for ``token`` (or for a Codex access token it was
+        issued); raises KeyError if none."""
+        cred = self.credentials.get(token)
+        if cred is None:
+            cred = self.credentials[self.access_grants[token].credential]
+        return cred
+
+    # Codex sign-in
+
+    def codex_access(self, token: str) -> tuple[Credential, AccessGrant] | None:
+        """The Codex credential an access token was issued to, with its grant."""
+        grant = self.access_grants.get(token)
+        cred = self.credentials.get(grant.credential) if grant else None
+        if grant is None or cred is None or cred.kind != "codex":
+            return None
+        return cred, grant
+
+    def expire_access(self, cred: Credential) -> None:
+        """Every access token issued to ``cred`` expires now (refresh tokens stand)."""
+        now = self.clock.now()
+        for grant in self.access_grants.values():
+            if grant.credential == cred.token:
+                grant.expires_at = now
+        cred.access_expires_at = now
+
+    def rotate(
+        self,
+        refresh_token: str,
+        *,
+        mint_access: Callable[[Credential, float | None], str],
+        new_refresh: str,
+    ) -> tuple[Credential, str]:
+        """Exchange a refresh token: returns the credential and a new access token
+        (``mint_access(credential, expires_at)``); ``new_refresh`` is issued to the same
+        credential and the presented token is spent. Earlier access tokens keep
+        working until their own expiry, as stateless bearer tokens do.
+
+        Raises RefreshRefused: ``refresh_token_expired`` (unknown),
+        ``refresh_token_invalidated`` (the sign-in is revoked), ``refresh_token_reused``
+        (spent before: the whole sign-in is revoked, as a provider that detects a
+        replayed refresh token does).
+        """
+        grant = self.refresh_grants.get(refresh_token)
+        cred = self.credentials.get(grant.credential) if grant else None
+        if grant is None or cred is None:
+            raise RefreshRefused("refresh_token_expired", None)
+        if cred.revoked:
+            raise RefreshRefused("refresh_token_invalidated", cred)
+        if grant.used:
+            cred.revoked = True
+            raise RefreshRefused("refresh_token_reused", cred)
+        grant.used = True
+        now = self.clock.now()
+        lifetime = cred.access_lifetime
+        expires_at = now + lifetime if lifetime is not None else None
+        access_token = mint_access(cred, expires_at)
+        self.access_grants[access_token] = AccessGrant(cred.token, expires_at)
+        self.refresh_grants[new_refresh] = RefreshGrant(cred.token)
+        cred.access_expires_at = expires_at
+        cred.refreshes += 1
+        return cred, access_token
+
+    def is_known_codex_model(self, model: str) -> bool:
+        return model in self.codex_models
 
     def resolve(self, token: str, *, auto_kind: CredentialKind | None) -> Credential | None:
         """The credential for ``token``, auto-registering it as ``auto_kind`` if unknown."""
