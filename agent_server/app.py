@@ -37,6 +37,7 @@ from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn, TurnOutcome
 from agent_server.runtimes.claude_code import ClaudeCodeRuntime
+from agent_server.runtimes.codex_cli import CodexCliRuntime
 from agent_server.state import AgentState
 from trinity_contract.errors import ERROR_STATUS, ErrorCode
 from trinity_contract.proof import BadNonce, health_proof
@@ -54,10 +55,20 @@ def build_runtime(config: AgentConfig, clock: Clock) -> Runtime:
     if config.runtime == "anthropic-api":
         assert config.model is not None  # load_config requires it for this runtime
         return AnthropicApiRuntime(default_model=config.model, clock=clock)
-    binary = config.claude_bin
+    binary = config.codex_bin if config.runtime == "codex-cli" else config.claude_bin
     if config.agent_user is not None:
         # The checkout may sit under a directory the agent user cannot enter.
         binary = cli_stage(binary, config.cli_cache or default_cli_cache())
+    if config.runtime == "codex-cli":
+        return CodexCliRuntime(
+            binary=binary,
+            clock=clock,
+            # The server's own directory: out of the agent user's reach, kept across
+            # restarts (which CLI thread each chat session resumes).
+            threads_dir=config.home / "codex-threads",
+            default_model=config.model,
+            run_as=config.agent_user,
+        )
     return ClaudeCodeRuntime(
         binary=binary,
         clock=clock,

@@ -44,8 +44,19 @@ CLI_CREDENTIALS: tuple[tuple[str, HeaderShape], ...] = (
     (AUTH_TOKEN, "bearer"),
     (OAUTH_TOKEN, "bearer"),
 )
+# `CODEX_API_KEY` is no input of the server's, but the Codex CLI would spend it in
+# place of its provider key (and read `CODEX_ACCESS_TOKEN` as an agent identity): a
+# baseline carrying either must not reach it.
 ALL_CREDENTIAL_NAMES: Final = frozenset(
-    {API_KEY, AUTH_TOKEN, OAUTH_TOKEN, CODEX_ACCESS_TOKEN, CODEX_ACCOUNT_ID, OPENAI_API_KEY}
+    {
+        API_KEY,
+        AUTH_TOKEN,
+        OAUTH_TOKEN,
+        CODEX_ACCESS_TOKEN,
+        CODEX_ACCOUNT_ID,
+        OPENAI_API_KEY,
+        "CODEX_API_KEY",
+    }
 )
 # The ChatGPT access token's claim that names its account (a JWT's payload).
 _AUTH_CLAIM: Final = "https://api.openai.com/auth"
