@@ -143,6 +143,7 @@ def platform_on(
         **extra,
         TRINITY_ANTHROPIC_BASE_URL=simulator.base_url,
         TRINITY_CODEX_BASE_URL=simulator.base_url,
+        TRINITY_OPENAI_BASE_URL=simulator.base_url,
         VAR_DIR=tmp_path,
     ):
         try:

@@ -473,7 +473,11 @@ TRINITY_ANTHROPIC_BASE_URL = env.str(
 TRINITY_CODEX_BASE_URL = env.str("TRINITY_CODEX_BASE_URL", default="https://chatgpt.com").rstrip(
     "/"
 )
-for _name in ("TRINITY_ANTHROPIC_BASE_URL", "TRINITY_CODEX_BASE_URL"):
+# The OpenAI platform API an OpenAI key is spent on by a Codex agent's forwarder.
+TRINITY_OPENAI_BASE_URL = env.str(
+    "TRINITY_OPENAI_BASE_URL", default="https://api.openai.com"
+).rstrip("/")
+for _name in ("TRINITY_ANTHROPIC_BASE_URL", "TRINITY_CODEX_BASE_URL", "TRINITY_OPENAI_BASE_URL"):
     if not globals()[_name].startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name} must be an http(s) URL")
 
