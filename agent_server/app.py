@@ -8,6 +8,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from fastapi import FastAPI, Request, Response
@@ -36,7 +37,8 @@ from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn, TurnOutcome
 from agent_server.runtimes.claude_code import ClaudeCodeRuntime
-from agent_server.state import AgentState, capability_env, turn_credential
+from agent_server.runtimes.codex_cli import CodexCliRuntime
+from agent_server.state import AgentState
 from trinity_contract.errors import ERROR_STATUS, ErrorCode
 from trinity_contract.proof import BadNonce, health_proof
 
@@ -53,10 +55,20 @@ def build_runtime(config: AgentConfig, clock: Clock) -> Runtime:
     if config.runtime == "anthropic-api":
         assert config.model is not None  # load_config requires it for this runtime
         return AnthropicApiRuntime(default_model=config.model, clock=clock)
-    binary = config.claude_bin
+    binary = config.codex_bin if config.runtime == "codex-cli" else config.claude_bin
     if config.agent_user is not None:
         # The checkout may sit under a directory the agent user cannot enter.
         binary = cli_stage(binary, config.cli_cache or default_cli_cache())
+    if config.runtime == "codex-cli":
+        return CodexCliRuntime(
+            binary=binary,
+            clock=clock,
+            # The server's own directory: out of the agent user's reach, kept across
+            # restarts (which CLI thread each chat session resumes).
+            threads_dir=config.home / "codex-threads",
+            default_model=config.model,
+            run_as=config.agent_user,
+        )
     return ClaudeCodeRuntime(
         binary=binary,
         clock=clock,
@@ -200,7 +212,12 @@ class _Server:
         # turn's credential only as a forwarder capability; an in-process one (the
         # direct Messages API runtime, which runs no tools) gets the environment as is.
         self.via_forwarder = bool(getattr(runtime, "uses_forwarder", True))
-        self.forwarder = Forwarder(upstream=config.upstream, redactor=redactor)
+        self.forwarder = Forwarder(
+            upstream=config.upstream,
+            codex_upstream=config.codex_upstream,
+            openai_upstream=config.openai_upstream,
+            redactor=redactor,
+        )
 
     @asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
@@ -245,23 +262,22 @@ class _Server:
         """Run the spawn; through the forwarder, the CLI holds a capability in place of
         the credential, alive exactly as long as this spawn. Returns the outcome and the
         rate-limit headers the forwarder relayed (None when it saw none)."""
-        runtime, forwarder = self.runtime, self.forwarder
+        runtime, forwarder, scheme = self.runtime, self.forwarder, self.state.scheme
         if not self.via_forwarder:
             return await runtime.run(spawn, env), None
-        credential = turn_credential(env)
+        credential = scheme.turn_credential(env)
         if credential is None:
-            cli_env = capability_env(
-                env, capability=None, name=None, forwarder_url=forwarder.base_url
-            )
+            cli_env = scheme.capability_env(env, None, None, forwarder.base_url)
             return await runtime.run(spawn, cli_env), None
-        with forwarder.grant(shape=credential.shape, secret=credential.secret) as grant:
-            cli_env = capability_env(
-                env,
-                capability=grant.capability,
-                name=credential.env_name,
-                forwarder_url=forwarder.base_url,
+        with forwarder.grant(
+            shape=credential.shape, secret=credential.secret, account_id=credential.account_id
+        ) as grant:
+            cli_env = scheme.capability_env(
+                env, grant.capability, credential.env_name, forwarder.base_url
             )
-            outcome = await runtime.run(spawn, cli_env)
+            # The runtime reads what the forwarder saw (never the credential) to
+            # classify a refusal from the provider's own answer.
+            outcome = await runtime.run(replace(spawn, upstream=grant.seen), cli_env)
         return outcome, grant.ratelimit or None
 
     def _timeout(self, body: TaskRequest) -> float:

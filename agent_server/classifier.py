@@ -1,6 +1,7 @@
-"""The agent server's classifier: a runtime's refusal (the CLI's result, or the
-Messages API's answer) into a typed error code and the reset it carried. Pure: no
-I/O, `now` is passed in. (What the platform makes of that code is
+"""The agent server's classifier: a runtime's refusal (the Claude CLI's result, the
+Messages API's answer, or a failed Codex turn with the provider answer the forwarder
+kept) into a typed error code and the reset it carried. Pure: no I/O, `now` is
+passed in. (What the platform makes of that code is
 `subscriptions/classifier.py`'s question.)
 
 The HTTP status the provider answered (the CLI's `api_error_status`) is read first and
@@ -12,12 +13,15 @@ module: a kill says nothing about the credential, so it must never walk the ladd
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agent_server.upstream import UpstreamRefusal
 from trinity_contract.errors import ErrorCode
-from trinity_contract.refusal_text import error_code_from_text
+from trinity_contract.refusal_text import BILLING_TEXT, error_code_from_text
 
 # A minute-precision reset printed by the CLI may trail the true instant by up to a
 # minute; a reading this close behind `now` is the current window ending, not
@@ -144,3 +148,115 @@ def parse_unified_reset(value: str | None) -> datetime | None:
     if parsed.tzinfo is None:
         return None
     return parsed.astimezone(UTC)
+
+
+# --- the Codex CLI ----------------------------------------------------------------
+
+# A window's name is its length, never "primary"/"secondary": which one is primary
+# is the provider's choice and has changed before (the platform's collector agrees).
+CODEX_WINDOW_NAMES: Final = {5 * 3600: "five_hour", 7 * 86400: "seven_day"}
+# Refusals of a credential that cannot pay: the trail calls them billing.
+_CODEX_BILLING: Final = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+_CODEX_MODEL: Final = re.compile(
+    r"model .*(?:not supported|does not exist|not found)|model_not_found|unsupported model",
+    re.IGNORECASE,
+)
+_CLI_STATUS: Final = re.compile(r"unexpected status (\d{3})\b")
+
+
+@dataclass(frozen=True)
+class CodexRefusal:
+    """A Codex turn's refusal: its code, the reset and limiting window (rate limits),
+    and `upstream_said`, the provider's own words to add to the detail (the CLI's
+    sentence drops them: "billing", the error code)."""
+
+    error_code: ErrorCode
+    resets_at: datetime | None = None
+    limiting_window: str | None = None
+    upstream_said: str = ""
+
+
+def codex_window_name(seconds: float) -> str:
+    """`five_hour`, `seven_day`, else `window_<seconds>s` (a window by its length)."""
+    return CODEX_WINDOW_NAMES.get(int(seconds), f"window_{int(seconds)}s")
+
+
+def codex_limiting_window(headers: Mapping[str, str], resets_at: datetime | None) -> str | None:
+    """The window a usage limit names, from the answer's `x-codex-*-window-minutes`:
+    the exhausted one whose reset is the refusal's, else the exhausted one that
+    resets last (nothing serves before then). None when no header says."""
+    exhausted: list[tuple[float, str]] = []
+    for name, value in headers.items():
+        if not (name.startswith("x-codex-") and name.endswith("-used-percent")):
+            continue
+        family = name[: -len("used-percent")]
+        minutes, used = _number(headers.get(family + "window-minutes")), _number(value)
+        if minutes is None or used is None or used < 100:
+            continue
+        reset = _number(headers.get(family + "reset-at")) or 0.0
+        if resets_at is not None and int(reset) == int(resets_at.timestamp()):
+            return codex_window_name(minutes * 60)
+        exhausted.append((reset, codex_window_name(minutes * 60)))
+    return max(exhausted)[1] if exhausted else None
+
+
+def classify_codex_refusal(
+    *, refusal: UpstreamRefusal | None, text: str, now: datetime
+) -> CodexRefusal:
+    """The typed error of a failed Codex turn: from the provider's answer the
+    forwarder kept when there is one (exact), else from the CLI's sentence."""
+    if refusal is None:
+        return _codex_from_text(text, now)
+    words = {refusal.error_type, refusal.error_code} - {None}
+    said = _upstream_said(refusal)
+    if words & _CODEX_BILLING or refusal.status == 402:
+        return CodexRefusal("auth", upstream_said=said)
+    if refusal.status == 429:
+        if "usage_not_included" in words:  # the plan does not include Codex at all
+            return CodexRefusal("auth", upstream_said=said)
+        if "usage_limit_reached" not in words:
+            # A throttle: no reset, no window; the platform backs off briefly.
+            return CodexRefusal("rate_limit", upstream_said=said)
+        resets_at = refusal.reset
+        window = codex_limiting_window(refusal.headers, resets_at)
+        return CodexRefusal("rate_limit", resets_at, window, said)
+    if refusal.status in (401, 403):
+        return CodexRefusal("auth", upstream_said=said)
+    if refusal.status == 404 or _CODEX_MODEL.search(f"{refusal.error_code} {refusal.message}"):
+        return CodexRefusal("model_unsupported", upstream_said=said)
+    if refusal.status >= 500:
+        return CodexRefusal("upstream_error", upstream_said=said)
+    return replace(_codex_from_text(f"{text} {refusal.message}", now), upstream_said=said)
+
+
+def _codex_from_text(text: str, now: datetime) -> CodexRefusal:
+    """The fallback: a status the CLI printed ("unexpected status 401 …"), else the
+    shared patterns (a billing word first: "Quota exceeded. Check your plan and
+    billing details." is a key without credit, not a usage limit)."""
+    printed = _CLI_STATUS.search(text)
+    if printed is not None:
+        code = classify_runtime_refusal(
+            api_error_status=int(printed.group(1)), text=text, now=now
+        ).error_code
+        return CodexRefusal(code)
+    if BILLING_TEXT.search(text):
+        return CodexRefusal("auth")
+    if _CODEX_MODEL.search(text):
+        return CodexRefusal("model_unsupported")
+    return CodexRefusal(error_code_from_text(text))
+
+
+def _upstream_said(refusal: UpstreamRefusal) -> str:
+    kind = " ".join(dict.fromkeys(w for w in (refusal.error_type, refusal.error_code) if w))
+    return (
+        f"upstream {refusal.status}"
+        + (f" {kind}" if kind else "")
+        + (f": {refusal.message}" if refusal.message else "")
+    )
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

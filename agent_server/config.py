@@ -19,13 +19,27 @@ from agent_server.isolation import (
     resolve_agent_user,
 )
 
-RuntimeName = Literal["claude-code", "anthropic-api"]
-RUNTIMES: Final = ("claude-code", "anthropic-api")
+RuntimeName = Literal["claude-code", "anthropic-api", "codex-cli"]
+RUNTIMES: Final = ("claude-code", "anthropic-api", "codex-cli")
 
 PACKAGE_DIR: Final = Path(__file__).resolve().parent
 # Installed from agent_server/package.json (`npm ci` in agent_server/).
 BUNDLED_CLAUDE_BIN: Final = PACKAGE_DIR / "node_modules" / ".bin" / "claude"
+# Installed from agent_server/codex_cli/package.json. The npm entry point is a node
+# script that finds and execs the native binary beside it; the server runs that
+# binary itself: one native process (like the Claude CLI's), and one file that can
+# be staged for the agent user (the script resolves its binary relative to itself).
+CODEX_CLI_MODULES: Final = PACKAGE_DIR / "codex_cli" / "node_modules"
+BUNDLED_CODEX_SCRIPT: Final = CODEX_CLI_MODULES / ".bin" / "codex"
+_CODEX_TARGETS: Final = {
+    ("linux", "x86_64"): ("linux-x64", "x86_64-unknown-linux-musl"),
+    ("linux", "aarch64"): ("linux-arm64", "aarch64-unknown-linux-musl"),
+    ("darwin", "x86_64"): ("darwin-x64", "x86_64-apple-darwin"),
+    ("darwin", "arm64"): ("darwin-arm64", "aarch64-apple-darwin"),
+}
 DEFAULT_UPSTREAM: Final = "https://api.anthropic.com"
+DEFAULT_CODEX_UPSTREAM: Final = "https://chatgpt.com"
+DEFAULT_OPENAI_UPSTREAM: Final = "https://api.openai.com"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -51,6 +65,13 @@ class AgentConfig:
     # Where the forwarder sends the CLI's requests: the server's own configuration
     # (TRINITY_ANTHROPIC_BASE_URL, else ANTHROPIC_BASE_URL), never the agent's `.env`.
     upstream: str = DEFAULT_UPSTREAM
+    # The Codex upstreams, likewise the server's own: the ChatGPT backend a plan's
+    # token is spent on (TRINITY_CODEX_BASE_URL) and the platform API an OpenAI key
+    # is (TRINITY_OPENAI_BASE_URL).
+    codex_upstream: str = DEFAULT_CODEX_UPSTREAM
+    openai_upstream: str = DEFAULT_OPENAI_UPSTREAM
+    # The Codex CLI (TRINITY_CODEX_BIN, else the bundled native binary).
+    codex_bin: str = "codex"
     # The agent user's area (agent_server/isolation.py); None: a private temporary one.
     work_area: Path | None = None
     # Set when the server runs as root: the CLI runs as this user.
@@ -96,6 +117,23 @@ def resolve_claude_bin(environ: Mapping[str, str]) -> str:
     return shutil.which("claude", path=environ.get("PATH")) or "claude"
 
 
+def resolve_codex_bin(environ: Mapping[str, str]) -> str:
+    """TRINITY_CODEX_BIN, else the bundled native Codex binary for this platform, else
+    the bundled npm script, else `codex` on PATH (a missing one is reported per turn)."""
+    explicit = environ.get("TRINITY_CODEX_BIN", "").strip()
+    if explicit:
+        return explicit
+    target = _CODEX_TARGETS.get((os.uname().sysname.lower(), os.uname().machine))
+    if target is not None:
+        package, triple = target
+        native = CODEX_CLI_MODULES / "@openai" / f"codex-{package}" / "vendor" / triple
+        if (native / "bin" / "codex").exists():
+            return str(native / "bin" / "codex")
+    if BUNDLED_CODEX_SCRIPT.exists():
+        return str(BUNDLED_CODEX_SCRIPT)
+    return shutil.which("codex", path=environ.get("PATH")) or "codex"
+
+
 def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
     """Build the config from `environ` (default: os.environ). Raises ConfigError."""
     env = os.environ if environ is None else environ
@@ -123,6 +161,9 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         log_format=log_format,
         agent_name=env.get("TRINITY_AGENT_NAME", "").strip(),
         upstream=_upstream(env),
+        codex_upstream=_base_url(env, "TRINITY_CODEX_BASE_URL", DEFAULT_CODEX_UPSTREAM),
+        openai_upstream=_base_url(env, "TRINITY_OPENAI_BASE_URL", DEFAULT_OPENAI_UPSTREAM),
+        codex_bin=resolve_codex_bin(env),
         work_area=_absolute_path(env, "TRINITY_AGENT_WORK_AREA"),
         agent_user=_agent_user(env),
         cli_cache=_absolute_path(env, "TRINITY_AGENT_CLI_CACHE"),
@@ -179,6 +220,14 @@ def _upstream(env: Mapping[str, str]) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(f"the upstream base URL {upstream!r} is not an http(s) URL")
     return upstream.rstrip("/")
+
+
+def _base_url(env: Mapping[str, str], name: str, default: str) -> str:
+    url = env.get(name, "").strip() or default
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{name}={url!r} is not an http(s) URL")
+    return url.rstrip("/")
 
 
 def _absolute_path(env: Mapping[str, str], name: str) -> Path | None:

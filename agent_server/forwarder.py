@@ -3,18 +3,24 @@
 It runs in the agent server process on a loopback listener of its own (127.0.0.1,
 port 0, bound by `Forwarder.start` from the app's lifespan). Per turn the server
 registers a `Grant`: an opaque capability (`trinity-cap-...`) mapped to the real
-credential the turn runs on. The CLI is started with `ANTHROPIC_BASE_URL` pointing
-here and the capability where the secret would be; the forwarder
+credential the turn runs on. The CLI is pointed here (`ANTHROPIC_BASE_URL` for the
+Claude Code CLI, its config.toml's provider for the Codex CLI) with the capability
+where the secret would be; the forwarder
 
 - finds the grant by the capability the request presents (`Authorization: Bearer`
   or `x-api-key`), compared in constant time; no grant: 401, nothing goes upstream;
-- forwards only `POST /v1/messages` and `POST /v1/messages/count_tokens` (query kept)
-  to the upstream the server was configured with; anything else: 403, logged;
-- replaces the capability with the real credential in the grant's header shape
-  (Bearer for an OAuth token, `x-api-key` for a key) and drops the other header;
-- streams the answer back as it arrives (one pooled `httpx.AsyncClient`), and keeps
-  the `anthropic-ratelimit-unified-*` headers of every answer on the grant, so the
-  turn's answer can carry a fresh headroom reading to the platform.
+- forwards only the paths the grant's provider serves (query kept): an Anthropic
+  grant `POST /v1/messages` and `POST /v1/messages/count_tokens`, a Codex grant
+  `POST /v1/responses`; anything else: 403, logged;
+- replaces the capability with the real credential in the grant's shape: Bearer or
+  `x-api-key` to the Anthropic upstream; a Codex plan's access token (Bearer) and
+  `chatgpt-account-id` to `{codex}/backend-api/codex/responses`; an OpenAI key
+  (Bearer) to `{openai}/v1/responses`;
+- streams the answer back as it arrives (one pooled `httpx.AsyncClient`), keeps the
+  rate-limit headers of every answer (`anthropic-ratelimit-unified-*`, `x-codex-*`)
+  on the grant, so the turn's answer can carry a fresh headroom reading to the
+  platform, and keeps the status and a bounded, redacted excerpt of an error answer
+  (`agent_server/upstream.py`), so the runtime classifies a refusal exactly.
 
 A grant lives exactly as long as its turn (`Forwarder.grant` is a context manager):
 a capability copied out of a finished turn is refused.
@@ -30,26 +36,39 @@ import json
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import httpx
 import uvicorn
 
-from agent_server.redaction import Redactor
+from agent_server.redaction import Redactor, mask
+from agent_server.upstream import (
+    MAX_REFUSAL_BYTES,
+    UpstreamSeen,
+    parse_refusal,
+    ratelimit_headers,
+)
 
 logger = logging.getLogger("agent_server.forwarder")
 
 CAPABILITY_PREFIX: Final = "trinity-cap-"
-ALLOWED_PATHS: Final = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
-RATELIMIT_PREFIX: Final = "anthropic-ratelimit-unified-"
+ANTHROPIC_PATHS: Final = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+RESPONSES_PATHS: Final = frozenset({"/v1/responses"})
+ALLOWED_PATHS: Final = ANTHROPIC_PATHS | RESPONSES_PATHS
+CODEX_RESPONSES_PATH: Final = "/backend-api/codex/responses"
+DEFAULT_CODEX_UPSTREAM: Final = "https://chatgpt.com"
+DEFAULT_OPENAI_UPSTREAM: Final = "https://api.openai.com"
 # The Messages API's own request limit: a larger body is refused here, so agent code
 # cannot make the server hold an unbounded request in memory.
 MAX_REQUEST_BYTES: Final = 32 * 1024 * 1024
 # How the grant's credential goes upstream, and so which CLI variable carries the
-# capability (the CLI sends `x-api-key` for ANTHROPIC_API_KEY, a Bearer otherwise).
-HeaderShape = Literal["bearer", "x-api-key"]
+# capability (the Claude CLI sends `x-api-key` for ANTHROPIC_API_KEY, a Bearer
+# otherwise; the Codex CLI always sends its provider key as a Bearer).
+HeaderShape = Literal["bearer", "x-api-key", "codex-plan", "openai-key"]
+CODEX_SHAPES: Final = frozenset({"codex-plan", "openai-key"})
 
 # Never copied between the two hops: they describe one connection, or carry the
 # credential, or are recomputed by httpx.
@@ -58,6 +77,10 @@ _REQUEST_DROPPED: Final = frozenset(
         "host",
         "authorization",
         "x-api-key",
+        # Which account or organisation pays is the grant's to say, never the agent's.
+        "chatgpt-account-id",
+        "openai-organization",
+        "openai-project",
         "connection",
         "keep-alive",
         "proxy-authorization",
@@ -80,15 +103,34 @@ _POOL: Final = httpx.Limits(max_connections=64, max_keepalive_connections=16)
 class Grant:
     """One turn's right to spend one credential through the forwarder.
 
-    `ratelimit` holds the unified rate-limit headers of the latest upstream answer
-    relayed on this grant (lower-case names), empty until one arrives.
+    `seen` is what the forwarder saw of the answers relayed on this grant (no
+    credential in it: the runtime may read it): the rate-limit headers of the latest
+    one (lower-case names, empty until one arrives) and the latest refusal.
+    `account_id` is a Codex plan's ChatGPT account (sent as `chatgpt-account-id`).
     """
 
     capability: str = field(repr=False)
     shape: HeaderShape
     secret: str = field(repr=False)
-    ratelimit: dict[str, str] = field(default_factory=dict)
-    requests: int = 0
+    account_id: str | None = field(default=None, repr=False)
+    seen: UpstreamSeen = field(default_factory=UpstreamSeen)
+
+    @property
+    def ratelimit(self) -> dict[str, str]:
+        return self.seen.ratelimit
+
+    @property
+    def requests(self) -> int:
+        return self.seen.requests
+
+    @property
+    def paths(self) -> frozenset[str]:
+        """The provider paths this grant may spend its credential on."""
+        return RESPONSES_PATHS if self.shape in CODEX_SHAPES else ANTHROPIC_PATHS
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _digest(capability: str) -> bytes:
@@ -98,9 +140,20 @@ def _digest(capability: str) -> bytes:
 class Forwarder:
     """The forwarder of one agent server. `start`/`aclose` run on the server's loop."""
 
-    def __init__(self, *, upstream: str, redactor: Redactor) -> None:
+    def __init__(
+        self,
+        *,
+        upstream: str,
+        redactor: Redactor,
+        codex_upstream: str = DEFAULT_CODEX_UPSTREAM,
+        openai_upstream: str = DEFAULT_OPENAI_UPSTREAM,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
+        self.codex_upstream = codex_upstream.rstrip("/")
+        self.openai_upstream = openai_upstream.rstrip("/")
         self.redactor = redactor
+        self.clock = clock
         # Keyed by the capability's SHA-256: the lookup's timing depends on a digest
         # the caller cannot steer, and the final comparison is constant-time.
         self._grants: dict[bytes, Grant] = {}
@@ -112,10 +165,12 @@ class Forwarder:
     # --- grants -----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def grant(self, *, shape: HeaderShape, secret: str) -> Iterator[Grant]:
+    def grant(
+        self, *, shape: HeaderShape, secret: str, account_id: str | None = None
+    ) -> Iterator[Grant]:
         """Register a fresh capability for `secret` for the duration of the block."""
         capability = CAPABILITY_PREFIX + secrets.token_urlsafe(32)
-        grant = Grant(capability=capability, shape=shape, secret=secret)
+        grant = Grant(capability=capability, shape=shape, secret=secret, account_id=account_id)
         key = _digest(capability)
         self._grants[key] = grant
         try:
@@ -190,13 +245,9 @@ class Forwarder:
         if response is None:
             return
         try:
-            limits = {
-                name: value
-                for name, value in response.headers.items()
-                if name.startswith(RATELIMIT_PREFIX)
-            }
+            limits = ratelimit_headers(response.headers)
             if limits:
-                grant.ratelimit = limits
+                grant.seen.ratelimit = limits
             await send(
                 {
                     "type": "http.response.start",
@@ -208,7 +259,21 @@ class Forwarder:
                     ],
                 }
             )
-            await _relay(response, send)
+            refused = response.status_code >= 400
+            kept = await _relay(response, send, keep=MAX_REFUSAL_BYTES if refused else 0)
+            # The latest answer decides: a refusal the CLI's retry got past is no
+            # reason the turn failed.
+            grant.seen.refusal = (
+                parse_refusal(
+                    status=response.status_code,
+                    body=kept,
+                    headers=response.headers,
+                    received_at=self.clock(),
+                    redact=lambda text: _redact(self.redactor, text, grant.secret),
+                )
+                if refused
+                else None
+            )
         except httpx.HTTPError as exc:
             # Headers already went out: all that is left is to cut the stream, which
             # the CLI reports as a broken connection.
@@ -235,6 +300,16 @@ class Forwarder:
             logger.warning("forwarder: refused %s %s (no live capability)", method, path)
             await _answer(send, 401, "authentication_error", "invalid or expired capability")
             return None
+        if path not in grant.paths:
+            # A Claude grant never reaches the Responses API, nor a Codex one Messages.
+            logger.warning(
+                "forwarder: refused %s %s (not a path of the grant's provider, %s)",
+                method,
+                path,
+                grant.shape,
+            )
+            await _answer(send, 403, "permission_error", "path not allowed for this credential")
+            return None
         declared = _content_length(headers)
         if declared is not None and declared > MAX_REQUEST_BYTES:
             logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
@@ -252,16 +327,13 @@ class Forwarder:
             for name, value in scope["headers"]
             if name.decode().lower() not in _REQUEST_DROPPED
         ]
-        if grant.shape == "bearer":
-            upstream_headers.append((b"authorization", f"Bearer {grant.secret}".encode()))
-        else:
-            upstream_headers.append((b"x-api-key", grant.secret.encode()))
-        url = self.upstream + scope["path"]
+        upstream_headers += _credential_headers(grant)
+        url = self._upstream_url(grant, scope["path"])
         query: bytes = scope.get("query_string", b"")
         if query:
             url += "?" + query.decode("latin-1")
         assert self._client is not None
-        grant.requests += 1
+        grant.seen.requests += 1
         try:
             # The body streams on as it arrives (its content-length kept), so the
             # upstream reads a large prompt while the rest is still coming in.
@@ -280,6 +352,31 @@ class Forwarder:
             logger.warning("forwarder: upstream unreachable: %s", type(exc).__name__)
             await _answer(send, 502, "api_error", "the forwarder could not reach the upstream")
         return None
+
+    def _upstream_url(self, grant: Grant, path: str) -> str:
+        """Where the grant's credential is spent: a plan's token goes to the ChatGPT
+        backend's Codex path, a key to the platform API, a Claude credential to the
+        Anthropic upstream (the path as the CLI sent it)."""
+        if grant.shape == "codex-plan":
+            return self.codex_upstream + CODEX_RESPONSES_PATH
+        if grant.shape == "openai-key":
+            return self.openai_upstream + path
+        return self.upstream + path
+
+
+def _redact(redactor: Redactor, text: str, secret: str) -> str:
+    """The server's redaction, and the grant's own secret whether registered or not
+    (an upstream may quote the credential it refused)."""
+    return redactor.redact(text).replace(secret, mask(secret))
+
+
+def _credential_headers(grant: Grant) -> list[tuple[bytes, bytes]]:
+    if grant.shape == "x-api-key":
+        return [(b"x-api-key", grant.secret.encode())]
+    headers = [(b"authorization", f"Bearer {grant.secret}".encode())]
+    if grant.shape == "codex-plan" and grant.account_id:
+        headers.append((b"chatgpt-account-id", grant.account_id.encode()))
+    return headers
 
 
 class _BodyTooLarge(Exception):
@@ -317,10 +414,10 @@ async def _body(receive: Any) -> AsyncIterator[bytes]:
             yield chunk
 
 
-async def _relay(response: httpx.Response, send: Any) -> None:
+async def _relay(response: httpx.Response, send: Any, *, keep: int = 0) -> bytes:
     """Send the answer's raw bytes on as they arrive (no decoding: content-encoding
     passes through with its content-length), never holding a byte back to wait for
-    the network.
+    the network. Returns the first `keep` bytes it relayed (an error body to read).
 
     Chunks the upstream's last read already holds (one read often carries several
     SSE events) go out in one write: each write on loopback is a syscall that
@@ -329,6 +426,7 @@ async def _relay(response: httpx.Response, send: Any) -> None:
     """
     chunks = response.aiter_raw()
     pending = bytearray()
+    kept = bytearray()
     upcoming = asyncio.ensure_future(anext(chunks))
     try:
         while True:
@@ -340,15 +438,19 @@ async def _relay(response: httpx.Response, send: Any) -> None:
                     pending.clear()
                 await asyncio.wait({upcoming})
             try:
-                pending += upcoming.result()
+                chunk = upcoming.result()
             except StopAsyncIteration:
                 break
+            pending += chunk
+            if len(kept) < keep:
+                kept += chunk[: keep - len(kept)]
             upcoming = asyncio.ensure_future(anext(chunks))
             await asyncio.sleep(0)  # one loop turn: lets it take what is already read
     finally:
         if not upcoming.done():
             upcoming.cancel()
     await send({"type": "http.response.body", "body": bytes(pending), "more_body": False})
+    return bytes(kept)
 
 
 def _presented(headers: list[tuple[bytes, bytes]]) -> str:

@@ -3,7 +3,7 @@
 Credentials live here in memory only: the baseline environment, the reloaded token,
 the per-request override. Nothing is written to disk (a restarted server is started
 with the assignment's credential again), and the CLI gets none of them
-(`cli_env` swaps the turn's credential for a forwarder capability).
+(`agent_server/credentials.py` swaps the turn's credential for a forwarder capability).
 """
 
 from __future__ import annotations
@@ -13,68 +13,17 @@ import logging
 import secrets
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent_server.config import AgentConfig
 from agent_server.contract import AppliedOverride
-from agent_server.envlayer import (
-    API_KEY,
-    API_KEY_NAMES,
-    AUTH_TOKEN,
-    OAUTH_TOKEN,
-    layer_env,
-    override_layers,
-    read_dotenv,
-)
-from agent_server.forwarder import HeaderShape
+from agent_server.credentials import CredentialScheme, scheme_for
+from agent_server.envlayer import API_KEY_NAMES, OAUTH_TOKEN, layer_env, read_dotenv
 from agent_server.isolation import WorkArea, own_dir, spawn_home_make, work_area_prepare
 from agent_server.redaction import Redactor, is_credential_name
 from agent_server.runtimes.base import session_uuid
 
 logger = logging.getLogger(__name__)
-
-# The variables the CLI reads its provider credential from, in the order it prefers
-# them (an API key shadows an OAuth token), with the header shape each one sends.
-CLI_CREDENTIALS: tuple[tuple[str, HeaderShape], ...] = (
-    (API_KEY, "x-api-key"),
-    (AUTH_TOKEN, "bearer"),
-    (OAUTH_TOKEN, "bearer"),
-)
-
-
-@dataclass(frozen=True)
-class TurnCredential:
-    """The credential one spawn would send, and the variable the CLI reads it from."""
-
-    env_name: str
-    shape: HeaderShape
-    secret: str
-
-    def __repr__(self) -> str:
-        return f"TurnCredential(env_name={self.env_name!r}, shape={self.shape!r})"
-
-
-def turn_credential(env: Mapping[str, str]) -> TurnCredential | None:
-    """What the CLI would authenticate with in `env` (None: nothing)."""
-    for name, shape in CLI_CREDENTIALS:
-        value = env.get(name, "")
-        if value:
-            return TurnCredential(env_name=name, shape=shape, secret=value)
-    return None
-
-
-def capability_env(
-    env: Mapping[str, str], *, capability: str | None, name: str | None, forwarder_url: str
-) -> dict[str, str]:
-    """`env` with every provider credential removed, the capability (if any) under
-    `name`, and the forwarder as the CLI's base URL. Changes nothing it is given."""
-    cli = {k: v for k, v in env.items() if k not in {n for n, _ in CLI_CREDENTIALS}}
-    if capability is not None and name is not None:
-        cli[name] = capability
-    # Last, so neither the baseline nor the agent's `.env` can point the CLI elsewhere.
-    cli["ANTHROPIC_BASE_URL"] = forwarder_url
-    return cli
 
 
 class AgentState:
@@ -86,6 +35,8 @@ class AgentState:
         self.config = config
         self.baseline = dict(baseline)
         self.redactor = redactor
+        # Which variables carry this runtime's provider credentials.
+        self.scheme: CredentialScheme = scheme_for(config.runtime)
         self.runtime_overrides: dict[str, str | None] = {}
         self.busy = 0
         self._session_locks: dict[str, asyncio.Lock] = {}
@@ -122,7 +73,7 @@ class AgentState:
         return self._area
 
     def force_unset_api_keys(self) -> None:
-        for name in API_KEY_NAMES:
+        for name in self.scheme.key_names:
             self.runtime_overrides[name] = None
 
     def dotenv(self) -> dict[str, str]:
@@ -132,7 +83,7 @@ class AgentState:
         return values
 
     def reload_token(self, token: str, *, remove_api_key: bool) -> list[str]:
-        """Make `token` the OAuth token of every later spawn; return the `.env` shadow.
+        """Make `token` the plan token of every later spawn; return the `.env` shadow.
 
         Kept in this process's memory only (a restart boots on the assignment's
         credential again). Turns already running keep their credential. With
@@ -141,16 +92,18 @@ class AgentState:
         API-key names the `.env` file still carries, names only.
         """
         self.redactor.add(token)
-        self.runtime_overrides[OAUTH_TOKEN] = token
+        self.runtime_overrides[self.scheme.plan_name] = token
+        for name in self.scheme.reload_unsets:
+            self.runtime_overrides[name] = None
         if remove_api_key:
             self.force_unset_api_keys()
         dotenv = self.dotenv()
-        return [name for name in API_KEY_NAMES if dotenv.get(name)]
+        return [name for name in self.scheme.key_names if dotenv.get(name)]
 
     def spawn_env(self, override: AppliedOverride | None, home: Path) -> dict[str, str]:
         if override is not None:
             self.redactor.add(override.secret)
-        extra, drop = override_layers(override)
+        extra, drop = self.scheme.override_layers(override)
         return layer_env(
             baseline=self.baseline,
             dotenv=self.dotenv(),

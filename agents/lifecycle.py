@@ -99,7 +99,9 @@ def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
         # LOG_FORMAT and the name: the server's JSON lines match the platform's.
         env={
             "ANTHROPIC_BASE_URL": settings.TRINITY_ANTHROPIC_BASE_URL,
+            # Where a Codex agent's forwarder spends a plan's token and an OpenAI key.
             "TRINITY_CODEX_BASE_URL": settings.TRINITY_CODEX_BASE_URL,
+            "TRINITY_OPENAI_BASE_URL": settings.TRINITY_OPENAI_BASE_URL,
             "LOG_FORMAT": settings.LOG_FORMAT,
             "TRINITY_AGENT_NAME": agent.name,
             # The CLI's --allowedTools; TRINITY_* names are the one layer an agent's

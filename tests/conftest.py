@@ -144,6 +144,7 @@ def platform_on(
         TRINITY_ANTHROPIC_BASE_URL=simulator.base_url,
         TRINITY_CODEX_BASE_URL=simulator.base_url,
         TRINITY_CODEX_AUTH_URL=simulator.base_url,
+        TRINITY_OPENAI_BASE_URL=simulator.base_url,
         VAR_DIR=tmp_path,
     ):
         try:

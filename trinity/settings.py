@@ -475,11 +475,20 @@ TRINITY_ANTHROPIC_BASE_URL = env.str(
 TRINITY_CODEX_BASE_URL = env.str("TRINITY_CODEX_BASE_URL", default="https://chatgpt.com").rstrip(
     "/"
 )
+# The OpenAI platform API an OpenAI key is spent on by a Codex agent's forwarder.
+TRINITY_OPENAI_BASE_URL = env.str(
+    "TRINITY_OPENAI_BASE_URL", default="https://api.openai.com"
+).rstrip("/")
 # Where the platform refreshes a Codex plan's ChatGPT sign-in (POST /oauth/token).
 TRINITY_CODEX_AUTH_URL = env.str(
     "TRINITY_CODEX_AUTH_URL", default="https://auth.openai.com"
 ).rstrip("/")
-for _name in ("TRINITY_ANTHROPIC_BASE_URL", "TRINITY_CODEX_BASE_URL", "TRINITY_CODEX_AUTH_URL"):
+for _name in (
+    "TRINITY_ANTHROPIC_BASE_URL",
+    "TRINITY_CODEX_BASE_URL",
+    "TRINITY_OPENAI_BASE_URL",
+    "TRINITY_CODEX_AUTH_URL",
+):
     if not globals()[_name].startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name} must be an http(s) URL")
 

@@ -9,6 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from agent_server.upstream import UpstreamSeen
+
 Clock = Callable[[], datetime]
 
 # A fixed namespace, so a control-plane session id maps to the same CLI session UUID
@@ -35,6 +37,9 @@ class Turn:
     home: Path
     cwd: Path
     session_id: str | None = None
+    # What the forwarder saw of the provider's answers on this turn's grant (its
+    # latest refusal, rate-limit headers); None when the turn had no grant.
+    upstream: UpstreamSeen | None = None
 
 
 @dataclass(frozen=True)

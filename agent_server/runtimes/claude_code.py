@@ -8,30 +8,23 @@ in print mode; `claude -p <message>` behaves the same otherwise.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import ctypes
 import json
 import logging
-import os
 import re
-import signal
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from agent_server.classifier import classify_runtime_refusal
 from agent_server.errors import TurnError
-from agent_server.isolation import AGENT_UMASK, AgentUser
+from agent_server.isolation import AgentUser
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome, session_uuid
+from agent_server.runtimes.process import CliProcesses, excerpt, killed_error
 
 logger = logging.getLogger(__name__)
 
-EXCERPT_CHARS = 600
-# How long to wait for a process we have just SIGKILLed to be reaped.
-_REAP_SECONDS = 5.0
+LABEL = "the Claude Code CLI"
 _CONTEXT_SUFFIX = re.compile(r"\[[^\]]*\]$")
 
 
@@ -54,7 +47,7 @@ class ClaudeCodeRuntime:
         # no supplementary groups and a umask that keeps their files to themselves.
         self.run_as = run_as
         self.allowed_tools = allowed_tools
-        self._live_groups: set[int] = set()
+        self._processes = CliProcesses(label=LABEL, run_as=run_as)
 
     def argv(self, turn: Turn, env: Mapping[str, str]) -> list[str]:
         """The CLI command line for `turn` (the message itself goes on stdin).
@@ -78,70 +71,24 @@ class ClaudeCodeRuntime:
         return argv
 
     async def run(self, turn: Turn, env: Mapping[str, str]) -> TurnOutcome:
-        argv = self.argv(turn, env)
-        identity: dict[str, Any] = {}
-        if self.run_as is not None:
-            identity = {
-                "user": self.run_as.uid,
-                "group": self.run_as.gid,
-                "extra_groups": [],
-                "umask": AGENT_UMASK,
-            }
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=str(turn.cwd),
-                env=dict(env),
-                # Its own process group, so a timeout kills the CLI and every tool
-                # process it started, not just the CLI.
-                start_new_session=True,
-                # Runs after the switch to the agent user: a change of credentials
-                # clears the parent-death signal, so it is set here, not before.
-                preexec_fn=_die_with_parent(os.getpid()),
-                **identity,
-            )
-        except OSError as exc:
-            raise TurnError(
-                "container_fault",
-                f"cannot start the Claude Code CLI at {self.binary}: {exc.strerror or exc}",
-            ) from None
-        self._live_groups.add(proc.pid)
-        logger.info("turn %s: spawned claude pid=%s", turn.execution_id, proc.pid)
-        try:
-            try:
-                stdout, stderr = await asyncio.wait_for(
-                    proc.communicate(turn.message.encode("utf-8")), turn.timeout_seconds
-                )
-            except TimeoutError:
-                _kill_group(proc.pid)
-                await _reap(proc)
-                raise TurnError(
-                    "timeout",
-                    f"the turn exceeded timeout_seconds={turn.timeout_seconds:g}; "
-                    "its process group was killed",
-                ) from None
-        finally:
-            # Tool processes the CLI left behind die with the turn; on cancellation
-            # (client gone, server stopping) the CLI itself does too.
-            _kill_group(proc.pid)
-            if proc.returncode is None:
-                await _reap(proc)
-            self._live_groups.discard(proc.pid)
+        finished = await self._processes.run(
+            self.argv(turn, env),
+            stdin=turn.message.encode("utf-8"),
+            cwd=turn.cwd,
+            env=env,
+            timeout=turn.timeout_seconds,
+            execution_id=turn.execution_id,
+        )
         return interpret_cli_exit(
-            returncode=proc.returncode if proc.returncode is not None else -signal.SIGKILL,
-            stdout=stdout,
-            stderr=stderr,
+            returncode=finished.returncode,
+            stdout=finished.stdout,
+            stderr=finished.stderr,
             requested_model=turn.model,
             now=self.clock(),
         )
 
     async def aclose(self) -> None:
-        for pgid in list(self._live_groups):
-            _kill_group(pgid)
-        self._live_groups.clear()
+        self._processes.kill_all()
 
 
 def _transcript_exists(home: Path, env: Mapping[str, str], sid: str) -> bool:
@@ -149,37 +96,6 @@ def _transcript_exists(home: Path, env: Mapping[str, str], sid: str) -> bool:
         Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else home / ".claude"
     )
     return any((config_dir / "projects").glob(f"*/{sid}.jsonl"))
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
-    """A preexec hook: the CLI gets SIGKILL if the agent server dies (Linux only).
-
-    The CLI leads its own session, so killing the server's process group does not
-    reach it; without this, a SIGKILLed server would leave turns running that no one
-    will ever read, still spending quota.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-
-    def preexec() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the server died before the hook was set
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(proc.wait(), _REAP_SECONDS)
 
 
 def interpret_cli_exit(
@@ -196,23 +112,17 @@ def interpret_cli_exit(
     kill says nothing about the credential); then the JSON result decides; output
     that is not a result is a `container_fault`.
     """
-    if returncode < 0:
-        raise TurnError(
-            "runtime_killed", f"the Claude Code CLI was killed by {_signame(-returncode)}"
-        )
+    if returncode < 0 and (killed := killed_error(LABEL, returncode)) is not None:
+        raise killed
     result = _parse_result(stdout)
     if result is None:
         # A wrapper script reports its child's signal death as 128+N.
-        if 128 < returncode <= 128 + 64 and _is_signal(returncode - 128):
-            raise TurnError(
-                "runtime_killed",
-                f"the Claude Code CLI exited with status {returncode} "
-                f"({_signame(returncode - 128)}) and no result",
-            )
+        if (killed := killed_error(LABEL, returncode)) is not None:
+            raise killed
         raise TurnError(
             "container_fault",
             f"the Claude Code CLI exited with status {returncode} without a JSON result: "
-            f"{_excerpt(stderr) or _excerpt(stdout) or '(no output)'}",
+            f"{excerpt(stderr) or excerpt(stdout) or '(no output)'}",
         )
     text = result.get("result")
     text = text if isinstance(text, str) else ""
@@ -229,7 +139,7 @@ def interpret_cli_exit(
         raise TurnError(
             "container_fault",
             f"the Claude Code CLI exited with status {returncode} after a non-error result: "
-            f"{_excerpt(stderr) or '(no stderr)'}",
+            f"{excerpt(stderr) or '(no stderr)'}",
         )
     raw_usage = result.get("usage")
     usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
@@ -277,25 +187,3 @@ def _served_model(model_usage: object, requested: str | None) -> str:
 
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _excerpt(raw: bytes) -> str:
-    text = raw.decode("utf-8", errors="replace").strip()
-    if len(text) > EXCERPT_CHARS:
-        text = "…" + text[-EXCERPT_CHARS:]
-    return text
-
-
-def _is_signal(number: int) -> bool:
-    try:
-        signal.Signals(number)
-    except ValueError:
-        return False
-    return True
-
-
-def _signame(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

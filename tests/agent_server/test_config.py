@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.config import BUNDLED_CLAUDE_BIN, ConfigError, load_config, resolve_claude_bin
+from agent_server.config import (
+    BUNDLED_CLAUDE_BIN,
+    ConfigError,
+    load_config,
+    resolve_claude_bin,
+    resolve_codex_bin,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,6 +52,8 @@ def test_defaults(tmp_path: Path) -> None:
         ({"TRINITY_AGENT_CLI_CACHE": "relative/cache"}, "TRINITY_AGENT_CLI_CACHE"),
         ({"ANTHROPIC_BASE_URL": "ftp://example.invalid"}, "upstream base URL"),
         ({"TRINITY_ANTHROPIC_BASE_URL": "not a url"}, "upstream base URL"),
+        ({"TRINITY_CODEX_BASE_URL": "chatgpt.com"}, "TRINITY_CODEX_BASE_URL"),
+        ({"TRINITY_OPENAI_BASE_URL": "ftp://api.openai.com"}, "TRINITY_OPENAI_BASE_URL"),
     ],
 )
 def test_a_bad_setting_fails_loudly_naming_the_variable(
@@ -131,3 +139,30 @@ def test_an_allowed_tool_that_is_not_a_tool_name_is_refused_at_boot(
 ) -> None:
     with pytest.raises(ConfigError, match="TRINITY_AGENT_ALLOWED_TOOLS"):
         load_config(env_for(tmp_path, TRINITY_AGENT_ALLOWED_TOOLS=value))
+
+
+def test_the_codex_runtime_defaults_to_the_real_providers_hosts(tmp_path: Path) -> None:
+    config = load_config(env_for(tmp_path, TRINITY_AGENT_RUNTIME="codex-cli"))
+    assert config.runtime == "codex-cli"
+    assert config.codex_upstream == "https://chatgpt.com"
+    assert config.openai_upstream == "https://api.openai.com"
+    moved = load_config(
+        env_for(
+            tmp_path,
+            TRINITY_CODEX_BASE_URL="http://127.0.0.1:8100/",
+            TRINITY_OPENAI_BASE_URL="http://127.0.0.1:8101",
+        )
+    )
+    assert (moved.codex_upstream, moved.openai_upstream) == (
+        "http://127.0.0.1:8100",
+        "http://127.0.0.1:8101",
+    )
+
+
+def test_the_codex_binary_is_the_pinned_native_one_unless_named() -> None:
+    assert resolve_codex_bin({"TRINITY_CODEX_BIN": "/opt/codex"}) == "/opt/codex"
+    found = resolve_codex_bin({"PATH": ""})
+    # `make setup` installs it; the e2e tests run this binary and fail without it
+    assert found.endswith("/bin/codex") and "codex_cli/node_modules" in found
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.strip() == "codex-cli 0.169.0"

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -33,17 +35,33 @@ RATELIMIT = {
     "anthropic-ratelimit-unified-7d-reset": "1777881600",
     "anthropic-ratelimit-unified-7d-status": "allowed",
 }
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+CODEX_PLAN = "eyJhbGciOiJSUzI1NiJ9.codex-plan-access-forwarder-test.c2ln"
+OPENAI_KEY = "sk-proj-forwarder-test-openai-key-0000"
+CODEX_RATELIMIT = {
+    "x-codex-primary-used-percent": "12",
+    "x-codex-primary-window-minutes": "300",
+    "x-codex-primary-reset-at": "1777608000",
+    "x-codex-secondary-used-percent": "40",
+    "x-codex-secondary-window-minutes": "10080",
+    "x-codex-secondary-reset-at": "1777881600",
+}
 FIRST_EVENT = b'event: message_start\ndata: {"type":"message_start"}\n\n'
 LAST_EVENT = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
 
 @dataclass
 class Upstream:
-    """Records requests; streams FIRST_EVENT, waits for `release`, then LAST_EVENT."""
+    """Records requests; streams FIRST_EVENT, waits for `release`, then LAST_EVENT.
+
+    Given a `refusal` (status, JSON body), it answers that instead, once per entry.
+    """
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
     finished: bool = False
+    headers: dict[str, str] = field(default_factory=lambda: dict(RATELIMIT))
+    refusals: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -65,13 +83,25 @@ class Upstream:
                 "body": body,
             }
         )
+        if self.refusals:
+            status, payload = self.refusals.pop(0)
+            await _send_json(send, status, payload, self.headers)
+            return
         headers = [(b"content-type", b"text/event-stream"), (b"x-request-id", b"req_1")]
-        headers += [(k.encode(), v.encode()) for k, v in RATELIMIT.items()]
+        headers += [(k.encode(), v.encode()) for k, v in self.headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": FIRST_EVENT, "more_body": True})
         await self.release.wait()
         await send({"type": "http.response.body", "body": LAST_EVENT, "more_body": False})
         self.finished = True
+
+
+async def _send_json(send: Any, status: int, payload: Any, headers: dict[str, str]) -> None:
+    body = json.dumps(payload).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 class _Server(uvicorn.Server):
@@ -99,15 +129,28 @@ async def serving(app: Any) -> AsyncIterator[str]:
 Scenario = Callable[[Upstream, Forwarder, httpx.AsyncClient], Awaitable[None]]
 
 
-def run(scenario: Scenario, *, release_at_once: bool = True) -> Upstream:
-    """Run `scenario` against a started upstream and forwarder; return the upstream."""
+def run(
+    scenario: Scenario, *, release_at_once: bool = True, upstream: Upstream | None = None
+) -> Upstream:
+    """Run `scenario` against a started upstream and forwarder; return the upstream.
+
+    The one upstream stands for all three providers (Anthropic, the ChatGPT backend,
+    the OpenAI API): which path a request reached says which one it was sent to.
+    """
 
     async def main() -> Upstream:
-        upstream = Upstream()
+        nonlocal upstream
+        upstream = upstream or Upstream()
         if release_at_once:
             upstream.release.set()
         async with serving(upstream) as upstream_url:
-            forwarder = Forwarder(upstream=upstream_url, redactor=Redactor())
+            forwarder = Forwarder(
+                upstream=upstream_url,
+                codex_upstream=upstream_url,
+                openai_upstream=upstream_url,
+                redactor=Redactor(),
+                clock=lambda: NOW,
+            )
             await forwarder.start()
             try:
                 async with httpx.AsyncClient(base_url=forwarder.base_url, timeout=10) as client:
@@ -375,3 +418,134 @@ def test_a_streamed_body_that_outgrows_the_limit_is_413_and_never_reaches_upstre
 
     assert answers[0].status_code == 413
     assert upstream.requests == []
+
+
+def responses_body() -> dict[str, Any]:
+    return {"model": "gpt-5.5-codex", "stream": True, "input": []}
+
+
+@pytest.mark.parametrize(
+    ("shape", "secret", "path"),
+    [
+        ("bearer", SECRET_OAT, "/v1/responses"),
+        ("x-api-key", SECRET_KEY, "/v1/responses"),
+        ("codex-plan", CODEX_PLAN, "/v1/messages"),
+        ("openai-key", OPENAI_KEY, "/v1/messages"),
+        ("codex-plan", CODEX_PLAN, "/v1/messages/count_tokens"),
+    ],
+)
+def test_a_grant_never_reaches_the_other_providers_path(
+    shape: Any, secret: str, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    answers: list[httpx.Response] = []
+
+    async def scenario(_: Upstream, forwarder: Forwarder, client: httpx.AsyncClient) -> None:
+        with forwarder.grant(shape=shape, secret=secret, account_id="acct-1") as grant:
+            answers.append(
+                await client.post(
+                    path, json={}, headers={"authorization": f"Bearer {grant.capability}"}
+                )
+            )
+
+    with caplog.at_level(logging.WARNING, logger="agent_server.forwarder"):
+        upstream = run(scenario)
+
+    assert answers[0].status_code == 403
+    assert upstream.requests == []
+    assert any("not a path of the grant's provider" in r.getMessage() for r in caplog.records)
+    assert not any(secret in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("shape", "secret", "account", "path", "sent_account"),
+    [
+        # a plan's token goes to the ChatGPT backend with its account, whatever the
+        # client claimed the account was
+        ("codex-plan", CODEX_PLAN, "acct-real", "/backend-api/codex/responses", "acct-real"),
+        # a key goes to the platform API, with no account header at all
+        ("openai-key", OPENAI_KEY, None, "/v1/responses", None),
+    ],
+)
+def test_a_codex_grant_is_spent_in_its_own_shape_and_place(
+    shape: Any, secret: str, account: str | None, path: str, sent_account: str | None
+) -> None:
+    answers: list[httpx.Response] = []
+
+    async def scenario(_: Upstream, forwarder: Forwarder, client: httpx.AsyncClient) -> None:
+        with forwarder.grant(shape=shape, secret=secret, account_id=account) as grant:
+            answers.append(
+                await client.post(
+                    "/v1/responses",
+                    json=responses_body(),
+                    headers={
+                        "authorization": f"Bearer {grant.capability}",
+                        "chatgpt-account-id": "acct-the-agent-chose",
+                        "openai-organization": "org-the-agent-chose",
+                        "originator": "codex_exec",
+                    },
+                )
+            )
+
+    upstream = run(scenario)
+
+    assert answers[0].status_code == 200
+    (request,) = upstream.requests
+    assert (request["method"], request["path"]) == ("POST", path)
+    assert request["headers"]["authorization"] == f"Bearer {secret}"
+    assert request["headers"].get("chatgpt-account-id") == sent_account
+    assert "openai-organization" not in request["headers"]
+    assert request["headers"]["originator"] == "codex_exec"
+    assert CAPABILITY_PREFIX not in str(request["headers"])
+    assert request["body"] == httpx.Request("POST", "/", json=responses_body()).content
+
+
+def test_it_keeps_the_codex_ratelimit_headers_of_the_answer_on_the_grant() -> None:
+    kept: list[dict[str, str]] = []
+
+    async def scenario(_: Upstream, forwarder: Forwarder, client: httpx.AsyncClient) -> None:
+        with forwarder.grant(shape="codex-plan", secret=CODEX_PLAN, account_id="a") as grant:
+            await client.post(
+                "/v1/responses",
+                json=responses_body(),
+                headers={"authorization": f"Bearer {grant.capability}"},
+            )
+            kept.append(dict(grant.ratelimit))
+
+    run(scenario, upstream=Upstream(headers={**CODEX_RATELIMIT, "x-request-id": "r"}))
+
+    assert kept == [CODEX_RATELIMIT]
+
+
+def test_it_keeps_a_refusals_status_type_and_reset_redacted_and_a_success_clears_it() -> None:
+    seen: list[Any] = []
+    usage_limit = {
+        "error": {
+            "type": "usage_limit_reached",
+            "message": f"You've hit your usage limit. ({OPENAI_KEY})",
+            "resets_in_seconds": 3600,
+        }
+    }
+
+    async def scenario(_: Upstream, forwarder: Forwarder, client: httpx.AsyncClient) -> None:
+        with forwarder.grant(shape="openai-key", secret=OPENAI_KEY) as grant:
+            headers = {"authorization": f"Bearer {grant.capability}"}
+            refused = await client.post("/v1/responses", json=responses_body(), headers=headers)
+            seen.append(refused.json())  # the CLI still gets the answer as it was
+            seen.append(grant.seen.refusal)
+            await client.post("/v1/responses", json=responses_body(), headers=headers)
+            seen.append(grant.seen.refusal)
+
+    upstream = Upstream(
+        headers={"x-codex-primary-used-percent": "100"}, refusals=[(429, usage_limit)]
+    )
+    run(scenario, upstream=upstream)
+
+    answer, refusal, after = seen
+    assert answer == usage_limit
+    assert refusal.status == 429
+    assert refusal.error_type == "usage_limit_reached"
+    assert refusal.reset == NOW + timedelta(seconds=3600)
+    assert refusal.headers == {"x-codex-primary-used-percent": "100"}
+    assert refusal.message.startswith("You've hit your usage limit.")
+    assert OPENAI_KEY not in refusal.message  # the upstream quoted the key: kept masked
+    assert after is None
