@@ -26,16 +26,21 @@ class AppliedOverride:
 
     kind: OverrideKind
     secret: str
+    # A Codex plan's ChatGPT account (its `chatgpt-account-id`), when the platform
+    # names it; else the access token's own claim is read.
+    account_id: str | None = None
 
     def __repr__(self) -> str:
         return f"AppliedOverride(kind={self.kind!r}, secret=<redacted>)"
 
 
 class AuthOverride(BaseModel):
-    """`{oauth_token}` XOR `{api_key}`; both or neither means no override."""
+    """`{oauth_token}` XOR `{api_key}`; both or neither means no override. A Codex
+    plan's `oauth_token` (its access token) may come with its `account_id`."""
 
     oauth_token: SecretStr | None = None
     api_key: SecretStr | None = None
+    account_id: str | None = Field(default=None, min_length=1, max_length=200)
 
     def applied(self) -> AppliedOverride | None:
         """Return the override to apply, or None when it is empty or ambiguous.
@@ -46,7 +51,7 @@ class AuthOverride(BaseModel):
         oauth = self.oauth_token.get_secret_value() if self.oauth_token else ""
         key = self.api_key.get_secret_value() if self.api_key else ""
         if oauth and not key:
-            return AppliedOverride(kind="oauth_token", secret=oauth)
+            return AppliedOverride(kind="oauth_token", secret=oauth, account_id=self.account_id)
         if key and not oauth:
             return AppliedOverride(kind="api_key", secret=key)
         return None

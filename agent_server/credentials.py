@@ -118,14 +118,14 @@ def capability_env(
 
 def codex_override_layers(override: AppliedOverride | None) -> Layers:
     """(extra, drop) for a Codex spawn's override: an `oauth_token` is a plan's access
-    token (its account read from the token: the baseline's account id belongs to the
-    baseline's plan), an `api_key` an OpenAI key; each drops the other."""
+    token with the account the platform named (else read from the token: the
+    baseline's account id belongs to the baseline's plan), an `api_key` an OpenAI key;
+    each drops the other."""
     if override is None:
         return {}, frozenset()
     if override.kind == "oauth_token":
-        return {CODEX_ACCESS_TOKEN: override.secret, CODEX_ACCOUNT_ID: None}, frozenset(
-            {OPENAI_API_KEY}
-        )
+        plan = {CODEX_ACCESS_TOKEN: override.secret, CODEX_ACCOUNT_ID: override.account_id}
+        return plan, frozenset({OPENAI_API_KEY})
     return {OPENAI_API_KEY: override.secret}, frozenset({CODEX_ACCESS_TOKEN, CODEX_ACCOUNT_ID})
 
 

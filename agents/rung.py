@@ -31,17 +31,11 @@ _ENV_NAME = {
     # A Codex plan never boots an agent: its tokens rotate, so each turn carries them.
     ("openai-codex", RungKind.API_KEY): "OPENAI_API_KEY",
 }
-# Per provider (``Agent.provider``): an Anthropic plan's OAuth token or key; a Codex
-# plan's access token and account (a JSON object ``{"access_token", "account_id"}``:
-# never its refresh token, which only the platform holds), or the OpenAI key.
+# A plan's token travels as ``oauth_token`` (a Codex plan's: its access token, with
+# ``account_id``; never its refresh token, which only the platform holds), a key as
+# ``api_key``; the agent's runtime knows whose.
+_WIRE_KIND = {RungKind.SUBSCRIPTION: "oauth_token", RungKind.API_KEY: "api_key"}
 ANTHROPIC = "anthropic"
-OPENAI_CODEX = "openai-codex"
-_WIRE_KIND = {
-    (ANTHROPIC, RungKind.SUBSCRIPTION): "oauth_token",
-    (ANTHROPIC, RungKind.API_KEY): "api_key",
-    (OPENAI_CODEX, RungKind.SUBSCRIPTION): "codex_plan",
-    (OPENAI_CODEX, RungKind.API_KEY): "openai_api_key",
-}
 
 PLATFORM_KEY_LABEL = "platform API key"
 
@@ -56,16 +50,22 @@ class Rung:
     subscription_id: int | None = None
     name: str = PLATFORM_KEY_LABEL
     provider: str = ANTHROPIC
+    # The ChatGPT account a Codex plan's access token is sent for (its wire form only:
+    # ``subscriptions.codex_refresh.codex_wire_rung``).
+    account_id: str = ""
 
     @property
     def wire_kind(self) -> str:
         """The ``auth_override`` field this rung travels in, and the echo that names it."""
-        return _WIRE_KIND[(self.provider, self.kind)]
+        return _WIRE_KIND[self.kind]
 
     def wire(self) -> dict[str, str]:
-        """The ``auth_override`` body: one field (``oauth_token``, ``api_key``,
-        ``codex_plan`` or ``openai_api_key``) with the secret as it goes on the wire."""
-        return {self.wire_kind: self.secret.reveal()}
+        """The ``auth_override`` body: ``{oauth_token: …}`` (with ``account_id`` for a
+        Codex plan) XOR ``{api_key: …}``."""
+        body = {self.wire_kind: self.secret.reveal()}
+        if self.account_id:
+            body["account_id"] = self.account_id
+        return body
 
     @property
     def boots(self) -> bool:

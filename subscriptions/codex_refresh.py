@@ -22,7 +22,6 @@ the tokens it has (they may still serve, and a refusal walks the turn).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -121,17 +120,14 @@ def codex_fresh_secret(
 
 def codex_wire_rung(rung: Rung, *, now: datetime) -> Rung:
     """``rung`` as a turn sends it: a Codex plan's rung carries the plan's current
-    access token and account (``{"access_token", "account_id"}``), refreshed first when
-    due; never its refresh token. Any other rung is sent as it is. A plan whose
-    refresh failed is sent its current tokens: the provider's refusal walks the turn."""
+    access token and its account, refreshed first when due; never its refresh token.
+    Any other rung is sent as it is. A plan whose refresh failed is sent its current
+    tokens: the provider's refusal walks the turn."""
     if rung.provider != Provider.OPENAI_CODEX or rung.kind is not RungKind.SUBSCRIPTION:
         return rung
     assert rung.subscription_id is not None  # noqa: S101 - a plan's rung names its plan
     credential = codex_credential_fresh(rung.subscription_id, now=now).credential
-    wire = json.dumps(
-        {"access_token": credential.access_token, "account_id": credential.account_id}
-    )
-    return replace(rung, secret=Secret(wire))
+    return replace(rung, secret=Secret(credential.access_token), account_id=credential.account_id)
 
 
 def _store(row: Subscription, credential: CodexCredential) -> None:

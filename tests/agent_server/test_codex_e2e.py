@@ -231,6 +231,22 @@ def test_an_override_plan_is_spent_with_the_account_its_token_names(
     assert seen(sim) == [(PLAN_PATH, "codex", "plan-other")]
 
 
+def test_an_override_plan_is_spent_with_the_account_the_platform_names(
+    sim: SimulatorProcess, start_codex: StartServer
+) -> None:
+    # The account comes from auth.json's tokens.account_id, which the token need not name.
+    base = register_plan(sim, "plan-base")
+    other = plan_token("plan-named")
+    sim.control.register(other, kind="codex", label="plan-named", account_id="acct-named")
+    server = start_codex(CODEX_ACCESS_TOKEN=base, CODEX_ACCOUNT_ID="acct-plan-base")
+
+    named = {"oauth_token": other, "account_id": "acct-named"}
+    response = server.post("/api/task", turn(auth_override=named))
+
+    assert response.status_code == 200, response.text
+    assert seen(sim) == [(PLAN_PATH, "codex", "plan-named")]
+
+
 def test_a_chat_session_resumes_its_thread_across_a_server_restart(
     sim: SimulatorProcess, start_codex: StartServer, tmp_path: Path
 ) -> None:

@@ -71,9 +71,8 @@ def test_a_codex_plans_turn_carries_its_access_token_and_account_never_its_refre
     stored = Rung(RungKind.SUBSCRIPTION, plan.token, plan.pk, plan.name, plan.provider)
     # The access token in AUTH_JSON expires in 2030: no refresh is due.
     wire = codex_wire_rung(stored, now=datetime(2029, 6, 1, tzinfo=UTC)).wire()
-    assert list(wire) == ["codex_plan"]
-    assert json.loads(wire["codex_plan"]) == {"access_token": ACCESS, "account_id": "acct-1"}
-    assert stored.echoed_by("codex_plan") and not stored.echoed_by("oauth_token")
+    assert wire == {"oauth_token": ACCESS, "account_id": "acct-1"}
+    assert stored.echoed_by("oauth_token") and not stored.echoed_by("api_key")
 
 
 def test_claude_rungs_travel_as_they_did() -> None:
@@ -83,7 +82,7 @@ def test_claude_rungs_travel_as_they_did() -> None:
     assert list(rung.wire()) == ["oauth_token"]
     assert list(Rung(RungKind.API_KEY, Secret("sk-ant-api03-" + "k" * 40)).wire()) == ["api_key"]
     key = Rung(RungKind.API_KEY, Secret("sk-proj-" + "k" * 40), provider="openai-codex")
-    assert list(key.wire()) == ["openai_api_key"] and list(key.env()) == ["OPENAI_API_KEY"]
+    assert list(key.wire()) == ["api_key"] and list(key.env()) == ["OPENAI_API_KEY"]
 
 
 def test_a_runtime_change_that_would_strand_the_agents_plan_is_a_conflict(
