@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -367,3 +367,24 @@ def test_a_codex_window_that_reads_100_only_by_rounding_stays_serving() -> None:
     reading = openai_codex.parse_usage_body({"rate_limit": {"primary_window": window}}, now=T0)
 
     assert reading is not None and reading.windows["five_hour"].status == "allowed"
+
+
+def test_a_served_codex_answer_reads_its_windows_by_length_not_position() -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    # The weekly window came as primary here: the length names it.
+    headers = {
+        "x-codex-primary-used-percent": "99.97",
+        "x-codex-primary-window-minutes": "10080",
+        "x-codex-primary-reset-at": str(int(now.timestamp()) + 86400),
+        "x-codex-secondary-used-percent": "40",
+        "x-codex-secondary-window-minutes": "300",
+        "x-codex-secondary-reset-at": str(int(now.timestamp()) + 3600),
+    }
+    reading = openai_codex.parse_codex_headers(headers, now=now)
+    assert reading is not None and reading.status is ReadingStatus.OK
+    week, five = reading.windows["seven_day"], reading.windows["five_hour"]
+    assert (five.utilization, five.resets_at) == (40.0, now + timedelta(hours=1))
+    assert (week.utilization, week.resets_at) == (100.0, now + timedelta(days=1))
+    # 100 % only by rounding: still a candidate for one more request.
+    assert week.status == "allowed"
+    assert openai_codex.parse_codex_headers({"x-codex-primary-used-percent": "5"}, now=now) is None

@@ -7,6 +7,7 @@ provider's choice and has changed before.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +45,34 @@ def _window_name(seconds: object) -> str | None:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         return None
     return WINDOW_NAMES.get(int(seconds), f"window_{int(seconds)}s")
+
+
+HEADER_PREFIX = "x-codex-"
+HEADER_WINDOWS = ("primary", "secondary")
+
+
+def parse_codex_headers(headers: Mapping[str, str], *, now: datetime) -> Reading | None:
+    """The reading the ``x-codex-{primary,secondary}-*`` headers of a served answer
+    give (used percent, window length in minutes, reset instant), or None without
+    them. Named by length like wham/usage's windows (300 min is ``five_hour``), never
+    by position."""
+    windows: dict[str, WindowReading] = {}
+    for position in HEADER_WINDOWS:
+        prefix = f"{HEADER_PREFIX}{position}-"
+        used = headers.get(prefix + "used-percent")
+        minutes = headers.get(prefix + "window-minutes", "")
+        utilization = percent(used)
+        if utilization is None or not minutes.strip().isdigit():
+            continue
+        name = _window_name(int(minutes) * 60)
+        if name is None:
+            continue
+        windows[name] = WindowReading(
+            utilization, from_unix(headers.get(prefix + "reset-at")), window_status(used)
+        )
+    if not windows:
+        return None
+    return Reading(fetched_at=now, status=ReadingStatus.OK, windows=windows, source="turn")
 
 
 def parse_usage_body(body: Any, *, now: datetime) -> Reading | None:
