@@ -310,7 +310,8 @@ def _window(value: Any) -> str:
     return value
 
 
-RATELIMIT_PREFIX = "anthropic-ratelimit-unified-"
+# The rate-limit headers a forwarder relays: Anthropic's unified ones, a Codex plan's.
+RATELIMIT_PREFIXES = ("anthropic-ratelimit-unified-", "x-codex-")
 # More than the provider has ever sent for one answer (one per window and field).
 RATELIMIT_MAX_HEADERS = 64
 
@@ -325,7 +326,7 @@ def _ratelimit(value: Any) -> dict[str, str]:
         or len(value) > RATELIMIT_MAX_HEADERS
         or not all(
             isinstance(k, str)
-            and k.startswith(RATELIMIT_PREFIX)
+            and k.startswith(RATELIMIT_PREFIXES)
             and isinstance(v, str)
             and len(k) <= 100
             and len(v) <= 100

@@ -1,0 +1,188 @@
+"""Codex plans serve turns end to end: the REST API, a real agent server running the
+real Codex CLI through its forwarder, the provider simulator's ChatGPT backend and
+sign-in service, and the real database. Which plan served each request is read from
+the simulator's request log, not from our own records.
+
+The plans' tokens carry the session canary's marker (the access token's signature
+part, the refresh token), so a token that reached a response, a log line or a row
+in plaintext fails the run (``tests/session_canary.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from agents.models import Agent
+from simulator.control import SimulatorControl
+from subscriptions import services as subscription_services
+from subscriptions.codex_credential import AUTH_CLAIMS
+from subscriptions.headroom.store import snapshot_read
+from subscriptions.models import Subscription
+from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
+from tests.agents.factories import AgentFactory
+from tests.execution.support import task
+from tests.session_canary import MARKER
+from tests.subscriptions.factories import SubscriptionFactory
+from trinity.crypto import Secret
+from trinity.models import Notification
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+PLAN_PATH = "/backend-api/codex/responses"
+MODEL = "gpt-5.5-codex"
+CodexPlan = Callable[..., tuple[Subscription, str]]
+
+
+def _b64(value: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+
+def access_token(account: str, *, expires_in: float) -> str:
+    """A ChatGPT access token shaped like the real ones (a JWT; the canary's marker in
+    its signature part)."""
+    claims = {"exp": int(time.time() + expires_in), AUTH_CLAIMS: {"chatgpt_account_id": account}}
+    return f"{_b64({'alg': 'none'})}.{_b64(claims)}.{MARKER}{secrets.token_urlsafe(16)}"
+
+
+@pytest.fixture
+def codex_plan(control: SimulatorControl) -> CodexPlan:
+    """A Codex plan as an operator registers it (the auth.json `codex login` wrote),
+    its sign-in known to the simulator."""
+
+    def make(name: str, *, expires_in: float = 3600) -> tuple[Subscription, str]:
+        account = f"acct-{name}"
+        token = access_token(account, expires_in=expires_in)
+        refresh = f"rt-{MARKER}-{secrets.token_urlsafe(16)}"
+        control.register(token, kind="codex", label=name, account_id=account, refresh_token=refresh)
+        auth = {
+            "OPENAI_API_KEY": None,
+            "tokens": {"access_token": token, "refresh_token": refresh, "account_id": account},
+        }
+        # Stored as the service stores it, but not through it: its first look would
+        # read (and refresh) the plan before the test sets what it is about.
+        stored = validate_plan_token(provider="openai-codex", token=json.dumps(auth))
+        plan = SubscriptionFactory.create(
+            name=name,
+            provider="openai-codex",
+            plan_type="pro",
+            token=Secret(stored),
+            token_fingerprint=plan_token_fingerprint(provider="openai-codex", token=stored),
+        )
+        return plan, token
+
+    return make
+
+
+def codex_agent(owner: User, plan: Subscription, name: str = "coder") -> Agent:
+    agent = AgentFactory.create(name=name, owner=owner, runtime="codex-cli", model=MODEL)
+    return subscription_services.assignment_set(agent=agent, subscription_id=plan.pk)
+
+
+def plan_requests(control: SimulatorControl) -> list[tuple[str | None, int]]:
+    """(plan, status) of every turn request the ChatGPT backend saw, in order."""
+    return [(r["credential"], r["status"]) for r in control.requests() if r["path"] == PLAN_PATH]
+
+
+def exhaust(control: SimulatorControl, token: str) -> None:
+    control.set_usage(token, "five_hour", percent=100)
+
+
+def test_a_codex_agents_turn_is_served_on_its_codex_plan(
+    codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    plan, _ = codex_plan("gpt-a")
+    codex_agent(owner, plan)
+    control.clear_requests()
+
+    body = task(owner_client, agent="coder", message="say hi")
+
+    assert body["http_status"] == 200, body
+    assert body["response"] == "Simulated reply: say hi"
+    assert body["served_by_kind"] == "subscription"
+    assert body["served_by_subscription"] == {"id": plan.pk, "name": "gpt-a"}
+    assert body["input_tokens"] > 0 and body["output_tokens"] > 0
+    assert plan_requests(control) == [("gpt-a", 200)]
+    # Nothing reached the Anthropic side.
+    assert not [r for r in control.requests() if r["path"].startswith("/v1/messages")]
+    # The answer's x-codex-* headers are the plan's reading now.
+    reading = snapshot_read(plan.pk).get(plan.pk)
+    assert reading is not None and reading.source == "turn"
+    assert set(reading.windows) == {"five_hour", "seven_day"}
+    assert reading.windows["five_hour"].utilization > 0
+
+
+def test_a_refused_codex_turn_walks_to_the_next_codex_plan_and_commits_it_once(
+    codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = codex_plan("gpt-a")
+    b, _ = codex_plan("gpt-b")
+    agent = codex_agent(owner, a)
+    exhaust(control, a_token)
+    control.clear_requests()
+
+    body = task(owner_client, agent="coder")
+
+    assert body["http_status"] == 200, body
+    assert plan_requests(control) == [("gpt-a", 429), ("gpt-b", 200)]
+    assert [(x["name"], x["outcome"], x["why"]) for x in body["attempts"]] == [
+        ("gpt-a", "refused", "assigned"),
+        ("gpt-b", "served", "ranked"),
+    ]
+    assert body["attempts"][0]["error_code"] == "rate_limit"
+    agent.refresh_from_db()
+    assert agent.subscription_id == b.pk
+    assert Notification.objects.filter(kind="subscription_switched").count() == 1
+
+
+def test_a_walk_onto_a_plan_whose_token_is_expiring_refreshes_it_first_once(
+    codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = codex_plan("gpt-a")
+    b, b_token = codex_plan("gpt-b", expires_in=60)  # inside the refresh margin
+    codex_agent(owner, a)
+    exhaust(control, a_token)
+    control.clear_requests()
+
+    body = task(owner_client, agent="coder")
+
+    assert body["http_status"] == 200, body
+    assert body["served_by_subscription"] == {"id": b.pk, "name": "gpt-b"}
+    assert control.credential("gpt-b")["refreshes"] == 1
+    assert control.credential("gpt-a")["refreshes"] == 0
+    refreshed = [r for r in control.requests() if r["path"] == "/oauth/token"]
+    assert [(r["credential"], r["status"]) for r in refreshed] == [("gpt-b", 200)]
+    b.refresh_from_db()
+    stored = json.loads(b.token.reveal())
+    assert stored["access_token"] != b_token and stored["account_id"] == "acct-gpt-b"
+    # The next turn on gpt-b needs no refresh: the rotated token holds.
+    task(owner_client, agent="coder")
+    assert control.credential("gpt-b")["refreshes"] == 1
+
+
+def test_a_chat_session_resumes_on_the_plan_it_walked_to(
+    codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = codex_plan("gpt-a")
+    codex_plan("gpt-b")
+    codex_agent(owner, a)
+    first = task(owner_client, agent="coder", message="first question", session_id="chat-1")
+    assert first["http_status"] == 200, first
+    exhaust(control, a_token)
+    control.clear_requests()
+
+    second = task(owner_client, agent="coder", message="second question", session_id="chat-1")
+
+    assert second["http_status"] == 200, second
+    assert second["response"] == "Simulated reply: second question"
+    requests = [r for r in control.requests() if r["path"] == PLAN_PATH]
+    assert [(r["credential"], r["status"]) for r in requests] == [("gpt-a", 429), ("gpt-b", 200)]
+    # The resumed thread carried the first turn's question and answer to the new plan.
+    assert requests[-1]["messages"] >= 4
