@@ -67,6 +67,32 @@ def test_seed_demo_prints_a_curl_and_the_simulator_on_the_configured_ports(
     out = capsys.readouterr().out
     assert "curl -s -X POST http://127.0.0.1:9123/api/agents/demo-agent/task" in out
     assert "simulator at http://127.0.0.1:9124" in out
+    assert "curl -s -X POST http://127.0.0.1:9123/api/agents/demo-codex-agent/task" in out
+
+
+@pytest.mark.django_db
+def test_seed_demo_seeds_a_codex_plan_the_simulator_knows_and_a_codex_agent_on_it(
+    tmp_path: Path,
+) -> None:
+    from agents.models import Agent
+    from simulator.seed import load_seed
+    from simulator.state import Simulator
+    from subscriptions.codex_refresh import codex_tokens
+
+    UserFactory.create(username="admin", is_staff=True)
+    seed = tmp_path / "seed.json"
+    with override_settings(VAR_DIR=tmp_path):
+        call_command("seed_demo", seed_file=str(seed))
+        call_command("seed_demo", seed_file=str(seed))  # idempotent
+    agent = Agent.objects.get(name="demo-codex-agent")
+    assert (agent.runtime, agent.provider) == ("codex-cli", "openai-codex")
+    assert agent.subscription is not None and agent.subscription.name == "demo-codex"
+    credential = codex_tokens(agent.subscription.token)
+    sim = Simulator()
+    assert load_seed(sim, seed) == 3
+    known = sim.lookup(credential.access_token)
+    assert (known.kind, known.account_id) == ("codex", credential.account_id)
+    assert credential.refresh_token in sim.refresh_grants
 
 
 def test_the_dev_procfile_serves_web_and_the_simulator_on_the_configured_ports() -> None:

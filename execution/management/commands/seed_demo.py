@@ -1,16 +1,20 @@
 """Seed the offline demo that `make run` shows on a fresh machine.
 
-Two subscriptions on the provider simulator (one of them nearly exhausted), one local
-agent on the nearly exhausted one, and a printed curl that runs a turn. Idempotent:
-re-running keeps what exists and rewrites the simulator's seed file, because the
-simulator keeps its state in memory only.
+Two Claude subscriptions on the provider simulator (one of them nearly exhausted), one
+local Claude Code agent on the nearly exhausted one; a ChatGPT/Codex plan (registered
+from an auth.json, as `codex login` writes it) with a Codex CLI agent on it; and a
+printed curl for each that runs a turn. Idempotent: re-running keeps what exists and
+rewrites the simulator's seed file, because the simulator keeps its state in memory
+only.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents import services as agent_services
 from agents.models import Agent
 from subscriptions import services as subscription_services
+from subscriptions.codex_credential import AUTH_CLAIMS
+from subscriptions.codex_refresh import codex_tokens
 from subscriptions.models import Subscription
 from trinity.selectors import api_token_is_live
 from trinity.services import api_token_issue
@@ -31,6 +37,48 @@ DEMO_PLANS = [
     ("demo-pro", "pro", 97),
 ]
 DEMO_AGENT = "demo-agent"
+DEMO_CODEX_PLAN = "demo-codex"
+DEMO_CODEX_AGENT = "demo-codex-agent"
+DEMO_CODEX_ACCOUNT = "acct-demo-codex"
+# The demo's access token outlives any demo; the platform refreshes it when due.
+DEMO_CODEX_LIFETIME = 30 * 86400
+
+
+def _unsigned_jwt(claims: dict[str, Any]) -> str:
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.{secrets.token_urlsafe(16)}"
+
+
+def _codex_plan() -> dict[str, Any]:
+    """The demo's Codex plan (registered once from an auth.json) and its seed entry."""
+    subscription = Subscription.objects.filter(name=DEMO_CODEX_PLAN).first()
+    if subscription is None:
+        claims: dict[str, Any] = {
+            "exp": int(time.time()) + DEMO_CODEX_LIFETIME,
+            AUTH_CLAIMS: {"chatgpt_account_id": DEMO_CODEX_ACCOUNT, "chatgpt_plan_type": "pro"},
+        }
+        tokens = {
+            "access_token": _unsigned_jwt(claims),
+            "refresh_token": "rt-demo-" + secrets.token_urlsafe(24),
+            "account_id": DEMO_CODEX_ACCOUNT,
+        }
+        subscription, _ = subscription_services.subscription_register(
+            name=DEMO_CODEX_PLAN,
+            provider="openai-codex",
+            plan_type="pro",
+            token=json.dumps({"OPENAI_API_KEY": None, "tokens": tokens}),
+        )
+    credential = codex_tokens(subscription.token)
+    return {
+        "token": credential.access_token,
+        "kind": "codex",
+        "label": DEMO_CODEX_PLAN,
+        "plan_type": "pro",
+        "account_id": credential.account_id,
+        "refresh_token": credential.refresh_token,
+    }
 
 
 def _write_private(path: Path, content: str) -> None:
@@ -70,6 +118,7 @@ class Command(BaseCommand):
                     "usage": {"five_hour": used},
                 }
             )
+        seed.append(_codex_plan())
         _write_private(Path(options["seed_file"]), json.dumps(seed))
 
         agent = Agent.objects.filter(name=DEMO_AGENT).first()
@@ -79,6 +128,16 @@ class Command(BaseCommand):
             )
             nearly_exhausted = Subscription.objects.get(name="demo-pro")
             subscription_services.assignment_set(agent=agent, subscription_id=nearly_exhausted.pk)
+        if not Agent.objects.filter(name=DEMO_CODEX_AGENT).exists():
+            codex = agent_services.agent_create(
+                owner=admin,
+                name=DEMO_CODEX_AGENT,
+                runtime="codex-cli",
+                model="gpt-5.5-codex",
+                auto_assign=False,
+            )
+            plan = Subscription.objects.get(name=DEMO_CODEX_PLAN)
+            subscription_services.assignment_set(agent=codex, subscription_id=plan.pk)
         # The database keeps only a digest of a token: the key lives in this file, and a
         # re-run keeps it while it still signs in (else a new one replaces it).
         token_file = settings.VAR_DIR / "admin_api_token"
@@ -88,9 +147,18 @@ class Command(BaseCommand):
             _write_private(token_file, issued.key + "\n")
         self.stdout.write(
             "demo: subscriptions demo-max (12% of 5h used) and demo-pro (97%) on the simulator "
-            f"at {settings.TRINITY_ANTHROPIC_BASE_URL}; agent {DEMO_AGENT!r} on demo-pro. "
+            f"at {settings.TRINITY_ANTHROPIC_BASE_URL}; agent {DEMO_AGENT!r} on demo-pro; "
+            f"Codex plan {DEMO_CODEX_PLAN!r} with agent {DEMO_CODEX_AGENT!r} (Codex CLI). "
             "Run a turn with:\n"
-            f"  curl -s -X POST {options['url']}/api/agents/{DEMO_AGENT}/task "
-            f'-H "Authorization: Token $(cat {token_file})" '
-            "-H 'Content-Type: application/json' -d '{\"message\": \"say hi\"}'"
+            + _curl(options["url"], DEMO_AGENT, token_file)
+            + "\nand a Codex turn with:\n"
+            + _curl(options["url"], DEMO_CODEX_AGENT, token_file)
         )
+
+
+def _curl(url: str, agent: str, token_file: Path) -> str:
+    return (
+        f"  curl -s -X POST {url}/api/agents/{agent}/task "
+        f'-H "Authorization: Token $(cat {token_file})" '
+        "-H 'Content-Type: application/json' -d '{\"message\": \"say hi\"}'"
+    )
