@@ -29,6 +29,9 @@ _ENV_NAME = {
     RungKind.SUBSCRIPTION: "CLAUDE_CODE_OAUTH_TOKEN",
     RungKind.API_KEY: "ANTHROPIC_API_KEY",
 }
+# A platform key boots an agent in its own provider's variable (the OpenAI key a
+# Codex agent); the wire field stays ``api_key`` whichever key it is.
+_KEY_ENV_NAME = {"anthropic": "ANTHROPIC_API_KEY", "openai-codex": "OPENAI_API_KEY"}
 _WIRE_KIND = {RungKind.SUBSCRIPTION: "oauth_token", RungKind.API_KEY: "api_key"}
 
 PLATFORM_KEY_LABEL = "platform API key"
@@ -37,12 +40,15 @@ PLATFORM_KEY_LABEL = "platform API key"
 @dataclass(frozen=True, slots=True)
 class Rung:
     """``kind`` and the ``secret`` it carries; ``subscription_id`` and ``name`` say whose
-    it is (None and the platform key's label for the key rung)."""
+    it is (None and the platform key's label for the key rung); ``provider`` whose key
+    a key rung is (a turn only ever holds its own agent's provider's key, so it is not
+    part of the rung's identity)."""
 
     kind: RungKind
     secret: Secret = field(repr=False, compare=False)
     subscription_id: int | None = None
     name: str = PLATFORM_KEY_LABEL
+    provider: str = field(default="anthropic", compare=False)
 
     @property
     def wire_kind(self) -> str:
@@ -55,6 +61,8 @@ class Rung:
 
     def env(self) -> dict[str, Secret]:
         """The boot environment entry that carries this credential."""
+        if self.kind is RungKind.API_KEY:
+            return {_KEY_ENV_NAME.get(self.provider, _ENV_NAME[self.kind]): self.secret}
         return {_ENV_NAME[self.kind]: self.secret}
 
     def echoed_by(self, echo: str | None) -> bool:
