@@ -326,3 +326,16 @@ class TestBudgetsPerProvider:
         anthropic_day = next(x for x in admins if x["scope"] == FLEET_SCOPE)
         assert anthropic_day["provider"] == "anthropic"
         assert anthropic_day["reserved_usd"] == "0.000000"
+
+
+def test_the_openai_key_is_retried_from_a_shell_too() -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="No OpenAI platform key"):
+        call_command("credential_retry", openai_platform_key=True)
+    _set_keys()
+    _key_refused("open", ago=timedelta(0))
+    _key_refused("kkkk", ago=timedelta(0))
+    with time_machine.travel(NOW, tick=False):
+        call_command("credential_retry", openai_platform_key=True, actor="ops")
+    assert list(RateLimitEvent.objects.values_list("credential_fingerprint", flat=True)) == ["kkkk"]
