@@ -49,7 +49,7 @@ describe("OpenAIPlatformKey", () => {
     );
     wrapper = mount(OpenAIPlatformKey);
     await settle();
-    const remove = wrapper.findAll("button").find((b) => b.text() === "Remove key");
+    const remove = wrapper.findAll("button").find((b) => b.text() === "Remove OpenAI key");
     await remove.trigger("click");
     await settle();
     expect(wrapper.find("[role=alertdialog]").text()).toContain("The Anthropic key stays.");
