@@ -24,6 +24,7 @@ from agents.runtimes.base import Spawned, StartConflict
 from subscriptions.policy import agent_key_verdict
 from trinity.celery import app as celery_app
 from trinity.markers import marker_claim, marker_release
+from trinity.platform_keys import key_label, platform_key
 from trinity.redaction import redact
 from trinity.selectors import system_settings_get
 
@@ -47,8 +48,9 @@ def baseline_rung(agent: Agent) -> Rung | None:
     """The rung an agent runs on when no walk intervenes (what it boots with).
 
     The assigned subscription (of the agent's provider; a Codex plan's rung boots
-    nothing, ``Rung.boots``, and every turn carries its tokens), else the platform API key where the
-    key verdict allows it (the system's fallback on, a key configured, the agent's
+    nothing, ``Rung.boots``, and every turn carries its tokens), else the platform key
+    of the agent's provider (``Agent.provider``: never another provider's) where the
+    key verdict allows it (the system's fallback on, that key configured, the agent's
     policy and flag not forbidding it), else None. The verdict is the routing
     policy's (``subscriptions.policy``: the only module of subscriptions agents
     imports, pure, no models, no I/O), so the boot credential and the walk agree.
@@ -63,8 +65,10 @@ def baseline_rung(agent: Agent) -> Rung | None:
             subscription.provider,
         )
     system = system_settings_get()
-    if agent_key_verdict(agent, system).allowed and system.platform_api_key:
-        return Rung(RungKind.API_KEY, system.platform_api_key)
+    provider = agent.provider
+    key, _ = platform_key(system, provider)
+    if key is not None and agent_key_verdict(agent, system).allowed:
+        return Rung(RungKind.API_KEY, key, name=key_label(provider), provider=provider)
     return None
 
 

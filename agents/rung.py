@@ -43,16 +43,18 @@ PLATFORM_KEY_LABEL = "platform API key"
 @dataclass(frozen=True, slots=True)
 class Rung:
     """``kind`` and the ``secret`` it carries; ``subscription_id`` and ``name`` say whose
-    it is (None and the platform key's label for the key rung)."""
+    it is (None and the platform key's label for the key rung); ``provider`` whose key
+    a key rung is (a turn only ever holds its own agent's provider's key, so it is not
+    part of the rung's identity)."""
 
     kind: RungKind
     secret: Secret = field(repr=False, compare=False)
     subscription_id: int | None = None
     name: str = PLATFORM_KEY_LABEL
-    provider: str = ANTHROPIC
+    provider: str = field(default=ANTHROPIC, compare=False)
     # The ChatGPT account a Codex plan's access token is sent for (its wire form only:
     # ``subscriptions.codex_refresh.codex_wire_rung``).
-    account_id: str = ""
+    account_id: str = field(default="", compare=False)
 
     @property
     def wire_kind(self) -> str:

@@ -129,7 +129,8 @@ def _unready(state: TurnState) -> str:
 
 def _settings(state: TurnState, need: Need, now: datetime) -> Evidence:
     system = state.settings()
-    key = pool.key_rung(system)
+    # The key of this agent's provider only: a Claude agent never holds the OpenAI key.
+    key = pool.key_rung(system, provider=state.agent.provider)
     if key is not None:
         state.keep(key)
     facts = SettingsFacts(

@@ -20,7 +20,7 @@ from subscriptions.models import Provider, Subscription
 from subscriptions.pool import key_refusal_view
 from subscriptions.retry import platform_key_retry_now, subscription_retry_now
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
-from trinity import clock
+from trinity import clock, platform_keys
 from trinity import services as trinity_services
 from trinity.api import MAX_ID, AdminForWrites, IsAdmin, name_field
 from trinity.models import RoutingPolicy, RoutingStrategy
@@ -316,31 +316,45 @@ class SubscriptionRetryApi(APIView):
 
 
 class PlatformApiKeyRetryApi(APIView):
-    """POST: retry the platform key now (admin): clear its refusals, audit it."""
+    """POST: retry a platform key now (admin): clear its refusals, audit it. The
+    Anthropic key's path, or the OpenAI key's (``provider``)."""
 
     permission_classes = [IsAdmin]
+    provider: ClassVar[str] = platform_keys.ANTHROPIC
 
     @extend_schema(request=None, responses={200: RetryOutput, 409: CONFLICT})
     def post(self, request: Request) -> Response:
-        result = platform_key_retry_now(actor=request.user.get_username(), now=clock.now())
+        result = platform_key_retry_now(
+            actor=request.user.get_username(), now=clock.now(), provider=self.provider
+        )
         return Response(RetryOutput(result).data)
 
 
+class OpenAIPlatformKeyRetryApi(PlatformApiKeyRetryApi):
+    """POST: retry the OpenAI platform key now (admin): clear its refusals (never the
+    Anthropic key's), audit it. 409 without an OpenAI key."""
+
+    provider = platform_keys.OPENAI
+
+
 class PlatformApiKeyApi(APIView):
-    """Write-only: the key goes in, only whether one is configured comes out."""
+    """Write-only: the key goes in, only whether one is configured comes out. The
+    Anthropic key (Claude agents' last rung) at this path; the OpenAI key (Codex
+    agents' last rung) at ``OpenAIPlatformKeyApi``'s."""
 
     permission_classes = [IsAdmin]
+    provider: ClassVar[str] = platform_keys.ANTHROPIC
 
     class Input(serializers.Serializer[Any]):
         key = serializers.CharField(write_only=True, max_length=4096)
 
-    @staticmethod
-    def render() -> dict[str, Any]:
+    def render(self) -> dict[str, Any]:
         row = system_settings_get()
+        _, fingerprint = platform_keys.platform_key(row, self.provider)
         return {
-            "configured": row.platform_api_key_configured,
-            "fingerprint": row.platform_api_key_fingerprint,
-            "refusal": key_refusal_view(row, now=clock.now()),
+            "configured": platform_keys.platform_key_configured(row, self.provider),
+            "fingerprint": fingerprint,
+            "refusal": key_refusal_view(row, now=clock.now(), provider=self.provider),
         }
 
     @extend_schema(responses=PlatformApiKeyOutput)
@@ -352,7 +366,9 @@ class PlatformApiKeyApi(APIView):
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         with transaction.atomic():
-            trinity_services.platform_api_key_set(key=data.validated_data["key"])
+            trinity_services.platform_api_key_set(
+                key=data.validated_data["key"], provider=self.provider
+            )
             lifecycle.agents_key_mode_reapply()
         return Response(self.render())
 
@@ -360,6 +376,70 @@ class PlatformApiKeyApi(APIView):
     @extend_schema(responses={200: PlatformApiKeyOutput})
     def delete(self, request: Request) -> Response:
         with transaction.atomic():
-            trinity_services.platform_api_key_clear()
+            trinity_services.platform_api_key_clear(provider=self.provider)
             lifecycle.agents_key_mode_reapply()  # a removed key leaves no agent booted on it
+        return Response(self.render())
+
+
+@extend_schema_view(
+    get=extend_schema(
+        summary="The OpenAI platform key's state (admin): configured and fingerprint, "
+        "never the key",
+        responses=PlatformApiKeyOutput,
+    ),
+    put=extend_schema(
+        summary="Set or replace the OpenAI platform key (admin; write-only): an OpenAI "
+        "API key (sk-proj-…, sk-svcacct-…), never an Anthropic one",
+        request=PlatformApiKeyApi.Input,
+        responses=PlatformApiKeyOutput,
+    ),
+    delete=extend_schema(
+        summary="Remove the OpenAI platform key (admin); the Anthropic key stays",
+        responses={200: PlatformApiKeyOutput},
+    ),
+)
+class OpenAIPlatformKeyApi(PlatformApiKeyApi):
+    """The OpenAI platform key: Codex agents' last rung, set and cleared beside the
+    Anthropic key and never offered to a Claude agent."""
+
+    provider = platform_keys.OPENAI
+
+
+class OpenAIKeyBudgetsOutput(serializers.Serializer[Any]):
+    key_budget_daily_usd = _usd_field(
+        "what the OpenAI platform key may bill fleet-wide per day",
+        source="openai_key_budget_daily_usd",
+    )
+    key_budget_monthly_usd = _usd_field(
+        "what the OpenAI platform key may bill fleet-wide per month",
+        source="openai_key_budget_monthly_usd",
+    )
+
+
+class OpenAIKeyBudgetsApi(APIView):
+    """GET/PUT the OpenAI platform key's fleet-wide budgets (admin-only writes; a PUT
+    changes only the fields it sends). Its own ledger: what the Anthropic key spends
+    never counts against these, nor the reverse (the Anthropic key's are the routing
+    settings' ``key_budget_*``)."""
+
+    permission_classes = [AdminForWrites]
+
+    class Input(serializers.Serializer[Any]):
+        key_budget_daily_usd = _usd_field("null: no cap", required=False)
+        key_budget_monthly_usd = _usd_field("null: no cap", required=False)
+
+    @staticmethod
+    def render() -> dict[str, Any]:
+        return dict(OpenAIKeyBudgetsOutput(system_settings_get()).data)
+
+    @extend_schema(responses=OpenAIKeyBudgetsOutput)
+    def get(self, request: Request) -> Response:
+        return Response(self.render())
+
+    @extend_schema(request=Input, responses=OpenAIKeyBudgetsOutput)
+    def put(self, request: Request) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        changes = {f"openai_{name}": value for name, value in data.validated_data.items()}
+        trinity_services.system_routing_settings_set(changes=changes)
         return Response(self.render())

@@ -41,12 +41,22 @@ from subscriptions.models import FLEET_SCOPE, BudgetPeriod, KeySpend
 from subscriptions.policy import tightest_budget
 from trinity.models import SystemSettings
 from trinity.notifications import notification_send
+from trinity.platform_keys import (
+    ANTHROPIC,
+    OPENAI,
+    fleet_key_budgets,
+    fleet_scope,
+    is_fleet_scope,
+    platform_key_configured,
+)
 
 logger = logging.getLogger(__name__)
 
 ZERO = Decimal("0")
 PERIODS = (BudgetPeriod.DAY, BudgetPeriod.MONTH)
 PERIOD_WORD = {BudgetPeriod.DAY: "daily", BudgetPeriod.MONTH: "monthly"}
+# The key a budget caps, as its sentence names it (the Anthropic key's words unchanged).
+_BUDGET_KEY = {ANTHROPIC: "platform key", OPENAI: "OpenAI platform key"}
 
 
 # The rules (pure)
@@ -90,13 +100,15 @@ class Budget:
     limit_usd: Decimal
     # Who it caps, in the operator's words: "agent 'bot'" or "the fleet".
     owner: str
+    # Which key it caps, in the operator's words.
+    key: str = "platform key"
 
     def describe(self) -> str:
         """``the platform key's daily budget of $5.00 for agent 'bot'``."""
         word = PERIOD_WORD.get(BudgetPeriod(self.period), self.period)
-        if self.scope == FLEET_SCOPE:
-            return f"the platform key's fleet-wide {word} budget of ${self.limit_usd:.2f}"
-        return f"the platform key's {word} budget of ${self.limit_usd:.2f} for {self.owner}"
+        if is_fleet_scope(self.scope):
+            return f"the {self.key}'s fleet-wide {word} budget of ${self.limit_usd:.2f}"
+        return f"the {self.key}'s {word} budget of ${self.limit_usd:.2f} for {self.owner}"
 
 
 def applicable_budgets(
@@ -107,23 +119,22 @@ def applicable_budgets(
     agent_monthly: Decimal | None,
     fleet_daily: Decimal | None,
     fleet_monthly: Decimal | None,
+    provider: str = ANTHROPIC,
 ) -> list[Budget]:
-    """The caps a key turn of this agent is admitted against (null: no cap)."""
+    """The caps a key turn of this agent on ``provider``'s key is admitted against
+    (null: no cap): the agent's own, and that key's fleet-wide ones (its own ledger
+    scope: what one provider's key spends never counts against the other's)."""
     owner = f"agent {agent_name!r}"
     scope = agent_scope(agent_id)
-    found = [
-        Budget(scope, BudgetPeriod.DAY, agent_daily, owner) if agent_daily is not None else None,
-        Budget(scope, BudgetPeriod.MONTH, agent_monthly, owner)
-        if agent_monthly is not None
-        else None,
-        Budget(FLEET_SCOPE, BudgetPeriod.DAY, fleet_daily, "the fleet")
-        if fleet_daily is not None
-        else None,
-        Budget(FLEET_SCOPE, BudgetPeriod.MONTH, fleet_monthly, "the fleet")
-        if fleet_monthly is not None
-        else None,
-    ]
-    return [b for b in found if b is not None]
+    fleet = fleet_scope(provider)
+    key = _BUDGET_KEY.get(provider, "platform key")
+    caps = (
+        (scope, BudgetPeriod.DAY, agent_daily, owner),
+        (scope, BudgetPeriod.MONTH, agent_monthly, owner),
+        (fleet, BudgetPeriod.DAY, fleet_daily, "the fleet"),
+        (fleet, BudgetPeriod.MONTH, fleet_monthly, "the fleet"),
+    )
+    return [Budget(s, p, cap, who, key) for s, p, cap, who in caps if cap is not None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,16 +186,22 @@ def agent_caps(agent: Agent) -> tuple[Decimal | None, Decimal | None]:
     )
 
 
-def agent_budgets(*, agent: Agent, system: SystemSettings) -> list[Budget]:
-    """The caps that apply to ``agent``'s key turns (from memory: no query)."""
+def agent_budgets(
+    *, agent: Agent, system: SystemSettings, provider: str | None = None
+) -> list[Budget]:
+    """The caps that apply to ``agent``'s key turns (from memory: no query): on the key
+    of ``provider``, which is the agent's own (``Agent.provider``) unless given."""
+    provider = provider or agent.provider
     daily, monthly = agent_caps(agent)
+    fleet_daily, fleet_monthly = fleet_key_budgets(system, provider)
     return applicable_budgets(
         agent_id=agent.pk,
         agent_name=agent.name,
         agent_daily=daily,
         agent_monthly=monthly,
-        fleet_daily=system.key_budget_daily_usd,
-        fleet_monthly=system.key_budget_monthly_usd,
+        fleet_daily=fleet_daily,
+        fleet_monthly=fleet_monthly,
+        provider=provider,
     )
 
 
@@ -196,14 +213,15 @@ def _ledger_filter(keys: Iterable[tuple[str, str, date]]) -> Q:
 
 
 def key_budget_closed(
-    *, agent: Agent, system: SystemSettings, now: datetime
+    *, agent: Agent, system: SystemSettings, now: datetime, provider: str | None = None
 ) -> BudgetClosed | None:
-    """The first of ``agent``'s key budgets that admits no key turn now, or None.
+    """The first of ``agent``'s key budgets (on ``provider``'s key: the agent's own
+    unless given) that admits no key turn now, or None.
 
     No cap, no query; otherwise one indexed read of at most four ledger rows. A
     period without a row has spent nothing.
     """
-    budgets = agent_budgets(agent=agent, system=system)
+    budgets = agent_budgets(agent=agent, system=system, provider=provider)
     if not budgets:
         return None
     keys = {(b.scope, b.period): period_start(b.period, now=now) for b in budgets}
@@ -251,19 +269,27 @@ def _ledger_rows(scopes: Sequence[str], *, now: datetime) -> list[KeySpend]:
 # saves two round trips on every key turn.
 @transaction.atomic(savepoint=False)
 def key_spend_reserve(
-    *, agent: Agent, system: SystemSettings, usd: Decimal, now: datetime
+    *,
+    agent: Agent,
+    system: SystemSettings,
+    usd: Decimal,
+    now: datetime,
+    provider: str | None = None,
 ) -> Reservation | BudgetClosed:
-    """Admit one key turn of ``agent`` and reserve ``usd`` for it, or say which budget
-    is closed.
+    """Admit one key turn of ``agent`` on ``provider``'s key (the agent's own, unless
+    given) and reserve ``usd`` for it, or say which budget is closed.
 
-    Reserves on the agent's and the fleet's day and month rows (uncapped ones too, so
-    the spend is known when a cap is set later). A capped row admits only while
+    Reserves on the agent's and that key's fleet's day and month rows (uncapped ones
+    too, so the spend is known when a cap is set later). A capped row admits only while
     ``spent + reserved < budget``, checked by the UPDATE itself; if any row refuses,
     the rows already reserved are released in the same transaction (all rows or none;
     nobody saw them, their locks are held until commit). Raises only database errors.
     """
-    budgets = {(b.scope, b.period): b for b in agent_budgets(agent=agent, system=system)}
-    rows = _ledger_rows([agent_scope(agent.pk), FLEET_SCOPE], now=now)
+    provider = provider or agent.provider
+    budgets = {
+        (b.scope, b.period): b for b in agent_budgets(agent=agent, system=system, provider=provider)
+    }
+    rows = _ledger_rows([agent_scope(agent.pk), fleet_scope(provider)], now=now)
     for index, row in enumerate(rows):
         budget = budgets.get((row.scope, row.period))
         admitted = KeySpend.objects.filter(pk=row.pk)
@@ -309,12 +335,12 @@ def key_budget_notify(*, closed: BudgetClosed, agent: Agent, now: datetime) -> N
 
     An agent's budget is told to that agent's owner; the fleet's is the admin's (its
     text names no agent: the turn that met it may be another owner's)."""
-    fleet = closed.budget.scope == FLEET_SCOPE
+    fleet = is_fleet_scope(closed.budget.scope)
     ttl = max(int((closed.reopens_at - now).total_seconds()), 60)
     notification_send(
         kind="key_budget_closed",
         level="warning",
-        title="Platform key budget reached",
+        title=f"{closed.budget.key[:1].upper()}{closed.budget.key[1:]} budget reached",
         body=f"{closed.reason[0].upper()}{closed.reason[1:]}; key turns are refused until "
         f"{closed.reopens_at.isoformat()}"
         + ("." if fleet else f" (turn of agent {agent.name!r})."),
@@ -363,11 +389,15 @@ class BudgetLine:
 def key_budget_lines(
     *, agents: Iterable[Agent], system: SystemSettings, now: datetime
 ) -> list[BudgetLine]:
-    """The fleet's day and month (always), then each of ``agents`` that has a cap, in
-    the current periods; one query for every ledger row. Writes nothing."""
+    """The Anthropic key's fleet day and month (always), the OpenAI key's when that key
+    is configured or capped, then each of ``agents`` that has a cap, in the current
+    periods; one query for every ledger row. Writes nothing."""
     scopes: list[tuple[str, str, Decimal | None, Decimal | None]] = [
-        (FLEET_SCOPE, "", system.key_budget_daily_usd, system.key_budget_monthly_usd)
+        (FLEET_SCOPE, "", *fleet_key_budgets(system, ANTHROPIC))
     ]
+    openai_caps = fleet_key_budgets(system, OPENAI)
+    if platform_key_configured(system, OPENAI) or openai_caps != (None, None):
+        scopes.append((fleet_scope(OPENAI), "", *openai_caps))
     for agent in agents:
         daily, monthly = agent_caps(agent)
         if daily is not None or monthly is not None:

@@ -15,13 +15,20 @@ from rest_framework.views import APIView
 
 from agents.selectors import agents_visible_to
 from subscriptions.key_spend import key_budget_lines
-from subscriptions.models import FLEET_SCOPE
 from trinity import clock
+from trinity.platform_keys import fleet_scope_provider, is_fleet_scope
 from trinity.selectors import system_settings_get
 
 
 class BudgetLineOutput(serializers.Serializer[Any]):
-    scope = serializers.CharField()
+    scope = serializers.CharField(
+        help_text="fleet (the Anthropic platform key's fleet), fleet:openai-codex (the "
+        "OpenAI platform key's fleet) or agent:<id>"
+    )
+    provider = serializers.SerializerMethodField(
+        help_text="whose platform key a fleet line caps (anthropic | openai-codex); null "
+        "on an agent's line (the agent's own provider's key)"
+    )
     agent = serializers.CharField(source="agent_name")
     period = serializers.CharField()
     starts_on = serializers.DateField()
@@ -40,9 +47,12 @@ class BudgetLineOutput(serializers.Serializer[Any]):
     remaining_usd = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
     closed = serializers.BooleanField()
 
+    def get_provider(self, instance: Any) -> str | None:
+        return fleet_scope_provider(instance.scope)
+
     def to_representation(self, instance: Any) -> dict[str, Any]:
         data: dict[str, Any] = super().to_representation(instance)
-        if instance.scope == FLEET_SCOPE and not self.context.get("admin", False):
+        if is_fleet_scope(instance.scope) and not self.context.get("admin", False):
             # The cap and whether it is closed are the shared ceiling everyone's key
             # turns meet; what it has spent is a sum of other owners' turns.
             data.update(spent_usd=None, reserved_usd=None, remaining_usd=None)

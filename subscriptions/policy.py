@@ -38,6 +38,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
 from subscriptions import billing
+from trinity.platform_keys import platform_key_configured
 
 if TYPE_CHECKING:
     from agents.models import Agent
@@ -49,9 +50,10 @@ SUBSCRIPTION_ONLY = "subscription-only"
 PINNED = "pinned"
 
 
-# The runtimes that can run on an Anthropic platform key (``agents.models.Runtime``'s
-# values; a test pins that they agree).
-KEY_RUNTIMES = frozenset({"claude-code", "anthropic-api"})
+# The runtimes that can run on their provider's platform key (``agents.models.Runtime``'s
+# values, every one of them today: the Claude runtimes on the Anthropic key, the Codex
+# CLI on the OpenAI key; a test pins that they agree).
+KEY_RUNTIMES = frozenset({"claude-code", "anthropic-api", "codex-cli"})
 
 
 def key_allowed(policy: str) -> bool:
@@ -119,12 +121,16 @@ def key_verdict(
 def agent_key_verdict(agent: Agent, system: SystemSettings) -> KeyVerdict:
     """``key_verdict`` for ``agent`` under ``system`` (both already in memory: no query).
 
-    Every caller asks this: the turn's baseline and key rung, the walk's key gate,
-    the routing explainer, the agent's boot credential and the API's effective value.
+    The key is the one of the agent's provider (``Agent.provider``,
+    ``platform_keys.platform_key``): a Claude agent's key is configured when the
+    Anthropic key is, a Codex agent's when the OpenAI key is; neither ever counts for
+    the other. Every caller asks this: the turn's baseline and key rung, the walk's key
+    gate, the routing explainer, the agent's boot credential and the API's effective
+    value.
     """
     return key_verdict(
         fallback_on=system.subscription_api_key_fallback,
-        key_configured=bool(system.platform_api_key),
+        key_configured=platform_key_configured(system, agent.provider),
         routing_policy=agent.routing_policy,
         agent_flag=agent.use_platform_api_key,
         runtime=agent.runtime,

@@ -34,8 +34,10 @@ from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from subscriptions.walk import KEY_RATE_LIMIT_PAUSE, Stop, key_refused_recently
+from trinity import platform_keys
 from trinity.markers import marker_claim
 from trinity.models import SystemSettings
+from trinity.platform_keys import key_label, platform_key
 
 
 def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | None = None) -> bool:
@@ -182,39 +184,58 @@ def placement_target(
 
 
 def key_rung_state(*, agent: Agent, system: SystemSettings, now: datetime) -> KeyRungState:
-    """Whether the key rung is offered, and the first gate that closes it: the key
-    verdict (``policy.agent_key_verdict``: the fallback is off, no key is configured,
-    the agent's subscription-only policy, opted out, or not a Claude runtime), or the key was
-    refused recently (2h after an auth or billing refusal, 5 minutes after a 429), or
-    one of its spend budgets is consumed. Reads one refusal row and, when a budget
-    applies, the budget's ledger rows; writes nothing. The turn (``key_rung_available``) and the
+    """Whether the key rung of ``agent``'s provider (``Agent.provider``: a Claude agent's
+    is the Anthropic key, a Codex agent's the OpenAI key; never the other's) is offered,
+    and the first gate that closes it: the key verdict (``policy.agent_key_verdict``: the
+    fallback is off, no key of its provider is configured, the agent's subscription-only
+    policy, opted out, or not a runtime that can use a key), or that key was refused
+    recently (2h after an auth or billing refusal, 5 minutes after a 429), or one of its
+    spend budgets is consumed. Reads one refusal row and, when a budget applies, the
+    budget's ledger rows; writes nothing. The turn (``key_rung_available``) and the
     routing explainer both ask this, so they agree.
     """
     verdict = policy.agent_key_verdict(agent, system)
     if verdict.refusal is not None:
         return KeyRungState(KeyClosed(verdict.refusal.value))
-    latest = key_latest_refusal(system, now=now)
+    provider = agent.provider
+    latest = key_latest_refusal(system, now=now, provider=provider)
     if latest is None:
         return _budget_state(agent=agent, system=system, now=now)
     kind, occurred_at = latest
     if key_refused_recently(failure_kind=kind, occurred_at=occurred_at, now=now):
-        fingerprint = system.platform_api_key_fingerprint
+        fingerprint = platform_key(system, provider)[1]
         return KeyRungState(KeyClosed.REFUSED_RECENTLY, occurred_at, kind, fingerprint=fingerprint)
     return _budget_state(agent=agent, system=system, now=now)
 
 
+def key_refusals_of(fingerprint: str, *, provider: str) -> Q:
+    """The refusal rows that belong to ``provider``'s key of ``fingerprint``.
+
+    A refusal belongs to the key it was made with (by fingerprint): a replaced key
+    starts clean, and the other provider's key's refusals are not this one's. A row
+    recorded before fingerprints were kept counts against the configured Anthropic key
+    (the conservative reading of a refusal of unknown key: every such row was made
+    with it, the only key there was then), never against the OpenAI key.
+    """
+    whose = Q(credential_fingerprint=fingerprint)
+    if provider == platform_keys.ANTHROPIC:
+        whose |= Q(credential_fingerprint="")
+    return whose & Q(credential_kind=CredentialKind.API_KEY)
+
+
 def key_latest_refusal(
-    system: SystemSettings, *, now: datetime
+    system: SystemSettings, *, now: datetime, provider: str
 ) -> tuple[str | None, datetime] | None:
-    """The latest refusal (failure kind, instant) of the key configured now, inside the
-    skip window, or None. A refusal belongs to the key it was made with (by fingerprint):
-    a replaced key starts clean. A row recorded before fingerprints were kept counts
-    against the configured key, the conservative reading of a refusal of unknown key."""
-    fingerprint = system.platform_api_key_fingerprint
+    """The latest refusal (failure kind, instant) of ``provider``'s key configured now,
+    inside the skip window, or None (also when no key of ``provider`` is configured and
+    only legacy rows could match an OpenAI key). Whose refusal is whose:
+    ``key_refusals_of``."""
+    secret, fingerprint = platform_key(system, provider)
+    if secret is None and provider != platform_keys.ANTHROPIC:
+        return None
     return (
         RateLimitEvent.objects.filter(
-            Q(credential_fingerprint=fingerprint) | Q(credential_fingerprint=""),
-            credential_kind=CredentialKind.API_KEY,
+            key_refusals_of(fingerprint, provider=provider),
             occurred_at__gt=skip_window_start(now),
         )
         .order_by("-occurred_at")
@@ -231,17 +252,21 @@ def key_reopens_at(*, failure_kind: str | None, refused_at: datetime) -> datetim
     return refused_at + timedelta(seconds=settings.RATE_LIMIT_WINDOW_SECONDS)
 
 
-def key_refusal_view(system: SystemSettings, *, now: datetime) -> dict[str, Any] | None:
-    """The configured key's refusal that closes its rung now, for the Settings page:
-    its fingerprint, kind, instant and reopening; None when the rung is not closed by one."""
-    latest = key_latest_refusal(system, now=now) if system.platform_api_key_configured else None
+def key_refusal_view(
+    system: SystemSettings, *, now: datetime, provider: str
+) -> dict[str, Any] | None:
+    """``provider``'s configured key's refusal that closes its rung now, for the Settings
+    page: its fingerprint, kind, instant and reopening; None when the rung is not closed
+    by one."""
+    secret, fingerprint = platform_key(system, provider)
+    latest = key_latest_refusal(system, now=now, provider=provider) if secret else None
     if latest is None:
         return None
     kind, refused_at = latest
     if not key_refused_recently(failure_kind=kind, occurred_at=refused_at, now=now):
         return None
     return {
-        "fingerprint": system.platform_api_key_fingerprint,
+        "fingerprint": fingerprint,
         "failure_kind": kind,
         "refused_at": refused_at,
         "reopens_at": key_reopens_at(failure_kind=kind, refused_at=refused_at),
@@ -285,10 +310,13 @@ def subscription_rungs(ids: Iterable[int]) -> dict[int, Rung]:
     }
 
 
-def key_rung(system: SystemSettings) -> Rung | None:
-    if not system.platform_api_key:
+def key_rung(system: SystemSettings, *, provider: str) -> Rung | None:
+    """The rung of ``provider``'s platform key (named for which key it is), or None when
+    that provider has none configured. A turn asks with its agent's provider."""
+    secret, _ = platform_key(system, provider)
+    if secret is None:
         return None
-    return Rung(RungKind.API_KEY, system.platform_api_key)
+    return Rung(RungKind.API_KEY, secret, name=key_label(provider), provider=provider)
 
 
 # The routing policy's verdicts (``subscriptions/policy.py``) in the shapes the

@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Q
 
 from subscriptions.headroom.sampler import ProbeTooSoon, headroom_refresh
 from subscriptions.headroom.store import refusal_marker_delete
-from subscriptions.models import CredentialKind, RateLimitEvent, Subscription
+from subscriptions.models import RateLimitEvent, Subscription
+from subscriptions.pool import key_refusals_of
 from subscriptions.selectors import skip_window_start
+from trinity import platform_keys
 from trinity.errors import Conflict
 from trinity.models import SystemSettings
 from trinity.notifications import notification_send
+from trinity.platform_keys import key_label, platform_key
 
 logger = logging.getLogger(__name__)
 
@@ -63,21 +65,24 @@ def subscription_retry_now(*, subscription: Subscription, actor: str, now: datet
 
 
 @transaction.atomic
-def platform_key_retry_now(*, actor: str, now: datetime) -> RetryResult:
-    """Clear the configured platform key's refusals inside the skip window (those made
-    with it, by fingerprint, and legacy rows of unknown key) and audit the retry.
-    Nothing is sent: a probe of the key would bill it. Raises Conflict without a key,
-    having written nothing (the settings row is read, never created, here)."""
+def platform_key_retry_now(
+    *, actor: str, now: datetime, provider: str = platform_keys.ANTHROPIC
+) -> RetryResult:
+    """Clear ``provider``'s configured platform key's refusals inside the skip window
+    (those made with it, by fingerprint, and for the Anthropic key legacy rows of
+    unknown key: ``pool.key_refusals_of``; never the other provider's key's) and audit
+    the retry. Nothing is sent: a probe of the key would bill it. Raises Conflict
+    without that key, having written nothing (the settings row is read, never
+    created, here)."""
     system = SystemSettings.objects.filter(pk=SystemSettings.SINGLETON_ID).first()
-    if system is None or not system.platform_api_key_configured:
-        raise Conflict("No platform API key is configured.")
-    fingerprint = system.platform_api_key_fingerprint
+    secret, fingerprint = platform_key(system, provider) if system else (None, "")
+    if secret is None:
+        raise Conflict(f"No {key_label(provider)} is configured.")
     cleared, _ = RateLimitEvent.objects.filter(
-        Q(credential_fingerprint=fingerprint) | Q(credential_fingerprint=""),
-        credential_kind=CredentialKind.API_KEY,
+        key_refusals_of(fingerprint, provider=provider),
         occurred_at__gt=skip_window_start(now),
     ).delete()
-    result = RetryResult("api_key", "platform API key", fingerprint, cleared)
+    result = RetryResult("api_key", key_label(provider), fingerprint, cleared)
     _audit(result, actor=actor, now=now)
     return result
 

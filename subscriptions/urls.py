@@ -44,6 +44,22 @@ urlpatterns = [
         api.PlatformApiKeyRetryApi.as_view(),
         name="platform-api-key-retry",
     ),
+    # The OpenAI key (Codex agents' last rung) beside the Anthropic one.
+    path(
+        "settings/platform-api-key/openai-codex",
+        api.OpenAIPlatformKeyApi.as_view(),
+        name="openai-platform-key",
+    ),
+    path(
+        "settings/platform-api-key/openai-codex/retry",
+        api.OpenAIPlatformKeyRetryApi.as_view(),
+        name="openai-platform-key-retry",
+    ),
+    path(
+        "settings/platform-api-key/openai-codex/budgets",
+        api.OpenAIKeyBudgetsApi.as_view(),
+        name="openai-platform-key-budgets",
+    ),
     path(
         "subscriptions/<int:pk>/retry",
         api.SubscriptionRetryApi.as_view(),

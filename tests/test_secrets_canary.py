@@ -23,6 +23,7 @@ CANARY_PLAN = "sk-ant-oat01-CANARYplanTOKEN0000000000000000000000001"
 CANARY_PLAN_2 = "sk-ant-oat01-CANARYplanTOKEN0000000000000000000000002"
 CANARY_KEY = "sk-ant-api03-CANARYplatformKEY00000000000000000000003"
 CANARY_CODEX = "eyJhbGciOiJSUzI1NiJ9.eyJjYW5hcnkiOiJ5ZXMifQ.Q0FOQVJZY29kZXg0"
+CANARY_OPENAI_KEY = "sk-proj-CANARYopenaiPlatformKEY000000000000000000000005"
 
 
 @pytest.fixture
@@ -81,6 +82,10 @@ def test_no_secret_reaches_a_response_or_a_log(
     )
     hit(admin_client_api, "put", "/api/settings/platform-api-key", {"key": CANARY_KEY})
     hit(admin_client_api, "put", "/api/settings/platform-api-key", {"key": CANARY_PLAN})
+    openai_key = "/api/settings/platform-api-key/openai-codex"
+    hit(admin_client_api, "put", openai_key, {"key": CANARY_OPENAI_KEY})
+    hit(admin_client_api, "put", openai_key, {"key": CANARY_KEY})  # refused: no echo
+    hit(admin_client_api, "put", "/api/settings/platform-api-key", {"key": CANARY_OPENAI_KEY})
     agent = AgentFactory.create(name="bot", owner=owner)
     secret = agent.shared_secret.reveal()
 
@@ -103,6 +108,9 @@ def test_no_secret_reaches_a_response_or_a_log(
         "/api/agents",
         "/api/agents/bot",
         "/api/settings/platform-api-key",
+        "/api/settings/platform-api-key/openai-codex",
+        "/api/settings/platform-api-key/openai-codex/budgets",
+        "/api/budgets",
         "/api/subscriptions/settings/auto-switch",
         "/api/subscriptions/settings/api-key-fallback",
         "/api/subscriptions/settings/headroom-auto-refresh",
@@ -140,10 +148,10 @@ def test_no_secret_reaches_a_response_or_a_log(
         hit(admin_site, "get", url)
 
     logging.getLogger("trinity.canary").warning(
-        "a careless line: %s %s", CANARY_PLAN, CANARY_KEY
+        "a careless line: %s %s %s", CANARY_PLAN, CANARY_KEY, CANARY_OPENAI_KEY
     )  # the filter must catch even this
     raw_records = [r.getMessage() for r in caplog.records if r.name != "trinity.canary"]
-    canaries = [CANARY_PLAN, CANARY_PLAN_2, CANARY_KEY, CANARY_CODEX, secret]
+    canaries = [CANARY_PLAN, CANARY_PLAN_2, CANARY_KEY, CANARY_CODEX, CANARY_OPENAI_KEY, secret]
     for canary in canaries:
         for body in bodies:
             assert canary not in body

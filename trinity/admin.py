@@ -81,16 +81,21 @@ class ApiTokenAdmin(AuthTokenAdmin):
 
 @admin.register(SystemSettings)
 class SystemSettingsAdmin(admin.ModelAdmin[SystemSettings]):
-    # The platform key is write-only: set it through the API or the panel.
+    # The platform keys are write-only: set them through the API or the panel.
     fields = [
         "auto_switch_subscriptions",
         "subscription_api_key_fallback",
         "subscription_headroom_auto_refresh",
         "headroom_alert_threshold",
         "platform_api_key_fingerprint",
+        "openai_platform_api_key_fingerprint",
         "updated_at",
     ]
-    readonly_fields = ["platform_api_key_fingerprint", "updated_at"]
+    readonly_fields = [
+        "platform_api_key_fingerprint",
+        "openai_platform_api_key_fingerprint",
+        "updated_at",
+    ]
     list_display = ["__str__", "auto_switch_subscriptions", "subscription_api_key_fallback"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

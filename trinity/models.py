@@ -52,6 +52,9 @@ class SystemSettings(models.Model):
     )
     platform_api_key = EncryptedSecretField(null=True, blank=True, editable=False)
     platform_api_key_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
+    # The OpenAI key: the last rung of Codex agents only (``trinity.platform_keys``).
+    openai_platform_api_key = EncryptedSecretField(null=True, blank=True, editable=False)
+    openai_platform_api_key_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
     # The policy a new agent gets when it is created without one.
     default_routing_policy = models.CharField(
         max_length=30, choices=RoutingPolicy.choices, default=RoutingPolicy.THRIFTY
@@ -59,11 +62,19 @@ class SystemSettings(models.Model):
     routing_strategy = models.CharField(
         max_length=20, choices=RoutingStrategy.choices, default=RoutingStrategy.BALANCED
     )
-    # Fleet-wide caps on what the platform key may bill (USD); null means no cap.
+    # Fleet-wide caps on what the Anthropic platform key may bill (USD); null means no cap.
     key_budget_daily_usd = models.DecimalField(
         max_digits=12, decimal_places=2, null=True, blank=True
     )
     key_budget_monthly_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
+    # The same caps on the OpenAI key: its spend never counts against the Anthropic
+    # key's budgets, nor the reverse.
+    openai_key_budget_daily_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
+    openai_key_budget_monthly_usd = models.DecimalField(
         max_digits=12, decimal_places=2, null=True, blank=True
     )
     updated_at = models.DateTimeField(auto_now=True)

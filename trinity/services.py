@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from knox.models import AuthToken
 
+from trinity import platform_keys
 from trinity.crypto import Secret, fingerprint
 from trinity.errors import InvalidInput, NotFound
 from trinity.models import SystemSettings, validate_alert_threshold
@@ -21,6 +22,7 @@ SWITCHES = (
 )
 
 PLATFORM_API_KEY_PREFIX = "sk-ant-api"
+OPENAI_KEY_PREFIX = "sk-"
 
 
 @transaction.atomic
@@ -47,11 +49,17 @@ def system_setting_set(*, name: str, value: bool | int) -> SystemSettings:
 
 
 def validate_platform_api_key(key: str) -> str:
-    """Return the stripped key or raise InvalidInput (never echoing the value)."""
+    """Return the stripped Anthropic key or raise InvalidInput (never echoing the value)."""
     key = key.strip()
     if key.startswith("sk-ant-oat"):
         raise InvalidInput(
             "This is a Claude plan OAuth token; register it as a subscription instead.",
+            field="key",
+        )
+    if key.startswith("sk-") and not key.startswith("sk-ant-"):
+        raise InvalidInput(
+            "This is an OpenAI API key; set it as the OpenAI platform key "
+            "(Settings → OpenAI platform key) instead.",
             field="key",
         )
     if (
@@ -65,22 +73,73 @@ def validate_platform_api_key(key: str) -> str:
     return key
 
 
+def validate_openai_platform_key(key: str) -> str:
+    """Return the stripped OpenAI key (``sk-proj-…``, ``sk-svcacct-…``, ``sk-…``, never
+    ``sk-ant-…``) or raise InvalidInput naming where the value belongs instead (never
+    echoing it)."""
+    key = key.strip()
+    if key.startswith("sk-ant-oat"):
+        raise InvalidInput(
+            "This is a Claude plan OAuth token; register it as a subscription instead.",
+            field="key",
+        )
+    if key.startswith("sk-ant-"):
+        raise InvalidInput(
+            "This is an Anthropic API key; set it as the Anthropic platform API key "
+            "(Settings → Platform API key) instead.",
+            field="key",
+        )
+    if key.startswith("eyJ"):
+        raise InvalidInput(
+            "This is a ChatGPT/Codex plan token; register it as a subscription instead.",
+            field="key",
+        )
+    if not key.startswith(OPENAI_KEY_PREFIX) or len(key) < 20 or any(c.isspace() for c in key):
+        raise InvalidInput(
+            f"An OpenAI platform key starts with '{OPENAI_KEY_PREFIX}' "
+            "(e.g. 'sk-proj-' or 'sk-svcacct-').",
+            field="key",
+        )
+    return key
+
+
+_VALIDATORS = {
+    platform_keys.ANTHROPIC: validate_platform_api_key,
+    platform_keys.OPENAI: validate_openai_platform_key,
+}
+
+
+def _slot(provider: str) -> platform_keys.KeySlot:
+    slot = platform_keys.key_slot(provider)
+    if slot is None:
+        raise InvalidInput(f"No platform key is kept for provider {provider!r}.", field="provider")
+    return slot
+
+
 @transaction.atomic
-def platform_api_key_set(*, key: str) -> SystemSettings:
-    key = validate_platform_api_key(key)
+def platform_api_key_set(*, key: str, provider: str = platform_keys.ANTHROPIC) -> SystemSettings:
+    """Set (or replace) ``provider``'s platform key, validated for that provider.
+
+    Raises InvalidInput for a value that is not that provider's key (the message says
+    where it belongs) or a provider without a key; writes nothing then.
+    """
+    slot = _slot(provider)
+    key = _VALIDATORS[provider](key)
     row = system_settings_get()
-    row.platform_api_key = Secret(key)
-    row.platform_api_key_fingerprint = fingerprint(key)
-    row.save(update_fields=["platform_api_key", "platform_api_key_fingerprint", "updated_at"])
+    setattr(row, slot.secret_field, Secret(key))
+    setattr(row, slot.fingerprint_field, fingerprint(key))
+    row.save(update_fields=[slot.secret_field, slot.fingerprint_field, "updated_at"])
     return row
 
 
 @transaction.atomic
-def platform_api_key_clear() -> SystemSettings:
+def platform_api_key_clear(*, provider: str = platform_keys.ANTHROPIC) -> SystemSettings:
+    """Remove ``provider``'s platform key (the other provider's stays)."""
+    slot = _slot(provider)
     row = system_settings_get()
-    row.platform_api_key = None
-    row.platform_api_key_fingerprint = ""
-    row.save(update_fields=["platform_api_key", "platform_api_key_fingerprint", "updated_at"])
+    setattr(row, slot.secret_field, None)
+    setattr(row, slot.fingerprint_field, "")
+    row.save(update_fields=[slot.secret_field, slot.fingerprint_field, "updated_at"])
     return row
 
 
@@ -124,6 +183,8 @@ ROUTING_SETTINGS = (
     "routing_strategy",
     "key_budget_daily_usd",
     "key_budget_monthly_usd",
+    "openai_key_budget_daily_usd",
+    "openai_key_budget_monthly_usd",
 )
 
 

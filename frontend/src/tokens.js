@@ -32,8 +32,8 @@ export function planTokenProblem(provider, raw) {
 function codexCredentialProblem(token) {
   if (token.startsWith("sk-")) {
     return (
-      "This is an API key, which bills per token. It belongs in the OpenAI platform key " +
-      "setting; a ChatGPT/Codex subscription needs the auth.json `codex login` wrote."
+      "This is an API key, which bills per token: it belongs in Settings → OpenAI platform " +
+      "key. A ChatGPT/Codex subscription needs the auth.json `codex login` wrote."
     );
   }
   if (!token.startsWith("{")) {
@@ -69,8 +69,32 @@ export function platformKeyProblem(raw) {
   if (key.startsWith("sk-ant-oat")) {
     return "This is a Claude plan OAuth token; register it as a subscription instead.";
   }
+  if (key.startsWith("sk-") && !key.startsWith("sk-ant-")) {
+    return "This is an OpenAI API key; set it as the OpenAI platform key (Settings → OpenAI platform key) instead.";
+  }
   if (!key.startsWith(PLATFORM_API_KEY_PREFIX) || key.length < 20 || /\s/.test(key)) {
     return `An Anthropic platform API key starts with '${PLATFORM_API_KEY_PREFIX}'.`;
+  }
+  return null;
+}
+
+export const OPENAI_KEY_PREFIX = "sk-";
+
+/** Returns null when `raw` looks like an OpenAI platform key (sk-proj-…, sk-svcacct-…), else what is wrong. */
+export function openaiKeyProblem(raw) {
+  const key = (raw || "").trim();
+  if (!key) return "Paste the key first.";
+  if (key.startsWith("sk-ant-oat")) {
+    return "This is a Claude plan OAuth token; register it as a subscription instead.";
+  }
+  if (key.startsWith("sk-ant-")) {
+    return "This is an Anthropic API key; set it as the Anthropic platform API key (Settings → Platform API key) instead.";
+  }
+  if (key.startsWith("eyJ")) {
+    return "This is a ChatGPT/Codex plan token; register it as a subscription instead.";
+  }
+  if (!key.startsWith(OPENAI_KEY_PREFIX) || key.length < 20 || /\s/.test(key)) {
+    return `An OpenAI platform key starts with '${OPENAI_KEY_PREFIX}' (e.g. 'sk-proj-' or 'sk-svcacct-').`;
   }
   return null;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { planTokenProblem, platformKeyProblem } from "./tokens.js";
+import { openaiKeyProblem, planTokenProblem, platformKeyProblem } from "./tokens.js";
 
 const PLAN = "sk-ant-oat01-" + "a".repeat(40);
 const JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
@@ -44,10 +44,35 @@ describe("platformKeyProblem", () => {
     ["sk-ant-api03-" + "k".repeat(40), null],
     [PLAN, /register it as a subscription/],
     ["sk-ant-api03", /starts with 'sk-ant-api'/],
+    ["sk-proj-" + "p".repeat(40), /OpenAI platform key/],
     ["", /Paste the key/],
   ])("%s", (key, expected) => {
     const problem = platformKeyProblem(key);
     if (expected === null) expect(problem).toBeNull();
     else expect(problem).toMatch(expected);
+  });
+});
+
+describe("openaiKeyProblem", () => {
+  it.each([
+    ["sk-proj-" + "p".repeat(40), null],
+    ["sk-svcacct-" + "s".repeat(40), null],
+    [`  ${"sk-proj-" + "p".repeat(40)}\n`, null],
+    ["sk-ant-api03-" + "k".repeat(40), /Anthropic platform API key/],
+    [PLAN, /register it as a subscription/],
+    [JWT, /ChatGPT\/Codex plan token/],
+    ["sk-short", /starts with 'sk-'/],
+    ["pk-" + "x".repeat(40), /starts with 'sk-'/],
+    ["sk-proj-aaaaaaaaaa bbbbbbbbbbbbbb", /starts with 'sk-'/],
+    ["", /Paste the key/],
+  ])("%s", (key, expected) => {
+    const problem = openaiKeyProblem(key);
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toMatch(expected);
+  });
+
+  it("never repeats the value it rejects", () => {
+    const key = "sk-ant-api03-SECRETSECRETSECRETSECRET";
+    expect(openaiKeyProblem(key)).not.toContain("SECRET");
   });
 });

@@ -260,6 +260,18 @@ ROWS = [
         {"key": "text"},
     ),
     Row(
+        "put",
+        "/api/settings/platform-api-key/openai-codex",
+        {"key": "sk-proj-" + "b" * 40},
+        {"key": "text"},
+    ),
+    Row(
+        "put",
+        "/api/settings/platform-api-key/openai-codex/budgets",
+        {"key_budget_daily_usd": "1.00"},
+        {"key_budget_daily_usd": "usd", "key_budget_monthly_usd": "usd"},
+    ),
+    Row(
         "post", "/api/auth/tokens", {"username": "owner"}, {"username": "name", "rotate": "boolean"}
     ),
     Row(

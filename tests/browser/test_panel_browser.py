@@ -123,6 +123,25 @@ def test_setting_the_platform_key_makes_the_fallback_live_and_never_shows_the_ke
     assert API_KEY not in panel.received_text()
 
 
+def test_the_openai_key_is_set_beside_the_anthropic_key_and_never_shown(
+    panel: Panel, admin_user: User
+) -> None:
+    openai_key = "sk-proj-" + "b" * 40 + "opnk"
+    page = panel.page
+    panel.sign_in("admin", PASSWORD)
+    panel.open("settings")
+    page.get_by_label("Set the OpenAI key").fill(openai_key)
+    page.get_by_role("button", name="Save OpenAI key").click()
+    expect(page.get_by_test_id("openai-key-status")).to_contain_text("Configured ending …opnk")
+    # The Anthropic key is a key of its own: still unset, the fallback still inert.
+    expect(page.get_by_test_id("key-status")).to_contain_text("Not configured")
+    expect(page.get_by_label("Replace the OpenAI key")).to_have_value("")
+    row = system_settings_get()
+    assert row.openai_platform_api_key is not None and row.platform_api_key is None
+    assert openai_key not in page.content()
+    assert openai_key not in panel.received_text()
+
+
 def test_a_non_admin_sees_no_admin_controls(panel: Panel) -> None:
     operator = UserFactory.create(username="operator")
     AgentFactory.create(

@@ -25,6 +25,7 @@ describe("KeyBudgets", () => {
     mockFetch({
       "GET /api/budgets": json(200, [
         line({ spent_usd: "1.250000" }),
+        line({ scope: "fleet:openai-codex", budget_usd: "10.00", spent_usd: "4.000000", remaining_usd: "6.000000" }),
         line({ scope: "agent:3", agent: "bot", budget_usd: "5.00", spent_usd: "2.000000", remaining_usd: "3.000000" }),
         line({ scope: "agent:3", agent: "bot", period: "month", budget_usd: "2.00", spent_usd: "2.000000", remaining_usd: "0.000000", closed: true, reopens_at: "2027-01-01T00:00:00Z" }),
       ]),
@@ -33,6 +34,8 @@ describe("KeyBudgets", () => {
     await settle();
     const cells = (id) => wrapper.find(`[data-testid="${id}"]`).findAll("td").map((td) => td.text());
     expect(cells("budget-fleet-day")).toEqual(["Fleet", "Today", "$1.25", "$0.00", "none", "no cap"]);
+    // The OpenAI key's fleet budget is a line of its own, apart from the Anthropic key's.
+    expect(cells("budget-fleet:openai-codex-day")).toEqual(["Fleet (OpenAI key)", "Today", "$4.00", "$0.00", "$10.00", "$6.00 left"]);
     expect(cells("budget-agent:3-day")).toEqual(["bot", "Today", "$2.00", "$0.00", "$5.00", "$3.00 left"]);
     const closed = cells("budget-agent:3-month");
     expect(closed.slice(0, 5)).toEqual(["bot", "This month", "$2.00", "$0.00", "$2.00"]);

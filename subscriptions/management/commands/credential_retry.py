@@ -1,7 +1,9 @@
-"""``manage.py credential_retry (--subscription NAME | --platform-key) [--actor WHO]``:
+"""``manage.py credential_retry (--subscription NAME | --platform-key |
+--openai-platform-key) [--actor WHO]``:
 an admin's "retry now" from a shell: clear a credential's refusals (a subscription is
 probed for a fresh reading too) and audit who did it, as the panel and
-``POST /api/subscriptions/{id}/retry`` / ``POST /api/settings/platform-api-key/retry`` do.
+``POST /api/subscriptions/{id}/retry`` / ``POST /api/settings/platform-api-key/retry``
+(``…/platform-api-key/openai-codex/retry`` for the OpenAI key) do.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from subscriptions.models import Subscription
 from subscriptions.retry import RetryResult, platform_key_retry_now, subscription_retry_now
-from trinity import clock
+from trinity import clock, platform_keys
 from trinity.errors import Conflict
+from trinity.platform_keys import ANTHROPIC
 
 
 class Command(BaseCommand):
@@ -23,7 +26,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("--subscription", help="the subscription's name")
-        which.add_argument("--platform-key", action="store_true", help="the platform API key")
+        which.add_argument(
+            "--platform-key", action="store_true", help="the (Anthropic) platform API key"
+        )
+        which.add_argument(
+            "--openai-platform-key", action="store_true", help="the OpenAI platform key"
+        )
         parser.add_argument(
             "--actor", default="", help="who retries, for the audit (default: the OS user)"
         )
@@ -31,9 +39,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         actor = options["actor"] or f"{getpass.getuser()} (manage.py)"
         now = clock.now()
-        if options["platform_key"]:
+        if options["platform_key"] or options["openai_platform_key"]:
+            provider = platform_keys.OPENAI if options["openai_platform_key"] else ANTHROPIC
             try:
-                result = platform_key_retry_now(actor=actor, now=now)
+                result = platform_key_retry_now(actor=actor, now=now, provider=provider)
             except Conflict as exc:
                 raise CommandError(str(exc)) from None
         else:
