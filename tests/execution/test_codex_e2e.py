@@ -28,9 +28,10 @@ from subscriptions.headroom.store import snapshot_read
 from subscriptions.models import Subscription
 from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
 from tests.agents.factories import AgentFactory
-from tests.execution.support import task
+from tests.execution.support import agent_on, register_plan, task
 from tests.session_canary import MARKER
 from tests.subscriptions.factories import SubscriptionFactory
+from trinity import services as trinity_services
 from trinity.crypto import Secret
 from trinity.models import Notification
 
@@ -186,3 +187,55 @@ def test_a_chat_session_resumes_on_the_plan_it_walked_to(
     assert [(r["credential"], r["status"]) for r in requests] == [("gpt-a", 429), ("gpt-b", 200)]
     # The resumed thread carried the first turn's question and answer to the new plan.
     assert requests[-1]["messages"] >= 4
+
+
+def test_when_every_codex_plan_refuses_the_openai_key_serves_never_the_anthropic_one(
+    codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    a, a_token = codex_plan("gpt-a")
+    _, b_token = codex_plan("gpt-b")
+    agent = codex_agent(owner, a)
+    openai = f"sk-proj-{MARKER}{secrets.token_hex(12)}"
+    control.register(openai, kind="openai_key", label="openai-key", credit_usd=50)
+    trinity_services.platform_api_key_set(key=openai, provider="openai-codex")
+    anthropic = f"sk-ant-api03-{secrets.token_hex(24)}"
+    control.register(anthropic, kind="api_key", label="anthropic-key", credit_usd=50)
+    trinity_services.platform_api_key_set(key=anthropic)
+    exhaust(control, a_token)
+    exhaust(control, b_token)
+    control.clear_requests()
+
+    body = task(owner_client, agent="coder")
+
+    assert body["http_status"] == 200, body
+    assert body["served_by_kind"] == "api_key" and body["served_by_subscription"] is None
+    assert body["attempts"][-1]["name"] == "OpenAI platform key"
+    sent = [(r["path"], r["credential"], r["status"]) for r in control.requests()]
+    assert sent[-1] == ("/v1/responses", "openai-key", 200)
+    assert not [s for s in sent if s[1] == "anthropic-key" or s[0].startswith("/v1/messages")]
+    agent.refresh_from_db()
+    assert agent.subscription_id == a.pk  # the key never becomes the assignment
+
+
+def test_a_codex_agent_never_walks_to_a_claude_plan_nor_a_claude_agent_to_a_codex_plan(
+    codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    codex, codex_token = codex_plan("gpt-a")
+    claude, claude_token = register_plan(control, "max-a")
+    codex_agent(owner, codex)
+    agent_on(owner, claude, name="writer")
+    exhaust(control, codex_token)
+    exhaust(control, claude_token)
+    control.clear_requests()
+
+    refused_codex = task(owner_client, agent="coder")
+    refused_claude = task(owner_client, agent="writer")
+
+    # Each walk had nothing of its own provider left, and took nothing of the other's.
+    assert refused_codex["status"] == "failed" and refused_claude["status"] == "failed"
+    assert refused_codex["error_code"] == refused_claude["error_code"] == "billing"
+    sent = [(r["path"], r["credential"], r["status"]) for r in control.requests()]
+    turns = [s for s in sent if s[0] in (PLAN_PATH, "/v1/messages")]
+    assert {s[1] for s in turns if s[0] == PLAN_PATH} == {"gpt-a"}
+    assert {s[1] for s in turns if s[0] == "/v1/messages"} == {"max-a"}
+    assert all(status == 429 for _, _, status in turns)
