@@ -36,6 +36,8 @@ from agents.rung import Rung, RungKind
 from subscriptions.codex_credential import CodexCredential, codex_credential_load
 from subscriptions.models import Provider, Subscription
 from trinity.crypto import Secret, fingerprint
+from trinity.models import Notification
+from trinity.notifications import notification_send
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,10 @@ REFRESH_TIMEOUT = httpx.Timeout(10.0)
 DEAD_CODES = frozenset(
     {"refresh_token_reused", "refresh_token_invalidated", "refresh_token_expired", "invalid_grant"}
 )
+
+
+SIGN_IN_DEAD_NOTICE = "codex_sign_in_dead"
+SIGN_IN_DEAD_NOTICE_TTL = 24 * 3600
 
 
 class Refresh(StrEnum):
@@ -106,7 +112,27 @@ def codex_credential_fresh(
         fresh = _refresh(credential, label=row.name, client=client)
         if fresh.refresh is Refresh.REFRESHED:
             _store(row, fresh.credential)
-        return fresh
+    if fresh.refresh is Refresh.SIGN_IN_DEAD:
+        _tell_sign_in_dead(subscription_id, row.name, fresh.code, now=now)
+    return fresh
+
+
+def _tell_sign_in_dead(subscription_id: int, name: str, code: str, *, now: datetime) -> None:
+    """One notice per plan a day: only an operator's new sign-in brings it back."""
+    notification_send(
+        kind=SIGN_IN_DEAD_NOTICE,
+        level=Notification.Level.CRITICAL,
+        title=f"Codex plan {name!r} must be signed in again",
+        body=(
+            f"Its refresh was refused ({code}): the sign-in can no longer be renewed, so its "
+            "turns walk to other plans until then. Run `codex login` and paste the new "
+            "auth.json as the plan's token (Subscriptions, Rotate token)."
+        ),
+        subscription_id=subscription_id,
+        dedup_key=f"codex-sign-in-dead:{subscription_id}",
+        dedup_ttl=SIGN_IN_DEAD_NOTICE_TTL,
+        now=now,
+    )
 
 
 def codex_fresh_secret(

@@ -9,6 +9,7 @@ export const NOTIFICATION_KINDS = {
   subscription_return: "Back on a subscription",
   pool_exhausted: "No credential could serve a turn",
   headroom_alert: "Usage alert",
+  codex_sign_in_dead: "A Codex plan must be signed in again",
 };
 
 /** Where a channel posts, as far as it may be shown: its host and the URL's last four. */

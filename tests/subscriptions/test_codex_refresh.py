@@ -24,6 +24,7 @@ from subscriptions.codex_refresh import Refresh, codex_credential_fresh
 from subscriptions.models import Subscription
 from subscriptions.services import subscription_register
 from tests.subscriptions.test_codex_credential import jwt
+from trinity.models import Notification
 
 ACCOUNT = "acct-refresh"
 LABEL = "gpt-pro-sim"
@@ -96,6 +97,11 @@ def test_a_dead_sign_in_keeps_the_stored_tokens_and_says_so(sim: SimulatorContro
     assert fresh.refresh is Refresh.SIGN_IN_DEAD
     assert fresh.code == "refresh_token_invalidated"
     assert _stored(plan) == before
+    # The operator is told once, whatever the number of turns that meet it.
+    codex_credential_fresh(plan.pk, now=datetime.now(UTC))
+    notice = Notification.objects.get(kind="codex_sign_in_dead")
+    assert notice.title == "Codex plan 'gpt-pro' must be signed in again"
+    assert "refresh_token_invalidated" in notice.body and notice.subscription_id == plan.pk
 
 
 @pytest.mark.django_db
