@@ -48,6 +48,10 @@ def send(state: TurnState, action: Send) -> None:
         if closed is not None:
             state.evidence = state.evidence.after(BudgetRefused(closed, retry=action.retry))
             return
+    if rung is not None:
+        # As it goes on the wire (a Codex plan's current access token, refreshed when
+        # due): what ran, so the trail's fingerprint is the token that was sent.
+        rung = codex_wire_rung(rung, now=clock.now())
     outcome = _request(state, rung)
     if outcome is None:
         return
@@ -102,9 +106,7 @@ def _run_turn(state: TurnState, rung: Rung | None) -> TurnOutcome:
             timeout_seconds=remaining,
             model=execution.model or agent.model or None,
             # A legacy server is sent nothing: it runs on what it was assigned.
-            rung=None
-            if state.evidence.legacy.on or rung is None
-            else codex_wire_rung(rung, now=clock.now()),
+            rung=None if state.evidence.legacy.on else rung,
             session_id=execution.session_id or None,
         )
 

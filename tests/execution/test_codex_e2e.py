@@ -99,7 +99,7 @@ def exhaust(control: SimulatorControl, token: str) -> None:
 def test_a_codex_agents_turn_is_served_on_its_codex_plan(
     codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
 ) -> None:
-    plan, _ = codex_plan("gpt-a")
+    plan, token = codex_plan("gpt-a")
     codex_agent(owner, plan)
     control.clear_requests()
 
@@ -110,6 +110,7 @@ def test_a_codex_agents_turn_is_served_on_its_codex_plan(
     assert body["served_by_kind"] == "subscription"
     assert body["served_by_subscription"] == {"id": plan.pk, "name": "gpt-a"}
     assert body["input_tokens"] > 0 and body["output_tokens"] > 0
+    assert body["attempts"][0]["fingerprint"] == plan.token_fingerprint == token[-4:]
     assert plan_requests(control) == [("gpt-a", 200)]
     # Nothing reached the Anthropic side.
     assert not [r for r in control.requests() if r["path"].startswith("/v1/messages")]
