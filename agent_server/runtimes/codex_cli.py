@@ -90,8 +90,12 @@ class CodexCliRuntime:
         self._processes = CliProcesses(label=LABEL, run_as=run_as)
 
     def argv(self, model: str, thread: ThreadRecord | None) -> list[str]:
-        """`codex exec --json --skip-git-repo-check -m M [resume T] -` (prompt on stdin)."""
-        argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "-m", model]
+        """`codex exec --strict-config --json --skip-git-repo-check -m M [resume T] -`
+        (prompt on stdin). Strict: a config key the CLI stopped reading (a switch that
+        would phone out again after a pin bump) fails the turn instead of being
+        ignored."""
+        argv = [self.binary, "exec", "--strict-config", "--json", "--skip-git-repo-check"]
+        argv += ["-m", model]
         if thread is not None:
             argv += ["resume", thread.thread_id]
         return [*argv, "-"]

@@ -3,8 +3,9 @@
 `CODEX_HOME` is `<spawn HOME>/.codex`. Its `config.toml` is written by the server
 before every spawn: the one provider it names is the forwarder (API-key mode, the
 capability as `OPENAI_API_KEY`), and everything that would phone out (update
-checks, analytics, feedback, telemetry export) is off. It holds no credential, so
-the agent may read it; it may even change it, for the rest of its own turn only.
+checks, analytics, feedback, telemetry export, the plugin marketplace) is off. It
+holds no credential, so the agent may read it; it may even change it, for the rest
+of its own turn only.
 
 The spawn HOME belongs to the agent user, so the server writes into it through
 file descriptors that never follow a symlink the agent planted (`O_NOFOLLOW` on
@@ -65,6 +66,10 @@ def codex_config(*, forwarder_v1: str, model: str) -> str:
             "",
             "[otel]",
             'exporter = "none"',
+            "",
+            # The plugin marketplace (github.com, chatgpt.com) is fetched otherwise.
+            "[features]",
+            "plugins = false",
             "",
         ]
     )

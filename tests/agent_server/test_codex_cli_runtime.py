@@ -181,7 +181,8 @@ def test_output_that_is_no_finished_turn_is_a_container_fault(
 def test_the_command_line_names_the_model_resumes_a_thread_and_reads_stdin() -> None:
     runtime = CodexCliRuntime(binary="/opt/codex", clock=lambda: NOW, threads_dir=Path("/x"))
     assert runtime.argv("gpt-5.5", None) == [
-        "/opt/codex", "exec", "--json", "--skip-git-repo-check", "-m", "gpt-5.5", "-",
+        "/opt/codex", "exec", "--strict-config", "--json", "--skip-git-repo-check",
+        "-m", "gpt-5.5", "-",
     ]  # fmt: skip
     assert runtime.argv("gpt-5.5", ThreadRecord(THREAD))[-3:] == ["resume", THREAD, "-"]
 

@@ -335,3 +335,20 @@ def test_neither_the_capability_nor_the_token_reaches_the_agents_files_env_logs_
             assert files_holding(place, secret) == [], place
     assert token.encode() not in environ_raw
     assert seen(sim) == [(PLAN_PATH, "codex", "plan-canary")]
+
+
+def test_the_config_switches_off_everything_that_phones_out() -> None:
+    """Every turn runs the CLI with --strict-config, so the served turns above prove
+    the CLI still reads each of these keys; this pins that they are there."""
+    import tomllib
+
+    from agent_server.runtimes.codex_home import codex_config
+
+    text = codex_config(forwarder_v1="http://127.0.0.1:9/v1", model="gpt-5.5-codex")
+    config = tomllib.loads(text)
+    assert config["check_for_update_on_startup"] is False
+    assert config["analytics"] == {"enabled": False}
+    assert config["feedback"] == {"enabled": False}
+    assert config["otel"] == {"exporter": "none"}
+    assert config["features"] == {"plugins": False}
+    assert set(config["model_providers"]) == {config["model_provider"]}
