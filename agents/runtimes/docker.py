@@ -36,6 +36,9 @@ from trinity.redaction import redact
 logger = logging.getLogger(__name__)
 
 CONTAINER_PORT = 8080
+# The agent runtimes the agent image (deploy/Dockerfile.agent) carries: the Claude CLI
+# and the Messages API. The Codex CLI (404 MB) is not in it yet.
+IMAGE_RUNTIMES = frozenset({"claude-code", "anthropic-api"})
 STARTUP_TIMEOUT = 60.0
 LABEL = "trinity.agent"
 START_LABEL = "trinity.start"
@@ -124,6 +127,11 @@ class DockerRuntime:
         the server does not come up or something else answers on the endpoint without
         the proof (naming the endpoint; the container is removed first).
         """
+        if spec.runtime not in IMAGE_RUNTIMES:
+            raise RuntimeError(
+                f"the agent image carries no {spec.runtime} runtime yet: run this agent "
+                "with the local backend (TRINITY_AGENT_BACKEND=local)"
+            )
         client = self._client_factory()
         start_id = secrets.token_hex(8)
         run_kwargs = self._run_kwargs(spec, agents_network(client), start_id)

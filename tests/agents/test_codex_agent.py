@@ -109,3 +109,16 @@ def test_a_runtime_change_that_would_strand_the_agents_plan_is_a_conflict(
         ).status_code
         == 200
     )
+
+
+def test_a_codex_agent_is_refused_by_the_docker_backend_before_any_container_exists() -> None:
+    from agents.runtimes.base import SpawnSpec
+    from agents.runtimes.docker import IMAGE_RUNTIMES, DockerRuntime
+
+    def no_engine() -> None:
+        raise AssertionError("the engine was called")
+
+    spec = SpawnSpec(name="coder", runtime="codex-cli", model="", secret=Secret("s" * 32))
+    with pytest.raises(RuntimeError, match="no codex-cli runtime yet.*TRINITY_AGENT_BACKEND=local"):
+        DockerRuntime(client_factory=no_engine).start(spec)
+    assert IMAGE_RUNTIMES == set(Runtime.values) - {Runtime.CODEX_CLI}
