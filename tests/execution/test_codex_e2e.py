@@ -15,6 +15,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
@@ -25,7 +26,7 @@ from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from subscriptions.codex_credential import AUTH_CLAIMS
 from subscriptions.headroom.store import snapshot_read
-from subscriptions.models import Subscription
+from subscriptions.models import KeySpend, Subscription
 from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
 from tests.agents.factories import AgentFactory
 from tests.execution.support import agent_on, register_plan, task
@@ -202,9 +203,20 @@ def test_when_every_codex_plan_refuses_the_openai_key_serves_never_the_anthropic
     anthropic = f"sk-ant-api03-{secrets.token_hex(24)}"
     control.register(anthropic, kind="api_key", label="anthropic-key", credit_usd=50)
     trinity_services.platform_api_key_set(key=anthropic)
+    trinity_services.system_routing_settings_set(
+        changes={"openai_key_budget_daily_usd": Decimal("5.00")}
+    )
     exhaust(control, a_token)
     exhaust(control, b_token)
     control.clear_requests()
+    # The explainer names this agent's rungs: its provider's plans, then its key.
+    routing = owner_client.get("/api/agents/coder/routing").json()
+    assert [(r["kind"], r["name"]) for r in routing["rungs"]] == [
+        ("subscription", "gpt-a"),
+        ("subscription", "gpt-b"),
+        ("api_key", "platform API key"),  # the agent's provider's key (its label: left out)
+    ]
+    assert routing["key"]["available"] is True
 
     body = task(owner_client, agent="coder")
 
@@ -216,6 +228,10 @@ def test_when_every_codex_plan_refuses_the_openai_key_serves_never_the_anthropic
     assert not [s for s in sent if s[1] == "anthropic-key" or s[0].startswith("/v1/messages")]
     agent.refresh_from_db()
     assert agent.subscription_id == a.pk  # the key never becomes the assignment
+    # The OpenAI key's spend is in its own fleet ledger, never the Anthropic key's.
+    ledger = {row.scope: row.spent_usd for row in KeySpend.objects.filter(period="day")}
+    assert ledger.get("fleet:openai-codex", Decimal(0)) > 0, ledger
+    assert ledger.get("fleet", Decimal(0)) == 0
 
 
 def test_a_codex_agent_never_walks_to_a_claude_plan_nor_a_claude_agent_to_a_codex_plan(
