@@ -3,11 +3,13 @@ tests, on its own Unix socket as the local runtime runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +129,24 @@ class AgentServer(ListeningProcess):
             self._log.flush()
         assert self.log_path is not None
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+
+def turn(**changes: Any) -> dict[str, Any]:
+    """A /api/task body (a fresh execution id, "say hi", 60 s) with ``changes``."""
+    body: dict[str, Any] = {
+        "execution_id": str(uuid.uuid4()),
+        "message": "say hi",
+        "timeout_seconds": 60,
+    }
+    body.update(changes)
+    return body
+
+
+def files_holding(root: Path, needle: str) -> list[Path]:
+    """The regular files below ``root`` whose bytes contain ``needle`` (a canary)."""
+    found = []
+    for path in root.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink() and needle.encode() in path.read_bytes():
+                found.append(path)
+    return found

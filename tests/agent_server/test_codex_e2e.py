@@ -16,7 +16,6 @@ import secrets
 import shutil
 import threading
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,7 @@ import pytest
 from agent_server.config import resolve_codex_bin
 from agent_server.contract import AUTH_OVERRIDE_HEADER, ErrorBody, TaskResponse
 from tests.agent_server.conftest import StartServer
-from tests.agent_server.support import AgentServer
+from tests.agent_server.support import AgentServer, files_holding, turn
 
 if TYPE_CHECKING:
     from simulator.process import SimulatorProcess
@@ -64,16 +63,6 @@ def plan_token(tag: str, account: str | None = None) -> str:
 
 def openai_key(tag: str) -> str:
     return f"sk-proj-{tag}-{secrets.token_hex(8)}"
-
-
-def turn(**changes: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "execution_id": str(uuid.uuid4()),
-        "message": "say hi",
-        "timeout_seconds": 60,
-    }
-    body.update(changes)
-    return body
 
 
 def seen(sim: SimulatorProcess) -> list[tuple[str, str, str | None]]:
@@ -286,15 +275,6 @@ def cli_pid(server: AgentServer, within: float = 20.0) -> int:
                     return pid
         time.sleep(0.02)  # polling for a process to appear, not for time to pass
     raise AssertionError("no Codex CLI process appeared")
-
-
-def files_holding(root: Path, needle: str) -> list[Path]:
-    found = []
-    for path in root.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file() and not path.is_symlink() and needle.encode() in path.read_bytes():
-                found.append(path)
-    return found
 
 
 def test_neither_the_capability_nor_the_token_reaches_the_agents_files_env_logs_or_answer(

@@ -13,7 +13,6 @@ import signal
 import socket
 import threading
 import time
-import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ import pytest
 
 from agent_server.contract import AUTH_OVERRIDE_HEADER, ErrorBody, TaskResponse
 from tests.agent_server.conftest import StartServer
-from tests.agent_server.support import AgentServer, agent_env
+from tests.agent_server.support import AgentServer, agent_env, turn
 
 if TYPE_CHECKING:
     from simulator.process import SimulatorProcess
@@ -37,16 +36,6 @@ def oat(tag: str) -> str:
 
 def api_key(tag: str) -> str:
     return f"sk-ant-api03-{tag}-{secrets.token_hex(8)}"
-
-
-def turn(**changes: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "execution_id": str(uuid.uuid4()),
-        "message": "say hi",
-        "timeout_seconds": 60,
-    }
-    body.update(changes)
-    return body
 
 
 def seen(sim: SimulatorProcess) -> list[tuple[str, str | None]]:

@@ -12,7 +12,6 @@ import os
 import secrets
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ import pytest
 
 from agent_server.contract import TaskResponse
 from tests.agent_server.conftest import StartServer
-from tests.agent_server.support import AgentServer
+from tests.agent_server.support import AgentServer, turn
 
 if TYPE_CHECKING:
     from simulator.process import SimulatorProcess
@@ -37,16 +36,6 @@ def oat(tag: str) -> str:
 
 def api_key(tag: str) -> str:
     return f"sk-ant-api03-{tag}-{secrets.token_hex(8)}"
-
-
-def turn(**changes: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "execution_id": str(uuid.uuid4()),
-        "message": "say hi",
-        "timeout_seconds": 60,
-    }
-    body.update(changes)
-    return body
 
 
 def seen(sim: SimulatorProcess) -> list[tuple[str, str | None]]:

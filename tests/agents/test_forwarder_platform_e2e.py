@@ -8,7 +8,6 @@ Claude Code CLI, the simulator, the real database and cache.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from agents.runtimes import local
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_read
+from tests.agent_server.support import files_holding
 from tests.agents.factories import AgentFactory
 from tests.execution.support import register_plan
 
@@ -33,15 +33,6 @@ def _plan(control: SimulatorControl, name: str) -> tuple[str, int]:
     """A plan not read yet (no first look): what a turn leaves is the only reading."""
     subscription, token = register_plan(control, name)
     return token, subscription.pk
-
-
-def _files_holding(root: Path, needle: str) -> list[Path]:
-    found = []
-    for path in root.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file() and not path.is_symlink() and needle.encode() in path.read_bytes():
-                found.append(path)
-    return found
 
 
 def test_a_served_turn_leaves_a_fresh_headroom_reading_of_the_plan_it_ran_on(
@@ -112,4 +103,4 @@ def test_after_a_committed_hot_reload_no_file_an_agent_can_reach_holds_the_token
         "plan-b"
     }
     for place in (local.work_root() / "bot", Path(settings.VAR_DIR) / "agents" / "bot"):
-        assert _files_holding(place, token_b) == [], place
+        assert files_holding(place, token_b) == [], place
