@@ -13,7 +13,6 @@ import contextlib
 import json
 import math
 import secrets
-import shutil
 import threading
 import time
 from datetime import datetime
@@ -23,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from agent_server.config import resolve_codex_bin
 from agent_server.contract import AUTH_OVERRIDE_HEADER, ErrorBody, TaskResponse
 from tests.agent_server.conftest import StartServer
 from tests.agent_server.support import AgentServer, files_holding, turn
+from tests.clis import codex_cli
 
 if TYPE_CHECKING:
     from simulator.process import SimulatorProcess
@@ -36,20 +35,12 @@ pytestmark = pytest.mark.e2e
 PLAN_PATH = "/backend-api/codex/responses"
 KEY_PATH = "/v1/responses"
 CAPABILITY_PREFIX = "trinity-cap-"
-CODEX = resolve_codex_bin({})
 
 
 @pytest.fixture(scope="module", autouse=True)
-def codex_cli() -> str:
-    """The CLI the agent server resolves. Missing, these tests fail (never skip): they
-    are the only proof that the pinned CLI still behaves as the runtime reads it."""
-    found = shutil.which(CODEX)
-    if found is None:
-        pytest.fail(
-            f"no Codex CLI at {CODEX!r}: run `make setup` (npm ci --prefix "
-            "agent_server/codex_cli) or set TRINITY_CODEX_BIN"
-        )
-    return found
+def codex() -> str:
+    """The CLI the agent server resolves (``tests/clis.py``); missing, these tests fail."""
+    return codex_cli()
 
 
 def plan_token(tag: str, account: str | None = None) -> str:

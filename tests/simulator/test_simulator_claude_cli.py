@@ -15,32 +15,24 @@ from typing import Any
 import pytest
 
 from agent_server.classifier import classify_runtime_refusal
-from agent_server.config import PACKAGE_DIR, resolve_claude_bin
+from agent_server.config import PACKAGE_DIR
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from simulator.state import model_family
+from tests.clis import claude_cli
 
 pytestmark = pytest.mark.e2e
 
 CLI_TIMEOUT = 60.0
 OAUTH = "sk-ant-oat01-cli-plan-0000-aaaa"
 API_KEY = "sk-ant-api03-cli-key-0000-kkkk"
-# The CLI the agent server would spawn: TRINITY_CLAUDE_BIN, else the pinned
-# agent_server/node_modules/.bin/claude (`make setup` runs `npm ci` there), else PATH.
-CLAUDE = resolve_claude_bin(os.environ)
 
 
 @pytest.fixture(scope="module")
 def claude() -> str:
-    """The resolved CLI. Missing, these tests fail: they are the only proof that the
-    pinned CLI still reports what the classifier reads, so they must not skip."""
-    found = shutil.which(CLAUDE)
-    if found is None:
-        pytest.fail(
-            f"no Claude Code CLI at {CLAUDE!r}: run `make setup` (npm ci --prefix agent_server) "
-            "or set TRINITY_CLAUDE_BIN"
-        )
-    return found
+    """The CLI the agent server would spawn (``tests/clis.py``); missing, these tests
+    fail."""
+    return claude_cli()
 
 
 @dataclass

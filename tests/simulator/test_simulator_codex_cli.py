@@ -22,6 +22,7 @@ import pytest
 from agent_server.config import PACKAGE_DIR
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
+from tests.clis import codex_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -33,26 +34,12 @@ EMAIL = "codex-cli@example.invalid"
 REFRESH = "rt-codex-cli-initial-0000"
 REPLY = "Simulated reply: say hi"
 CODEX_PACKAGE = PACKAGE_DIR / "codex_cli"
-# The CLI a Codex agent runs: TRINITY_CODEX_BIN, else the pinned one `make setup`
-# installs (npm ci --prefix agent_server/codex_cli), else `codex` on PATH.
-CODEX = os.environ.get("TRINITY_CODEX_BIN", "").strip() or (
-    str(CODEX_PACKAGE / "node_modules" / ".bin" / "codex")
-    if (CODEX_PACKAGE / "node_modules" / ".bin" / "codex").exists()
-    else "codex"
-)
 
 
 @pytest.fixture(scope="module")
 def codex() -> str:
-    """The resolved CLI. Missing, these tests fail: they are the only proof that the
-    pinned CLI still speaks what the simulator answers, so they must not skip."""
-    found = shutil.which(CODEX)
-    if found is None:
-        pytest.fail(
-            f"no Codex CLI at {CODEX!r}: run `make setup` "
-            "(npm ci --prefix agent_server/codex_cli) or set TRINITY_CODEX_BIN"
-        )
-    return found
+    """The CLI a Codex agent runs (``tests/clis.py``); missing, these tests fail."""
+    return codex_cli()
 
 
 class ProxyTrap:
