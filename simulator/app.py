@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
@@ -373,47 +373,44 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
         headers["cache-control"] = "no-cache"
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
-    @app.post("/v1/messages")
-    async def messages(request: Request) -> Response:
+    async def answered(request: Request, serve: Callable[[bytes, Outcome], Response]) -> Response:
+        """An API request's common steps: counted in flight, the injected latency, the
+        body read (the only await), then ``serve``, synchronous from check to spend."""
         outcome = Outcome(request)
         async with in_flight():
             await inject_latency(usage=False)
             raw = await request.body()
-            return finish(outcome, serve_messages(raw, request, outcome, count=False))
+            return finish(outcome, serve(raw, outcome))
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        return await answered(
+            request, lambda raw, outcome: serve_messages(raw, request, outcome, count=False)
+        )
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
-        outcome = Outcome(request)
-        async with in_flight():
-            await inject_latency(usage=False)
-            raw = await request.body()
-            return finish(outcome, serve_messages(raw, request, outcome, count=True))
+        return await answered(
+            request, lambda raw, outcome: serve_messages(raw, request, outcome, count=True)
+        )
 
     # the OpenAI side (simulator/codex.py)
 
     @app.post("/backend-api/codex/responses")
     async def codex_responses(request: Request) -> Response:
-        outcome = Outcome(request)
-        async with in_flight():
-            await inject_latency(usage=False)
-            raw = await request.body()
-            return finish(outcome, codex.serve_chatgpt(sim, raw, request, outcome))
+        return await answered(
+            request, lambda raw, outcome: codex.serve_chatgpt(sim, raw, request, outcome)
+        )
 
     @app.post("/v1/responses")
     async def platform_responses(request: Request) -> Response:
-        outcome = Outcome(request)
-        async with in_flight():
-            await inject_latency(usage=False)
-            raw = await request.body()
-            return finish(outcome, codex.serve_platform(sim, raw, request, outcome))
+        return await answered(
+            request, lambda raw, outcome: codex.serve_platform(sim, raw, request, outcome)
+        )
 
     @app.post("/oauth/token")
     async def oauth_token(request: Request) -> Response:
-        outcome = Outcome(request)
-        async with in_flight():
-            await inject_latency(usage=False)
-            raw = await request.body()
-            return finish(outcome, codex.serve_refresh(sim, raw, outcome))
+        return await answered(request, lambda raw, outcome: codex.serve_refresh(sim, raw, outcome))
 
     # usage endpoints
 
