@@ -20,7 +20,7 @@ import pytest
 
 from agent_server.contract import TaskResponse
 from tests.agent_server.conftest import StartServer
-from tests.agent_server.support import AgentServer, turn
+from tests.agent_server.support import AgentServer, files_holding, turn
 
 if TYPE_CHECKING:
     from simulator.process import SimulatorProcess
@@ -75,16 +75,6 @@ def exec_of_cli(server: AgentServer, within: float = 20.0) -> int:
 def environ_of(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().decode("utf-8", "replace")
     return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
-
-
-def files_holding(root: Path, needle: str) -> list[Path]:
-    """Every regular file under `root` whose bytes contain `needle`."""
-    found = []
-    for path in root.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file() and not path.is_symlink() and needle.encode() in path.read_bytes():
-                found.append(path)
-    return found
 
 
 @pytest.mark.parametrize(
