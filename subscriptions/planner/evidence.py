@@ -111,6 +111,8 @@ class SettingsFacts:
     key_configured: bool
     # Why the agent may not leave its assignment at all (auto-switch off, pinned).
     switching_stop: Stop | None = None
+    # The name of the agent's provider's key (its rung, its attempts, the explainer).
+    key_name: str = PLATFORM_KEY_LABEL
 
 
 class AssignedVerdict(NamedTuple):

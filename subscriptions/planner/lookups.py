@@ -142,7 +142,9 @@ def rung_of(evidence: Evidence, pick: Pick, stage: str = "") -> RungRef | Need |
         settings = settings_of(evidence, stage)
         if isinstance(settings, Need):
             return settings
-        return KEY_RUNG if settings.key_configured else None
+        if not settings.key_configured:
+            return None
+        return KEY_RUNG._replace(name=settings.key_name)
     wanted = pick.subscription_id
     assert wanted is not None  # noqa: S101 - a subscription pick names its plan
     if wanted in evidence.rungs:

@@ -214,7 +214,7 @@ def test_when_every_codex_plan_refuses_the_openai_key_serves_never_the_anthropic
     assert [(r["kind"], r["name"]) for r in routing["rungs"]] == [
         ("subscription", "gpt-a"),
         ("subscription", "gpt-b"),
-        ("api_key", "platform API key"),  # the agent's provider's key (its label: left out)
+        ("api_key", "OpenAI platform key"),  # the agent's provider's key, by name
     ]
     assert routing["key"]["available"] is True
 
