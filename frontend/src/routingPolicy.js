@@ -79,6 +79,19 @@ export function usdProblem(raw) {
   return "";
 }
 
+/** A platform key's two budgets, as the API names them (fleet-wide or per agent). */
+export const KEY_BUDGETS = ["key_budget_daily_usd", "key_budget_monthly_usd"];
+
+/** {field: why} for each of `values`' KEY_BUDGETS that usdProblem refuses; {} when both may be sent. */
+export function keyBudgetProblems(values) {
+  const out = {};
+  for (const name of KEY_BUDGETS) {
+    const problem = usdProblem(values[name]);
+    if (problem) out[name] = problem;
+  }
+  return out;
+}
+
 /** What the API takes for a budget: a decimal string, or null for no cap. */
 export function usdValue(raw) {
   const text = String(raw ?? "").trim();

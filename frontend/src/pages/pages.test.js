@@ -124,22 +124,29 @@ describe("SettingsPage", () => {
     );
   });
 
-  it("keeps the key and threshold forms shut until the page holds the server's state", async () => {
-    // A save made while the first reads were in flight would be overwritten by their older answer.
-    let release;
-    const pending = new Promise((resolve) => (release = resolve));
+  it("keeps the threshold and key forms shut until each holds the server's state", async () => {
+    // A save made while a first read was in flight would be overwritten by its older answer.
+    // The key's section reads its own state, so each form waits for its own read only.
+    let releaseThreshold;
+    let releaseKey;
+    const threshold = new Promise((resolve) => (releaseThreshold = resolve));
+    const key = new Promise((resolve) => (releaseKey = resolve));
     mockFetch({
       ...settingsRoutes(),
-      "GET /api/settings/platform-api-key": () => pending.then(() => json(200, { configured: false, fingerprint: "" })),
+      [`GET ${S}/headroom-alert-threshold`]: () => threshold.then(() => json(200, { threshold: 75 })),
+      "GET /api/settings/platform-api-key": () => key.then(() => json(200, { configured: false, fingerprint: "" })),
     });
     wrapper = mount(SettingsPage, { props: { user: ADMIN } });
     await settle();
     expect(wrapper.find("#platform-key").element.disabled).toBe(true);
     expect(wrapper.find("#alert-threshold").element.disabled).toBe(true);
-    release();
+    releaseThreshold();
+    await settle();
+    expect(wrapper.find("#alert-threshold").element.disabled).toBe(false);
+    expect(wrapper.find("#platform-key").element.disabled).toBe(true);
+    releaseKey();
     await settle();
     expect(wrapper.find("#platform-key").element.disabled).toBe(false);
-    expect(wrapper.find("#alert-threshold").element.disabled).toBe(false);
   });
 
   it("shows a non-admin the state without any control, and never asks for the key", async () => {
