@@ -24,6 +24,7 @@ from trinity import clock, platform_keys
 from trinity import services as trinity_services
 from trinity.api import MAX_ID, AdminForWrites, IsAdmin, name_field
 from trinity.models import RoutingPolicy, RoutingStrategy
+from trinity.platform_keys import platform_key_configured
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
 
@@ -208,10 +209,11 @@ class ApiKeyFallbackApi(SwitchSettingApi):
 
     def render(self) -> dict[str, Any]:
         row = system_settings_get()
-        # "On but inert" is a real state: the switch is on and no key is configured.
+        # "On but inert" is a real state: the switch is on and no key is configured (the
+        # switch is every provider's: one key of either provider makes it bite).
         return {
             "enabled": row.subscription_api_key_fallback,
-            "key_configured": row.platform_api_key_configured,
+            "key_configured": any(platform_key_configured(row, p) for p in platform_keys.SLOTS),
         }
 
 

@@ -54,6 +54,13 @@ def test_api_key_fallback_reports_whether_a_key_is_configured(admin_client_api: 
     assert admin_client_api.get(url).json() == {"enabled": True, "key_configured": False}
     assert admin_client_api.put(KEY_URL, {"key": API_KEY}, format="json").status_code == 200
     assert admin_client_api.get(url).json() == {"enabled": True, "key_configured": True}
+    # The switch is every provider's: the OpenAI key alone makes it bite too.
+    assert admin_client_api.delete(KEY_URL).status_code in (200, 204)
+    assert admin_client_api.get(url).json()["key_configured"] is False
+    openai = KEY_URL + "/openai-codex"
+    put = admin_client_api.put(openai, {"key": "sk-proj-" + "o" * 40}, format="json")
+    assert put.status_code == 200, put.content
+    assert admin_client_api.get(url).json() == {"enabled": True, "key_configured": True}
 
 
 @pytest.mark.parametrize(
