@@ -114,7 +114,10 @@ class Trial:
 
     @property
     def label(self) -> str:
-        return self.name if self.kind is RungKind.SUBSCRIPTION else PLATFORM_KEY_LABEL
+        """The credential's name; a key's is its provider's ("OpenAI platform key")."""
+        if self.kind is RungKind.SUBSCRIPTION:
+            return self.name
+        return self.name or PLATFORM_KEY_LABEL
 
 
 @dataclass(slots=True)

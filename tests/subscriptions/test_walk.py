@@ -242,6 +242,21 @@ def test_the_trail_names_each_credential_and_why_it_failed() -> None:
     assert state.tried == [1, 2] and state.key_tried
 
 
+def test_a_codex_walks_trail_names_the_openai_key() -> None:
+    state = walk_start(
+        origin=ORIGIN, autonomous=False, subscription_count=1, deadline=T0 + timedelta(minutes=10)
+    )
+    state.record(
+        kind=RungKind.API_KEY,
+        subscription_id=None,
+        name="OpenAI platform key",
+        why=Why.API_KEY,
+        served=False,
+        reason="billing",
+    )
+    assert state.trail_text() == "Tried: OpenAI platform key (billing)"
+
+
 def test_pre_dispatch_routes_to_the_best_alternative_else_the_key_else_nowhere() -> None:
     state = walk_start(
         origin=ORIGIN, autonomous=False, subscription_count=3, deadline=T0 + timedelta(minutes=10)
