@@ -54,7 +54,7 @@ TIME_RANGE_PARAMETERS = [
 
 def _instant(params: Any, name: str) -> datetime | None:
     raw = params.get(name)
-    if not raw:
+    if raw is None:  # absent; an empty value is no instant (a 400 below), not absent
         return None
     try:
         parsed = parse_datetime(raw)

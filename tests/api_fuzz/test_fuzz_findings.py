@@ -192,6 +192,17 @@ def test_an_execution_status_filter_out_of_its_enum_is_a_400(
     assert set(response.json()) == {"status"}
 
 
+@pytest.mark.parametrize("path", ["/api/notifications", "/api/executions"])
+@pytest.mark.parametrize("name", ["since", "until"])
+def test_an_empty_time_bound_is_a_400_naming_it(
+    owner_client: APIClient, path: str, name: str
+) -> None:
+    """``?until=`` is no instant (schemathesis, ST201: it was read as none given)."""
+    response = owner_client.get(f"{path}?{name}=")
+    assert response.status_code == 400
+    assert set(response.json()) == {name}
+
+
 @pytest.mark.parametrize("value", ["xml", "", "CSV"])
 def test_a_usage_report_in_an_unknown_format_is_a_400_naming_it(
     owner_client: APIClient, value: str
