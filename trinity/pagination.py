@@ -31,6 +31,23 @@ class NewestFirst(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = PAGE_SIZE_MAX
 
+    def get_page_size(self, request: Request) -> int:
+        """``?limit=``: a whole number of at least 1 (more than ``PAGE_SIZE_MAX`` reads
+        as the maximum); anything else is a 400 naming it (DRF would quietly answer
+        the default page instead, and a client would never learn its limit was wrong)."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return PAGE_SIZE
+        try:
+            size = int(raw)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise ValidationError(
+                {"limit": [f"Give a whole number from 1 to {PAGE_SIZE_MAX}."]}
+            ) from None
+        return min(size, PAGE_SIZE_MAX)
+
     def decode_cursor(self, request: Request) -> Cursor | None:
         """The request's cursor; a 400 naming ``cursor`` for one this server did not
         issue (DRF answers 404, as if the list were missing)."""

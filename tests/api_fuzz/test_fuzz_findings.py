@@ -203,6 +203,18 @@ def test_an_empty_time_bound_is_a_400_naming_it(
     assert set(response.json()) == {name}
 
 
+@pytest.mark.parametrize("path", ["/api/notifications", "/api/executions"])
+@pytest.mark.parametrize("value", ["", "ten", "2.5", "0", "-3"])
+def test_a_page_size_that_is_no_positive_whole_number_is_a_400_naming_it(
+    owner_client: APIClient, path: str, value: str
+) -> None:
+    """``?limit=`` was quietly read as the default page (schemathesis, ST201)."""
+    response = owner_client.get(f"{path}?limit={value}")
+    assert response.status_code == 400
+    assert set(response.json()) == {"limit"}
+    assert owner_client.get(f"{path}?limit=500").status_code == 200  # read as the maximum
+
+
 @pytest.mark.parametrize("value", ["xml", "", "CSV"])
 def test_a_usage_report_in_an_unknown_format_is_a_400_naming_it(
     owner_client: APIClient, value: str
@@ -265,3 +277,41 @@ def test_every_boolean_field_reads_a_missing_form_value_as_missing() -> None:
     form = Later(data=QueryDict(""))
     assert form.is_valid(), form.errors
     assert form.validated_data == {"on_by_default": True}
+
+
+def _typed_query_parameters(schema: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(path, parameter, a value its schema refuses) for every typed query parameter of
+    every list the schema describes (paths without path parameters)."""
+    wrong = {"integer": ["", "x"], "boolean": ["", "maybe"], "number": ["x"]}
+    found = []
+    for path, operations in schema["paths"].items():
+        if "{" in path or "get" not in operations:
+            continue
+        for parameter in operations["get"].get("parameters", []):
+            if parameter["in"] != "query":
+                continue
+            typed = parameter.get("schema", {})
+            values = list(wrong.get(typed.get("type", ""), []))
+            if typed.get("format") == "date-time":
+                values += ["", "not-an-instant"]
+            if "enum" in typed:
+                values += ["zzz-not-one-of-them"]
+            found += [(path, parameter["name"], value) for value in values]
+    return found
+
+
+def test_every_typed_query_parameter_refuses_a_value_its_schema_refuses(
+    admin_client_api: APIClient,
+) -> None:
+    """The class of schemathesis' ST201 findings (an empty ``?until=``, ``?limit=x``,
+    ``?format=``) checked for every list at once, not one draw at a time: a value the
+    schema refuses is a 400 naming the parameter, never the default quietly."""
+    schema = admin_client_api.get("/api/schema/?format=json").json()
+    cases = _typed_query_parameters(schema)
+    assert len(cases) >= 18  # the lists' limit, since, until, filters...
+    accepted = [
+        (path, name, value, response.status_code)
+        for path, name, value in cases
+        if (response := admin_client_api.get(path, {name: value})).status_code < 400
+    ]
+    assert accepted == []
