@@ -66,7 +66,9 @@ class AgentRoutingApi(APIView):
     )
     def get(self, request: Request, name: str) -> Response:
         agent = agent_get_visible(user=request.user, name=name)
-        data = self.Input(data=request.query_params)
+        # A plain dict, not the QueryDict: DRF reads an empty value of a form as none
+        # given (``?window=`` would be the default); a query's empty value is a 400.
+        data = self.Input(data=request.query_params.dict())
         data.is_valid(raise_exception=True)
         explanation = routing_explain(
             agent=agent,

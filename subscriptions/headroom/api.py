@@ -168,7 +168,9 @@ class SubscriptionHeadroomHistoryApi(APIView):
     @extend_schema(parameters=[Input], responses=HeadroomHistoryOutput)
     def get(self, request: Request, pk: int) -> Response:
         subscription = subscription_get_visible(user=request.user, pk=pk)
-        data = self.Input(data=request.query_params)
+        # A plain dict, not the QueryDict: DRF reads an empty value of a form as none
+        # given (``?window=`` would be the default); a query's empty value is a 400.
+        data = self.Input(data=request.query_params.dict())
         data.is_valid(raise_exception=True)
         window = data.validated_data["window"]
         samples = headroom_history_list(

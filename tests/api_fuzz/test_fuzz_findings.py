@@ -315,3 +315,27 @@ def test_every_typed_query_parameter_refuses_a_value_its_schema_refuses(
         if (response := admin_client_api.get(path, {name: value})).status_code < 400
     ]
     assert accepted == []
+
+
+def test_an_empty_or_wrong_query_value_on_an_objects_view_is_a_400_naming_it(
+    admin_client_api: APIClient, admin_user: Any
+) -> None:
+    """The two typed query parameters of views under a path parameter (the check above
+    covers the lists): an empty ``?autonomous=`` or ``?window=`` was the default."""
+    from tests.agents.factories import AgentFactory
+    from tests.subscriptions.factories import SubscriptionFactory
+
+    AgentFactory.create(name="bot", owner=admin_user)
+    plan = SubscriptionFactory.create()
+    for url, name in [
+        ("/api/agents/bot/routing?autonomous=", "autonomous"),
+        ("/api/agents/bot/routing?autonomous=maybe", "autonomous"),
+        (f"/api/subscriptions/{plan.pk}/headroom/history?window=", "window"),
+        (f"/api/subscriptions/{plan.pk}/headroom/history?window=1y", "window"),
+    ]:
+        response = admin_client_api.get(url)
+        assert response.status_code == 400, url
+        assert set(response.json()) == {name}, url
+    assert admin_client_api.get("/api/agents/bot/routing?autonomous=true").status_code == 200
+    history = admin_client_api.get(f"/api/subscriptions/{plan.pk}/headroom/history")
+    assert history.status_code == 200 and history.json()["window"] == "24h"
