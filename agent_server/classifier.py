@@ -20,6 +20,7 @@ from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent_server.upstream import UpstreamRefusal
+from trinity_contract.codex import window_name
 from trinity_contract.errors import ErrorCode
 from trinity_contract.refusal_text import BILLING_TEXT, error_code_from_text
 
@@ -152,9 +153,6 @@ def parse_unified_reset(value: str | None) -> datetime | None:
 
 # --- the Codex CLI ----------------------------------------------------------------
 
-# A window's name is its length, never "primary"/"secondary": which one is primary
-# is the provider's choice and has changed before (the platform's collector agrees).
-CODEX_WINDOW_NAMES: Final = {5 * 3600: "five_hour", 7 * 86400: "seven_day"}
 # Refusals of a credential that cannot pay: the trail calls them billing.
 _CODEX_BILLING: Final = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 _CODEX_MODEL: Final = re.compile(
@@ -176,11 +174,6 @@ class CodexRefusal:
     upstream_said: str = ""
 
 
-def codex_window_name(seconds: float) -> str:
-    """`five_hour`, `seven_day`, else `window_<seconds>s` (a window by its length)."""
-    return CODEX_WINDOW_NAMES.get(int(seconds), f"window_{int(seconds)}s")
-
-
 def codex_limiting_window(headers: Mapping[str, str], resets_at: datetime | None) -> str | None:
     """The window a usage limit names, from the answer's `x-codex-*-window-minutes`:
     the exhausted one whose reset is the refusal's, else the exhausted one that
@@ -195,8 +188,8 @@ def codex_limiting_window(headers: Mapping[str, str], resets_at: datetime | None
             continue
         reset = _number(headers.get(family + "reset-at")) or 0.0
         if resets_at is not None and int(reset) == int(resets_at.timestamp()):
-            return codex_window_name(minutes * 60)
-        exhausted.append((reset, codex_window_name(minutes * 60)))
+            return window_name(int(minutes * 60))
+        exhausted.append((reset, window_name(int(minutes * 60))))
     return max(exhausted)[1] if exhausted else None
 
 

@@ -19,9 +19,6 @@ CLI has no use for the other family's secret, and its tools could read it.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -29,6 +26,7 @@ from typing import Final
 from agent_server.contract import AppliedOverride
 from agent_server.envlayer import API_KEY, API_KEY_NAMES, AUTH_TOKEN, OAUTH_TOKEN, override_layers
 from agent_server.forwarder import HeaderShape
+from trinity_contract.codex import claimed_account
 
 # Variable names, not values (hence the S105 waivers).
 CODEX_ACCESS_TOKEN: Final = "CODEX_ACCESS_TOKEN"  # noqa: S105
@@ -58,8 +56,6 @@ ALL_CREDENTIAL_NAMES: Final = frozenset(
         "CODEX_API_KEY",
     }
 )
-# The ChatGPT access token's claim that names its account (a JWT's payload).
-_AUTH_CLAIM: Final = "https://api.openai.com/auth"
 
 Layers = tuple[dict[str, str | None], frozenset[str]]
 
@@ -156,22 +152,8 @@ def codex_capability_env(
 
 
 def token_account_id(token: str) -> str | None:
-    """The ChatGPT account a plan's access token names (its JWT claim), else None.
-
-    Read, never verified: the upstream verifies the token; this only picks the
-    account header that goes with it.
-    """
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        padded = parts[1] + "=" * (-len(parts[1]) % 4)
-        claims = json.loads(base64.urlsafe_b64decode(padded))
-    except (binascii.Error, ValueError):
-        return None
-    auth = claims.get(_AUTH_CLAIM) if isinstance(claims, dict) else None
-    account = auth.get("chatgpt_account_id") if isinstance(auth, dict) else None
-    return account if isinstance(account, str) and account else None
+    """The ChatGPT account a plan's access token names (its JWT claim), else None."""
+    return claimed_account(token) or None
 
 
 ANTHROPIC: Final = CredentialScheme(

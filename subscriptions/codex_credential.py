@@ -20,18 +20,14 @@ the access token's expiry and the account id the sign-in carries.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-# The claim namespace the ChatGPT sign-in's JWTs carry their account under.
-AUTH_CLAIMS = "https://api.openai.com/auth"
-ACCOUNT_CLAIM = "chatgpt_account_id"
-PLAN_CLAIM = "chatgpt_plan_type"
+from trinity_contract.codex import claimed_account, jwt_claims
+
 _JWT_SHAPE = re.compile(r"^[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*$")
 
 
@@ -84,28 +80,6 @@ class CodexCredential:
         )
 
 
-def jwt_claims(token: str) -> dict[str, Any]:
-    """The payload of a JWT, unverified; {} when ``token`` is not one."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return {}
-    padded = parts[1] + "=" * (-len(parts[1]) % 4)
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(padded))
-    except (binascii.Error, ValueError):
-        return {}
-    return claims if isinstance(claims, dict) else {}
-
-
-def _claimed_account(*tokens: str) -> str:
-    for token in tokens:
-        auth = jwt_claims(token).get(AUTH_CLAIMS)
-        account = auth.get(ACCOUNT_CLAIM) if isinstance(auth, dict) else None
-        if isinstance(account, str) and account.strip():
-            return account.strip()
-    return ""
-
-
 def _text(tokens: dict[str, Any], name: str) -> str:
     value = tokens.get(name)
     if value is None:
@@ -127,7 +101,7 @@ def _from_tokens(tokens: dict[str, Any]) -> CodexCredential:
             "tokens.refresh_token is missing: paste the whole auth.json `codex login` wrote."
         )
     id_token = _text(tokens, "id_token")
-    account = _text(tokens, "account_id") or _claimed_account(id_token, access)
+    account = _text(tokens, "account_id") or claimed_account(id_token, access)
     if not account:
         raise CodexCredentialError("tokens.account_id is missing and no token names the account.")
     return CodexCredential(access, refresh, account, id_token)
@@ -143,7 +117,7 @@ def codex_credential_parse(text: str) -> CodexCredential:
                 "A ChatGPT/Codex plan credential is the auth.json `codex login` wrote, "
                 "or its access token (a JWT: three dot-separated parts starting with 'eyJ')."
             )
-        return CodexCredential(text, "", _claimed_account(text))
+        return CodexCredential(text, "", claimed_account(text))
     try:
         document = json.loads(text)
     except ValueError:

@@ -24,7 +24,6 @@ from rest_framework.test import APIClient
 from agents.models import Agent
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
-from subscriptions.codex_credential import AUTH_CLAIMS
 from subscriptions.headroom.store import snapshot_read
 from subscriptions.models import KeySpend, Subscription
 from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
@@ -35,6 +34,7 @@ from tests.subscriptions.factories import SubscriptionFactory
 from trinity import services as trinity_services
 from trinity.crypto import Secret
 from trinity.models import Notification
+from trinity_contract.codex import AUTH_CLAIMS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

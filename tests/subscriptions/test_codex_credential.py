@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 import pytest
 
 from subscriptions.codex_credential import (
-    AUTH_CLAIMS,
     CodexCredential,
     CodexCredentialError,
     codex_credential_load,
@@ -17,6 +16,7 @@ from subscriptions.codex_credential import (
 )
 from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
 from trinity.errors import InvalidInput
+from trinity_contract.codex import AUTH_CLAIMS
 
 
 def _b64(value: dict[str, object]) -> str:

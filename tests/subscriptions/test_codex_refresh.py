@@ -19,12 +19,12 @@ from django.test import override_settings
 
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
-from subscriptions.codex_credential import AUTH_CLAIMS
 from subscriptions.codex_refresh import Refresh, codex_credential_fresh
 from subscriptions.models import Subscription
 from subscriptions.services import subscription_register
 from tests.subscriptions.test_codex_credential import jwt
 from trinity.models import Notification
+from trinity_contract.codex import AUTH_CLAIMS
 
 ACCOUNT = "acct-refresh"
 LABEL = "gpt-pro-sim"

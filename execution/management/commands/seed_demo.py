@@ -25,11 +25,11 @@ from django.core.management.base import BaseCommand, CommandError
 from agents import services as agent_services
 from agents.models import Agent
 from subscriptions import services as subscription_services
-from subscriptions.codex_credential import AUTH_CLAIMS
 from subscriptions.codex_refresh import codex_tokens
 from subscriptions.models import Subscription
 from trinity.selectors import api_token_is_live
 from trinity.services import api_token_issue
+from trinity_contract.codex import AUTH_CLAIMS
 
 DEMO_PLANS = [
     # (name, plan type, percent of the 5-hour window already used)

@@ -27,24 +27,22 @@ from subscriptions.headroom.collectors.common import (
     window_status,
 )
 from subscriptions.headroom.reading import (
-    FIVE_HOUR,
     REJECTED,
-    SEVEN_DAY,
     Reading,
     ReadingStatus,
     WindowReading,
 )
 from trinity.crypto import Secret
+from trinity_contract.codex import window_name
 
 USAGE_PATH = "/backend-api/wham/usage"
-WINDOW_NAMES = {5 * 3600: FIVE_HOUR, 7 * 86400: SEVEN_DAY}
 SOURCE = "codex_usage"
 
 
 def _window_name(seconds: object) -> str | None:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         return None
-    return WINDOW_NAMES.get(int(seconds), f"window_{int(seconds)}s")
+    return window_name(int(seconds))
 
 
 HEADER_PREFIX = "x-codex-"
