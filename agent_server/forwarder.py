@@ -44,6 +44,7 @@ from typing import Any, Final, Literal
 import httpx
 import uvicorn
 
+from agent_server.config import DEFAULT_CODEX_UPSTREAM, DEFAULT_OPENAI_UPSTREAM
 from agent_server.redaction import Redactor, mask
 from agent_server.upstream import (
     MAX_REFUSAL_BYTES,
@@ -59,8 +60,6 @@ ANTHROPIC_PATHS: Final = frozenset({"/v1/messages", "/v1/messages/count_tokens"}
 RESPONSES_PATHS: Final = frozenset({"/v1/responses"})
 ALLOWED_PATHS: Final = ANTHROPIC_PATHS | RESPONSES_PATHS
 CODEX_RESPONSES_PATH: Final = "/backend-api/codex/responses"
-DEFAULT_CODEX_UPSTREAM: Final = "https://chatgpt.com"
-DEFAULT_OPENAI_UPSTREAM: Final = "https://api.openai.com"
 # The Messages API's own request limit: a larger body is refused here, so agent code
 # cannot make the server hold an unbounded request in memory.
 MAX_REQUEST_BYTES: Final = 32 * 1024 * 1024

@@ -152,8 +152,15 @@ def codex_wire_rung(rung: Rung, *, now: datetime) -> Rung:
     if rung.provider != Provider.OPENAI_CODEX or rung.kind is not RungKind.SUBSCRIPTION:
         return rung
     assert rung.subscription_id is not None  # noqa: S101 - a plan's rung names its plan
-    credential = codex_credential_fresh(rung.subscription_id, now=now).credential
-    return replace(rung, secret=Secret(credential.access_token), account_id=credential.account_id)
+    if rung.account_id:  # already its wire form: the turn sends on this plan again
+        held = CodexCredential(rung.secret.reveal(), "", rung.account_id)
+    else:  # the stored credential the turn read with the plan's rung
+        held = codex_tokens(rung.secret)
+    # The turn read the tokens moments ago: only a token about to expire costs a read
+    # of the row (and, when it is still due there, the refresh).
+    if refresh_due(held, now=now):
+        held = codex_credential_fresh(rung.subscription_id, now=now).credential
+    return replace(rung, secret=Secret(held.access_token), account_id=held.account_id)
 
 
 def _store(row: Subscription, credential: CodexCredential) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -64,14 +65,21 @@ def test_a_codex_plan_never_boots_an_agent_and_every_turn_carries_it() -> None:
     assert ACCESS not in json.dumps(spec.environment())
 
 
-def test_a_codex_plans_turn_carries_its_access_token_and_account_never_its_refresh_token() -> None:
+def test_a_codex_plans_turn_carries_its_access_token_and_account_never_its_refresh_token(
+    django_assert_num_queries: Any,
+) -> None:
     plan, _ = subscription_register(
         name="gpt-pro", provider="openai-codex", plan_type="pro", token=AUTH_JSON
     )
     stored = Rung(RungKind.SUBSCRIPTION, plan.token, plan.pk, plan.name, plan.provider)
-    # The access token in AUTH_JSON expires in 2030: no refresh is due.
-    wire = codex_wire_rung(stored, now=datetime(2029, 6, 1, tzinfo=UTC)).wire()
+    # The access token in AUTH_JSON expires in 2030: no refresh is due, and the turn's
+    # hot path reads nothing more than the rung it holds.
+    with django_assert_num_queries(0):
+        sent = codex_wire_rung(stored, now=datetime(2029, 6, 1, tzinfo=UTC))
+        again = codex_wire_rung(sent, now=datetime(2029, 6, 1, tzinfo=UTC))
+    wire = sent.wire()
     assert wire == {"oauth_token": ACCESS, "account_id": "acct-1"}
+    assert again.wire() == wire  # a re-send on the same plan sends the same
     assert stored.echoed_by("oauth_token") and not stored.echoed_by("api_key")
 
 
