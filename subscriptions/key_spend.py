@@ -47,6 +47,7 @@ from trinity.platform_keys import (
     fleet_key_budgets,
     fleet_scope,
     is_fleet_scope,
+    key_slot,
     platform_key_configured,
 )
 
@@ -55,8 +56,6 @@ logger = logging.getLogger(__name__)
 ZERO = Decimal("0")
 PERIODS = (BudgetPeriod.DAY, BudgetPeriod.MONTH)
 PERIOD_WORD = {BudgetPeriod.DAY: "daily", BudgetPeriod.MONTH: "monthly"}
-# The key a budget caps, as its sentence names it (the Anthropic key's words unchanged).
-_BUDGET_KEY = {ANTHROPIC: "platform key", OPENAI: "OpenAI platform key"}
 
 
 # The rules (pure)
@@ -127,7 +126,8 @@ def applicable_budgets(
     owner = f"agent {agent_name!r}"
     scope = agent_scope(agent_id)
     fleet = fleet_scope(provider)
-    key = _BUDGET_KEY.get(provider, "platform key")
+    slot = key_slot(provider)
+    key = slot.budget_label if slot is not None else "platform key"
     caps = (
         (scope, BudgetPeriod.DAY, agent_daily, owner),
         (scope, BudgetPeriod.MONTH, agent_monthly, owner),

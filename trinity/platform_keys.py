@@ -36,8 +36,10 @@ class KeySlot:
     fingerprint_field: str
     daily_field: str
     monthly_field: str
-    # The rung's name in a turn's trail and the budgets' sentences.
+    # The rung's name in a turn's trail.
     label: str
+    # What the budgets' sentences call it ("the platform key's daily budget ...").
+    budget_label: str
     # The ledger scope of the key's fleet-wide spend (``subscriptions.models.KeySpend``).
     fleet_scope: str
 
@@ -50,6 +52,7 @@ SLOTS: dict[str, KeySlot] = {
         "key_budget_daily_usd",
         "key_budget_monthly_usd",
         "platform API key",
+        "platform key",
         # The scope the Anthropic key's spend always had: existing rows keep counting.
         "fleet",
     ),
@@ -59,6 +62,7 @@ SLOTS: dict[str, KeySlot] = {
         "openai_platform_api_key_fingerprint",
         "openai_key_budget_daily_usd",
         "openai_key_budget_monthly_usd",
+        "OpenAI platform key",
         "OpenAI platform key",
         "fleet:openai-codex",
     ),
