@@ -8,6 +8,7 @@ from django.db import models
 from agents.rung import RungKind
 from trinity.crypto import EncryptedSecretField
 from trinity.models import RoutingPolicy as RoutingPolicy  # its home is trinity (settings)
+from trinity.platform_keys import ANTHROPIC, OPENAI
 
 
 class Runtime(models.TextChoices):
@@ -19,9 +20,9 @@ class Runtime(models.TextChoices):
 # The provider whose plans and key each runtime's turns spend (``subscriptions.models.
 # Provider`` values; agents does not import subscriptions' models).
 RUNTIME_PROVIDER: dict[str, str] = {
-    Runtime.CLAUDE_CODE: "anthropic",
-    Runtime.ANTHROPIC_API: "anthropic",
-    Runtime.CODEX_CLI: "openai-codex",
+    Runtime.CLAUDE_CODE: ANTHROPIC,
+    Runtime.ANTHROPIC_API: ANTHROPIC,
+    Runtime.CODEX_CLI: OPENAI,
 }
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from trinity.platform_keys import ANTHROPIC, OPENAI
+
 if TYPE_CHECKING:
     from trinity.crypto import Secret
 
@@ -26,16 +28,15 @@ class RungKind(StrEnum):
 # The environment variable each kind boots an agent with, and the override field and
 # echo value each kind travels as.
 _ENV_NAME = {
-    ("anthropic", RungKind.SUBSCRIPTION): "CLAUDE_CODE_OAUTH_TOKEN",
-    ("anthropic", RungKind.API_KEY): "ANTHROPIC_API_KEY",
+    (ANTHROPIC, RungKind.SUBSCRIPTION): "CLAUDE_CODE_OAUTH_TOKEN",
+    (ANTHROPIC, RungKind.API_KEY): "ANTHROPIC_API_KEY",
     # A Codex plan never boots an agent: its tokens rotate, so each turn carries them.
-    ("openai-codex", RungKind.API_KEY): "OPENAI_API_KEY",
+    (OPENAI, RungKind.API_KEY): "OPENAI_API_KEY",
 }
 # A plan's token travels as ``oauth_token`` (a Codex plan's: its access token, with
 # ``account_id``; never its refresh token, which only the platform holds), a key as
 # ``api_key``; the agent's runtime knows whose.
 _WIRE_KIND = {RungKind.SUBSCRIPTION: "oauth_token", RungKind.API_KEY: "api_key"}
-ANTHROPIC = "anthropic"
 
 PLATFORM_KEY_LABEL = "platform API key"
 

@@ -138,7 +138,7 @@ def _settings(state: TurnState, need: Need, now: datetime) -> Evidence:
         auto_switch=system.auto_switch_subscriptions,
         key_configured=key is not None,
         switching_stop=pool.switching_stop(agent=state.agent, system=system),
-        key_name=key.name if key is not None else key_label(state.agent.provider),
+        key_name=key_label(state.agent.provider),
     )
     return replace(state.evidence, settings=facts)
 

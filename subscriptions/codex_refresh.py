@@ -93,13 +93,19 @@ def refresh_due(credential: CodexCredential, *, now: datetime) -> bool:
 
 
 def codex_credential_fresh(
-    subscription_id: int, *, now: datetime, client: httpx.Client | None = None
+    subscription_id: int,
+    *,
+    now: datetime,
+    held: CodexCredential | None = None,
+    client: httpx.Client | None = None,
 ) -> Fresh:
     """The plan's credential, refreshed first when its access token is about to expire
-    (once, across every process: the module's docstring). Raises
-    ``Subscription.DoesNotExist`` for a deleted plan."""
-    stored = Subscription.objects.only("token").get(pk=subscription_id)
-    credential = codex_tokens(stored.token)
+    (once, across every process: the module's docstring). ``held``: the tokens the
+    caller already read with the plan: while they hold, nothing is read; due, the
+    stored ones decide. Raises ``Subscription.DoesNotExist`` for a deleted plan."""
+    if held is not None and not refresh_due(held, now=now):
+        return Fresh(held, Refresh.NOT_DUE)
+    credential = codex_tokens(Subscription.objects.only("token").get(pk=subscription_id).token)
     if not refresh_due(credential, now=now):
         return Fresh(credential, Refresh.NOT_DUE)
     if not credential.refreshable:
@@ -136,11 +142,12 @@ def _tell_sign_in_dead(subscription_id: int, name: str, code: str, *, now: datet
 
 
 def codex_fresh_secret(
-    subscription_id: int, *, now: datetime, client: httpx.Client | None = None
+    subscription: Subscription, *, now: datetime, client: httpx.Client | None = None
 ) -> Secret:
-    """``codex_credential_fresh`` in the stored form, for a caller that passes the
-    credential on as a ``Secret`` (the usage collector)."""
-    fresh = codex_credential_fresh(subscription_id, now=now, client=client)
+    """``codex_credential_fresh`` of the plan in hand, in the stored form, for a caller
+    that passes the credential on as a ``Secret`` (the usage collector)."""
+    held = codex_tokens(subscription.token)
+    fresh = codex_credential_fresh(subscription.pk, now=now, held=held, client=client)
     return Secret(fresh.credential.dumps())
 
 
@@ -158,9 +165,8 @@ def codex_wire_rung(rung: Rung, *, now: datetime) -> Rung:
         held = codex_tokens(rung.secret)
     # The turn read the tokens moments ago: only a token about to expire costs a read
     # of the row (and, when it is still due there, the refresh).
-    if refresh_due(held, now=now):
-        held = codex_credential_fresh(rung.subscription_id, now=now).credential
-    return replace(rung, secret=Secret(held.access_token), account_id=held.account_id)
+    sent = codex_credential_fresh(rung.subscription_id, now=now, held=held).credential
+    return replace(rung, secret=Secret(sent.access_token), account_id=sent.account_id)
 
 
 def _store(row: Subscription, credential: CodexCredential) -> None:

@@ -188,7 +188,7 @@ def _read_one(subscription: Subscription, *, client: httpx.Client, now: datetime
     try:
         token = subscription.token
         if subscription.provider == Provider.OPENAI_CODEX:
-            token = codex_fresh_secret(subscription.pk, now=now, client=client)
+            token = codex_fresh_secret(subscription, now=now, client=client)
         collected = collectors.read(
             provider=subscription.provider,
             token=token,

@@ -159,3 +159,23 @@ def test_two_processes_racing_to_refresh_spend_the_refresh_token_once(
     assert len(tokens) == 1 and access not in tokens  # both send the rotated token
     assert _refreshes(sim) == 1
     assert _stored(plan)["access_token"] in tokens
+
+
+@pytest.mark.django_db
+def test_a_resend_on_an_expiring_plan_refreshes_from_the_stored_tokens(
+    sim: SimulatorControl,
+) -> None:
+    """A turn sending on the same plan again holds only its wire form (no refresh
+    token): due, the stored tokens are read and refreshed, once."""
+    from agents.rung import Rung, RungKind
+    from subscriptions.codex_refresh import codex_wire_rung
+    from trinity.crypto import Secret
+
+    plan, access = _plan(sim, expires_in=60)
+    wire_form = Rung(
+        RungKind.SUBSCRIPTION, Secret(access), plan.pk, plan.name, plan.provider, ACCOUNT
+    )
+    sent = codex_wire_rung(wire_form, now=datetime.now(UTC))
+    assert sent.secret.reveal() == _stored(plan)["access_token"] != access
+    assert sent.account_id == ACCOUNT
+    assert _refreshes(sim) == 1
