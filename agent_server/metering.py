@@ -236,16 +236,14 @@ class RequestMeter:
             self.model = model[:200]
         if not isinstance(usage, dict):
             return
-        for name in _ANTHROPIC_FIELDS:
-            value = _count(usage.get(name))
-            if value is not None:
-                self.fields[name] = value
+        read = {name: _count(usage.get(name)) for name in _ANTHROPIC_FIELDS}
         nested = usage.get("cache_creation")
         if isinstance(nested, dict):
-            hourly = _count(nested.get("ephemeral_1h_input_tokens"))
-            if hourly is not None:
-                self.fields["cache_write_1h_tokens"] = hourly
-        self._update(TokenUsage(**self.fields))
+            read["cache_write_1h_tokens"] = _count(nested.get("ephemeral_1h_input_tokens"))
+        known = {name: value for name, value in read.items() if value is not None}
+        if known:  # a usage with no readable count says nothing
+            self.fields.update(known)
+            self._update(TokenUsage(**self.fields))
 
     def _responses(self, model: Any, usage: Any) -> None:
         if isinstance(model, str) and model:
@@ -254,7 +252,9 @@ class RequestMeter:
             return
         details = usage.get("input_tokens_details")
         cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
-        total_in = _count(usage.get("input_tokens")) or 0
+        total_in = _count(usage.get("input_tokens"))
+        if total_in is None:
+            return
         cached = min(cached or 0, total_in)
         self._update(
             TokenUsage(
