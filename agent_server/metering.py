@@ -15,7 +15,7 @@ on (metering never holds a byte back), which reads the provider's own usage figu
 
 `count_tokens` answers carry no usage and cost nothing. SSE is parsed line by line as
 it arrives (an event split anywhere across chunks is joined; a line is JSON-decoded
-only when it mentions `usage`), a JSON answer is decoded once it is complete (kept up
+only when it is one of the events above), a JSON answer is decoded once it is complete (kept up
 to `MAX_JSON_BYTES`); garbage is ignored. Each usage update adds its difference to
 the `GrantMeter`, per model, priced by the shared table (`trinity_contract/prices.py`),
 so a key grant's spend is known while its answers still stream.
@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +46,20 @@ MAX_IN_FLIGHT: Final = 8
 # The model an answer that names none is priced as (its provider's dearest family).
 UNKNOWN_MODEL: Final = "unknown"
 _RESPONSES_DONE: Final = frozenset({"response.completed", "response.incomplete", "response.failed"})
+# The events that carry usage, as JSON tokens: the quotes on both sides cannot occur
+# unescaped inside a string, so text that merely mentions them never matches, and the
+# text deltas that make up most of a stream are never decoded.
+_USAGE_EVENT: Final = re.compile(
+    rb'"(?:message_start|message_delta|response\.completed|response\.incomplete'
+    rb'|response\.failed)"'
+)
+# What a chunk is first scanned for (plain substring searches, much faster than the
+# pattern), per provider: a region without any of them is skipped unread.
+# A Messages stream names `"message_` only in its message_start/_delta/_stop events.
+_MARKERS: Final = {
+    ANTHROPIC: (b'"message_',),
+    OPENAI: (b'.completed"', b'.incomplete"', b'.failed"'),
+}
 _ANTHROPIC_FIELDS: Final = (
     "input_tokens",
     "output_tokens",
@@ -151,6 +166,7 @@ class RequestMeter:
         self._inflate: Any = None
         encoding = headers.get("content-encoding", "").strip().lower()
         self._dead = encoding not in ("", "identity", "gzip", "deflate")
+        self._markers = _MARKERS.get(grant.provider, _MARKERS[ANTHROPIC])
         if encoding in ("gzip", "deflate"):
             # 32 + 15: a gzip or a zlib header, whichever the answer has.
             self._inflate = zlib.decompressobj(47)
@@ -192,13 +208,18 @@ class RequestMeter:
                 self._dropping = True  # the rest of this line is dropped too
             return
         end = start + last
-        # Only lines that mention usage are decoded: most of a stream is text deltas.
-        if buf.find(b"usage", 0, end) >= 0:
+        # Only the lines of the events that carry usage are decoded.
+        found = False
+        for marker in self._markers:
+            if buf.find(marker, 0, end) >= 0:
+                found = True
+                break
+        if found:
             lines = bytes(buf[:end]).split(b"\n")
             if self._dropping:
                 lines = lines[1:]
             for line in lines:
-                if line.startswith(b"data:") and b"usage" in line:
+                if line.startswith(b"data:") and _USAGE_EVENT.search(line):
                     self._event(line[5:])
         self._dropping = False
         del buf[: end + 1]
