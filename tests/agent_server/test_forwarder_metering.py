@@ -104,7 +104,7 @@ def test_a_key_grant_meters_what_the_provider_bills_streamed_or_not(sim: Simulat
     key = "sk-ant-api03-meter-" + secrets.token_hex(8)
     sim.control.register(key, kind="api_key", label="key", credit_usd=100)
 
-    async def scenario(_: Grant, client: httpx.AsyncClient) -> None:
+    async def scenario(grant: Grant, client: httpx.AsyncClient) -> None:
         for stream, model in ((True, "claude-sonnet-4-5"), (False, "claude-haiku-4-5")):
             answer = await client.post("/v1/messages", json=messages(stream=stream, model=model))
             assert answer.status_code == 200
@@ -128,7 +128,7 @@ def test_a_key_grant_is_refused_once_its_metered_spend_reaches_the_budget(
     sim.control.register(key, kind="api_key", label="key", credit_usd=100)
     answers: list[httpx.Response] = []
 
-    async def scenario(_: Grant, client: httpx.AsyncClient) -> None:
+    async def scenario(grant: Grant, client: httpx.AsyncClient) -> None:
         for i in range(8):
             answers.append(await client.post("/v1/messages", json=messages(stream=i % 2 == 0)))
         answers.append(await client.post("/v1/messages/count_tokens", json=messages(stream=False)))
@@ -161,7 +161,7 @@ def test_concurrent_requests_cannot_run_far_past_the_budget(sim: SimulatorProces
     sim.control.register(key, kind="api_key", label="key", credit_usd=100)
     statuses: list[int] = []
 
-    async def scenario(_: Grant, client: httpx.AsyncClient) -> None:
+    async def scenario(grant: Grant, client: httpx.AsyncClient) -> None:
         sent = [client.post("/v1/messages", json=messages(stream=True)) for _ in range(40)]
         statuses.extend(a.status_code for a in await asyncio.gather(*sent))
 
@@ -180,7 +180,7 @@ def test_a_codex_key_grant_meters_responses_and_refuses_in_openai_shape(
     sim.control.register(key, kind="openai_key", label="openai-key", credit_usd=100)
     answers: list[httpx.Response] = []
 
-    async def scenario(_: Grant, client: httpx.AsyncClient) -> None:
+    async def scenario(grant: Grant, client: httpx.AsyncClient) -> None:
         for _ in range(6):
             answers.append(await client.post("/v1/responses", json=responses(stream=stream)))
 
@@ -202,7 +202,7 @@ def test_a_codex_plan_grant_is_metered_for_headroom_and_never_refused(
     token = "codex-plan-" + secrets.token_hex(8)
     account = sim.control.register(token, kind="codex", label="codex-plan")["account_id"]
 
-    async def scenario(_: Grant, client: httpx.AsyncClient) -> None:
+    async def scenario(grant: Grant, client: httpx.AsyncClient) -> None:
         for _ in range(2):
             answer = await client.post("/v1/responses", json=responses(stream=True))
             assert answer.status_code == 200
@@ -220,7 +220,7 @@ def test_a_plan_grant_is_metered_without_a_budget(sim: SimulatorProcess) -> None
     token = "sk-ant-oat01-meter-" + secrets.token_hex(8)
     sim.control.register(token, kind="oauth", label="plan")
 
-    async def scenario(_: Grant, client: httpx.AsyncClient) -> None:
+    async def scenario(grant: Grant, client: httpx.AsyncClient) -> None:
         for _ in range(5):
             answer = await client.post("/v1/messages", json=messages(stream=True))
             assert answer.status_code == 200

@@ -201,7 +201,8 @@ def test_a_key_reservation_settles_at_the_metered_spend(
     key_settle(state, parse_turn_response(answer(status, body)))
 
     execution.refresh_from_db()
-    assert execution.key_reservation["settled"] is True
-    assert D(execution.key_reservation["spent"]) == D(spent)
+    settled = execution.key_reservation
+    assert settled is not None and settled["settled"] is True
+    assert D(settled["spent"]) == D(spent)
     day = KeySpend.objects.get(scope=FLEET_SCOPE, period="day")
     assert (day.spent_usd, day.reserved_usd) == (D(spent), D("0"))
