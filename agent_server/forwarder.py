@@ -20,7 +20,11 @@ where the secret would be; the forwarder
   rate-limit headers of every answer (`anthropic-ratelimit-unified-*`, `x-codex-*`)
   on the grant, so the turn's answer can carry a fresh headroom reading to the
   platform, and keeps the status and a bounded, redacted excerpt of an error answer
-  (`agent_server/upstream.py`), so the runtime classifies a refusal exactly.
+  (`agent_server/upstream.py`), so the runtime classifies a refusal exactly;
+- meters every served answer's usage on the grant as it relays it
+  (`agent_server/metering.py`: the turn's spend), and refuses a key grant's billed
+  requests once that spend reaches the budget the platform sent with the key: 429 in
+  the provider's shape, nothing upstream.
 
 A grant lives exactly as long as its turn (`Forwarder.grant` is a context manager):
 a capability copied out of a finished turn is refused.
