@@ -23,6 +23,8 @@ from agent_server.contract import (
     ChatResponse,
     ErrorBody,
     HealthResponse,
+    Metered,
+    ModelSpend,
     ReloadTokenRequest,
     ReloadTokenResponse,
     TaskRequest,
@@ -33,6 +35,8 @@ from agent_server.errors import TurnError
 from agent_server.forwarder import Forwarder
 from agent_server.isolation import cli_stage, default_cli_cache
 from agent_server.logjson import turn_log_context
+from agent_server.metering import GrantMeter, budget_message
+from agent_server.metering import Metered as MeteredSpend
 from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn, TurnOutcome
@@ -239,6 +243,7 @@ class _Server:
         resets_at: datetime | None = None,
         limiting_window: str | None = None,
         headers: Mapping[str, str] | None = None,
+        metered: MeteredSpend | None = None,
     ) -> JSONResponse:
         body = ErrorBody(
             error_code=code,
@@ -246,6 +251,7 @@ class _Server:
             execution_id=execution_id,
             resets_at=resets_at,
             limiting_window=limiting_window,
+            metered=_metered_body(metered),
         )
         return JSONResponse(
             body.model_dump(mode="json"), status_code=ERROR_STATUS[code], headers=headers
@@ -257,11 +263,14 @@ class _Server:
             return await self._run_turn(body, session_id=session_id)
 
     async def spend(
-        self, spawn: Turn, env: dict[str, str]
+        self, spawn: Turn, env: dict[str, str], override: AppliedOverride | None = None
     ) -> tuple[TurnOutcome, dict[str, str] | None]:
         """Run the spawn; through the forwarder, the CLI holds a capability in place of
-        the credential, alive exactly as long as this spawn. Returns the outcome and the
-        rate-limit headers the forwarder relayed (None when it saw none)."""
+        the credential, alive exactly as long as this spawn, and every answer on it is
+        metered. Returns the outcome (its `metered` spend set) and the rate-limit
+        headers the forwarder relayed (None when it saw none). A TurnError carries the
+        metered spend too; one after the key's budget refused a request is `billing`.
+        """
         runtime, forwarder, scheme = self.runtime, self.forwarder, self.state.scheme
         if not self.via_forwarder:
             return await runtime.run(spawn, env), None
@@ -269,16 +278,26 @@ class _Server:
         if credential is None:
             cli_env = scheme.capability_env(env, None, None, forwarder.base_url)
             return await runtime.run(spawn, cli_env), None
+        # The platform sends a budget with the key only, and only the key it sent
+        # is capped by it (a shadowing .env key is the agent's own).
+        budget = override if override is not None and override.secret == credential.secret else None
         with forwarder.grant(
-            shape=credential.shape, secret=credential.secret, account_id=credential.account_id
+            shape=credential.shape,
+            secret=credential.secret,
+            account_id=credential.account_id,
+            budget_usd=budget.budget_usd if budget is not None else None,
+            budget_name=budget.budget_name if budget is not None else None,
         ) as grant:
             cli_env = scheme.capability_env(
                 env, grant.capability, credential.env_name, forwarder.base_url
             )
-            # The runtime reads what the forwarder saw (never the credential) to
-            # classify a refusal from the provider's own answer.
-            outcome = await runtime.run(replace(spawn, upstream=grant.seen), cli_env)
-        return outcome, grant.ratelimit or None
+            try:
+                # The runtime reads what the forwarder saw (never the credential) to
+                # classify a refusal from the provider's own answer.
+                outcome = await runtime.run(replace(spawn, upstream=grant.seen), cli_env)
+            except TurnError as exc:
+                raise _metered_error(exc, grant.meter) from None
+        return _metered_outcome(outcome, grant.meter.summary()), grant.ratelimit or None
 
     def _timeout(self, body: TaskRequest) -> float:
         timeout = body.timeout_seconds
@@ -315,6 +334,7 @@ class _Server:
                 resets_at=exc.resets_at,
                 limiting_window=exc.limiting_window,
                 headers=headers,
+                metered=exc.metered,
             )
         except Exception as exc:
             logger.exception("turn %s: internal error", body.execution_id)
@@ -365,7 +385,7 @@ class _Server:
                     cwd=state.area.workdir,
                     session_id=session_id,
                 )
-                return await self.spend(spawn, env)
+                return await self.spend(spawn, env, override)
             finally:
                 if lock is not None:
                     lock.release()
@@ -388,15 +408,17 @@ class _Server:
             # An answer can quote the environment (the agent's tools can read it).
             response=self.redactor.redact(outcome.response),
             model=outcome.model,
-            usage=Usage(input_tokens=outcome.input_tokens, output_tokens=outcome.output_tokens),
+            usage=_usage(outcome),
             cost_usd=outcome.cost_usd,
             upstream_ratelimit=ratelimit,
+            metered=_metered_body(outcome.metered),
         )
         if session_id is not None:
             payload = ChatResponse(**payload.model_dump(), session_id=session_id)
         answer = payload.model_dump(mode="json")
-        if answer.get("upstream_ratelimit") is None:
-            answer.pop("upstream_ratelimit", None)  # optional: absent, not null
+        for optional in ("upstream_ratelimit", "metered"):
+            if answer.get(optional) is None:
+                answer.pop(optional, None)  # optional: absent, not null
         return JSONResponse(answer, headers=headers)
 
 
@@ -413,3 +435,67 @@ async def _session_acquire(lock: asyncio.Lock, *, session_id: str | None, timeou
             f"session {session_id} was busy with an earlier turn for the whole "
             f"timeout_seconds={timeout:g}",
         ) from None
+
+
+def _metered_outcome(outcome: TurnOutcome, metered: MeteredSpend) -> TurnOutcome:
+    """The outcome with the metered spend as its usage and cost. Only when some answer
+    could not be read is the CLI's own report kept, if it says more."""
+    cost = metered.cost_usd
+    if metered.unmetered and outcome.cost_usd is not None:
+        cost = max(cost, outcome.cost_usd)
+    return replace(
+        outcome,
+        input_tokens=metered.usage.input_tokens,
+        output_tokens=metered.usage.output_tokens,
+        cost_usd=cost,
+        metered=metered,
+    )
+
+
+def _metered_error(exc: TurnError, meter: GrantMeter) -> TurnError:
+    """The turn's error with what its requests spent. Once the key's budget refused a
+    request the turn failed for that (the CLI's own words follow): `billing`, never
+    the provider rate limit the CLI may report the forwarder's 429 as."""
+    metered = meter.summary()
+    if metered.budget_refused:
+        error = TurnError(
+            "billing", f"{budget_message(meter)} (The CLI then stopped: {exc.detail[:300]})"
+        )
+    else:
+        error = exc
+    error.metered = metered
+    return error
+
+
+def _usage(outcome: TurnOutcome) -> Usage:
+    metered = outcome.metered
+    return Usage(
+        input_tokens=outcome.input_tokens,
+        output_tokens=outcome.output_tokens,
+        cache_creation_input_tokens=metered.usage.cache_creation_input_tokens if metered else 0,
+        cache_read_input_tokens=metered.usage.cache_read_input_tokens if metered else 0,
+    )
+
+
+def _metered_body(metered: MeteredSpend | None) -> Metered | None:
+    """The contract's shape of a metered spend (rounded: a float sum's last digits
+    are noise)."""
+    if metered is None:
+        return None
+    return Metered(
+        requests=metered.requests,
+        cost_usd=round(metered.cost_usd, 8),
+        by_model={
+            model: ModelSpend(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_creation_input_tokens=usage.cache_creation_input_tokens,
+                cache_read_input_tokens=usage.cache_read_input_tokens,
+                cost_usd=round(cost, 8),
+            )
+            for model, (usage, cost) in metered.by_model.items()
+        },
+        budget_usd=metered.budget_usd,
+        budget_refused=metered.budget_refused,
+        unmetered=metered.unmetered,
+    )

@@ -29,6 +29,10 @@ class AppliedOverride:
     # A Codex plan's ChatGPT account (its `chatgpt-account-id`), when the platform
     # names it; else the access token's own claim is read.
     account_id: str | None = None
+    # A key's remaining budget for this turn (USD; None: no cap) and its name in the
+    # operator's words: the forwarder refuses the key's requests once it is spent.
+    budget_usd: float | None = None
+    budget_name: str | None = None
 
     def __repr__(self) -> str:
         return f"AppliedOverride(kind={self.kind!r}, secret=<redacted>)"
@@ -36,11 +40,15 @@ class AppliedOverride:
 
 class AuthOverride(BaseModel):
     """`{oauth_token}` XOR `{api_key}`; both or neither means no override. A Codex
-    plan's `oauth_token` (its access token) may come with its `account_id`."""
+    plan's `oauth_token` (its access token) may come with its `account_id`; an
+    `api_key` with the tightest remaining budget of the key (`budget_usd`, the agent's
+    and the fleet's day and month caps net of what other turns hold) and its name."""
 
     oauth_token: SecretStr | None = None
     api_key: SecretStr | None = None
     account_id: str | None = Field(default=None, min_length=1, max_length=200)
+    budget_usd: float | None = Field(default=None, ge=0)
+    budget_name: str | None = Field(default=None, min_length=1, max_length=200)
 
     def applied(self) -> AppliedOverride | None:
         """Return the override to apply, or None when it is empty or ambiguous.
@@ -53,7 +61,12 @@ class AuthOverride(BaseModel):
         if oauth and not key:
             return AppliedOverride(kind="oauth_token", secret=oauth, account_id=self.account_id)
         if key and not oauth:
-            return AppliedOverride(kind="api_key", secret=key)
+            return AppliedOverride(
+                kind="api_key",
+                secret=key,
+                budget_usd=self.budget_usd,
+                budget_name=self.budget_name,
+            )
         return None
 
 
@@ -70,8 +83,30 @@ class ChatRequest(TaskRequest):
 
 
 class Usage(BaseModel):
+    """Tokens in Anthropic's split: `input_tokens` excludes the prompt cache's."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+class ModelSpend(Usage):
+    cost_usd: float = 0.0
+
+
+class Metered(BaseModel):
+    """What the forwarder metered on the turn's grant (or the in-process runtime on its
+    own requests): the turn's spend, whatever the CLI reports. `budget_refused` counts
+    the requests refused because the key's budget (`budget_usd`) was reached;
+    `unmetered` the served answers whose usage could not be read."""
+
+    requests: int = 0
+    cost_usd: float = 0.0
+    by_model: dict[str, ModelSpend] = Field(default_factory=dict)
+    budget_usd: float | None = None
+    budget_refused: int = 0
+    unmetered: int = 0
 
 
 class TaskResponse(BaseModel):
@@ -85,6 +120,9 @@ class TaskResponse(BaseModel):
     # headroom reading of the credential the turn ran on, at no extra request. Absent
     # when no answer carried them (the direct API runtime, a turn with no credential).
     upstream_ratelimit: dict[str, str] | None = None
+    # The metered spend (then `usage` and `cost_usd` are its sums, not the CLI's
+    # report); absent from a server that predates metering.
+    metered: Metered | None = None
 
 
 class ChatResponse(TaskResponse):
@@ -99,6 +137,8 @@ class ErrorBody(BaseModel):
     # On a rate_limit: the window the provider said limits (the unified headers'
     # representative claim, e.g. ``seven_day_sonnet``), when the runtime saw it.
     limiting_window: str | None = Field(default=None, max_length=40)
+    # A turn that failed after some requests were served still spent them.
+    metered: Metered | None = None
 
 
 class ReloadTokenRequest(BaseModel):
@@ -156,7 +196,12 @@ EXAMPLE_TASK_RESPONSE: Final[dict[str, Any]] = {
     "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
     "response": "There are three open pull requests: ...",
     "model": "claude-sonnet-5",
-    "usage": {"input_tokens": 1200, "output_tokens": 340},
+    "usage": {
+        "input_tokens": 1200,
+        "output_tokens": 340,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    },
     "cost_usd": 0.0087,
 }
 
@@ -172,6 +217,34 @@ EXAMPLE_TASK_RESPONSE_WITH_RATELIMIT: Final[dict[str, Any]] = {
         "anthropic-ratelimit-unified-7d-reset": "1777881600",
         "anthropic-ratelimit-unified-7d-status": "allowed",
         "anthropic-ratelimit-unified-representative-claim": "five_hour",
+    },
+}
+
+# A turn through the forwarder: usage and cost are the metered sums.
+EXAMPLE_TASK_RESPONSE_METERED: Final[dict[str, Any]] = {
+    **EXAMPLE_TASK_RESPONSE,
+    "usage": {
+        "input_tokens": 1200,
+        "output_tokens": 340,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 18000,
+    },
+    "cost_usd": 0.0141,
+    "metered": {
+        "requests": 2,
+        "cost_usd": 0.0141,
+        "by_model": {
+            "claude-sonnet-5": {
+                "input_tokens": 1200,
+                "output_tokens": 340,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 18000,
+                "cost_usd": 0.0141,
+            }
+        },
+        "budget_usd": 4.5,
+        "budget_refused": 0,
+        "unmetered": 0,
     },
 }
 
@@ -217,6 +290,23 @@ EXAMPLE_ERRORS: Final[dict[str, dict[str, Any]]] = {
         "detail": "the Claude Code CLI was killed by SIGKILL",
         "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
         "resets_at": None,
+    },
+    "billing": {
+        "error_code": "billing",
+        "detail": "The platform key's daily budget of $1.00 for agent 'bot' is reached: "
+        "this turn's requests on the key spent $1.02 of the $1.00 it had left, so the "
+        "Trinity forwarder refuses further requests on the key until the budget reopens "
+        "or an admin raises it.",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+        "metered": {
+            "requests": 4,
+            "cost_usd": 1.02,
+            "by_model": {},
+            "budget_usd": 1.0,
+            "budget_refused": 1,
+            "unmetered": 0,
+        },
     },
     "upstream_error": {
         "error_code": "upstream_error",
@@ -279,6 +369,7 @@ EXAMPLES: Final[tuple[tuple[type[BaseModel], dict[str, Any]], ...]] = (
     (ChatRequest, EXAMPLE_CHAT_REQUEST),
     (TaskResponse, EXAMPLE_TASK_RESPONSE),
     (TaskResponse, EXAMPLE_TASK_RESPONSE_WITH_RATELIMIT),
+    (TaskResponse, EXAMPLE_TASK_RESPONSE_METERED),
     (ChatResponse, EXAMPLE_CHAT_RESPONSE),
     *((ErrorBody, body) for body in EXAMPLE_ERRORS.values()),
     (ErrorBody, EXAMPLE_RATE_LIMIT_WITH_CLAIM),

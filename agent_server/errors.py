@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from trinity_contract.errors import ERROR_STATUS, ErrorCode
+
+if TYPE_CHECKING:
+    from agent_server.metering import Metered
 
 
 class TurnError(Exception):
@@ -27,6 +31,8 @@ class TurnError(Exception):
         self.resets_at = resets_at
         # The provider's representative claim on a rate-limit refusal, when seen.
         self.limiting_window = limiting_window
+        # What the turn's requests spent before it failed (set by the server).
+        self.metered: Metered | None = None
 
     @property
     def status_code(self) -> int:

@@ -20,7 +20,11 @@ where the secret would be; the forwarder
   rate-limit headers of every answer (`anthropic-ratelimit-unified-*`, `x-codex-*`)
   on the grant, so the turn's answer can carry a fresh headroom reading to the
   platform, and keeps the status and a bounded, redacted excerpt of an error answer
-  (`agent_server/upstream.py`), so the runtime classifies a refusal exactly.
+  (`agent_server/upstream.py`), so the runtime classifies a refusal exactly;
+- meters every served answer's usage on the grant as it relays it
+  (`agent_server/metering.py`: the turn's spend), and refuses a key grant's billed
+  requests once that spend reaches the budget the platform sent with the key: 429 in
+  the provider's shape, nothing upstream.
 
 A grant lives exactly as long as its turn (`Forwarder.grant` is a context manager):
 a capability copied out of a finished turn is refused.
@@ -45,6 +49,7 @@ import httpx
 import uvicorn
 
 from agent_server.config import DEFAULT_CODEX_UPSTREAM, DEFAULT_OPENAI_UPSTREAM
+from agent_server.metering import GrantMeter, RequestMeter, budget_message, provider_of_shape
 from agent_server.redaction import Redactor, mask
 from agent_server.upstream import (
     MAX_REFUSAL_BYTES,
@@ -59,6 +64,8 @@ CAPABILITY_PREFIX: Final = "trinity-cap-"
 ANTHROPIC_PATHS: Final = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
 RESPONSES_PATHS: Final = frozenset({"/v1/responses"})
 ALLOWED_PATHS: Final = ANTHROPIC_PATHS | RESPONSES_PATHS
+# The paths whose served answers are billed (a token count costs nothing).
+BILLED_PATHS: Final = frozenset({"/v1/messages", "/v1/responses"})
 CODEX_RESPONSES_PATH: Final = "/backend-api/codex/responses"
 # The Messages API's own request limit: a larger body is refused here, so agent code
 # cannot make the server hold an unbounded request in memory.
@@ -79,6 +86,9 @@ _REQUEST_DROPPED: Final = frozenset(
         # Which account or organisation pays is the grant's to say, never the agent's.
         "chatgpt-account-id",
         "openai-organization",
+        # Replaced by identity: metering reads the answer's usage, and an encoding it
+        # cannot decode (br, zstd) must not be a way to spend unmetered.
+        "accept-encoding",
         "openai-project",
         "connection",
         "keep-alive",
@@ -106,6 +116,9 @@ class Grant:
     credential in it: the runtime may read it): the rate-limit headers of the latest
     one (lower-case names, empty until one arrives) and the latest refusal.
     `account_id` is a Codex plan's ChatGPT account (sent as `chatgpt-account-id`).
+    `meter` sums the usage of every served answer (`agent_server/metering.py`) and
+    holds a key grant's budget: once its metered cost reaches it, billed requests are
+    refused here.
     """
 
     capability: str = field(repr=False)
@@ -113,6 +126,7 @@ class Grant:
     secret: str = field(repr=False)
     account_id: str | None = field(default=None, repr=False)
     seen: UpstreamSeen = field(default_factory=UpstreamSeen)
+    meter: GrantMeter = field(default_factory=lambda: GrantMeter("anthropic"))
 
     @property
     def ratelimit(self) -> dict[str, str]:
@@ -165,11 +179,24 @@ class Forwarder:
 
     @contextlib.contextmanager
     def grant(
-        self, *, shape: HeaderShape, secret: str, account_id: str | None = None
+        self,
+        *,
+        shape: HeaderShape,
+        secret: str,
+        account_id: str | None = None,
+        budget_usd: float | None = None,
+        budget_name: str | None = None,
     ) -> Iterator[Grant]:
-        """Register a fresh capability for `secret` for the duration of the block."""
+        """Register a fresh capability for `secret` for the duration of the block.
+
+        `budget_usd` (a key grant's remaining budget; None: no cap) closes the grant
+        to billed requests once its metered spend reaches it; `budget_name` words it.
+        """
         capability = CAPABILITY_PREFIX + secrets.token_urlsafe(32)
-        grant = Grant(capability=capability, shape=shape, secret=secret, account_id=account_id)
+        meter = GrantMeter(provider_of_shape(shape), budget_usd=budget_usd, budget_name=budget_name)
+        grant = Grant(
+            capability=capability, shape=shape, secret=secret, account_id=account_id, meter=meter
+        )
         key = _digest(capability)
         self._grants[key] = grant
         try:
@@ -240,45 +267,64 @@ class Forwarder:
         grant = await self._admit(scope, send)
         if grant is None:
             return
-        response = await self._open_upstream(scope, receive, send, grant)
-        if response is None:
-            return
-        try:
-            limits = ratelimit_headers(response.headers)
-            if limits:
-                grant.seen.ratelimit = limits
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": [
-                        (name, value)
-                        for name, value in response.headers.raw
-                        if name.decode().lower() not in _RESPONSE_DROPPED
-                    ],
-                }
+        billed = scope["path"] in BILLED_PATHS
+        async with grant.meter.slot() if billed else contextlib.nullcontext():
+            # Checked (again) once a slot is held: the requests it waited for spent too.
+            if billed and not grant.meter.admits():
+                await _refuse_over_budget(send, grant)
+                return
+            response = await self._open_upstream(scope, receive, send, grant)
+            if response is None:
+                return
+            try:
+                await self._answer_upstream(response, send, grant, billed=billed)
+            except httpx.HTTPError as exc:
+                # Headers already went out: all that is left is to cut the stream,
+                # which the CLI reports as a broken connection.
+                logger.warning("forwarder: upstream stream broke: %s", type(exc).__name__)
+            finally:
+                await response.aclose()
+
+    async def _answer_upstream(
+        self, response: httpx.Response, send: Any, grant: Grant, *, billed: bool
+    ) -> None:
+        """Relay one upstream answer: its rate-limit headers kept on the grant, a
+        served one's usage metered, a refusal's excerpt kept for the classifier."""
+        limits = ratelimit_headers(response.headers)
+        if limits:
+            grant.seen.ratelimit = limits
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": [
+                    (name, value)
+                    for name, value in response.headers.raw
+                    if name.decode().lower() not in _RESPONSE_DROPPED
+                ],
+            }
+        )
+        refused = response.status_code >= 400
+        # Only a served answer is billed; a refusal or a token count costs nothing.
+        meter = (
+            grant.meter.request(headers=response.headers)
+            if billed and response.status_code < 300
+            else None
+        )
+        kept = await _relay(response, send, keep=MAX_REFUSAL_BYTES if refused else 0, meter=meter)
+        # The latest answer decides: a refusal the CLI's retry got past is no
+        # reason the turn failed.
+        grant.seen.refusal = (
+            parse_refusal(
+                status=response.status_code,
+                body=kept,
+                headers=response.headers,
+                received_at=self.clock(),
+                redact=lambda text: _redact(self.redactor, text, grant.secret),
             )
-            refused = response.status_code >= 400
-            kept = await _relay(response, send, keep=MAX_REFUSAL_BYTES if refused else 0)
-            # The latest answer decides: a refusal the CLI's retry got past is no
-            # reason the turn failed.
-            grant.seen.refusal = (
-                parse_refusal(
-                    status=response.status_code,
-                    body=kept,
-                    headers=response.headers,
-                    received_at=self.clock(),
-                    redact=lambda text: _redact(self.redactor, text, grant.secret),
-                )
-                if refused
-                else None
-            )
-        except httpx.HTTPError as exc:
-            # Headers already went out: all that is left is to cut the stream, which
-            # the CLI reports as a broken connection.
-            logger.warning("forwarder: upstream stream broke: %s", type(exc).__name__)
-        finally:
-            await response.aclose()
+            if refused
+            else None
+        )
 
     async def _admit(self, scope: dict[str, Any], send: Any) -> Grant | None:
         """The live grant this request may spend, or None once it was refused (403 off
@@ -327,6 +373,7 @@ class Forwarder:
             if name.decode().lower() not in _REQUEST_DROPPED
         ]
         upstream_headers += _credential_headers(grant)
+        upstream_headers.append((b"accept-encoding", b"identity"))
         url = self._upstream_url(grant, scope["path"])
         query: bytes = scope.get("query_string", b"")
         if query:
@@ -413,10 +460,14 @@ async def _body(receive: Any) -> AsyncIterator[bytes]:
             yield chunk
 
 
-async def _relay(response: httpx.Response, send: Any, *, keep: int = 0) -> bytes:
+async def _relay(
+    response: httpx.Response, send: Any, *, keep: int = 0, meter: RequestMeter | None = None
+) -> bytes:
     """Send the answer's raw bytes on as they arrive (no decoding: content-encoding
     passes through with its content-length), never holding a byte back to wait for
     the network. Returns the first `keep` bytes it relayed (an error body to read).
+    `meter` reads each write's bytes right after they were handed on, so metering
+    costs the reader no latency: it runs while the forwarder waits for the network.
 
     Chunks the upstream's last read already holds (one read often carries several
     SSE events) go out in one write: each write on loopback is a syscall that
@@ -434,6 +485,8 @@ async def _relay(response: httpx.Response, send: Any, *, keep: int = 0) -> bytes
                     await send(
                         {"type": "http.response.body", "body": bytes(pending), "more_body": True}
                     )
+                    if meter is not None:
+                        meter.feed(bytes(pending))
                     pending.clear()
                 await asyncio.wait({upcoming})
             try:
@@ -449,6 +502,9 @@ async def _relay(response: httpx.Response, send: Any, *, keep: int = 0) -> bytes
         if not upcoming.done():
             upcoming.cancel()
     await send({"type": "http.response.body", "body": bytes(pending), "more_body": False})
+    if meter is not None:
+        meter.feed(bytes(pending))
+        meter.finish()
     return bytes(kept)
 
 
@@ -468,7 +524,17 @@ def _presented(headers: list[tuple[bytes, bytes]]) -> str:
 
 async def _answer(send: Any, status: int, kind: str, message: str) -> None:
     """An error in the Messages API's shape, so the CLI reports it as it would upstream's."""
-    payload = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    await _answer_json(send, status, {"type": "error", "error": {"type": kind, "message": message}})
+
+
+async def _answer_json(
+    send: Any,
+    status: int,
+    body: dict[str, Any],
+    *,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    payload = json.dumps(body).encode()
     await send(
         {
             "type": "http.response.start",
@@ -476,10 +542,39 @@ async def _answer(send: Any, status: int, kind: str, message: str) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(payload)).encode()),
+                *(extra or []),
             ],
         }
     )
     await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+async def _refuse_over_budget(send: Any, grant: Grant) -> None:
+    """429 in the provider's shape, worded for the person reading the CLI: the key's
+    budget is reached. Nothing went upstream, so it is no provider quota refusal."""
+    meter = grant.meter
+    meter.refused += 1
+    logger.warning(
+        "forwarder: refused a request over the key's budget (spent $%.4f of $%.4f)",
+        meter.cost_usd,
+        meter.budget_usd or 0.0,
+    )
+    message = budget_message(meter)
+    body: dict[str, Any]
+    if grant.shape in CODEX_SHAPES:
+        # The code the Codex CLI shows without retrying.
+        body = {
+            "error": {
+                "message": message,
+                "type": "insufficient_quota",
+                "param": None,
+                "code": "insufficient_quota",
+            }
+        }
+    else:
+        body = {"type": "error", "error": {"type": "rate_limit_error", "message": message}}
+    # x-should-retry: false, so the CLI's SDK shows it at once instead of retrying.
+    await _answer_json(send, 429, body, extra=[(b"x-should-retry", b"false")])
 
 
 class _EmbeddedServer(uvicorn.Server):

@@ -19,6 +19,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -90,6 +91,19 @@ _verified: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)
+class MeteredSpend:
+    """What the agent server metered on the attempt's credential (its forwarder's sum
+    of every served answer's usage, priced): the attempt's spend, served or not."""
+
+    requests: int
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    # Requests refused because the key's budget for the turn was reached.
+    budget_refused: int = 0
+
+
+@dataclass(frozen=True)
 class TurnOutcome:
     """What the agent server answered for one turn attempt."""
 
@@ -110,6 +124,17 @@ class TurnOutcome:
     # A served turn's `upstream_ratelimit`: the provider's unified rate-limit headers
     # of the last answer the agent server's forwarder relayed (empty: none came).
     upstream_ratelimit: dict[str, str] = field(default_factory=dict)
+    # The metered spend, when the agent server reports one (None: it predates
+    # metering, and ``cost_usd`` is the CLI's own report).
+    metered: MeteredSpend | None = None
+
+    @property
+    def spent_usd(self) -> float | None:
+        """What the attempt spent, as far as the agent server knows: the metered sum,
+        else a served turn's reported cost (None: unknown)."""
+        if self.metered is not None:
+            return self.metered.cost_usd
+        return self.cost_usd if self.ok else None
 
 
 class AgentServerUnavailable(Exception):
@@ -226,11 +251,15 @@ class AgentServerClient:
         model: str | None = None,
         rung: Rung | None = None,
         session_id: str | None = None,
+        budget_usd: Decimal | None = None,
+        budget_name: str | None = None,
     ) -> TurnOutcome:
         """POST /api/task (or /api/chat with a session id) and parse the typed answer.
 
         ``rung`` travels as the turn's ``auth_override``: the agent server applies it
-        to this one spawn and echoes its kind.
+        to this one spawn and echoes its kind. A key rung carries ``budget_usd``, the
+        key's tightest remaining budget for this turn (named ``budget_name``), which
+        its forwarder refuses to spend past.
         """
         body: dict[str, Any] = {
             "execution_id": execution_id,
@@ -240,7 +269,12 @@ class AgentServerClient:
         if model:
             body["model"] = model
         if rung is not None:
-            body["auth_override"] = rung.wire()
+            override: dict[str, Any] = rung.wire()
+            if budget_usd is not None and "api_key" in override:
+                override["budget_usd"] = float(max(budget_usd, Decimal(0)))
+                if budget_name:
+                    override["budget_name"] = budget_name[:200]
+            body["auth_override"] = override
         path = "/api/task"
         if session_id:
             body["session_id"] = session_id
@@ -300,6 +334,29 @@ def _instant(value: Any) -> datetime | None:
     if parsed is None or parsed.tzinfo is None:
         raise OffContract("resets_at is not an aware ISO-8601 instant")
     return parsed
+
+
+def _metered(value: Any) -> MeteredSpend | None:
+    """The answer's ``metered`` object (None when absent: an older agent server)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise OffContract("metered is not an object")
+    by_model = value.get("by_model") or {}
+    if not isinstance(by_model, dict) or not all(isinstance(m, dict) for m in by_model.values()):
+        raise OffContract("metered.by_model is not an object of objects")
+    tokens = {
+        name: sum(_count(m.get(name), f"metered.by_model.{name}") for m in by_model.values())
+        for name in ("input_tokens", "output_tokens")
+    }
+    cost = _cost(value.get("cost_usd"))
+    return MeteredSpend(
+        requests=_count(value.get("requests"), "metered.requests"),
+        cost_usd=cost or 0.0,
+        input_tokens=tokens["input_tokens"],
+        output_tokens=tokens["output_tokens"],
+        budget_refused=_count(value.get("budget_refused"), "metered.budget_refused"),
+    )
 
 
 def _window(value: Any) -> str:
@@ -368,9 +425,11 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
                 cost_usd=_cost(data.get("cost_usd")),
                 override_echo=echo,
                 upstream_ratelimit=_ratelimit(data.get("upstream_ratelimit")),
+                metered=_metered(data.get("metered")),
             )
         resets_at = _instant(data.get("resets_at"))
         limiting_window = _window(data.get("limiting_window"))
+        metered = _metered(data.get("metered"))
     except OffContract as exc:
         return _fault(status, f"agent server answered {status} off contract: {exc}", echo)
     return TurnOutcome(
@@ -381,6 +440,11 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
         resets_at=resets_at,
         limiting_window=limiting_window,
         override_echo=echo,
+        # A refused turn's own spend: what its served requests cost before it failed.
+        input_tokens=metered.input_tokens if metered else 0,
+        output_tokens=metered.output_tokens if metered else 0,
+        cost_usd=metered.cost_usd if metered else None,
+        metered=metered,
     )
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from decimal import Decimal
 
 from django.db import connection
 
+from agents.client import TurnOutcome
 from execution import parking
 from execution.models import Execution, Status
 from execution.turn_state import TurnState
@@ -33,6 +35,7 @@ def ended(state: TurnState, action: Park | Fail) -> Execution:
         key_budget_notify(closed=action.key_closed, agent=agent, now=now)
     execution.walk_stop = action.walk_stop
     execution.attempts = state.attempts
+    _record_spend(execution, state.last_outcome)
     if isinstance(action, Park):
         return parking.execution_park(
             execution=execution, agent=agent, until=action.until, detail=action.detail, now=now
@@ -41,6 +44,16 @@ def ended(state: TurnState, action: Park | Fail) -> Execution:
         _notify_exhausted(state, action.detail, action.resets_at, now)
     execution.resets_at = action.resets_at
     return finish_failed(execution, error_code=action.error_code, detail=action.detail)
+
+
+def _record_spend(execution: Execution, outcome: TurnOutcome | None) -> None:
+    """A turn that fails after its requests were served still spent them: its metered
+    tokens and cost are recorded (an agent server that predates metering says none)."""
+    if outcome is None or outcome.metered is None:
+        return
+    execution.input_tokens = outcome.metered.input_tokens
+    execution.output_tokens = outcome.metered.output_tokens
+    execution.cost_usd = Decimal(str(outcome.metered.cost_usd)).quantize(Decimal("0.000001"))
 
 
 def _notify_exhausted(

@@ -84,17 +84,23 @@ def key_reserve(state: TurnState) -> BudgetClosed | None:
     if isinstance(admitted, BudgetClosed):
         return admitted
     state.key_reserved = True
+    state.key_reservation = admitted
     return None
 
 
 def key_settle(state: TurnState, outcome: TurnOutcome | None) -> None:
-    """Settle the open key reservation with what the attempt spent (``outcome`` None:
-    unknown, charged at the estimate). No reservation, no query."""
+    """Settle the open key reservation with what the attempt spent: the forwarder's
+    metered sum when the agent server reports one, served or refused (a turn that
+    failed after some requests were served still spent them); else as before metering
+    (``outcome`` None: unknown, charged at the estimate). No reservation, no query."""
     if not state.key_reserved:
         return
     state.key_reserved = False
+    state.key_reservation = None
     spent = None
-    if outcome is not None:
+    if outcome is not None and outcome.metered is not None:
+        spent = Decimal(str(outcome.metered.cost_usd)).quantize(Decimal("0.000001"))
+    elif outcome is not None:
         refusal = classify_attempt_refusal(error_code=outcome.error_code, detail=outcome.detail)
         spent = key_reservation.settled_cost(
             served=outcome.ok,

@@ -99,6 +99,8 @@ def _request(state: TurnState, rung: Rung | None) -> TurnOutcome | None:
 def _run_turn(state: TurnState, rung: Rung | None) -> TurnOutcome:
     remaining = (budget_end(state.execution) - clock.now()).total_seconds()
     execution, agent = state.execution, state.agent
+    # The key's remaining budget travels with it: the forwarder refuses past it.
+    reservation = state.key_reservation if state.key_reserved else None
     with state.agent_server_wait():
         return lifecycle.client_for(agent).run_turn(
             execution_id=state.holder,
@@ -108,6 +110,8 @@ def _run_turn(state: TurnState, rung: Rung | None) -> TurnOutcome:
             # A legacy server is sent nothing: it runs on what it was assigned.
             rung=None if state.evidence.legacy.on else rung,
             session_id=execution.session_id or None,
+            budget_usd=reservation.remaining_usd if reservation is not None else None,
+            budget_name=reservation.remaining_of if reservation is not None else None,
         )
 
 

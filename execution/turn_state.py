@@ -17,6 +17,7 @@ from agents.rung import Rung
 from execution.deadlines import budget_end
 from execution.models import Execution
 from subscriptions.headroom.windows import family_window
+from subscriptions.key_spend import Reservation
 from subscriptions.planner import Evidence, RungRef, TurnFacts
 from trinity.models import SystemSettings
 from trinity.selectors import system_settings_get
@@ -38,8 +39,10 @@ class TurnState:
     lease_on: int | None = None
     # Whether this turn is its provider's half-open breaker trial.
     breaker_trial: bool = False
-    # A key-budget reservation this turn holds and has not settled yet.
+    # A key-budget reservation this turn holds and has not settled yet, and the
+    # reservation itself (its remaining budget goes to the forwarder with the key).
     key_reserved: bool = False
+    key_reservation: Reservation | None = None
     # A legacy walk committed the rung it last applied.
     legacy_committed: bool = False
     # For the metrics: when the loop started, how long it waited on agent servers, how

@@ -40,6 +40,7 @@ from simulator.state import (
     iso,
     token_kind,
 )
+from trinity_contract.prices import ANTHROPIC
 
 logger = logging.getLogger("simulator")
 
@@ -359,7 +360,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
             if cred.credit_usd <= 0:
                 return anthropic_error(400, "invalid_request_error", CREDIT_TOO_LOW)
             reply = scripted(reply)
-            sim.charge(cred, reply.total_tokens)
+            sim.bill(cred, provider=ANTHROPIC, model=model, usage=reply.billed())
 
         if count:
             return JSONResponse({"input_tokens": reply.input_tokens}, headers=headers)

@@ -30,6 +30,7 @@ from simulator.state import (
     Simulator,
     Window,
 )
+from trinity_contract.prices import OPENAI, TokenUsage
 
 ACCOUNT_HEADER = "chatgpt-account-id"
 AUTH_CLAIM = "https://api.openai.com/auth"
@@ -335,7 +336,9 @@ def serve_platform(sim: Simulator, raw: bytes, request: Request, outcome: Outcom
             429, "insufficient_quota", INSUFFICIENT_QUOTA, error_type="insufficient_quota"
         )
     reply = CodexReply(body, model)
-    sim.charge(cred, reply.total_tokens)
+    # Billed as its usage reports: no cached input in the simulator's answers.
+    usage = TokenUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
+    sim.bill(cred, provider=OPENAI, model=model, usage=usage)
     if not outcome.stream:
         return JSONResponse(reply.response())
     return reply.streamed({})

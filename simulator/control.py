@@ -28,6 +28,7 @@ class CredentialView(TypedDict):
     revoked: bool
     usage_scope: bool
     credit_usd: float
+    charged_usd: float
     plan_type: str
     auto_registered: bool
     usage_delay_ms: int

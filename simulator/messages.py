@@ -7,6 +7,8 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
+from trinity_contract.prices import TokenUsage
+
 REPLY_PREFIX = "Simulated reply: "
 ECHO_CHARS = 80
 SSE_CHUNK_CHARS = 24
@@ -111,6 +113,10 @@ class Reply:
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def billed(self) -> TokenUsage:
+        """What the answer is billed for: the usage it reports (no prompt cache)."""
+        return TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
 
     def usage(self, *, output_tokens: int) -> dict[str, Any]:
         return {

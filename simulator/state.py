@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from simulator.redteam import ToolScript
+from trinity_contract.prices import TokenUsage, cost_usd
 
 CredentialKind = Literal["oauth", "api_key", "codex", "openai_key"]
 AuthKind = Literal["oauth", "api_key", "codex", "openai_key", "none"]
@@ -54,8 +55,8 @@ DEFAULT_CAPACITY: dict[str, int] = {
     "seven_day_opus": 10_000_000,
 }
 DEFAULT_CREDIT_USD = 100.0
-# One flat price for every token, in and out: the simulator models "credit runs out",
-# not the price list.
+# The fleet model's flat price per token (``charge``): it models "credit runs out", not
+# the price list. A key's real requests are billed by the price list (``bill``).
 COST_PER_TOKEN_USD = 0.00001
 WARNING_THRESHOLD = 0.8
 REQUEST_LOG_LIMIT = 50_000
@@ -225,6 +226,8 @@ class Credential:
     label: str
     windows: dict[str, Window]
     credit_usd: float = DEFAULT_CREDIT_USD
+    # What this key was billed in all (``Simulator.bill``): the provider's charge.
+    charged_usd: float = 0.0
     revoked: bool = False
     usage_scope: bool = True
     plan_type: str = "pro"
@@ -290,6 +293,7 @@ class Credential:
             "revoked": self.revoked,
             "usage_scope": self.usage_scope,
             "credit_usd": round(self.credit_usd, 6),
+            "charged_usd": round(self.charged_usd, 8),
             "plan_type": self.plan_type,
             "auto_registered": self.auto_registered,
             "usage_delay_ms": self.usage_delay_ms,
@@ -624,7 +628,18 @@ class Simulator:
             window.consume(tokens, now)
 
     def charge(self, cred: Credential, tokens: int) -> None:
+        """Charge ``tokens`` at the flat fleet-model price (bench/fleet only)."""
         cred.credit_usd -= tokens * COST_PER_TOKEN_USD
+        cred.charged_usd += tokens * COST_PER_TOKEN_USD
+
+    def bill(self, cred: Credential, *, provider: str, model: str, usage: TokenUsage) -> float:
+        """Bill a key for one served answer's ``usage`` on ``model`` at the provider's
+        prices (``trinity_contract/prices.py``, the table the platform meters by);
+        returns the charge."""
+        charge = cost_usd(provider, model, usage)
+        cred.credit_usd -= charge
+        cred.charged_usd += charge
+        return charge
 
     def record(self, record: RequestRecord) -> None:
         self.requests.append(record)

@@ -77,6 +77,9 @@ _NEVER_WALKS = {
     "upstream_error": "upstream error",
     "invalid_request": "invalid request",
     "unauthorized": "agent server refused the platform's secret",
+    # The forwarder refused the key past the turn's budget: the platform's own cap,
+    # nothing the provider said of the key, so it is neither recorded nor walked.
+    "billing": "key budget",
 }
 
 

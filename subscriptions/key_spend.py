@@ -14,8 +14,12 @@ set. A key turn is admitted against the agent's and the fleet's caps alike. The 
   turns therefore cannot both pass a read-then-check: the last one admitted found the
   budget not yet reached, so what is reserved and spent overshoots it by at most one
   turn's estimate.
+- **The turn's remaining budget** (``Reservation.remaining_usd``): the tightest of the
+  capped budgets' ``limit - spent - what other turns reserved``, sent with the key to
+  the agent server, whose forwarder refuses the key's requests once the turn's metered
+  spend reaches it: the cap holds where the key is spent, not only at admission.
 - **Settlement** (``key_spend_settle``): the reservation moves to ``spent`` at the
-  turn's real cost (nothing when the key refused it). Exactly-once is the caller's
+  turn's metered cost (nothing when the key refused it). Exactly-once is the caller's
   conditional update on the execution's reservation (``execution/key_reservation.py``).
 - **Closed** (``key_budget_closed``): the cheap read the walk consults so it does not
   offer a key rung whose budget is consumed.
@@ -163,12 +167,28 @@ class BudgetClosed:
         return f"key-budget:{self.budget.scope}:{self.budget.period}:{self.starts_on.isoformat()}"
 
 
+def tightest_remaining(
+    lines: Iterable[tuple[Budget, Decimal, Decimal]],
+) -> tuple[Decimal, Budget] | None:
+    """Of ``(budget, spent, reserved by other turns)`` lines, the least a turn may
+    still spend and the budget that says so (never below zero); None without a cap."""
+    tightest: tuple[Decimal, Budget] | None = None
+    for budget, spent, others in lines:
+        remaining = max(budget.limit_usd - spent - others, ZERO)
+        if tightest is None or remaining < tightest[0]:
+            tightest = (remaining, budget)
+    return tightest
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """What one admitted key turn reserved: the estimate, on which ledger rows."""
+    """What one admitted key turn reserved: the estimate, on which ledger rows; and the
+    most it may spend (``remaining_usd``, None: no cap), named by ``remaining_of``."""
 
     usd: Decimal
     ledger_ids: tuple[int, ...]
+    remaining_usd: Decimal | None = None
+    remaining_of: str | None = None
 
     def as_json(self) -> dict[str, object]:
         return {"usd": str(self.usd), "ledgers": list(self.ledger_ids)}
@@ -312,7 +332,28 @@ def key_spend_reserve(
             row.starts_on,
             period_end(row.period, now=now),
         )
-    return Reservation(usd, tuple(r.pk for r in rows))
+    return _reservation(usd, rows, budgets)
+
+
+def _reservation(
+    usd: Decimal, rows: list[KeySpend], budgets: dict[tuple[str, str], Budget]
+) -> Reservation:
+    """The admitted turn's reservation with its remaining budget, read from the rows
+    as its own updates left them (locked by them until commit). No cap, no query."""
+    ids = tuple(r.pk for r in rows)
+    capped = {r.pk: budgets[(r.scope, r.period)] for r in rows if (r.scope, r.period) in budgets}
+    if not capped:
+        return Reservation(usd, ids)
+    now_rows = KeySpend.objects.filter(pk__in=list(capped)).values_list(
+        "pk", "spent_usd", "reserved_usd"
+    )
+    # What other turns hold is the row's reservation less this turn's own.
+    tightest = tightest_remaining(
+        (capped[pk], spent, max(reserved - usd, ZERO)) for pk, spent, reserved in now_rows
+    )
+    assert tightest is not None  # noqa: S101 - capped rows exist
+    remaining, budget = tightest
+    return Reservation(usd, ids, remaining, budget.describe())
 
 
 def key_spend_settle(*, ledger_ids: Sequence[int], reserved: Decimal, spent: Decimal) -> None:

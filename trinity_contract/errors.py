@@ -18,6 +18,9 @@ ErrorCode = Literal[
     "timeout",
     "runtime_killed",
     "upstream_error",
+    # The key's budget (the platform's cap, passed with the key) was reached at the
+    # forwarder: no provider refused anything, and no other credential is tried.
+    "billing",
     "invalid_request",
     "unauthorized",
 ]
@@ -33,6 +36,7 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "timeout": 504,
     "runtime_killed": 500,
     "upstream_error": 502,
+    "billing": 402,
     "invalid_request": 400,
     "unauthorized": 401,
 }

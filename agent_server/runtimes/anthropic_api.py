@@ -4,6 +4,11 @@ It reads its credential from the per-spawn environment exactly as the CLI would,
 the same layering, overrides and shadowing rules apply to both runtimes. A chat
 session's transcript lives in this process's memory (lost on restart): the direct
 API has no session store, and the control plane's chat history is the record.
+
+No forwarder stands between it and the provider, so it meters its own answer the way
+the forwarder does (`agent_server/metering.py`): the turn's usage and cost are the
+answer's `usage`, priced by the shared table. A key's budget is not enforced here: a
+turn is one request, admitted by the platform's reservation.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import httpx
 from agent_server.classifier import classify_runtime_refusal, parse_unified_reset
 from agent_server.envlayer import API_KEY, AUTH_TOKEN, OAUTH_TOKEN
 from agent_server.errors import TurnError
+from agent_server.metering import GrantMeter
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome
+from trinity_contract.prices import ANTHROPIC
 
 logger = logging.getLogger(__name__)
 
@@ -95,15 +102,19 @@ class AnthropicApiRuntime:
                 for block in payload.get("content", [])
                 if block.get("type") == "text"
             )
-            usage = payload.get("usage") or {}
+            meter = GrantMeter(ANTHROPIC)
+            # httpx already decoded the body: read it as plain JSON.
+            reading = meter.request(headers={"content-type": "application/json"})
+            reading.feed(response.content)
+            reading.finish()
+            metered = meter.summary()
             outcome = TurnOutcome(
                 response=text,
                 model=str(payload.get("model") or body["model"]),
-                input_tokens=int(usage.get("input_tokens") or 0),
-                output_tokens=int(usage.get("output_tokens") or 0),
-                # Priced by the control plane's billing catalog; this server keeps
-                # no price list that could drift from it.
-                cost_usd=None,
+                input_tokens=metered.usage.input_tokens,
+                output_tokens=metered.usage.output_tokens,
+                cost_usd=metered.cost_usd,
+                metered=metered,
             )
         except (ValueError, TypeError, AttributeError):
             raise TurnError(

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from agent_server.metering import Metered
 from agent_server.upstream import UpstreamSeen
 
 Clock = Callable[[], datetime]
@@ -49,6 +50,9 @@ class TurnOutcome:
     input_tokens: int
     output_tokens: int
     cost_usd: float | None
+    # The metered spend (the forwarder's sum, or the in-process runtime's own); None
+    # when nothing metered the turn (the CLI ran without a grant).
+    metered: Metered | None = None
 
 
 class Runtime(Protocol):

@@ -176,10 +176,14 @@ def refused(
     if walk.trail and stop is Stop.BUDGET:
         detail = f"{walk.trail_text()}; the turn's time budget ran out before another try."
     resets = last.outcome.resets_at
+    walk_stop = stop.value if refusal.walks else ""
+    if refusal.error_code == "billing":
+        # The forwarder refused the key at the turn's budget: the key budget stopped it.
+        walk_stop = Stop.KEY_BUDGET.value
     return Fail(
         error_code=error_code,
         detail=detail,
-        walk_stop=stop.value if refusal.walks else "",
+        walk_stop=walk_stop,
         resets_at=resets if resets is not None and resets > now else None,
     )
 

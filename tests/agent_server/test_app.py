@@ -196,9 +196,24 @@ def test_a_task_answers_with_the_contract_shape(
         "execution_id": "exec-1",
         "response": "done",
         "model": "claude-sonnet-5",
-        "usage": {"input_tokens": 3, "output_tokens": 4},
-        "cost_usd": 0.01,
+        # The forwarder's sum, not the runtime's report (3/4 tokens, $0.01): this
+        # runtime sent nothing through it.
+        "usage": {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+        "cost_usd": 0.0,
         "upstream_ratelimit": None,  # no upstream answer was relayed
+        "metered": {
+            "requests": 0,
+            "cost_usd": 0.0,
+            "by_model": {},
+            "budget_usd": None,
+            "budget_refused": 0,
+            "unmetered": 0,
+        },
     }
     assert "upstream_ratelimit" not in response.json()  # optional: absent, not null
     assert AUTH_OVERRIDE_HEADER not in response.headers
@@ -293,6 +308,15 @@ def test_a_typed_error_renders_status_code_and_resets_at(
         "execution_id": "exec-1",
         "resets_at": "2026-05-01T04:10:00Z",
         "limiting_window": None,
+        # What the turn's requests spent before it failed (none went upstream here).
+        "metered": {
+            "requests": 0,
+            "cost_usd": 0.0,
+            "by_model": {},
+            "budget_usd": None,
+            "budget_refused": 0,
+            "unmetered": 0,
+        },
     }
 
 

@@ -101,7 +101,10 @@ def test_a_codex_plan_turn_is_served_through_the_forwarder(
     assert body.model == "gpt-5.5-codex"
     assert body.usage.input_tokens > 0
     assert body.usage.output_tokens == len("Simulated reply: say hi") // 4
-    assert body.cost_usd is None
+    # metered by the forwarder (a plan's turn priced as the key would bill it)
+    assert body.metered is not None and body.metered.requests == 1
+    assert set(body.metered.by_model) == {"gpt-5.5-codex"}
+    assert body.cost_usd == body.metered.cost_usd > 0
     # the plan's headroom, read off the answer the forwarder relayed
     assert body.upstream_ratelimit is not None
     assert body.upstream_ratelimit["x-codex-primary-window-minutes"] == "300"

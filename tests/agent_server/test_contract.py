@@ -58,6 +58,7 @@ def test_every_error_code_has_one_status_and_one_example() -> None:
         "timeout": 504,
         "runtime_killed": 500,
         "upstream_error": 502,
+        "billing": 402,
         "invalid_request": 400,
         "unauthorized": 401,
     }

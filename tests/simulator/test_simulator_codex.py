@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from simulator.control import SimulatorControl
+from trinity_contract.prices import OPENAI, TokenUsage, cost_usd
 
 PLAN = "codex-access-token-0000-cccc"
 REFRESH = "rt-codex-refresh-0000-rrrr"
@@ -324,8 +325,13 @@ def test_a_platform_key_is_served_streamed_or_whole_and_charged(
     assert events(streamed)[1][1]["item"]["content"][0]["text"] == "Simulated reply: say hi"
     assert whole.json()["output"][0]["content"][0]["text"] == "Simulated reply: say hi"
     assert not any(h.startswith("x-codex-") for h in streamed.headers)
-    tokens = whole.json()["usage"]["total_tokens"]
-    assert control.credential("platform")["credit_usd"] == pytest.approx(1.0 - 2 * tokens * 1e-5)
+    usage = whole.json()["usage"]
+    price = cost_usd(
+        OPENAI,
+        whole.json()["model"],
+        TokenUsage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+    )
+    assert control.credential("platform")["credit_usd"] == pytest.approx(1.0 - 2 * price)
     assert control.credential("platform")["windows"] == {}
     assert [(r["auth_kind"], r["credential"], r["stream"]) for r in control.requests()] == [
         ("openai_key", "platform", True),

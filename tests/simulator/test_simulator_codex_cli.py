@@ -23,6 +23,7 @@ from agent_server.config import PACKAGE_DIR
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from tests.clis import codex_cli
+from trinity_contract.prices import OPENAI, TokenUsage, cost_usd
 
 pytestmark = pytest.mark.e2e
 
@@ -284,8 +285,13 @@ def test_an_api_key_turn_gets_the_reply_and_pays_for_it(
     assert [m["item"]["text"] for m in run.of_type("item.completed")] == [REPLY]
     usage = run.of_type("turn.completed")[0]["usage"]
     assert usage["output_tokens"] == len(REPLY) // 4
-    spent = usage["input_tokens"] + usage["output_tokens"]
-    assert control.credential("platform")["credit_usd"] == pytest.approx(10 - spent * 1e-5)
+    (model,) = {r["model"] for r in control.requests() if r["path"] == "/v1/responses"}
+    spent = cost_usd(
+        OPENAI,
+        str(model),
+        TokenUsage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+    )
+    assert control.credential("platform")["credit_usd"] == pytest.approx(10 - spent)
     assert turns(control, "/v1/responses") == [("platform", 200)]
     assert_only_the_simulator_was_called(control)
     assert run.seconds < 10

@@ -9,6 +9,7 @@ from datetime import datetime
 import httpx
 
 from simulator.control import SimulatorControl
+from trinity_contract.prices import ANTHROPIC, TokenUsage, cost_usd
 
 OAUTH = "sk-ant-oat01-quota-0000-aaaa"
 API_KEY = "sk-ant-api03-quota-key-0000-kkkk"
@@ -228,8 +229,16 @@ def test_an_api_key_spends_credit_and_carries_no_unified_headers(
 
     assert response.status_code == 200
     assert not [h for h in response.headers if h.startswith("anthropic-ratelimit-unified")]
-    credit = control.credential("platform-key")["credit_usd"]
-    assert credit == round(1.0 - served_tokens(response) * 0.00001, 6)
+    # Billed at the model's price (the table the platform meters by), not per token.
+    usage = response.json()["usage"]
+    price = cost_usd(
+        ANTHROPIC,
+        response.json()["model"],
+        TokenUsage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+    )
+    key = control.credential("platform-key")
+    assert key["credit_usd"] == round(1.0 - price, 6)
+    assert abs(key["charged_usd"] - price) < 1e-8
 
 
 def test_well_formed_unknown_credentials_are_auto_registered(
