@@ -205,6 +205,19 @@ if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
         f"(got scheme {REDIS_URL.split(':', 1)[0]!r})"
     )
 
+# The embedded default's cache. The database cache, not the file cache: its add() is
+# atomic (an insert on the key's primary key), which the leader lock and single-flight
+# markers rely on across processes, and get_many is one query. `make run` creates its
+# table. Django's backend, storing JSON where Django stores a pickle
+# (trinity/cache_json.py).
+DATABASE_CACHE = {
+    "BACKEND": "trinity.cache_json.JsonDatabaseCache",
+    "LOCATION": "trinity_cache",
+    "KEY_PREFIX": "trinity",
+    # One snapshot per subscription plus markers; the default cull at 300
+    # entries would silently drop readings.
+    "OPTIONS": {"MAX_ENTRIES": 100_000},
+}
 if REDIS_URL:
     CACHES = {
         "default": {
@@ -215,25 +228,17 @@ if REDIS_URL:
                 # treat the store as unreachable.
                 "SOCKET_CONNECT_TIMEOUT": 1,
                 "SOCKET_TIMEOUT": 1,
+                # JSON, never pickle: whatever reaches Redis can write a key, and a
+                # value read back must not be able to run code (trinity/cache_json.py).
+                "SERIALIZER": "trinity.cache_json.JsonSerializer",
+                "CLIENT_CLASS": "trinity.cache_json.JsonCacheClient",
             },
             "KEY_PREFIX": "trinity",
         }
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
-    # The database cache, not the file cache: its add() is atomic (an insert on the
-    # key's primary key), which the leader lock and single-flight markers rely on
-    # across processes, and get_many is one query. `make run` creates its table.
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-            "LOCATION": "trinity_cache",
-            "KEY_PREFIX": "trinity",
-            # One snapshot per subscription plus markers; the default cull at 300
-            # entries would silently drop readings.
-            "OPTIONS": {"MAX_ENTRIES": 100_000},
-        }
-    }
+    CACHES = {"default": DATABASE_CACHE}
     CELERY_BROKER_URL = "filesystem://"
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
@@ -247,6 +252,13 @@ else:
         "control_folder": str(_broker_dir / "control"),
     }
 
+# JSON only, both ways: a message on the broker is written by whatever reaches it, and
+# one in pickle (or any other format that can name code) is refused unread.
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_EVENT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["application/json"]
+CELERY_RESULT_ACCEPT_CONTENT = ["application/json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
