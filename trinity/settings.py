@@ -430,22 +430,35 @@ LOGGING = {
     },
 }
 
-# GET /metrics (trinity/metrics.py) answers only clients from these networks
-# (comma-separated addresses or CIDRs; "any" for every address, which needs a token)
-# and, when a token is set, only requests that present it as a Bearer token.
-TRINITY_METRICS_TOKEN = env.str("TRINITY_METRICS_TOKEN", default="").strip()
+# GET /metrics (trinity/metrics.py) answers only a Bearer token, and only from these
+# networks (comma-separated addresses or CIDRs; "any" for every address). Unset, the
+# token is generated once into var/metrics_token (0600), like the secret key: an
+# embedded install scrapes by reading that file, and loopback alone is no proof of
+# anything (agents and every local user share it). Set, it must be a real one: an
+# empty value (a compose file's "TRINITY_METRICS_TOKEN=") or a short one stops startup.
+METRICS_TOKEN_MIN_LENGTH = 16
+if "TRINITY_METRICS_TOKEN" in os.environ:
+    TRINITY_METRICS_TOKEN = os.environ["TRINITY_METRICS_TOKEN"].strip()
+    if len(TRINITY_METRICS_TOKEN) < METRICS_TOKEN_MIN_LENGTH or any(
+        not c.isprintable() or c.isspace() for c in TRINITY_METRICS_TOKEN
+    ):
+        # Not echoed: it is a secret even when too short.
+        raise ImproperlyConfigured(
+            f"TRINITY_METRICS_TOKEN is empty, shorter than {METRICS_TOKEN_MIN_LENGTH} "
+            "characters or holds spaces; set a long random one, e.g. python -c "
+            '"import secrets; print(secrets.token_urlsafe(32))" (or unset it to have one '
+            "generated in var/metrics_token)"
+        )
+else:
+    TRINITY_METRICS_TOKEN = read_or_create(
+        VAR_DIR / "metrics_token", lambda: secrets.token_urlsafe(32)
+    )
 TRINITY_METRICS_ALLOW_FROM = [
     n.strip()
     for n in env.str("TRINITY_METRICS_ALLOW_FROM", default="127.0.0.1/32,::1/128").split(",")
     if n.strip()
 ]
-if TRINITY_METRICS_ALLOW_FROM == ["any"]:
-    if not TRINITY_METRICS_TOKEN:
-        raise ImproperlyConfigured(
-            "TRINITY_METRICS_ALLOW_FROM=any needs TRINITY_METRICS_TOKEN: /metrics would be "
-            "open to every client"
-        )
-else:
+if TRINITY_METRICS_ALLOW_FROM != ["any"]:
     for _network in TRINITY_METRICS_ALLOW_FROM:
         try:
             ipaddress.ip_network(_network, strict=False)
@@ -453,9 +466,6 @@ else:
             raise ImproperlyConfigured(
                 f"TRINITY_METRICS_ALLOW_FROM: {_network!r} is not an address or CIDR network"
             ) from None
-if TRINITY_METRICS_TOKEN and len(TRINITY_METRICS_TOKEN) < 16:
-    # Not echoed: it is a secret even when too short.
-    raise ImproperlyConfigured("TRINITY_METRICS_TOKEN must be at least 16 characters")
 # prometheus_client's multiprocess mode reads this itself, at import; checked here so a
 # missing directory stops the process with its name instead of at the first metric.
 PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="")
