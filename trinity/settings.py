@@ -399,6 +399,9 @@ LOGGING = {
     "filters": {
         "context": {"()": "trinity.logging_json.ContextFilter"},
         "redact": {"()": "trinity.redaction.RedactingFilter"},
+        # One record, one line: control characters in any value escaped, a traceback
+        # indented (trinity_contract/log_lines.py, shared with the agent servers).
+        "escape": {"()": "trinity_contract.log_lines.EscapingFilter"},
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
@@ -408,8 +411,9 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": LOG_FORMAT,
-            # The turn's context first, then redaction over everything the line holds.
-            "filters": ["context", "redact"],
+            # The turn's context first, then redaction over everything the line holds,
+            # then the escapes of what is left.
+            "filters": ["context", "redact", "escape"],
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
