@@ -38,7 +38,7 @@ from trinity import clock
 from trinity.api import MAX_ID
 from trinity.errors import InvalidInput
 from trinity.models import Notification
-from trinity.notification_inbox import notifications_mark_read, notifications_visible_to
+from trinity.notification_inbox import notifications_mark_read, notifications_with_read_state
 from trinity.pagination import TIME_RANGE_PARAMETERS, NewestFirst, created_in_range
 
 # A failed turn answers with the status its error_code means to an HTTP client.
@@ -262,6 +262,13 @@ class ExecutionDetailApi(APIView):
 
 
 class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notification]):
+    read_at = serializers.DateTimeField(
+        allow_null=True,
+        read_only=True,
+        help_text="when you marked it read; null while it is unread for you (each user "
+        "has their own read state)",
+    )
+
     class Meta:
         model = Notification
         fields = [
@@ -298,7 +305,6 @@ class NotificationListApi(ListAPIView[Notification]):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Notification]:
-        queryset = notifications_visible_to(self.request.user)
         params = self.request.query_params
         if "level" in params and params["level"] not in Notification.Level.values:
             raise ValidationError(
@@ -308,6 +314,11 @@ class NotificationListApi(ListAPIView[Notification]):
         unread = params["unread"].lower() if "unread" in params else ""
         if "unread" in params and unread not in ("true", "false", "1", "0"):
             raise ValidationError({"unread": ["Use true or false."]})
+        # Read state is the caller's own (``NotificationRead``).
+        queryset = notifications_with_read_state(
+            self.request.user,
+            read={"true": False, "1": False, "false": True, "0": True}.get(unread),
+        )
         if params.get("kind"):
             queryset = queryset.filter(kind=params["kind"])
         if params.get("level"):
@@ -315,15 +326,12 @@ class NotificationListApi(ListAPIView[Notification]):
         if params.get("agent"):
             # The agent of that name now: a deleted namesake's notices are not its.
             queryset = queryset.filter(agent__name=params["agent"])
-        if unread in ("true", "1"):
-            queryset = queryset.filter(read_at__isnull=True)
-        elif unread in ("false", "0"):
-            queryset = queryset.filter(read_at__isnull=False)
         return created_in_range(queryset, params)
 
 
 class NotificationMarkReadApi(APIView):
-    """Mark notifications read: the given ids, or every unread one the caller can see."""
+    """Mark notifications read for the caller: the given ids, or every one the caller can
+    see and has not read. Nobody else's read state changes."""
 
     class Input(serializers.Serializer[Any]):
         ids = serializers.ListField(
