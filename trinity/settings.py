@@ -286,13 +286,6 @@ REST_FRAMEWORK = {
         "trinity.authentication.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Failed sign-ins (panel login, API tokens) a client may make in a minute before the
-    # next is refused unchecked (trinity.authentication.SignInFailureThrottle).
-    "DEFAULT_THROTTLE_RATES": {
-        "sign_in_failures": "{}/min".format(
-            _env_int("TRINITY_SIGN_IN_FAILURES_PER_MINUTE", 10, minimum=1, maximum=1000)
-        )
-    },
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON only: in DRF's form parsing a missing boolean reads as False (an unticked
     # checkbox), so an empty form PUT turned a switch off. Anything else is a 415.
@@ -302,6 +295,14 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "trinity.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+
+
+# Failed sign-ins a count may hold in a sliding minute before the next attempt on it is
+# refused unchecked: per account and address, per account, distinct accounts per
+# address, wrong tokens per address (trinity/sign_in_throttle.py).
+TRINITY_SIGN_IN_FAILURES_PER_MINUTE = _env_int(
+    "TRINITY_SIGN_IN_FAILURES_PER_MINUTE", 10, minimum=1, maximum=1000
+)
 
 
 def _api_token_ttl() -> timedelta | None:

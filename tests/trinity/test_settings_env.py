@@ -267,3 +267,18 @@ def test_a_set_metrics_token_is_used_and_nothing_is_generated(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-1] == token
     assert not (tmp_path / "metrics_token").exists()
+
+
+@pytest.mark.parametrize(("trusted", "warned"), [("", True), ("10.0.0.0/8", False)])
+def test_a_web_process_behind_tls_without_trusted_proxies_warns_at_startup(
+    tmp_path: Path, trusted: str, warned: bool
+) -> None:
+    result = _run(
+        tmp_path,
+        "import trinity.wsgi",
+        TRINITY_HTTPS="true",
+        TRINITY_TRUSTED_PROXIES=trusted,
+        SECRET_KEY=secrets.token_urlsafe(50),
+    )
+    assert result.returncode == 0, result.stderr
+    assert ("TRINITY_TRUSTED_PROXIES is unset" in result.stderr) == warned, result.stderr
