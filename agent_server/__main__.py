@@ -30,6 +30,7 @@ from agent_server.config import AgentConfig, ConfigError, load_config
 from agent_server.isolation import IsolationError
 from agent_server.logjson import JsonFormatter
 from agent_server.redaction import Redactor, install_log_redaction
+from trinity_contract.log_lines import EscapingFilter
 
 # How long an idle client connection stays open; the platform's client gives up on an
 # idle connection after a third of this.
@@ -155,6 +156,9 @@ def configure_logging(
     install_log_redaction(
         redactor, [root, *(logging.getLogger(n) for n in ("uvicorn", "uvicorn.error"))]
     )
+    # After redaction: a path or a header holding a newline or an escape sequence (the
+    # forwarder's refused paths, uvicorn's access lines, decoded) cannot make a line.
+    handler.addFilter(EscapingFilter())
 
 
 def main(argv: list[str] | None = None) -> int:

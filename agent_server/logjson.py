@@ -6,7 +6,9 @@ turn runs, so the server's lines join the web's and worker's lines for the same 
 A context variable: each request is its own asyncio task with its own copy.
 
 Nothing from the Django side is imported (this mirrors trinity/logging_json.py's
-format); every string written is redacted by the server's ``Redactor``.
+format); every string written is redacted by the server's ``Redactor``, and a line is
+one record (``trinity_contract/log_lines.py``: ``json.dumps`` escapes C0 control
+characters, ``json_line_safe`` what it would write raw).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_server.redaction import Redactor
+from trinity_contract.log_lines import json_line_safe
 
 _execution_id: ContextVar[str | None] = ContextVar("agent_server_execution_id", default=None)
 
@@ -60,7 +63,9 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = record.exc_text
         if record.stack_info:
             entry["stack"] = record.stack_info
-        return json.dumps(
-            {k: self.redactor.redact(v) if isinstance(v, str) else v for k, v in entry.items()},
-            ensure_ascii=False,
+        return json_line_safe(
+            json.dumps(
+                {k: self.redactor.redact(v) if isinstance(v, str) else v for k, v in entry.items()},
+                ensure_ascii=False,
+            )
         )

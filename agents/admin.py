@@ -25,10 +25,13 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
         "admin_key_budget_daily_usd",
         "admin_key_budget_monthly_usd",
         "endpoint",
+        # What the runtime names its resources by (home, socket, container): fixed, so
+        # renaming an agent or changing its owner here moves nothing.
+        "runtime_key",
         "created_at",
         "updated_at",
     ]
-    readonly_fields = ["endpoint", "created_at", "updated_at"]
+    readonly_fields = ["endpoint", "runtime_key", "created_at", "updated_at"]
 
     def has_add_permission(self, request: object) -> bool:
         # A new agent needs a generated secret: create agents through the API.

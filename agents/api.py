@@ -251,11 +251,19 @@ class AgentListApi(APIView):
 class AgentDetailApi(APIView):
     @extend_schema(responses=AgentOutput)
     def get(self, request: Request, name: str) -> Response:
-        return Response(AgentOutput(agent_get_visible(user=request.user, name=name)).data)
+        return Response(
+            AgentOutput(
+                agent_get_visible(
+                    user=request.user, name=name, owner=request.query_params.get("owner")
+                )
+            ).data
+        )
 
     @extend_schema(request=AgentUpdateInput, responses=AgentOutput)
     def patch(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         data = AgentUpdateInput(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         _refuse_admin_fields(request, data.validated_data)
@@ -266,7 +274,11 @@ class AgentDetailApi(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, name: str) -> Response:
-        services.agent_delete(agent=agent_get_visible(user=request.user, name=name))
+        services.agent_delete(
+            agent=agent_get_visible(
+                user=request.user, name=name, owner=request.query_params.get("owner")
+            )
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -283,7 +295,9 @@ class AgentStartApi(APIView):
         },
     )
     def post(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         try:
             agent = lifecycle.agent_start(agent=agent)
         except lifecycle.AgentStartFailed:
@@ -297,7 +311,11 @@ class AgentStartApi(APIView):
 class AgentStopApi(APIView):
     @extend_schema(request=None, responses=AgentOutput)
     def post(self, request: Request, name: str) -> Response:
-        agent = lifecycle.agent_stop(agent=agent_get_visible(user=request.user, name=name))
+        agent = lifecycle.agent_stop(
+            agent=agent_get_visible(
+                user=request.user, name=name, owner=request.query_params.get("owner")
+            )
+        )
         return Response(AgentOutput(agent).data)
 
 
@@ -311,5 +329,7 @@ class AgentHealthOutput(serializers.Serializer[Any]):
 class AgentHealthApi(APIView):
     @extend_schema(responses=AgentHealthOutput)
     def get(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         return Response(lifecycle.agent_health(agent=agent))

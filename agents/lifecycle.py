@@ -96,7 +96,8 @@ def auth_mode(rung: Rung | None) -> str:
 def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
     rung = baseline_rung(agent)
     spec = SpawnSpec(
-        name=agent.name,
+        # The runtime key, not the name: names are per owner, resources are global.
+        name=agent.runtime_key,
         runtime=agent.runtime,
         model=agent.model,
         secret=agent.shared_secret,
@@ -139,7 +140,7 @@ def agent_start(*, agent: Agent) -> Agent:
     agent = _reload(agent)
     runtime = get_runtime()
     if agent.process_state == ProcessState.RUNNING and runtime.is_alive(
-        name=agent.name, handle=agent.process_handle
+        name=agent.runtime_key, handle=agent.process_handle
     ):
         return agent
     marker = f"agent-start:{agent.pk}"
@@ -153,7 +154,7 @@ def agent_start(*, agent: Agent) -> Agent:
         if mode != AuthMode.SUBSCRIPTION:
             # A token file left by an earlier hot-reload would outlive the plan it
             # belonged to on an agent that now boots on the key (or on nothing).
-            runtime.forget_credentials(name=agent.name)
+            runtime.forget_credentials(name=agent.runtime_key)
         try:
             spawned = runtime.start(spec)
         except StartConflict:
@@ -184,7 +185,7 @@ def agent_start(*, agent: Agent) -> Agent:
             logger.warning(
                 "agent %s was started concurrently; stopping the extra server", agent.name
             )
-            runtime.stop(name=agent.name, handle=spawned.handle)
+            runtime.stop(name=agent.runtime_key, handle=spawned.handle)
         else:
             _isolation_record(agent=agent, spawned=spawned)
     finally:
@@ -236,7 +237,7 @@ def agent_revive(*, agent: Agent) -> Agent | None:
     gone (crashed, killed, its container removed), start it again on the credentials
     the agent should have now. Returns the agent on its new server, or None when the
     old one still runs (unreachable for another reason) or no new one came up."""
-    if get_runtime().is_alive(name=agent.name, handle=agent.process_handle):
+    if get_runtime().is_alive(name=agent.runtime_key, handle=agent.process_handle):
         return None
     logger.warning("agent %s: its server is gone; starting it again", agent.name)
     try:
@@ -251,7 +252,7 @@ def agent_revive(*, agent: Agent) -> Agent | None:
 def agent_stop(*, agent: Agent) -> Agent:
     agent = _reload(agent)
     if agent.process_handle:
-        get_runtime().stop(name=agent.name, handle=agent.process_handle)
+        get_runtime().stop(name=agent.runtime_key, handle=agent.process_handle)
     Agent.objects.filter(pk=agent.pk).update(
         endpoint="", process_handle="", process_state=ProcessState.STOPPED, process_detail=""
     )
@@ -267,7 +268,7 @@ def agent_recreate(*, agent: Agent) -> Agent:
 def agent_health(*, agent: Agent) -> dict[str, object]:
     """Whether the process is alive and what its /health says; never raises."""
     alive = bool(agent.process_handle) and get_runtime().is_alive(
-        name=agent.name, handle=agent.process_handle
+        name=agent.runtime_key, handle=agent.process_handle
     )
     health: dict[str, object] = {"state": agent.process_state, "alive": alive}
     if alive:
@@ -324,7 +325,7 @@ def agent_apply_credentials(*, agent: Agent) -> str:
     agent = _reload(agent)
     runtime = get_runtime()
     if agent.process_state != ProcessState.RUNNING or not runtime.is_alive(
-        name=agent.name, handle=agent.process_handle
+        name=agent.runtime_key, handle=agent.process_handle
     ):
         return "not_running"  # the next start boots with the current credentials
     mode = auth_mode(baseline_rung(agent))
@@ -354,7 +355,7 @@ def agents_supervise() -> list[str]:
     runtime = get_runtime()
     revived: list[str] = []
     for agent in Agent.objects.filter(process_state=ProcessState.RUNNING):
-        if runtime.is_alive(name=agent.name, handle=agent.process_handle):
+        if runtime.is_alive(name=agent.runtime_key, handle=agent.process_handle):
             continue
         logger.warning("agent %s is recorded as running but its server is gone", agent.name)
         try:

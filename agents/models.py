@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -72,13 +74,37 @@ class ProcessState(models.TextChoices):
     FAILED = "failed", "Failed to start"
 
 
-class Agent(models.Model):
-    """An agent: one agent server (container or local process) running one runtime."""
+def runtime_key_for(name: str) -> str:
+    """A runtime key no agent holds yet for an agent called ``name``: the name itself
+    when it is free (every agent from before per-owner names kept its own), else the
+    name and a random suffix. Never another agent's key, whoever owns it; the unique
+    column is the judge when two creates race (the service retries)."""
+    if not Agent.objects.filter(runtime_key=name).exists():
+        return name
+    return f"{name[:RUNTIME_KEY_STEM]}-{secrets.token_hex(5)}"
 
-    name = models.SlugField(max_length=100, unique=True)
+
+# The name's share of a suffixed key: "<stem>-<10 hex>" stays within the column's 100.
+RUNTIME_KEY_STEM = 89
+
+
+class Agent(models.Model):
+    """An agent: one agent server (container or local process) running one runtime.
+
+    ``name`` is its owner's word for it, unique per owner: two operators may each have
+    a "bot", and neither learns of the other's. Every runtime resource (the local
+    server's home, socket and work area, the container ``trinity-agent-<key>``, an OS
+    user of its own) is named by ``runtime_key`` instead, which is unique across all
+    owners and never changes.
+    """
+
+    name = models.SlugField(max_length=100)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agents"
     )
+    # Set at the first save (``runtime_key_for``); agents from before per-owner names
+    # kept their name as their key, so running servers keep their resources.
+    runtime_key = models.SlugField(max_length=100, unique=True, editable=False)
     runtime = models.CharField(max_length=20, choices=Runtime.choices, default=Runtime.CLAUDE_CODE)
     model = models.CharField(max_length=100, blank=True)
     # String reference: agents must not import subscriptions (dependencies point one way).
@@ -150,13 +176,21 @@ class Agent(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="agent_name_per_owner")
+        ]
 
     def __str__(self) -> str:
         return self.name
 
     def __repr__(self) -> str:
         return f"<Agent {self.pk} {self.name!r}>"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.runtime_key:
+            self.runtime_key = runtime_key_for(self.name)
+        super().save(*args, **kwargs)
 
     def last_move(self) -> tuple[datetime | None, int | None]:
         """When the last committed switch moved this agent and the subscription it left

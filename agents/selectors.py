@@ -1,10 +1,20 @@
+"""Which agents a user sees, and which agent a name means for them.
+
+Names are unique per owner, not across owners: "bot" is whichever bot the caller may
+address. An operator sees and addresses only their own; a name another operator uses
+is, to them, exactly a free name (404 on a read, 201 on a create), so names cannot be
+enumerated. An admin sees every agent and addresses their own first, else the only
+agent of that name, else gets ``Ambiguous`` (409) naming how to pick one
+(``?owner=<username>``).
+"""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from agents.models import Agent
-from trinity.errors import NotFound
+from trinity.errors import Ambiguous, NotFound
 
 
 def agents_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Agent]:
@@ -15,16 +25,49 @@ def agents_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Agent]
     return queryset.filter(owner_id=user.pk)
 
 
-def agent_get_visible(*, user: AbstractBaseUser | AnonymousUser, name: str) -> Agent:
-    """Return the agent or raise NotFound (also for agents the user may not see)."""
-    # The owner row is not needed to run a turn (one join less); the name is unique,
-    # so get() (no ORDER BY to compile).
-    try:
-        return (
-            agents_visible_to(user)
-            .select_related(None)
-            .select_related("subscription")
-            .get(name=name)
+def agents_named(
+    *, user: AbstractBaseUser | AnonymousUser, name: str, owner: str | None = None
+) -> QuerySet[Agent]:
+    """The agents ``name`` can mean for ``user``: an operator's own (none when
+    ``owner`` names someone else); for an admin, ``owner``'s when given, else their
+    own when they have one, else every agent of that name (a list filter shows them
+    all; ``agent_get_visible`` refuses to guess between them)."""
+    queryset = Agent.objects.filter(name=name)
+    if not getattr(user, "is_staff", False):
+        if owner is not None and owner != getattr(user, "username", None):
+            return queryset.none()
+        return queryset.filter(owner_id=user.pk)
+    if owner is not None:
+        return queryset.filter(owner__username=owner)
+    if queryset.filter(owner_id=user.pk).exists():
+        return queryset.filter(owner_id=user.pk)
+    return queryset
+
+
+def agent_get_visible(
+    *, user: AbstractBaseUser | AnonymousUser, name: str, owner: str | None = None
+) -> Agent:
+    """The one agent ``name`` (and ``owner``, when given) means for ``user``.
+
+    Raises NotFound when there is none the user may see (the same answer whether
+    another operator has an agent of that name or nobody does), and, for an admin
+    only, Ambiguous when several owners' agents carry the name and none is the
+    admin's. One query for an operator (the turn path) and for an admin naming the
+    owner; one more for an admin who does not.
+    """
+    if not getattr(user, "is_staff", False) or owner is not None:
+        found = list(agents_named(user=user, name=name, owner=owner).select_related("subscription"))
+    else:
+        # The admin's own first, else the only one: every agent of the name at once.
+        every = list(Agent.objects.filter(name=name).select_related("subscription", "owner")[:100])
+        own = [a for a in every if a.owner_id == user.pk]
+        found = own or every
+    if not found:
+        raise NotFound(f"No agent named {name!r}.")
+    if len(found) > 1:
+        owners = ", ".join(sorted(a.owner.get_username() for a in found))
+        raise Ambiguous(
+            f"{len(found)} agents are named {name!r} (owners: {owners}); add "
+            "?owner=<username> to pick one."
         )
-    except Agent.DoesNotExist:
-        raise NotFound(f"No agent named {name!r}.") from None
+    return found[0]

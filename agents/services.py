@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 
 from agents import lifecycle
 from agents import tasks as agent_tasks
-from agents.models import RUNTIME_PROVIDER, Agent, WaitPolicy
+from agents.models import RUNTIME_PROVIDER, Agent, WaitPolicy, runtime_key_for
 from agents.runtimes import get_runtime
 from agents.signals import agent_created
 from trinity.crypto import Secret
@@ -60,8 +60,10 @@ def agent_create(
 
     A budget of None means no cap on what the platform key may bill for it. With
     ``auto_assign`` a listener (subscriptions) may give it the best-ranked plan
-    before it boots. Raises Conflict when the name is taken, QuotaExceeded when a
-    non-admin owner already has ``TRINITY_MAX_AGENTS_PER_OPERATOR`` agents.
+    before it boots. Raises Conflict when the owner already has an agent of that name
+    (names are per owner: another owner's namesake is no conflict, nor mentioned),
+    QuotaExceeded when a non-admin owner already has ``TRINITY_MAX_AGENTS_PER_OPERATOR``
+    agents. The runtime key is chosen here, once (``runtime_key_for``).
     """
     _agent_cap_check(owner)
     agent = Agent(
@@ -84,17 +86,34 @@ def agent_create(
         agent.key_budget_monthly_usd = key_budget_monthly_usd
     # A policy not given is the system's default, fixed on the agent at creation.
     agent.routing_policy = routing_policy or system_settings_get().default_routing_policy
-    try:
-        with transaction.atomic():
-            agent.save()
-    except IntegrityError:
-        raise Conflict(f"An agent named {name!r} already exists.", field="name") from None
+    _agent_insert(agent)
     agent_created.send(sender=Agent, agent=agent, auto_assign=auto_assign)
     if autostart:
         # Agents are long-running: boot its server once the row is committed.
         agent_id = agent.pk
         transaction.on_commit(lambda: agent_tasks.start.delay(agent_id))
     return agent
+
+
+def _agent_insert(agent: Agent) -> None:
+    """Save a new agent under a runtime key nobody holds.
+
+    Conflict only when its owner already has an agent of that name: another owner's
+    namesake is, to this owner, a free name (and the answer says nothing of it). A
+    runtime key another create took meanwhile is chosen again (the unique column
+    decides the race)."""
+    for _ in range(3):
+        agent.runtime_key = runtime_key_for(agent.name)
+        try:
+            with transaction.atomic():
+                agent.save()
+            return
+        except IntegrityError:
+            if Agent.objects.filter(owner_id=agent.owner_id, name=agent.name).exists():
+                raise Conflict(
+                    f"You already have an agent named {agent.name!r}.", field="name"
+                ) from None
+    raise Conflict(f"Could not name {agent.name!r}'s resources; try again.", field="name")
 
 
 def _agent_cap_check(owner: User) -> None:
@@ -158,7 +177,7 @@ def agent_delete(*, agent: Agent) -> None:
     row. A failure raises with the row still there, so the delete can be retried.
     """
     runtime = get_runtime()
-    runtime.forget_credentials(name=agent.name)
+    runtime.forget_credentials(name=agent.runtime_key)
     lifecycle.agent_stop(agent=agent)
-    runtime.discard(name=agent.name)
+    runtime.discard(name=agent.runtime_key)
     agent.delete()

@@ -71,19 +71,22 @@ graceful_timeout = TURN_TIMEOUT_MAX_SECONDS + TURN_SLACK_SECONDS
 control_socket_disable = True
 
 # LOG_FORMAT=json (trinity/settings.py): the arbiter never loads Django, so its own
-# lines ("Booting worker", a worker's exit) get the same JSON shape and redaction
-# here; a worker switches to Django's LOGGING when it loads the app.
+# lines ("Booting worker", a worker's exit) get the same JSON shape, redaction and
+# escapes here; a worker switches to Django's LOGGING when it loads the app.
 if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
     logconfig_dict = {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"redact": {"()": "trinity.redaction.RedactingFilter"}},
+        "filters": {
+            "redact": {"()": "trinity.redaction.RedactingFilter"},
+            "escape": {"()": "trinity_contract.log_lines.EscapingFilter"},
+        },
         "formatters": {"json": {"()": "trinity.logging_json.JsonFormatter"}},
         "handlers": {
             "console": {
                 "class": "logging.StreamHandler",
                 "formatter": "json",
-                "filters": ["redact"],
+                "filters": ["redact", "escape"],
                 "stream": "ext://sys.stderr",
             }
         },

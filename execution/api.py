@@ -22,7 +22,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.selectors import agent_get_visible
+from agents.models import Agent
+from agents.selectors import agent_get_visible, agents_named
 from execution import services
 from execution.models import AUTONOMOUS_TRIGGERS, Execution, Status, Trigger
 from execution.selectors import (
@@ -38,8 +39,9 @@ from trinity import clock
 from trinity.api import MAX_ID
 from trinity.errors import InvalidInput
 from trinity.models import Notification
-from trinity.notification_inbox import notifications_mark_read, notifications_visible_to
+from trinity.notification_inbox import notifications_mark_read, notifications_with_read_state
 from trinity.pagination import TIME_RANGE_PARAMETERS, NewestFirst, created_in_range
+from trinity.schema import OWNER_PARAMETER
 
 # A failed turn answers with the status its error_code means to an HTTP client.
 ERROR_HTTP_STATUS = {
@@ -186,7 +188,9 @@ class AgentTaskApi(APIView):
 
     @extend_schema(request=Input, responses={200: ExecutionOutput, 202: Accepted, **TURN_FAILED})
     def post(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
@@ -213,7 +217,9 @@ class AgentChatApi(APIView):
 
     @extend_schema(request=Input, responses={200: ExecutionOutput, **TURN_FAILED})
     def post(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
@@ -225,6 +231,15 @@ class AgentChatApi(APIView):
         )
 
 
+def _agents_filtered(request: Request) -> QuerySet[Agent]:
+    """The agents a list's ``?agent=<name>`` (and ``?owner=``) means for the caller."""
+    return agents_named(
+        user=request.user,
+        name=request.query_params["agent"],
+        owner=request.query_params.get("owner"),
+    )
+
+
 class ExecutionListApi(ListAPIView[Execution]):
     """Turns, newest first, a page at a time (``next`` is the older page)."""
 
@@ -234,6 +249,7 @@ class ExecutionListApi(ListAPIView[Execution]):
     @extend_schema(
         parameters=[
             OpenApiParameter("agent", str),
+            OWNER_PARAMETER,
             OpenApiParameter("status", str, enum=Status.values),
             OpenApiParameter("error_code", str),
             *TIME_RANGE_PARAMETERS,
@@ -247,11 +263,13 @@ class ExecutionListApi(ListAPIView[Execution]):
         params = self.request.query_params
         if "status" in params and params["status"] not in Status.values:
             raise ValidationError({"status": [f"Choose one of: {', '.join(Status.values)}."]})
-        for field in ("agent", "status", "error_code"):
+        for field in ("status", "error_code"):
             if params.get(field):
-                queryset = queryset.filter(
-                    **{"agent_name" if field == "agent" else field: params[field]}
-                )
+                queryset = queryset.filter(**{field: params[field]})
+        if params.get("agent"):
+            # The agent that name means for the caller (an admin's own first, or
+            # ?owner=): never another operator's namesake.
+            queryset = queryset.filter(agent__in=_agents_filtered(self.request))
         return created_in_range(queryset, params)
 
 
@@ -262,6 +280,13 @@ class ExecutionDetailApi(APIView):
 
 
 class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notification]):
+    read_at = serializers.DateTimeField(
+        allow_null=True,
+        read_only=True,
+        help_text="when you marked it read; null while it is unread for you (each user "
+        "has their own read state)",
+    )
+
     class Meta:
         model = Notification
         fields = [
@@ -290,6 +315,7 @@ class NotificationListApi(ListAPIView[Notification]):
             OpenApiParameter("kind", str),
             OpenApiParameter("level", str, enum=Notification.Level.values),
             OpenApiParameter("agent", str),
+            OWNER_PARAMETER,
             OpenApiParameter("unread", bool),
             *TIME_RANGE_PARAMETERS,
         ],
@@ -298,7 +324,6 @@ class NotificationListApi(ListAPIView[Notification]):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Notification]:
-        queryset = notifications_visible_to(self.request.user)
         params = self.request.query_params
         if "level" in params and params["level"] not in Notification.Level.values:
             raise ValidationError(
@@ -308,22 +333,25 @@ class NotificationListApi(ListAPIView[Notification]):
         unread = params["unread"].lower() if "unread" in params else ""
         if "unread" in params and unread not in ("true", "false", "1", "0"):
             raise ValidationError({"unread": ["Use true or false."]})
+        # Read state is the caller's own (``NotificationRead``).
+        queryset = notifications_with_read_state(
+            self.request.user,
+            read={"true": False, "1": False, "false": True, "0": True}.get(unread),
+        )
         if params.get("kind"):
             queryset = queryset.filter(kind=params["kind"])
         if params.get("level"):
             queryset = queryset.filter(level=params["level"])
         if params.get("agent"):
-            # The agent of that name now: a deleted namesake's notices are not its.
-            queryset = queryset.filter(agent__name=params["agent"])
-        if unread in ("true", "1"):
-            queryset = queryset.filter(read_at__isnull=True)
-        elif unread in ("false", "0"):
-            queryset = queryset.filter(read_at__isnull=False)
+            # The agent of that name now, as the caller addresses it: a deleted
+            # namesake's notices are not its, nor another owner's namesake's.
+            queryset = queryset.filter(agent__in=_agents_filtered(self.request))
         return created_in_range(queryset, params)
 
 
 class NotificationMarkReadApi(APIView):
-    """Mark notifications read: the given ids, or every unread one the caller can see."""
+    """Mark notifications read for the caller: the given ids, or every one the caller can
+    see and has not read. Nobody else's read state changes."""
 
     class Input(serializers.Serializer[Any]):
         ids = serializers.ListField(

@@ -65,7 +65,9 @@ class AgentRoutingApi(APIView):
         responses=RoutingOutput,
     )
     def get(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         # A plain dict, not the QueryDict: DRF reads an empty value of a form as none
         # given (``?window=`` would be the default); a query's empty value is a 400.
         data = self.Input(data=request.query_params.dict())

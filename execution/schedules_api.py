@@ -57,13 +57,17 @@ def _schedule_get(agent: Agent, name: str) -> Schedule:
 class ScheduleListApi(APIView):
     @extend_schema(responses=ScheduleOutput(many=True))
     def get(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         found = Schedule.objects.filter(agent=agent).select_related("agent")
         return Response(ScheduleOutput(found, many=True).data)
 
     @extend_schema(request=ScheduleInput, responses={201: ScheduleOutput})
     def post(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         data = ScheduleInput(data=request.data)
         data.is_valid(raise_exception=True)
         schedule = schedules.schedule_create(agent=agent, now=clock.now(), **data.validated_data)
@@ -73,12 +77,16 @@ class ScheduleListApi(APIView):
 class ScheduleDetailApi(APIView):
     @extend_schema(responses=ScheduleOutput)
     def get(self, request: Request, name: str, schedule: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         return Response(ScheduleOutput(_schedule_get(agent, schedule)).data)
 
     @extend_schema(request=ScheduleInput(partial=True), responses=ScheduleOutput)
     def patch(self, request: Request, name: str, schedule: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         found = _schedule_get(agent, schedule)
         data = ScheduleInput(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
@@ -89,6 +97,8 @@ class ScheduleDetailApi(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, name: str, schedule: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         schedules.schedule_delete(schedule=_schedule_get(agent, schedule))
         return Response(status=status.HTTP_204_NO_CONTENT)

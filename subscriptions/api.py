@@ -116,7 +116,9 @@ class AgentAssignmentApi(APIView):
 
     @extend_schema(request=Input, responses={200: AssignmentOutput, 409: CONFLICT})
     def put(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         # Assign only what the caller may read: a hidden subscription raises the same
@@ -130,7 +132,9 @@ class AgentAssignmentApi(APIView):
     # 200 with the cleared assignment (drf-spectacular would call a DELETE's body a 204).
     @extend_schema(responses={200: AssignmentOutput})
     def delete(self, request: Request, name: str) -> Response:
-        agent = agent_get_visible(user=request.user, name=name)
+        agent = agent_get_visible(
+            user=request.user, name=name, owner=request.query_params.get("owner")
+        )
         agent = services.assignment_clear(agent=agent)
         return Response(AssignmentOutput(agent).data)
 

@@ -102,13 +102,15 @@ def subscription_delete(*, subscription: Subscription) -> None:
     # The row lock makes a concurrent assignment onto this plan wait for the delete
     # (its foreign-key check needs the row), so the list below is complete.
     Subscription.objects.select_for_update().filter(pk=subscription.pk).first()
-    agents = list(Agent.objects.filter(subscription_id=subscription.pk).values_list("pk", "name"))
+    agents = list(
+        Agent.objects.filter(subscription_id=subscription.pk).values_list("pk", "runtime_key")
+    )
     subscription.delete()
 
     def forget_tokens() -> None:
         runtime = get_runtime()
-        for _, name in agents:
-            runtime.forget_credentials(name=name)
+        for _, runtime_key in agents:
+            runtime.forget_credentials(name=runtime_key)
 
     transaction.on_commit(forget_tokens)
     for agent_id, _ in agents:

@@ -4,37 +4,36 @@ Its own module because ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]`` name
 authentication class, and DRF loads it while importing its views: a module that
 imports views itself (``trinity.api``) cannot hold it.
 
-Three doors share one throttle (``SignInFailureThrottle``): the panel's login
-(``trinity.panel``), Django admin's login (``trinity.admin``) and API tokens. Every key
-is an address the platform itself saw (``client_address``), or a username: a request
-can name anyone, so a username's count never locks that user out of an address they
-have signed in from before (``password_sign_in_refusal``).
+Three doors share one set of failure counts (``trinity.sign_in_throttle``): the panel's
+login (``trinity.panel``), Django admin's login (``trinity.admin``) and API tokens. Every
+key is an address the platform itself saw (``client_address``), a username, or both: a
+request can name anyone and an address can be shared, so a count that someone else
+can fill never locks a user out of an address they have signed in from before
+(``password_sign_in_refusal``).
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import ipaddress
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 from knox.auth import TokenAuthentication
+from knox.settings import CONSTANTS
 from rest_framework.authentication import get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
-from rest_framework.throttling import SimpleRateThrottle
+
+from trinity import sign_in_throttle as throttle
 
 logger = logging.getLogger(__name__)
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-# How long an address a user signed in from stays theirs: while their username's count
-# is over the limit (someone guessing in their name), that address still gets a try.
-KNOWN_ADDRESS_SECONDS = 30 * 24 * 3600
 
 
 def _parse_address(raw: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -73,146 +72,134 @@ def client_address(request: Any) -> str:
     """The client's address as this platform saw it (``TRINITY_TRUSTED_PROXIES`` aware):
     what the throttles count and what a log line names."""
     meta = request.META
+    forwarded_for = str(meta.get("HTTP_X_FORWARDED_FOR") or "")
+    if forwarded_for and not settings.TRINITY_TRUSTED_PROXIES:
+        _forwarded_for_unread()
     return forwarded_client(
         remote_addr=str(meta.get("REMOTE_ADDR") or ""),
-        forwarded_for=str(meta.get("HTTP_X_FORWARDED_FOR") or ""),
+        forwarded_for=forwarded_for,
         trusted=settings.TRINITY_TRUSTED_PROXIES,
     )
 
 
-class SignInFailureThrottle(SimpleRateThrottle):
-    """Failed sign-ins (a wrong password, an unknown token) for one key, over a sliding
-    window (``DEFAULT_THROTTLE_RATES["sign_in_failures"]``, e.g. 10 a minute).
-
-    ``allow_request`` is asked before the credential is checked and records nothing;
-    ``record_failure`` after a check failed. Once the window holds the limit, the next
-    attempt is refused unchecked: no password hash runs, no token is looked up.
-
-    DRF's throttles rather than django-axes: one mechanism and one count for the panel's
-    login, admin's login and token authentication (axes knows only ``authenticate()``,
-    so tokens would need a second one), no tables or middleware, and the count in the
-    default cache, which is Redis or the database cache, so every web process shares
-    it. Like DRF's own throttles it reads and writes the history without a lock: racing
-    failures may undercount by the number of concurrent ones. A cache that does not
-    answer lets the attempt through (and logs it): sign-in must not depend on the cache.
-    """
-
-    scope = "sign_in_failures"
-
-    def __init__(self, *, ident: str) -> None:
-        super().__init__()
-        # Hashed: a username may hold anything, and the cache needs no copy of it.
-        digest = hashlib.sha256(ident.encode()).hexdigest()
-        self.key: str = self.cache_format % {"scope": self.scope, "ident": digest}
-        limit, window = self.parse_rate(self.rate)
-        assert limit is not None and window is not None  # settings always give a rate
-        self.window: int = window
-
-    def get_cache_key(self, request: Any, view: Any) -> str:
-        return self.key
-
-    def allow_request(self, request: Any, view: Any) -> bool:
-        try:
-            return bool(super().allow_request(request, view))
-        except Exception:  # the cache is down: fail open, said out loud
-            logger.warning("sign-in throttle: the cache did not answer; not throttling")
-            return True
-
-    def throttle_success(self) -> bool:
-        return True  # an attempt is counted only once it has failed
-
-    def record_failure(self) -> None:
-        try:
-            now = self.timer()
-            history = [t for t in self.cache.get(self.key, []) if t > now - self.window]
-            self.cache.set(self.key, [now, *history], self.window)
-        except Exception:
-            logger.warning("sign-in throttle: the cache did not answer; failure not counted")
+PROXY_UNNAMED = (
+    "{why}, but TRINITY_TRUSTED_PROXIES is unset: every client counts as the proxy's "
+    "address, so one client's failed sign-ins count against all of them (and the "
+    "platform cannot tell which client a log line is about). Set it to the proxy's "
+    "address or network."
+)
 
 
-def sign_in_refusal(throttles: list[SignInFailureThrottle], request: Any) -> float | None:
-    """Seconds to wait when any of these keys is over its limit, else None."""
-    waits = [t.wait() or 1.0 for t in throttles if not t.allow_request(request, None)]
-    return max(waits) if waits else None
+def proxy_warning(*, https: bool, trusted: Sequence[IPNetwork]) -> str | None:
+    """What to say at startup when a proxy surely forwards to this process (with
+    ``TRINITY_HTTPS`` a TLS proxy does) but none is named; None otherwise. Pure."""
+    if https and not trusted:
+        return PROXY_UNNAMED.format(why="TRINITY_HTTPS is on, so a TLS proxy forwards here")
+    return None
 
 
-def _known_address_key(username: str, address: str) -> str:
-    ident = hashlib.sha256(f"{username.casefold()}\0{address}".encode()).hexdigest()
-    return f"sign_in_known_address_{ident}"
+@functools.cache
+def _forwarded_for_unread() -> None:
+    # Once per process (a log line, not a decision): the first request that carries
+    # X-Forwarded-For without a trusted proxy named. Any client can send the header,
+    # so this is a hint, never acted on.
+    logger.warning(
+        PROXY_UNNAMED.format(why="A request carried X-Forwarded-For (a proxy forwards here?)")
+    )
 
 
-def _password_throttles(request: Any, username: str) -> tuple[SignInFailureThrottle, ...]:
+def _password_keys(address: str, username: str) -> tuple[str, str, str, str]:
     return (
-        SignInFailureThrottle(ident=f"login-ip:{client_address(request)}"),
-        SignInFailureThrottle(ident=f"login-user:{username.casefold()}"),
+        throttle.pair_key(address, username),
+        throttle.account_key(username),
+        throttle.address_key(address),
+        throttle.known_address_key(username, address),
     )
 
 
 def password_sign_in_refusal(*, request: Any, username: str) -> float | None:
     """Seconds to wait before a password for ``username`` may be checked, else None.
 
-    Two counts, shared by the panel's and admin's login: this address (one address
-    guessing many names) and this username (a guess spread over many addresses). The
-    username's count alone does not refuse an address the user signed in from before
-    (``password_sign_in_succeeded``): anyone can send failures in a victim's name, and
-    those must not lock the victim out. That address is still held by its own count.
+    Three counts (``trinity.sign_in_throttle``), read in one round trip: this account
+    from this address refuses always; this account from anywhere, and the distinct
+    accounts failing from this address, refuse only where the account has not signed
+    in from this address in the last 30 days (``password_sign_in_succeeded``): anyone
+    can send failures in someone's name or from a shared address, and those must lock
+    out neither that someone nor the others who sign in there.
     """
-    by_address, by_username = _password_throttles(request, username)
-    wait = sign_in_refusal([by_address], request)
+    address, now, limit = client_address(request), time.time(), throttle.limit()
+    pair, account, spray, known = _password_keys(address, username)
+    counts = throttle.counts_read([pair, account, spray, known])
+    wait = throttle.refusal_wait(counts.entries(pair, now=now), now=now, limit=limit)
     if wait is not None:
         return wait
-    wait = sign_in_refusal([by_username], request)
-    if wait is None:
+    waits = [
+        w
+        for w in (
+            throttle.refusal_wait(counts.entries(account, now=now), now=now, limit=limit),
+            throttle.refusal_wait(
+                counts.entries(spray, now=now), now=now, limit=limit, distinct=True
+            ),
+        )
+        if w is not None
+    ]
+    if not waits or counts.holds(known):
         return None
-    try:
-        known = cache.get(_known_address_key(username, client_address(request))) is not None
-    except Exception:
-        logger.warning("sign-in throttle: the cache did not answer; not throttling")
-        return None
-    return None if known else wait
+    return max(waits)
 
 
 def password_sign_in_failed(*, request: Any, username: str) -> None:
-    """Count a wrong password (or unknown username) against the address and the name."""
-    for throttle in _password_throttles(request, username):
-        throttle.record_failure()
+    """Count a wrong password (or unknown username): against this account from this
+    address, this account, and this address (as one more account failing there)."""
+    address, now = client_address(request), time.time()
+    pair, account, spray, _ = _password_keys(address, username)
+    counts = throttle.counts_read([pair, account, spray])
+    whose = throttle.account_of(username)
+    throttle.failures_record(counts, {pair: "", account: "", spray: whose}, now=now)
 
 
 def password_sign_in_succeeded(*, request: Any, username: str) -> None:
     """Remember this address as one ``username`` signs in from (see the refusal)."""
-    try:
-        cache.set(
-            _known_address_key(username, client_address(request)),
-            timezone.now().isoformat(),
-            KNOWN_ADDRESS_SECONDS,
-        )
-    except Exception:
-        logger.warning("sign-in throttle: the cache did not answer; address not remembered")
+    key = throttle.known_address_key(username, client_address(request))
+    throttle.known_remember(key, now=time.time())
 
 
 class ThrottledTokenAuthentication(TokenAuthentication):
     """knox's digest-token authentication (``Authorization: Token <key>``), refused
-    unchecked after too many wrong tokens from one address (``SignInFailureThrottle``):
-    429 with ``Retry-After``.
+    unchecked (429 with ``Retry-After``) after too many wrong tokens from one address,
+    unless the presented token has authenticated from that address in the last 30
+    days (``trinity.sign_in_throttle``): a neighbour sending wrong tokens from a shared
+    address locks out no token its users already use there.
 
     Keyed by address only: a token names nobody until it matches, so failures cannot be
     sent in a token holder's name, and with ``client_address`` an address cannot be
-    borrowed through ``X-Forwarded-For``.
+    borrowed through ``X-Forwarded-For``. The count and the token's mark are one read;
+    the mark is rewritten at most once a day.
     """
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
         auth = get_authorization_header(request).split()
         if not auth or auth[0].lower() != self.authenticate_header(request).lower().encode():
             return None  # no token offered: nothing to guess
-        throttle = SignInFailureThrottle(ident=f"token-ip:{client_address(request)}")
-        wait = sign_in_refusal([throttle], request)
-        if wait is not None:
+        presented = auth[1].decode(errors="replace") if len(auth) == 2 else ""
+        address, now = client_address(request), time.time()
+        count = throttle.token_address_key(address)
+        known = throttle.known_token_key(presented[: CONSTANTS.TOKEN_KEY_LENGTH], address)
+        counts = throttle.counts_read([count, known])
+        wait = throttle.refusal_wait(
+            counts.entries(count, now=now), now=now, limit=throttle.limit()
+        )
+        if wait is not None and not counts.holds(known):
             raise Throttled(wait=wait, detail="Too many failed sign-ins; try again later.")
         try:
-            return super().authenticate(request)
+            authenticated = super().authenticate(request)
         except AuthenticationFailed:
-            throttle.record_failure()
+            throttle.failures_record(counts, {count: ""}, now=now)
             raise
+        stored = (counts.values or {}).get(known)
+        if counts.values is not None and not throttle.known_is_fresh(stored, now=now):
+            throttle.known_remember(known, now=now)
+        return authenticated
 
     def _cleanup_token(self, auth_token: Any) -> bool:
         """True (and the row deleted) when this token has expired.

@@ -33,6 +33,13 @@ class Conflict(DomainError):
     code = "conflict"
 
 
+class Ambiguous(Conflict):
+    """A name several objects carry, none of them the caller's own: say which (an
+    admin addressing another owner's agent gives ``?owner=<username>``)."""
+
+    code = "ambiguous"
+
+
 class InvalidInput(DomainError):
     status_code = 400
     code = "invalid"

@@ -9,7 +9,10 @@ web, worker and agent server. Context variables, not thread-locals: a gthread wo
 serves many turns at once, and each keeps its own.
 
 Redaction still applies to every field: the handler's ``RedactingFilter`` rewrites
-the message and traceback, and the formatter redacts every string it writes.
+the message and traceback, and the formatter redacts every string it writes. A line is
+one record: ``json.dumps`` escapes C0 control characters, and ``json_line_safe`` the
+C1 ones and the Unicode line separators it would write raw
+(``trinity_contract/log_lines.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trinity.redaction import redact
+from trinity_contract.log_lines import json_line_safe
 
 # The fields a record carries when they apply; a record's own ``extra`` wins.
 CONTEXT_FIELDS = ("execution_id", "agent", "subscription")
@@ -82,7 +86,9 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = record.exc_text
         if record.stack_info:
             entry["stack"] = record.stack_info
-        return json.dumps(
-            {k: redact(v) if isinstance(v, str) else v for k, v in entry.items()},
-            ensure_ascii=False,
+        return json_line_safe(
+            json.dumps(
+                {k: redact(v) if isinstance(v, str) else v for k, v in entry.items()},
+                ensure_ascii=False,
+            )
         )

@@ -19,9 +19,11 @@ snapshots and the agents table, so they are never stale per process and
 cost a turn nothing. Their labels are subscription names only, never a token, a
 fingerprint or an id.
 
-``/metrics`` is off the public API: a client must come from
-``TRINITY_METRICS_ALLOW_FROM`` (loopback by default) and, when
-``TRINITY_METRICS_TOKEN`` is set, present it as ``Authorization: Bearer <token>``.
+``/metrics`` is off the public API: a client must present ``TRINITY_METRICS_TOKEN``
+as ``Authorization: Bearer <token>`` (always: unset, the token is generated into
+``var/metrics_token``) and come from ``TRINITY_METRICS_ALLOW_FROM`` (loopback by
+default). An address alone proves nothing on a host where agents and other local
+users share loopback.
 """
 
 from __future__ import annotations
@@ -274,7 +276,7 @@ def _client_allowed(remote_addr: str | None) -> bool:
 def _token_presented(request: HttpRequest) -> bool:
     expected: str = settings.TRINITY_METRICS_TOKEN
     if not expected:
-        return True
+        return False  # settings never leave it empty; an override that does opens nothing
     register_secret(expected)  # never in a log line, whatever logs the header
     scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(
@@ -285,7 +287,8 @@ def _token_presented(request: HttpRequest) -> bool:
 @require_GET
 @never_cache
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus text format; 403 from outside the allowed networks, 401 without the token."""
+    """Prometheus text format; 403 from outside the allowed networks, 401 without the
+    token (or with another)."""
     if not _client_allowed(request.META.get("REMOTE_ADDR")):
         return HttpResponse("forbidden\n", status=403, content_type="text/plain")
     if not _token_presented(request):

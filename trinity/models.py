@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator
 from django.db import models
 
@@ -127,8 +128,9 @@ class Notification(models.Model):
     dedup_key = models.CharField(max_length=200, blank=True)
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField()
-    # When an operator marked it read (the panel's unread badge counts the rest).
-    read_at = models.DateTimeField(null=True, blank=True)
+    # Who has read it is per user (``NotificationRead``): a notice several users see
+    # (a shared plan's alert; every notice, for the admins) stays unread for each of
+    # them until they mark it.
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -139,6 +141,29 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"[{self.level}] {self.title}"
+
+
+class NotificationRead(models.Model):
+    """One user has read one notification (the panel's unread badge counts the rest).
+
+    Per user, not a column of the notification: marking read is one person's act,
+    and an operator clearing the shared notices they see must not clear them for the
+    admins. Deleted with either side.
+    """
+
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="reads")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_reads"
+    )
+    read_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "notification"], name="notification_read_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} read {self.notification_id}"
 
 
 class WebhookUrlField(EncryptedSecretField):

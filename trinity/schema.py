@@ -10,15 +10,18 @@ than in every view:
 - Every error goes through the one exception handler (``trinity.api``), so every
   operation answers the same error shapes; they are added to each operation's
   responses unless the view declares that code itself.
+- Every path that addresses an agent by name (``…/agents/{name}…``) takes ``?owner=``
+  and may answer 409 ``ambiguous`` (``agents.selectors.agent_get_visible``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
@@ -49,7 +52,26 @@ FIELD_ERRORS_SCHEMA: dict[str, Any] = {
 }
 
 
+# Names are unique per owner: an admin addressing another owner's agent whose name
+# several owners use says whose.
+OWNER_PARAMETER = OpenApiParameter(
+    "owner",
+    str,
+    description="the username of the agent's owner: for an admin, to address another "
+    "owner's agent whose name several owners use (without it: the admin's own agent of "
+    "that name, else the only one, else 409 ambiguous); an operator addresses only "
+    "their own agents",
+)
+_AGENT_BY_NAME = re.compile(r"/agents/\{name\}")
+
+
 class AutoSchema(SpectacularAutoSchema):
+    def get_override_parameters(self) -> list[Any]:
+        parameters: list[Any] = list(super().get_override_parameters())
+        if _AGENT_BY_NAME.search(self.path):
+            parameters.append(OWNER_PARAMETER)
+        return parameters
+
     def get_serializer_name(self, serializer: serializers.Serializer[Any], direction: Any) -> str:
         """A serializer nested in a view is named after the view (``AgentTaskInput``)."""
         owner, _, name = type(serializer).__qualname__.rpartition(".")
@@ -72,7 +94,9 @@ class AutoSchema(SpectacularAutoSchema):
         has_body = (
             self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
         )
-        if has_body or self.get_override_parameters():
+        # A view's own parameters can be refused (400); ``?owner=`` never is (it only
+        # picks an agent, or finds none: 404).
+        if has_body or [p for p in self.get_override_parameters() if p is not OWNER_PARAMETER]:
             errors["400"] = FIELD_ERRORS_SCHEMA
         public = all(isinstance(p, AllowAny) for p in self.view.get_permissions())
         if not public:
@@ -82,6 +106,8 @@ class AutoSchema(SpectacularAutoSchema):
             errors["403"] = ErrorOutput
         if "{" in self.path:
             errors["404"] = ErrorOutput
+        if _AGENT_BY_NAME.search(self.path):
+            errors["409"] = ErrorOutput  # ambiguous: several owners' agents, none yours
         if has_body:
             errors["413"] = ErrorOutput
         return errors

@@ -205,6 +205,19 @@ if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
         f"(got scheme {REDIS_URL.split(':', 1)[0]!r})"
     )
 
+# The embedded default's cache. The database cache, not the file cache: its add() is
+# atomic (an insert on the key's primary key), which the leader lock and single-flight
+# markers rely on across processes, and get_many is one query. `make run` creates its
+# table. Django's backend, storing JSON where Django stores a pickle
+# (trinity/cache_json.py).
+DATABASE_CACHE = {
+    "BACKEND": "trinity.cache_json.JsonDatabaseCache",
+    "LOCATION": "trinity_cache",
+    "KEY_PREFIX": "trinity",
+    # One snapshot per subscription plus markers; the default cull at 300
+    # entries would silently drop readings.
+    "OPTIONS": {"MAX_ENTRIES": 100_000},
+}
 if REDIS_URL:
     CACHES = {
         "default": {
@@ -215,25 +228,17 @@ if REDIS_URL:
                 # treat the store as unreachable.
                 "SOCKET_CONNECT_TIMEOUT": 1,
                 "SOCKET_TIMEOUT": 1,
+                # JSON, never pickle: whatever reaches Redis can write a key, and a
+                # value read back must not be able to run code (trinity/cache_json.py).
+                "SERIALIZER": "trinity.cache_json.JsonSerializer",
+                "CLIENT_CLASS": "trinity.cache_json.JsonCacheClient",
             },
             "KEY_PREFIX": "trinity",
         }
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
-    # The database cache, not the file cache: its add() is atomic (an insert on the
-    # key's primary key), which the leader lock and single-flight markers rely on
-    # across processes, and get_many is one query. `make run` creates its table.
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-            "LOCATION": "trinity_cache",
-            "KEY_PREFIX": "trinity",
-            # One snapshot per subscription plus markers; the default cull at 300
-            # entries would silently drop readings.
-            "OPTIONS": {"MAX_ENTRIES": 100_000},
-        }
-    }
+    CACHES = {"default": DATABASE_CACHE}
     CELERY_BROKER_URL = "filesystem://"
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
@@ -247,6 +252,13 @@ else:
         "control_folder": str(_broker_dir / "control"),
     }
 
+# JSON only, both ways: a message on the broker is written by whatever reaches it, and
+# one in pickle (or any other format that can name code) is refused unread.
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_EVENT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["application/json"]
+CELERY_RESULT_ACCEPT_CONTENT = ["application/json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -274,13 +286,6 @@ REST_FRAMEWORK = {
         "trinity.authentication.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Failed sign-ins (panel login, API tokens) a client may make in a minute before the
-    # next is refused unchecked (trinity.authentication.SignInFailureThrottle).
-    "DEFAULT_THROTTLE_RATES": {
-        "sign_in_failures": "{}/min".format(
-            _env_int("TRINITY_SIGN_IN_FAILURES_PER_MINUTE", 10, minimum=1, maximum=1000)
-        )
-    },
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON only: in DRF's form parsing a missing boolean reads as False (an unticked
     # checkbox), so an empty form PUT turned a switch off. Anything else is a 415.
@@ -290,6 +295,14 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "trinity.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+
+
+# Failed sign-ins a count may hold in a sliding minute before the next attempt on it is
+# refused unchecked: per account and address, per account, distinct accounts per
+# address, wrong tokens per address (trinity/sign_in_throttle.py).
+TRINITY_SIGN_IN_FAILURES_PER_MINUTE = _env_int(
+    "TRINITY_SIGN_IN_FAILURES_PER_MINUTE", 10, minimum=1, maximum=1000
+)
 
 
 def _api_token_ttl() -> timedelta | None:
@@ -387,6 +400,9 @@ LOGGING = {
     "filters": {
         "context": {"()": "trinity.logging_json.ContextFilter"},
         "redact": {"()": "trinity.redaction.RedactingFilter"},
+        # One record, one line: control characters in any value escaped, a traceback
+        # indented (trinity_contract/log_lines.py, shared with the agent servers).
+        "escape": {"()": "trinity_contract.log_lines.EscapingFilter"},
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
@@ -396,8 +412,9 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": LOG_FORMAT,
-            # The turn's context first, then redaction over everything the line holds.
-            "filters": ["context", "redact"],
+            # The turn's context first, then redaction over everything the line holds,
+            # then the escapes of what is left.
+            "filters": ["context", "redact", "escape"],
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
@@ -418,22 +435,35 @@ LOGGING = {
     },
 }
 
-# GET /metrics (trinity/metrics.py) answers only clients from these networks
-# (comma-separated addresses or CIDRs; "any" for every address, which needs a token)
-# and, when a token is set, only requests that present it as a Bearer token.
-TRINITY_METRICS_TOKEN = env.str("TRINITY_METRICS_TOKEN", default="").strip()
+# GET /metrics (trinity/metrics.py) answers only a Bearer token, and only from these
+# networks (comma-separated addresses or CIDRs; "any" for every address). Unset, the
+# token is generated once into var/metrics_token (0600), like the secret key: an
+# embedded install scrapes by reading that file, and loopback alone is no proof of
+# anything (agents and every local user share it). Set, it must be a real one: an
+# empty value (a compose file's "TRINITY_METRICS_TOKEN=") or a short one stops startup.
+METRICS_TOKEN_MIN_LENGTH = 16
+if "TRINITY_METRICS_TOKEN" in os.environ:
+    TRINITY_METRICS_TOKEN = os.environ["TRINITY_METRICS_TOKEN"].strip()
+    if len(TRINITY_METRICS_TOKEN) < METRICS_TOKEN_MIN_LENGTH or any(
+        not c.isprintable() or c.isspace() for c in TRINITY_METRICS_TOKEN
+    ):
+        # Not echoed: it is a secret even when too short.
+        raise ImproperlyConfigured(
+            f"TRINITY_METRICS_TOKEN is empty, shorter than {METRICS_TOKEN_MIN_LENGTH} "
+            "characters or holds spaces; set a long random one, e.g. python -c "
+            '"import secrets; print(secrets.token_urlsafe(32))" (or unset it to have one '
+            "generated in var/metrics_token)"
+        )
+else:
+    TRINITY_METRICS_TOKEN = read_or_create(
+        VAR_DIR / "metrics_token", lambda: secrets.token_urlsafe(32)
+    )
 TRINITY_METRICS_ALLOW_FROM = [
     n.strip()
     for n in env.str("TRINITY_METRICS_ALLOW_FROM", default="127.0.0.1/32,::1/128").split(",")
     if n.strip()
 ]
-if TRINITY_METRICS_ALLOW_FROM == ["any"]:
-    if not TRINITY_METRICS_TOKEN:
-        raise ImproperlyConfigured(
-            "TRINITY_METRICS_ALLOW_FROM=any needs TRINITY_METRICS_TOKEN: /metrics would be "
-            "open to every client"
-        )
-else:
+if TRINITY_METRICS_ALLOW_FROM != ["any"]:
     for _network in TRINITY_METRICS_ALLOW_FROM:
         try:
             ipaddress.ip_network(_network, strict=False)
@@ -441,9 +471,6 @@ else:
             raise ImproperlyConfigured(
                 f"TRINITY_METRICS_ALLOW_FROM: {_network!r} is not an address or CIDR network"
             ) from None
-if TRINITY_METRICS_TOKEN and len(TRINITY_METRICS_TOKEN) < 16:
-    # Not echoed: it is a secret even when too short.
-    raise ImproperlyConfigured("TRINITY_METRICS_TOKEN must be at least 16 characters")
 # prometheus_client's multiprocess mode reads this itself, at import; checked here so a
 # missing directory stops the process with its name instead of at the first metric.
 PROMETHEUS_MULTIPROC_DIR = env.str("PROMETHEUS_MULTIPROC_DIR", default="")

@@ -8,7 +8,12 @@ from trinity.crypto import Secret
 
 @dataclass(frozen=True)
 class SpawnSpec:
-    """Everything an agent server needs at boot. ``credentials`` holds secret env values."""
+    """Everything an agent server needs at boot. ``credentials`` holds secret env values.
+
+    ``name`` is the agent's runtime key (``Agent.runtime_key``), not its name: unique
+    across owners and fixed for the agent's life, it names every resource the runtime
+    keeps (home, socket, work area, container); the ``name=`` of every method below
+    is the same key."""
 
     name: str
     runtime: str

@@ -49,11 +49,11 @@ def test_bad_input_is_400_by_field(
     assert not Agent.objects.exists()
 
 
-def test_a_taken_name_is_a_conflict(owner_client: APIClient) -> None:
-    AgentFactory.create(name="bot")
+def test_a_name_the_owner_already_uses_is_a_conflict(owner_client: APIClient, owner: User) -> None:
+    AgentFactory.create(name="bot", owner=owner)
     response = owner_client.post(URL, {"name": "bot"}, format="json")
     assert response.status_code == 409
-    assert "name" in response.json()
+    assert response.json() == {"name": ["You already have an agent named 'bot'."]}
     assert Agent.objects.count() == 1
 
 

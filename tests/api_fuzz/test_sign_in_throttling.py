@@ -169,13 +169,13 @@ def test_the_count_lives_in_the_shared_cache_every_process_reads(alice: User) ->
     """Another web process reads the same cache entry: the count is not process-local."""
     from django.core.cache import cache
 
-    from trinity.authentication import SignInFailureThrottle
+    from trinity.sign_in_throttle import address_key, pair_key
 
     with time_machine.travel(START, tick=False):
         for _ in range(3):
             _login(Client(), "alice", "wrong", ip="10.0.7.1")
-        key = SignInFailureThrottle(ident="login-ip:10.0.7.1").key
-        assert len(cache.get(key)) == 3
+        assert len(cache.get(pair_key("10.0.7.1", "alice"))) == 3
+        assert len(cache.get(address_key("10.0.7.1"))) == 3
 
 
 def test_rotating_x_forwarded_for_does_not_reset_an_addresss_count(alice: User) -> None:
@@ -334,3 +334,166 @@ def test_failures_in_a_victims_name_do_not_lock_out_their_panel_login(alice: Use
         # ...but alice, from the address she signs in from, is let in.
         signed_in = _login(Client(), "alice", "the-right-password", ip="10.0.12.1")
         assert signed_in.status_code == 200, signed_in.content
+
+
+# Per address and per account: a shared address (agents and operators on 127.0.0.1;
+# every client behind a proxy nobody named) is not one person.
+
+
+def _user(username: str, password: str) -> User:
+    user = UserFactory.create(username=username)
+    user.set_password(password)
+    user.save()
+    return user
+
+
+def test_one_accounts_failures_at_a_shared_address_lock_out_no_other_account_there(
+    alice: User, password_checks: list[str]
+) -> None:
+    _user("bob", "bobs-password")
+    shared = "127.0.0.1"
+    with time_machine.travel(START, tick=False):
+        for attempt in range(15):
+            _login(Client(), "alice", f"wrong-{attempt}", ip=shared)
+        assert len(password_checks) == 10  # alice's own count held her after ten
+        # Bob has never signed in from here, and still does; a stranger's guess is checked.
+        assert _login(Client(), "bob", "bobs-password", ip=shared).status_code == 200
+        assert _login(Client(), "carol", "a-guess", ip=shared).status_code == 400
+        # Alice, from there, is held: her failures are hers (and nothing tells her
+        # apart from someone guessing her password from the same address).
+        assert _login(Client(), "alice", "the-right-password", ip=shared).status_code == 429
+
+
+def test_a_password_spray_from_one_address_is_held_for_every_account_new_to_it(
+    alice: User, password_checks: list[str]
+) -> None:
+    _user("bob", "bobs-password")
+    _user("carol", "carols-password")
+    with time_machine.travel(START, tick=False) as clock:
+        assert _login(Client(), "bob", "bobs-password", ip="10.0.20.1").status_code == 200
+        clock.shift(timedelta(seconds=1))
+        # One password over ten names, a failure each: the address's count holds it...
+        for attempt in range(10):
+            _login(Client(), f"name{attempt}", "Spring2026!", ip="10.0.20.1")
+        checked = len(password_checks)
+        assert _login(Client(), "carol", "carols-password", ip="10.0.20.1").status_code == 429
+        assert _login(Client(), "name99", "Spring2026!", ip="10.0.20.1").status_code == 429
+        assert len(password_checks) == checked  # refused unchecked
+        # ...while whoever signs in from there already is not locked out by it.
+        assert _login(Client(), "bob", "bobs-password", ip="10.0.20.1").status_code == 200
+        # A minute after the spray, the address is open again.
+        clock.move_to(START + timedelta(seconds=62))
+        assert _login(Client(), "carol", "carols-password", ip="10.0.20.1").status_code == 200
+
+
+def test_a_guesser_at_the_account_holders_own_address_is_held_there_only(alice: User) -> None:
+    with time_machine.travel(START, tick=False):
+        for ip in ("10.0.21.1", "10.0.21.2"):
+            assert _login(Client(), "alice", "the-right-password", ip=ip).status_code == 200
+        for attempt in range(10):
+            _login(Client(), "alice", f"wrong-{attempt}", ip="10.0.21.1")
+        assert _login(Client(), "alice", "the-right-password", ip="10.0.21.1").status_code == 429
+        assert _login(Client(), "alice", "the-right-password", ip="10.0.21.2").status_code == 200
+
+
+def test_wrong_tokens_from_a_shared_address_lock_out_no_token_already_used_there(
+    alice: User, token_lookups: list[bytes]
+) -> None:
+    used = AuthToken.objects.create(user=alice)[1]
+    fresh = AuthToken.objects.create(user=alice)[1]
+    shared = "127.0.0.1"
+    with time_machine.travel(START, tick=False) as clock:
+        holder = APIClient(REMOTE_ADDR=shared)
+        holder.credentials(HTTP_AUTHORIZATION=f"Token {used}")
+        assert holder.get("/api/agents").status_code == 200
+        clock.shift(timedelta(days=20))  # within 30 days of that use
+        guesser = APIClient(REMOTE_ADDR=shared)
+        for attempt in range(10):
+            guesser.credentials(HTTP_AUTHORIZATION=f"Token wrong{attempt:059d}")
+            assert guesser.get("/api/agents").status_code == 401
+        assert guesser.get("/api/agents").status_code == 429
+        assert holder.get("/api/agents").status_code == 200
+        # A token never used from here is refused unchecked, like the guesser.
+        lookups = len(token_lookups)
+        newcomer = APIClient(REMOTE_ADDR=shared)
+        newcomer.credentials(HTTP_AUTHORIZATION=f"Token {fresh}")
+        assert newcomer.get("/api/agents").status_code == 429
+        assert len(token_lookups) == lookups
+
+
+@pytest.mark.parametrize(
+    ("entries", "now", "distinct", "wait"),
+    [
+        # Nine failures: under the limit of ten.
+        ([(100.0 - i, "") for i in range(9)], 100.0, False, None),
+        # Ten: held until the tenth newest leaves the window (91 + 60 - 100).
+        ([(100.0 - i, "") for i in range(10)], 100.0, False, 51.0),
+        # The window's edge: a failure exactly a window old no longer counts.
+        ([(100.0 - i, "") for i in range(9)] + [(40.0, "")], 100.0, False, None),
+        # A wait under a second is a second.
+        ([(100.0 - i, "") for i in range(10)], 150.5, False, 1.0),
+        # Distinct: ten failures of one account are one.
+        ([(100.0 - i, "a") for i in range(10)], 100.0, True, None),
+        # Ten accounts: held until the tenth newest account's last failure leaves.
+        ([(100.0 - i, f"u{i}") for i in range(10)], 100.0, True, 51.0),
+        ([(100.0, "u0"), *[(99.0 - i, f"u{i}") for i in range(10)]], 100.0, True, 50.0),
+    ],
+)
+def test_when_a_count_refuses(
+    entries: list[tuple[float, str]], now: float, distinct: bool, wait: float | None
+) -> None:
+    from trinity.sign_in_throttle import recent, refusal_wait
+
+    stored = [[when, whose] for when, whose in entries]
+    kept = recent(stored, now=now)
+    assert refusal_wait(kept, now=now, limit=10, distinct=distinct) == wait
+
+
+def test_a_stored_history_this_module_did_not_write_is_no_history() -> None:
+    from trinity.sign_in_throttle import recent
+
+    assert recent([1.0, 2.0], now=3.0) == []  # another format
+    assert recent({"a": 1}, now=3.0) == []
+    assert recent([[2.0, "x"], ["3", "y"], [2.5, 7], [2.9]], now=3.0) == [(2.0, "x")]
+
+
+# A proxy nobody named
+
+
+@pytest.mark.parametrize(
+    ("https", "trusted", "warned"),
+    [
+        (True, [], True),
+        (True, [ipaddress.ip_network("10.0.0.0/8")], False),
+        (False, [], False),
+    ],
+)
+def test_a_tls_proxy_without_trusted_proxies_is_warned_about_at_startup(
+    https: bool, trusted: list[Any], warned: bool
+) -> None:
+    from trinity.authentication import proxy_warning
+
+    warning = proxy_warning(https=https, trusted=trusted)
+    assert (warning is not None) == warned
+    if warning:
+        assert "TRINITY_TRUSTED_PROXIES is unset" in warning
+
+
+def test_the_first_forwarded_request_without_trusted_proxies_is_warned_about_once(
+    alice: User, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from trinity import authentication
+
+    settings.TRINITY_TRUSTED_PROXIES = []
+    authentication._forwarded_for_unread.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="trinity.authentication"):
+            _login(Client(), "alice", "wrong", ip="10.0.23.1")  # no header: nothing to say
+            assert not [r for r in caplog.records if "X-Forwarded-For" in r.getMessage()]
+            for hop in ("198.51.100.1", "198.51.100.2"):
+                _login(Client(), "alice", "wrong", ip="10.0.23.1", HTTP_X_FORWARDED_FOR=hop)
+        said = [r for r in caplog.records if "X-Forwarded-For" in r.getMessage()]
+        assert len(said) == 1
+        assert "TRINITY_TRUSTED_PROXIES is unset" in said[0].getMessage()
+    finally:
+        authentication._forwarded_for_unread.cache_clear()

@@ -26,7 +26,7 @@ from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
 from tests.browser.conftest import Panel
 from tests.subscriptions.factories import plan_token
-from trinity.models import Notification
+from trinity.models import Notification, NotificationRead
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -113,7 +113,11 @@ def test_a_switched_turn_shows_its_trail_on_activity_and_its_switch_on_agents(
     page.get_by_role("button", name="Mark all read").click()
     expect(switched_note).to_have_attribute("data-unread", "false")
     expect(page.get_by_test_id("unread-count")).to_have_count(0)
-    assert not Notification.objects.filter(read_at__isnull=True).exists()
+    # Read for the owner who marked them, and for nobody else (read state is per user).
+    notices = Notification.objects.filter(agent__owner=owner)
+    assert notices.exists()
+    assert not notices.exclude(reads__user=owner).exists()
+    assert not NotificationRead.objects.exclude(user=owner).exists()
 
     before_agents = len(panel.responses)
     panel.open("agents")

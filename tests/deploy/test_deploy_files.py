@@ -152,6 +152,15 @@ def test_postgres_and_redis_passwords_come_from_the_env_file_with_no_default() -
     assert required.match(redis["environment"]["REDIS_PASSWORD"])
 
 
+def test_metrics_need_the_token_from_the_env_file_with_no_default() -> None:
+    """/metrics is open to every address on the backend network, so only the token
+    holds it; a token generated inside one container would be one no scraper knows."""
+    for name in ("web", "worker", "beat", "migrate"):
+        env = _compose()["services"][name]["environment"]
+        assert env["TRINITY_METRICS_ALLOW_FROM"] == "any", name
+        assert re.match(r"^\$\{TRINITY_METRICS_TOKEN:\?[^}]+\}$", env["TRINITY_METRICS_TOKEN"])
+
+
 def test_nothing_publishes_plain_http_beyond_loopback() -> None:
     services = _compose()["services"]
     for name, service in services.items():

@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from tests.agents.factories import AgentFactory
 from tests.subscriptions.factories import SubscriptionFactory
+from trinity.models import NotificationRead
 from trinity.notifications import notification_send
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -80,7 +81,6 @@ def test_notifications_are_marked_read_only_where_the_caller_can_see_them(
     admin_client_api: APIClient,
     notes: dict[str, int],
 ) -> None:
-    from trinity.models import Notification
 
     # Another user cannot mark what they cannot see, even by id.
     refused = other_client.post(
@@ -94,11 +94,12 @@ def test_notifications_are_marked_read_only_where_the_caller_can_see_them(
     assert [n["title"] for n in unread] == ["subscription"]
     read = owner_client.get("/api/notifications?unread=false").json()["results"]
     assert [n["title"] for n in read] == ["agent"] and read[0]["read_at"] is not None
-    assert Notification.objects.get(pk=notes["foreign"]).read_at is None
-    # "all" marks every unread one the caller sees; again, it marks nothing more.
+    assert not NotificationRead.objects.filter(notification_id=notes["foreign"]).exists()
+    # "all" marks every one the caller sees and has not read (the owner's read marks
+    # are theirs: the admin still had all four unread); again, it marks nothing more.
     assert admin_client_api.post(
         "/api/notifications/mark-read", {"all": True}, format="json"
-    ).json() == {"marked": 3}
+    ).json() == {"marked": 4}
     assert admin_client_api.post(
         "/api/notifications/mark-read", {"all": True}, format="json"
     ).json() == {"marked": 0}
@@ -107,7 +108,6 @@ def test_notifications_are_marked_read_only_where_the_caller_can_see_them(
 def test_mark_read_rejects_a_bad_body_and_writes_nothing(
     owner_client: APIClient, anon_client: APIClient, notes: dict[str, int]
 ) -> None:
-    from trinity.models import Notification
 
     assert owner_client.post("/api/notifications/mark-read", {}, format="json").status_code == 400
     bad = owner_client.post("/api/notifications/mark-read", {"ids": ["x"]}, format="json")
@@ -117,4 +117,61 @@ def test_mark_read_rejects_a_bad_body_and_writes_nothing(
         anon_client.post("/api/notifications/mark-read", {"all": True}, format="json").status_code
         == 401
     )
-    assert not Notification.objects.filter(read_at__isnull=False).exists()
+    assert not NotificationRead.objects.exists()
+
+
+def _unread(client: APIClient) -> set[str]:
+    return {n["title"] for n in client.get("/api/notifications?unread=true").json()["results"]}
+
+
+def test_an_operator_marking_all_read_leaves_the_shared_notices_unread_for_everyone_else(
+    owner_client: APIClient,
+    other_client: APIClient,
+    admin_client_api: APIClient,
+    notes: dict[str, int],
+) -> None:
+    """Read state is per user: the owner clears what they see (their agent's notice and
+    the shared plan's alert); the other operator and the admin still have theirs."""
+    assert owner_client.post(
+        "/api/notifications/mark-read", {"all": True}, format="json"
+    ).json() == {"marked": 2}
+    assert _unread(owner_client) == set()
+    assert _unread(other_client) == {"subscription"}
+    assert _unread(admin_client_api) == {"agent", "subscription", "foreign", "global"}
+    shared = [
+        n
+        for n in admin_client_api.get("/api/notifications").json()["results"]
+        if n["title"] == "subscription"
+    ]
+    assert shared[0]["read_at"] is None  # the admin's own read state
+
+    # The other operator marks the shared alert by id: only theirs changes.
+    assert other_client.post(
+        "/api/notifications/mark-read", {"ids": [notes["subscription"]]}, format="json"
+    ).json() == {"marked": 1}
+    assert _unread(other_client) == set()
+    assert _unread(admin_client_api) == {"agent", "subscription", "foreign", "global"}
+    # The admin marks all: every notice, for the admin alone.
+    assert admin_client_api.post(
+        "/api/notifications/mark-read", {"all": True}, format="json"
+    ).json() == {"marked": 4}
+    assert _unread(admin_client_api) == set()
+    assert NotificationRead.objects.count() == 2 + 1 + 4
+
+
+def test_each_user_sees_when_they_read_it(
+    owner_client: APIClient, admin_client_api: APIClient, notes: dict[str, int]
+) -> None:
+    import time_machine
+
+    with time_machine.travel(NOW, tick=False):
+        owner_client.post("/api/notifications/mark-read", {"ids": [notes["agent"]]}, format="json")
+    later = NOW.replace(hour=13)
+    with time_machine.travel(later, tick=False):
+        admin_client_api.post(
+            "/api/notifications/mark-read", {"ids": [notes["agent"]]}, format="json"
+        )
+    mine = owner_client.get("/api/notifications?unread=false").json()["results"]
+    theirs = admin_client_api.get("/api/notifications?unread=false").json()["results"]
+    assert [n["read_at"] for n in mine] == ["2026-11-30T12:00:00Z"]
+    assert [n["read_at"] for n in theirs] == ["2026-11-30T13:00:00Z"]

@@ -36,32 +36,47 @@ def scrape(client: Client, **extra: str) -> dict[tuple[str, frozenset[tuple[str,
     return parse(response.content.decode())
 
 
-class TestAccess:
-    def test_loopback_scrapes_without_a_token_by_default(self, client: Client) -> None:
-        assert client.get("/metrics").status_code == 200
+@pytest.fixture
+def client(settings: Settings) -> Client:
+    """A scraper as Prometheus is one: from loopback, with the token."""
+    return Client(HTTP_AUTHORIZATION=f"Bearer {settings.TRINITY_METRICS_TOKEN}")
 
-    def test_an_address_outside_the_allowed_networks_is_refused(self, client: Client) -> None:
+
+class TestAccess:
+    def test_without_the_token_loopback_is_refused_too(self) -> None:
+        """Agents and every local user share loopback: an address proves nothing."""
+        missing = Client().get("/metrics")
+        assert missing.status_code == 401 and missing["WWW-Authenticate"] == "Bearer"
+        assert b"trinity_" not in missing.content
+
+    def test_only_the_tokens_bearer_scrapes(self, settings: Settings) -> None:
+        settings.TRINITY_METRICS_TOKEN = TOKEN
+        for wrong in (
+            "Bearer " + "x" * len(TOKEN),
+            f"Bearer {TOKEN[:-1]}",
+            f"Token {TOKEN}",
+            TOKEN,
+            "Bearer ",
+        ):
+            refused = Client().get("/metrics", HTTP_AUTHORIZATION=wrong)
+            assert refused.status_code == 401, wrong
+        right = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+        assert right.status_code == 200 and b"trinity_turns" in right.content
+
+    def test_the_token_from_outside_the_allowed_networks_is_refused(self, client: Client) -> None:
         assert client.get("/metrics", REMOTE_ADDR="203.0.113.7").status_code == 403
 
-    def test_with_a_token_only_its_bearer_scrapes(self, client: Client, settings: Settings) -> None:
-        settings.TRINITY_METRICS_TOKEN = TOKEN
-        missing = client.get("/metrics")
-        assert missing.status_code == 401 and missing["WWW-Authenticate"] == "Bearer"
-        wrong = client.get("/metrics", HTTP_AUTHORIZATION="Bearer " + "x" * len(TOKEN))
-        assert wrong.status_code == 401
-        assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
-
-    def test_any_address_with_the_token(self, client: Client, settings: Settings) -> None:
+    def test_any_address_with_the_token(self, settings: Settings) -> None:
         settings.TRINITY_METRICS_TOKEN = TOKEN
         settings.TRINITY_METRICS_ALLOW_FROM = ["any"]
-        outside = {"REMOTE_ADDR": "203.0.113.7"}
-        assert client.get("/metrics", **outside).status_code == 401  # type: ignore[arg-type]
-        authorized = client.get(
-            "/metrics",
-            HTTP_AUTHORIZATION=f"Bearer {TOKEN}",
-            **outside,  # type: ignore[arg-type]
-        )
+        outside = Client(REMOTE_ADDR="203.0.113.7")
+        assert outside.get("/metrics").status_code == 401
+        authorized = outside.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
         assert authorized.status_code == 200
+
+    def test_an_empty_token_setting_opens_nothing(self, settings: Settings) -> None:
+        settings.TRINITY_METRICS_TOKEN = ""
+        assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 401
 
     def test_it_is_not_under_the_api_and_never_cached(self, client: Client) -> None:
         response = client.get("/metrics")

@@ -234,3 +234,51 @@ def test_trusted_proxies_are_read_as_networks(tmp_path: Path) -> None:
     result = _run(tmp_path, probe, TRINITY_TRUSTED_PROXIES="10.0.0.5, 172.16.0.0/12,fd00::/8")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['10.0.0.5/32', '172.16.0.0/12', 'fd00::/8']"
+
+
+def test_unset_the_metrics_token_is_generated_once_into_var_0600(tmp_path: Path) -> None:
+    code = SETUP + "; print(settings.TRINITY_METRICS_TOKEN)"
+    first = _run(tmp_path, code)
+    assert first.returncode == 0, first.stderr
+    token_file = tmp_path / "metrics_token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    token = token_file.read_text().strip()
+    assert len(token) >= 32 and first.stdout.split()[-1] == token
+    assert _run(tmp_path, code).stdout.split()[-1] == token  # every process reads the same
+
+
+@pytest.mark.parametrize("value", ["", "   ", "short-token", "has a space in it ok"])
+def test_an_empty_short_or_spaced_metrics_token_is_refused_unechoed(
+    tmp_path: Path, value: str
+) -> None:
+    result = _boot(tmp_path, TRINITY_METRICS_TOKEN=value)
+    assert result.returncode != 0
+    assert "TRINITY_METRICS_TOKEN" in result.stderr
+    if value.strip():
+        assert value not in result.stderr
+    assert not (tmp_path / "metrics_token").exists()
+
+
+def test_a_set_metrics_token_is_used_and_nothing_is_generated(tmp_path: Path) -> None:
+    token = secrets.token_urlsafe(24)
+    result = _run(
+        tmp_path, SETUP + "; print(settings.TRINITY_METRICS_TOKEN)", TRINITY_METRICS_TOKEN=token
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == token
+    assert not (tmp_path / "metrics_token").exists()
+
+
+@pytest.mark.parametrize(("trusted", "warned"), [("", True), ("10.0.0.0/8", False)])
+def test_a_web_process_behind_tls_without_trusted_proxies_warns_at_startup(
+    tmp_path: Path, trusted: str, warned: bool
+) -> None:
+    result = _run(
+        tmp_path,
+        "import trinity.wsgi",
+        TRINITY_HTTPS="true",
+        TRINITY_TRUSTED_PROXIES=trusted,
+        SECRET_KEY=secrets.token_urlsafe(50),
+    )
+    assert result.returncode == 0, result.stderr
+    assert ("TRINITY_TRUSTED_PROXIES is unset" in result.stderr) == warned, result.stderr

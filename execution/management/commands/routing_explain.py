@@ -1,5 +1,9 @@
-"""``manage.py routing_explain NAME [--autonomous] [--model M] [--session S] [--json]``:
-where the agent's next turn would run and why, for a shell without the panel.
+"""``manage.py routing_explain NAME [--owner USERNAME] [--autonomous] [--model M]
+[--session S] [--json]``: where the agent's next turn would run and why, for a shell
+without the panel.
+
+Names are unique per owner: NAME is the only agent of that name, or the one of
+``--owner``; when several owners have one, the command says so and names them.
 
 The same explanation as ``GET /api/agents/{name}/routing`` (``execution.explain``);
 it reads the database and the cache only, never probes and writes nothing.
@@ -24,6 +28,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="the agent's name")
         parser.add_argument(
+            "--owner", default=None, help="the agent's owner, when several owners use the name"
+        )
+        parser.add_argument(
             "--autonomous", action="store_true", help="explain a schedule/agent/mcp turn"
         )
         parser.add_argument("--model", default="", help="explain a turn on this model")
@@ -31,9 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the explanation as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        agent = Agent.objects.select_related("subscription").filter(name=options["name"]).first()
-        if agent is None:
-            raise CommandError(f"No agent named {options['name']!r}.")
+        agent = _agent(options["name"], owner=options["owner"])
         explanation = routing_explain(
             agent=agent,
             now=clock.now(),
@@ -46,3 +51,21 @@ class Command(BaseCommand):
             return
         for line in explanation_text(explanation):
             self.stdout.write(line)
+
+
+def _agent(name: str, *, owner: str | None) -> Agent:
+    """The one agent ``name`` (of ``owner``) means; CommandError naming the owners to
+    choose from when several have one."""
+    agents = Agent.objects.select_related("subscription", "owner").filter(name=name)
+    if owner is not None:
+        agents = agents.filter(owner__username=owner)
+    found = list(agents[:100])
+    if not found:
+        whose = f" owned by {owner!r}" if owner is not None else ""
+        raise CommandError(f"No agent named {name!r}{whose}.")
+    if len(found) > 1:
+        owners = ", ".join(sorted(a.owner.get_username() for a in found))
+        raise CommandError(
+            f"{len(found)} agents are named {name!r} (owners: {owners}); add --owner USERNAME."
+        )
+    return found[0]

@@ -121,14 +121,15 @@ class Command(BaseCommand):
         seed.append(_codex_plan())
         _write_private(Path(options["seed_file"]), json.dumps(seed))
 
-        agent = Agent.objects.filter(name=DEMO_AGENT).first()
+        # The admin's own demo agents: names are per owner, an operator's namesake is not it.
+        agent = Agent.objects.filter(owner=admin, name=DEMO_AGENT).first()
         if agent is None:
             agent = agent_services.agent_create(
                 owner=admin, name=DEMO_AGENT, runtime="claude-code", model="", auto_assign=False
             )
             nearly_exhausted = Subscription.objects.get(name="demo-pro")
             subscription_services.assignment_set(agent=agent, subscription_id=nearly_exhausted.pk)
-        if not Agent.objects.filter(name=DEMO_CODEX_AGENT).exists():
+        if not Agent.objects.filter(owner=admin, name=DEMO_CODEX_AGENT).exists():
             codex = agent_services.agent_create(
                 owner=admin,
                 name=DEMO_CODEX_AGENT,

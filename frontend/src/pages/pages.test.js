@@ -285,20 +285,21 @@ describe("SubscriptionDetail", () => {
 
   it("assigns and unassigns agents through the assignment API", async () => {
     const { calls } = mockFetch({
-      "PUT /api/subscriptions/agents/idle": json(200, { agent: "idle", subscription_id: 1 }),
-      "DELETE /api/subscriptions/agents/researcher": json(200, { agent: "researcher", subscription_id: null }),
+      "PUT /api/subscriptions/agents/idle?owner=root": json(200, { agent: "idle", subscription_id: 1 }),
+      "DELETE /api/subscriptions/agents/researcher?owner=root": json(200, { agent: "researcher", subscription_id: null }),
     });
     wrapper = mount(SubscriptionDetail, { props });
     await settle();
-    await wrapper.find("#assign-1").setValue("idle");
+    // Names are per owner: the choice is the agent (owner/name), and the owner goes along.
+    await wrapper.find("#assign-1").setValue("root/idle");
     await wrapper.find("#assign-1").element.form.dispatchEvent(new Event("submit"));
     await settle();
     await wrapper.find("button[aria-label='Unassign researcher from max-main']").trigger("click");
     await settle();
     const writes = calls.filter((c) => c.method !== "GET");
     expect(writes).toEqual([
-      expect.objectContaining({ method: "PUT", url: "/api/subscriptions/agents/idle", body: { subscription_id: 1 } }),
-      expect.objectContaining({ method: "DELETE", url: "/api/subscriptions/agents/researcher" }),
+      expect.objectContaining({ method: "PUT", url: "/api/subscriptions/agents/idle?owner=root", body: { subscription_id: 1 } }),
+      expect.objectContaining({ method: "DELETE", url: "/api/subscriptions/agents/researcher?owner=root" }),
     ]);
     expect(wrapper.emitted("changed")).toHaveLength(2);
   });
@@ -440,6 +441,27 @@ describe("AgentsPage", () => {
     expect(wrapper.find("[data-testid=last-switch] strong").text()).toBe("max-main → codex");
     // The page needs no turn history to name a switch.
     expect(calls.some((c) => c.url.startsWith("/api/executions"))).toBe(false);
+  });
+
+  it("gives an admin one row per owner's agent of a name, each addressed with its owner", async () => {
+    const bots = [
+      { ...AGENTS[0], name: "bot", owner: "alice", process_state: "running", process_detail: "" },
+      { ...AGENTS[0], name: "bot", owner: "bob", process_state: "running", process_detail: "" },
+    ];
+    const { calls } = mockFetch({
+      "GET /api/agents": json(200, bots),
+      "GET /api/subscriptions": json(200, SUBS),
+      [`GET ${S}/api-key-fallback`]: json(200, { enabled: true, key_configured: true }),
+      // Only the URL matters here: the explanation itself is routing.test.js's.
+      "GET /api/agents/bot/routing?owner=bob": json(503, { detail: "not now" }),
+    });
+    wrapper = mount(AgentsPage, { props: { user: ADMIN } });
+    await settle();
+    const rows = wrapper.findAll("tr[data-agent=bot]");
+    expect(rows.map((r) => r.attributes("data-owner"))).toEqual(["alice", "bob"]);
+    await rows[1].find("[data-testid=routing-explain] button").trigger("click");
+    await settle();
+    expect(calls.at(-1).url).toBe("/api/agents/bot/routing?owner=bob");
   });
 
   it("explains how to create the first agent", async () => {

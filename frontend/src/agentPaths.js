@@ -1,0 +1,22 @@
+// An agent's API paths. Names are unique per owner, not across owners: the owner goes
+// along (?owner=), so an admin addresses exactly the agent of the row they clicked,
+// whoever else uses its name. An operator's own agents carry their own username.
+
+/** `/api/agents/<name><rest>?owner=<owner>` for an /api/agents item (or {name, owner}). */
+export function agentPath(agent, rest = "") {
+  return withOwner(`/api/agents/${encodeURIComponent(agent.name)}${rest}`, agent);
+}
+
+/** Assigning or unassigning the agent's subscription. */
+export function subscriptionAgentPath(agent) {
+  return withOwner(`/api/subscriptions/agents/${encodeURIComponent(agent.name)}`, agent);
+}
+
+/** A key no two agents share (for lists and selects): `<owner>/<name>`. */
+export function agentKey(agent) {
+  return `${agent.owner ?? ""}/${agent.name}`;
+}
+
+function withOwner(path, agent) {
+  return agent.owner ? `${path}?owner=${encodeURIComponent(agent.owner)}` : path;
+}

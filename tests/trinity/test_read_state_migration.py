@@ -1,0 +1,89 @@
+"""The read-state migration, run on rows written before it: a notice marked read (for
+everyone, as read state was then) stays read for each user who sees it, at the instant
+it was marked, so nobody's badge changes at the upgrade; an unread notice is unread for
+all. Backwards, a notice read by anyone is read again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from trinity.crypto import Secret
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("agents", "0008_alter_agent_runtime"), ("trinity", "0008_openai_platform_key")]
+AFTER = [("trinity", "0009_notification_read_per_user")]
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def executor() -> Iterator[MigrationExecutor]:
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE)
+    yield executor
+    latest = MigrationExecutor(connection)
+    latest.migrate(latest.loader.graph.leaf_nodes())
+
+
+def test_a_read_notice_stays_read_for_each_user_who_sees_it(executor: MigrationExecutor) -> None:
+    apps = executor.loader.project_state(BEFORE).apps
+    User = apps.get_model("auth", "User")
+    Agent = apps.get_model("agents", "Agent")
+    Notification = apps.get_model("trinity", "Notification")
+    admin = User.objects.create(username="admin", is_staff=True)
+    owner = User.objects.create(username="owner")
+    other = User.objects.create(username="other")
+    bot = Agent.objects.create(name="bot", owner=owner, shared_secret=Secret("s"))
+    read_at = T0 + timedelta(minutes=5)
+    ids = {
+        title: Notification.objects.create(
+            kind="k", title=title, created_at=T0, read_at=read_at if read else None, **fields
+        ).pk
+        for title, read, fields in (
+            ("owners-agent", True, {"agent": bot, "agent_name": "bot"}),
+            ("shared-alert", True, {"subscription_id": 7}),
+            ("deleted-agent", True, {"agent_name": "gone"}),
+            ("fleet", True, {}),
+            ("unread", False, {"agent": bot, "agent_name": "bot"}),
+        )
+    }
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(AFTER)
+    apps = executor.loader.project_state(AFTER).apps
+    NotificationRead = apps.get_model("trinity", "NotificationRead")
+    readers = {
+        title: set(
+            NotificationRead.objects.filter(notification_id=pk).values_list(
+                "user__username", flat=True
+            )
+        )
+        for title, pk in ids.items()
+    }
+    assert readers == {
+        "owners-agent": {"admin", "owner"},
+        "shared-alert": {"admin", "owner", "other"},
+        "deleted-agent": {"admin"},
+        "fleet": {"admin"},
+        "unread": set(),
+    }
+    assert set(NotificationRead.objects.values_list("read_at", flat=True)) == {read_at}
+    assert {admin.pk, owner.pk, other.pk} == set(User.objects.values_list("pk", flat=True))
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE)
+    apps = executor.loader.project_state(BEFORE).apps
+    Notification = apps.get_model("trinity", "Notification")
+    back = dict(Notification.objects.values_list("title", "read_at"))
+    assert back == {
+        "owners-agent": read_at,
+        "shared-alert": read_at,
+        "deleted-agent": read_at,
+        "fleet": read_at,
+        "unread": None,
+    }
