@@ -33,6 +33,23 @@ def children_of(pid: int) -> list[ProcStat]:
     return found
 
 
+def descendants_of(pid: int) -> list[ProcStat]:
+    """Every process below ``pid``, nearest first (zombies included): a sandboxed CLI
+    runs below bwrap and the sandbox's init, not as a direct child of its server."""
+    table = [
+        stat
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None
+    ]
+    found: list[ProcStat] = []
+    parents = {pid}
+    while parents:
+        level = [stat for stat in table if stat.ppid in parents]
+        found += level
+        parents = {stat.pid for stat in level}
+    return found
+
+
 def cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
