@@ -61,3 +61,20 @@ def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie does not)."""
     stat = proc_stat(pid)
     return stat is not None and stat.state != "Z"
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """The live processes whose real uid is ``uid`` (a killed orphan may stay a zombie
+    until init reaps it: it runs nothing, so it is left out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            lines = (entry / "status").read_text().splitlines()
+        except OSError:
+            continue
+        status = dict(line.split(":", 1) for line in lines if ":" in line)
+        if int(status["Uid"].split()[0]) == uid and not status["State"].strip().startswith("Z"):
+            found.append(int(entry.name))
+    return found

@@ -54,6 +54,7 @@ from agents.models import Agent
 from agents.runtimes import local
 from simulator.control import SimulatorControl
 from tests.execution.support import agent_on, cli_child, register_plan, wait_until
+from tests.procs import processes_of_uid
 from tests.skip_policy import in_ci
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -105,19 +106,6 @@ def port_scan(targets: list[str]) -> str:
         'if timeout 3 bash -c "exec 3<>/dev/tcp/${u%:*}/${u##*:}" 2>/dev/null; '
         'then echo "own answers"; fi'
     )
-
-
-def uids_running(uid: int) -> list[int]:
-    """The pids of every process whose real uid is `uid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("Uid:") and int(line.split()[1]) == uid:
-                    found.append(int(entry.name))
-    return found
 
 
 @dataclass
@@ -201,7 +189,7 @@ def test_a_turns_tools_reach_no_host_service_and_leave_nothing_running(
     markers = [workdir / "marker-setsid", workdir / "marker-daemon"]
     sizes = [m.stat().st_size if m.exists() else 0 for m in markers]
     uid = agent_uid("contained-a")
-    left = uids_running(uid)
+    left = processes_of_uid(uid)
     breaches: list[str] = []
 
     scanned = script.output(scan)
