@@ -133,7 +133,11 @@ class CodexCliRuntime:
         )
 
     def _home(self, turn: Turn, env: Mapping[str, str], model: str) -> Path:
-        config = codex_config(forwarder_v1=env.get(CODEX_FORWARDER_URL, ""), model=model)
+        config = codex_config(
+            forwarder_v1=env.get(CODEX_FORWARDER_URL, ""),
+            model=model,
+            sandboxed=self._processes.sandbox is not None,
+        )
         try:
             return codex_home_prepare(turn.home, self.run_as, config)
         except OSError as exc:
