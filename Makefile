@@ -158,6 +158,12 @@ bench-storm: $(STAMP) $(NODE_STAMP)
 bench-forwarder: $(STAMP) $(NODE_STAMP)
 	$(PY) bench/forwarder.py $(FORWARDER_ARGS)
 
+# What the local runtime's sandbox adds to a turn's spawn (bench/sandbox.py; as root
+# with bubblewrap), e.g. SANDBOX_ARGS="--spawns 300 --turns 40".
+.PHONY: bench-sandbox
+bench-sandbox: $(STAMP) $(NODE_STAMP) sandbox-tools
+	$(PY) bench/sandbox.py $(SANDBOX_ARGS)
+
 bench: $(STAMP) bench-turn
 	$(PY) bench/ranking.py
 	$(PY) bench/sweep.py

@@ -75,8 +75,17 @@ UNIX_PATH_MAX = 107
 # socket (this module does not import the server's entry point).
 EXIT_SOCKET_HELD = 3
 # Only these reach an agent process from the platform's own environment: it must not
-# inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
-INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
+# inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY. TRINITY_AGENT_SANDBOX
+# (auto, off, required) is the operator's say on the agents' sandbox.
+INHERITED = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TRINITY_CLAUDE_BIN",
+    "NODE_OPTIONS",
+    "TRINITY_AGENT_SANDBOX",
+)
 # The agent user may pass through the work root to its own area, never list it.
 WORK_ROOT_MODE = 0o711
 
