@@ -16,7 +16,9 @@ log, /health and the platform can say it.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ from agent_server.sandbox import (
 logger = logging.getLogger(__name__)
 
 FORWARDER_SOCKET = "forwarder.sock"
+SOCKET_DIR_PREFIX = "trinity-fwd-"
 
 
 @dataclass
@@ -87,8 +90,10 @@ def confinement_make(config: AgentConfig, *, cli_binary: str | None) -> Confinem
         return Confinement("separate-user", [f"sandbox: {exc}"], user=user)
     cgroup, missing = cgroup_make(config.limits, name=user.name)
     # mkdtemp: a fresh 0700 directory of root's no one else can enter or pre-empt;
-    # short, so the socket path fits a Unix socket address.
-    socket_dir = Path(tempfile.mkdtemp(prefix="trinity-fwd-"))
+    # short, so the socket path fits a Unix socket address. Named after this server's
+    # pid, so a later server can remove the ones a SIGKILLed server left.
+    _sweep_socket_dirs()
+    socket_dir = Path(tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-"))
     readonly: tuple[Path, ...] = ()
     if cli_binary and Path(cli_binary).is_absolute() and Path(cli_binary).exists():
         readonly = (Path(cli_binary).parent,)
@@ -100,3 +105,20 @@ def confinement_make(config: AgentConfig, *, cli_binary: str | None) -> Confinem
         cgroup=cgroup,
     )
     return Confinement("sandbox", missing, user=user, sandbox=sandbox, socket_dir=socket_dir)
+
+
+def _sweep_socket_dirs() -> None:
+    """Remove the socket directories of servers that are gone (this user's own only)."""
+    for entry in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*-*"):
+        pid = entry.name.removeprefix(SOCKET_DIR_PREFIX).split("-", 1)[0]
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        if (
+            pid.isdigit()
+            and not Path(f"/proc/{pid}").exists()
+            and stat.S_ISDIR(info.st_mode)
+            and info.st_uid == os.geteuid()
+        ):
+            shutil.rmtree(entry, ignore_errors=True)

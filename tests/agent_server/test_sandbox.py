@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.cgroups import Limits, cgroup_make
+from agent_server.cgroups import Limits, _own_cgroups, cgroup_make, parse_memory
 from agent_server.isolation import DEFAULT_AGENT_USER, AgentUser, resolve_agent_user
 from agent_server.sandbox import (
     ETC_ENTRIES,
@@ -259,3 +259,28 @@ def _running(mark: str) -> list[int]:
                 if mark.encode() in (entry / "cmdline").read_bytes():
                     found.append(int(entry.name))
     return found
+
+
+def test_a_servers_own_cgroups_are_read_per_controller(tmp_path: Path) -> None:
+    proc = tmp_path / "cgroup"
+    proc.write_text(
+        "9:name=systemd:/\n8:pids:/svc\n4:memory:/process_api/abc\n2:cpu,cpuacct:/svc\n0::/svc\n"
+    )
+    own = _own_cgroups(proc)
+    assert own["memory"] == "/process_api/abc"  # the limit's cgroup is made under this
+    assert own["cpu"] == own["cpuacct"] == own["pids"] == "/svc"
+    assert own[""] == "/svc"  # the v2 line
+
+
+@pytest.mark.parametrize(
+    ("raw", "size"),
+    [
+        ("2g", 2 * 1024**3),
+        ("512m", 512 * 1024**2),
+        ("64k", 65536),
+        ("1048576", 1048576),
+        ("1Gb", 1024**3),
+    ],
+)
+def test_memory_limits_read_as_docker_writes_them(raw: str, size: int) -> None:
+    assert parse_memory(raw) == size

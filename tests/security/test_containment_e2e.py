@@ -35,6 +35,7 @@ import pwd
 import re
 import secrets
 import shlex
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -153,71 +154,103 @@ def redis_client() -> Iterator[redis.Redis]:
     client.close()
 
 
-def test_a_turns_tools_reach_no_host_service_and_leave_nothing_running(
-    control: SimulatorControl, owner: User, redis_client: redis.Redis
-) -> None:
-    plan, _ = register_plan(control, "plan-a")
-    agent_on(owner, plan, name="contained-a")
-    Agent.objects.filter(name="contained-a").update(allowed_tools=["Bash"])
-    token = secrets.token_hex(6)
-    targets = listening_ports()
-    database = connection.settings_dict["NAME"]
-    redis_target = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    scan = port_scan(targets)
-    redis_write = (
-        f"timeout 5 redis-cli -h {redis_target.hostname} -p {redis_target.port or 6379} "
-        f"-n {redis_target.path.lstrip('/') or 0} SET contained-{token} pwned 2>&1"
-    )
-    postgres_write = (
-        f"timeout 5 psql -h 127.0.0.1 -U {connection.settings_dict['USER'] or 'root'} "
-        f"-d {database} -c 'CREATE TABLE contained_{token} (x int)' 2>&1"
-    )
+@dataclass
+class HostProbes:
+    """The Bash commands of the host probe turn, by what each tries."""
+
+    token: str
+    targets: list[str]
+
+    @property
+    def scan(self) -> str:
+        return port_scan(self.targets)
+
+    @property
+    def redis_write(self) -> str:
+        target = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+        return (
+            f"timeout 5 redis-cli -h {target.hostname} -p {target.port or 6379} "
+            f"-n {target.path.lstrip('/') or 0} SET contained-{self.token} pwned 2>&1"
+        )
+
+    @property
+    def postgres_write(self) -> str:
+        user = connection.settings_dict["USER"] or "root"
+        return (
+            f"timeout 5 psql -h 127.0.0.1 -U {user} -d {connection.settings_dict['NAME']} "
+            f"-c 'CREATE TABLE contained_{self.token} (x int)' 2>&1"
+        )
+
     daemons = (
         "setsid sh -c 'while :; do date +%s%N >> marker-setsid; sleep 0.2; done' "
         "</dev/null >/dev/null 2>&1 & "
         "( ( nohup sh -c 'while :; do date +%s%N >> marker-daemon; sleep 0.2; done' "
         "</dev/null >/dev/null 2>&1 & ) & ); sleep 0.6; wc -l marker-setsid marker-daemon"
     )
-    script = Scripted(control, f"contain-{token}")
-    script.arm([scan, redis_write, postgres_write, daemons, "id -u"])
+
+    def commands(self) -> list[str]:
+        return [self.scan, self.redis_write, self.postgres_write, self.daemons, "id -u"]
+
+
+def ports_breached(scanned: str, targets: list[str]) -> list[str]:
+    """The host ports that answered, besides the agent's own forwarder (the relay its
+    base URL names)."""
+    own = urlsplit(re.search(r"^own (\S+)$", scanned, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    opened = set(re.findall(r"^open (\S+)$", scanned, re.MULTILINE))
+    assert len(re.findall(r"^(?:open|closed) ", scanned, re.MULTILINE)) == len(targets)
+    return sorted(opened - {f"{own.hostname}:{own.port}"})
+
+
+def stores_breached(token: str, redis_client: redis.Redis) -> list[str]:
+    """What the agent wrote into Redis and Postgres (removed again)."""
+    breaches = []
+    if redis_client.get(f"contained-{token}") is not None:
+        breaches.append("the agent wrote into Redis")
+        redis_client.delete(f"contained-{token}")
+    with connection.cursor() as cursor:
+        if f"contained_{token}" in connection.introspection.table_names(cursor):
+            breaches.append("the agent created a table in Postgres")
+            cursor.execute(f"DROP TABLE contained_{token}")
+    return breaches
+
+
+def markers_growing(markers: list[Path], sizes: list[int], ended: float) -> list[str]:
+    """The markers a daemon still appends to once the turn is over."""
+    while time.monotonic() - ended < AFTERLIFE_SECONDS:
+        time.sleep(0.1)  # watching real daemons, not waiting for a clock
+    return [m.name for m, size in zip(markers, sizes, strict=True) if m.stat().st_size > size]
+
+
+def test_a_turns_tools_reach_no_host_service_and_leave_nothing_running(
+    control: SimulatorControl, owner: User, redis_client: redis.Redis
+) -> None:
+    plan, _ = register_plan(control, "plan-a")
+    agent_on(owner, plan, name="contained-a")
+    Agent.objects.filter(name="contained-a").update(allowed_tools=["Bash"])
+    probes = HostProbes(token=secrets.token_hex(6), targets=listening_ports())
+    script = Scripted(control, f"contain-{probes.token}")
+    script.arm(probes.commands())
 
     body = post_task(owner, "contained-a", f"{script.trigger}: look around")
 
     assert body["http_status"] == 200, body.get("error_code")
     ended = time.monotonic()
-    workdir = work_dir("contained-a")
-    markers = [workdir / "marker-setsid", workdir / "marker-daemon"]
+    markers = [work_dir("contained-a") / "marker-setsid", work_dir("contained-a") / "marker-daemon"]
     sizes = [m.stat().st_size if m.exists() else 0 for m in markers]
     uid = agent_uid("contained-a")
     left = processes_of_uid(uid)
-    breaches: list[str] = []
-
-    scanned = script.output(scan)
-    own = urlsplit(re.search(r"^own (\S+)$", scanned, re.MULTILINE).group(1))  # type: ignore[union-attr]
-    opened = set(re.findall(r"^open (\S+)$", scanned, re.MULTILINE))
-    assert len(re.findall(r"^(?:open|closed) ", scanned, re.MULTILINE)) == len(targets)
-    strangers = opened - {f"{own.hostname}:{own.port}"}
-    if strangers:
-        breaches.append(f"host ports answered the agent: {sorted(strangers)}")
-    if redis_client.get(f"contained-{token}") is not None:
-        breaches.append("the agent wrote into Redis")
-    with connection.cursor() as cursor:
-        tables = connection.introspection.table_names(cursor)
-    if f"contained_{token}" in tables:
-        breaches.append("the agent created a table in Postgres")
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE contained_{token}")
+    scanned = script.output(probes.scan)
+    breaches = stores_breached(probes.token, redis_client)
+    if strangers := ports_breached(scanned, probes.targets):
+        breaches.append(f"host ports answered the agent: {strangers}")
     if left:
         breaches.append(f"processes of the agent's user outlived the turn: {left}")
-    while time.monotonic() - ended < AFTERLIFE_SECONDS:
-        time.sleep(0.1)  # watching real daemons, not waiting for a clock
-    grown = [m.name for m, size in zip(markers, sizes, strict=True) if m.stat().st_size > size]
-    if grown:
+    if grown := markers_growing(markers, sizes, ended):
         breaches.append(f"daemons kept writing after the turn ended: {grown}")
-    redis_client.delete(f"contained-{token}")
 
-    # Positive controls: the daemons ran during the turn, as the agent's own user.
-    assert all(size > 0 for size in sizes), f"the daemons never ran: {script.output(daemons)}"
+    # Positive controls: the daemons ran during the turn, as the agent's own user, and
+    # its own forwarder answered.
+    assert all(sizes), f"the daemons never ran: {script.output(probes.daemons)}"
     assert script.output("id -u").split()[0] == str(uid)
     assert "own answers" in scanned, "the agent's own forwarder did not answer"
     assert not breaches, "agent code was not contained:\n  " + "\n  ".join(breaches)
@@ -249,64 +282,53 @@ def spend(capability: str, *, url: str, unix: Path | None = None) -> str:
     )
 
 
-def test_a_turn_cannot_see_another_agents_files_tmp_or_spend_its_capability(
-    control: SimulatorControl, owner: User
-) -> None:
-    plan_a, _ = register_plan(control, "plan-a")
-    plan_b, _ = register_plan(control, "plan-b")
-    agent_on(owner, plan_a, name="contained-a")
-    agent_on(owner, plan_b, name="contained-b")
-    Agent.objects.filter(name__startswith="contained-").update(allowed_tools=["Bash"])
-    token = secrets.token_hex(6)
-    canary = f"B-canary-{token}"
-    release = f"release-{token}"
-    # The second agent writes its canary into its work area and /tmp, then waits, its
-    # turn (and capability) alive, until the test releases it.
-    script_b = Scripted(control, f"contain-b-{token}")
-    script_b.arm(
+def neighbour_probes(
+    token: str, b_dir: Path, b_cli: dict[str, str], b_socket: Path | None
+) -> list[str]:
+    """Agent A's commands against agent B: its work area, /tmp, and live capability."""
+    capability = b_cli["CLAUDE_CODE_OAUTH_TOKEN"]
+    probes = [
+        f"ls -la {b_dir} {b_dir.parent} {b_dir.parent.parent} 2>&1",
+        f"cat {b_dir}/b-note-{token}.txt 2>&1",
+        f"echo pwned > {b_dir}/from-a-{token} 2>&1; echo wrote $?",
+        f"ls -la /tmp 2>&1; cat /tmp/b-note-{token}.txt 2>&1",
+        f"echo pwned > /tmp/from-a-{token} 2>&1; echo wrote $?",
+        spend(capability, url=b_cli["ANTHROPIC_BASE_URL"]),
+    ]
+    if b_socket is not None:
+        probes.append(spend(capability, url="http://forwarder", unix=b_socket))
+    return probes
+
+
+def neighbour_turn(
+    control: SimulatorControl, owner: User, token: str
+) -> tuple[threading.Thread, dict[str, Any]]:
+    """Agent B's turn: it writes its canary into its work area and /tmp, then waits,
+    its turn (and capability) alive, until the test writes `release-<token>`."""
+    script = Scripted(control, f"contain-b-{token}")
+    script.arm(
         [
-            f"echo {canary} > b-note-{token}.txt; echo {canary} > /tmp/b-note-{token}.txt; "
-            f"n=0; while [ ! -e {release} ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done; "
+            f"echo B-canary-{token} > b-note-{token}.txt; "
+            f"echo B-canary-{token} > /tmp/b-note-{token}.txt; n=0; "
+            f"while [ ! -e release-{token} ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done; "
             "echo released"
         ]
     )
-    result_b: dict[str, Any] = {}
+    result: dict[str, Any] = {}
 
     def turn_b() -> None:
         try:
-            result_b.update(post_task(owner, "contained-b", f"{script_b.trigger}: keep a note"))
+            result.update(post_task(owner, "contained-b", f"{script.trigger}: keep a note"))
         finally:
             connection.close()
 
     thread = threading.Thread(target=turn_b, name="turn-b")
     thread.start()
-    try:
-        b_dir = work_dir("contained-b")
-        wait_until(lambda: (b_dir / f"b-note-{token}.txt").exists(), seconds=90, what="B's note")
-        b_cli = environ_of(cli_child(Agent.objects.get(name="contained-b")))
-        capability = b_cli["CLAUDE_CODE_OAUTH_TOKEN"]
-        b_socket = forwarder_socket("contained-b")
-        a_dir = work_dir("contained-a")
-        probes = [
-            f"ls -la {b_dir} {b_dir.parent} {b_dir.parent.parent} 2>&1",
-            f"cat {b_dir}/b-note-{token}.txt 2>&1",
-            f"echo pwned > {b_dir}/from-a-{token} 2>&1; echo wrote $?",
-            f"ls -la /tmp 2>&1; cat /tmp/b-note-{token}.txt 2>&1",
-            f"echo pwned > /tmp/from-a-{token} 2>&1; echo wrote $?",
-            spend(capability, url=b_cli["ANTHROPIC_BASE_URL"]),
-        ]
-        if b_socket is not None:
-            probes.append(spend(capability, url="http://forwarder", unix=b_socket))
-        script_a = Scripted(control, f"contain-a-{token}")
-        script_a.arm(probes)
-        body_a = post_task(owner, "contained-a", f"{script_a.trigger}: look next door")
-        outputs = {probe: script_a.output(probe) for probe in probes}
-    finally:
-        (work_dir("contained-b") / release).touch()
-        thread.join(timeout=TURN_TIMEOUT)
+    return thread, result
 
-    assert body_a["http_status"] == 200, body_a.get("error_code")
-    assert result_b.get("http_status") == 200, result_b.get("error_code")
+
+def neighbour_breaches(outputs: dict[str, str], token: str, b_dir: Path) -> list[str]:
+    canary = f"B-canary-{token}"
     breaches = [
         f"{probe[:70]!r} showed the other agent's canary"
         for probe, output in outputs.items()
@@ -317,12 +339,40 @@ def test_a_turn_cannot_see_another_agents_files_tmp_or_spend_its_capability(
         breaches.append(f"the other agent's capability was served: {served}")
     if (b_dir / f"from-a-{token}").exists():
         breaches.append("the agent wrote into the other agent's work area")
-    if Path(f"/tmp/from-a-{token}").exists():  # noqa: S108 - the host's /tmp, looked at
+    host_tmp = Path(tempfile.gettempdir())
+    if (host_tmp / f"from-a-{token}").exists():
         breaches.append("the agent wrote into the host's /tmp")
-        Path(f"/tmp/from-a-{token}").unlink()  # noqa: S108
-    with contextlib.suppress(OSError):
-        Path(f"/tmp/b-note-{token}.txt").unlink()  # noqa: S108 - left by the old code
-    # Positive controls: B wrote its note; A could write in its own places.
-    assert (b_dir / f"b-note-{token}.txt").read_text().strip() == canary
-    assert a_dir.is_dir()
+        (host_tmp / f"from-a-{token}").unlink()
+    (host_tmp / f"b-note-{token}.txt").unlink(missing_ok=True)  # left there by the old code
+    return breaches
+
+
+def test_a_turn_cannot_see_another_agents_files_tmp_or_spend_its_capability(
+    control: SimulatorControl, owner: User
+) -> None:
+    plan_a, _ = register_plan(control, "plan-a")
+    plan_b, _ = register_plan(control, "plan-b")
+    agent_on(owner, plan_a, name="contained-a")
+    agent_on(owner, plan_b, name="contained-b")
+    Agent.objects.filter(name__startswith="contained-").update(allowed_tools=["Bash"])
+    token = secrets.token_hex(6)
+    b_dir = work_dir("contained-b")
+    thread, result_b = neighbour_turn(control, owner, token)
+    try:
+        wait_until(lambda: (b_dir / f"b-note-{token}.txt").exists(), seconds=90, what="B's note")
+        b_cli = environ_of(cli_child(Agent.objects.get(name="contained-b")))
+        probes = neighbour_probes(token, b_dir, b_cli, forwarder_socket("contained-b"))
+        script_a = Scripted(control, f"contain-a-{token}")
+        script_a.arm(probes)
+        body_a = post_task(owner, "contained-a", f"{script_a.trigger}: look next door")
+        outputs = {probe: script_a.output(probe) for probe in probes}
+    finally:
+        (b_dir / f"release-{token}").touch()
+        thread.join(timeout=TURN_TIMEOUT)
+
+    assert body_a["http_status"] == 200, body_a.get("error_code")
+    assert result_b.get("http_status") == 200, result_b.get("error_code")
+    breaches = neighbour_breaches(outputs, token, b_dir)
+    # Positive control: B wrote its note (so A had something to find).
+    assert (b_dir / f"b-note-{token}.txt").read_text().strip() == f"B-canary-{token}"
     assert not breaches, "agent code was not contained:\n  " + "\n  ".join(breaches)
