@@ -48,33 +48,25 @@ RELAY_URL: Final = f"http://127.0.0.1:{RELAY_PORT}"
 # The merged-usr links (or directories) of the root, bound as the host has them.
 ROOT_LINKS: Final = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 # What of /etc a CLI and the usual tools read: TLS roots, users and groups (names
-# only; never shadow), the resolver's and loader's files, time zone, alternatives
-# (`awk` and friends are links through it), shells' and git's system defaults.
+# only; never shadow), name lookup of localhost, the loader's cache, time zone,
+# alternatives (`awk` and friends are links through it), git's and the terminal's
+# system defaults, the distribution's name. Nothing else: the rest of /etc may hold
+# secrets, and each bind is a mount on the spawn's path (interactive shells' rc files,
+# the resolver's tuning and the like are left out: a sandbox has no network to tune).
 ETC_ENTRIES: Final = (
     "alternatives",
-    "bash.bashrc",
     "ca-certificates",
-    "ca-certificates.conf",
-    "debian_version",
-    "gai.conf",
     "gitconfig",
     "group",
-    "host.conf",
-    "hostname",
     "hosts",
-    "inputrc",
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",
     "localtime",
-    "mime.types",
     "nsswitch.conf",
     "os-release",
     "passwd",
-    "profile",
-    "protocols",
     "resolv.conf",
-    "services",
     "ssl",
     "terminfo",
     "timezone",
