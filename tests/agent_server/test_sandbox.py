@@ -17,12 +17,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from agent_server.cgroups import Limits, _own_cgroups, cgroup_make, parse_memory
-from agent_server.isolation import DEFAULT_AGENT_USER, AgentUser, resolve_agent_user
+from agent_server.config import AgentConfig
+from agent_server.confinement import confinement_make
+from agent_server.isolation import DEFAULT_AGENT_USER, AgentUser, IsolationError, resolve_agent_user
 from agent_server.sandbox import (
     ETC_ENTRIES,
     RELAY_PORT,
@@ -284,3 +287,34 @@ def test_a_servers_own_cgroups_are_read_per_controller(tmp_path: Path) -> None:
 )
 def test_memory_limits_read_as_docker_writes_them(raw: str, size: int) -> None:
     assert parse_memory(raw) == size
+
+
+def test_a_host_without_the_sandbox_says_what_is_missing_or_refuses_when_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap, socat or setpriv here
+    config = AgentConfig(
+        secret="s" * 24,
+        runtime="claude-code",
+        model=None,
+        home=tmp_path,
+        timeout_max=None,
+        claude_bin="claude",
+        boot_guard=False,
+        agent_user=AgentUser(name="agent", uid=4242, gid=4242),
+    )
+
+    weak = confinement_make(config, cli_binary=None)
+    with pytest.raises(IsolationError, match="TRINITY_AGENT_SANDBOX=required.*bubblewrap"):
+        confinement_make(replace(config, sandbox="required"), cli_binary=None)
+    off = confinement_make(replace(config, sandbox="off"), cli_binary=None)
+    nobody = confinement_make(replace(config, agent_user=None), cli_binary=None)
+
+    assert (weak.isolation, weak.sandbox, weak.user) == ("separate-user", None, config.agent_user)
+    assert weak.missing == [
+        "sandbox: not installed: bwrap (Debian package bubblewrap), socat (Debian package "
+        "socat), setpriv (Debian package util-linux), sh (Debian package dash)"
+    ]
+    assert weak.forwarder_listen() is None  # the forwarder keeps its loopback port
+    assert off.missing == ["sandbox: turned off (TRINITY_AGENT_SANDBOX=off)"]
+    assert nobody.isolation == "same-user" and nobody.missing[0].startswith("root:")
