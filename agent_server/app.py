@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import logging
 import os
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -32,7 +33,12 @@ from agent_server.contract import (
 )
 from agent_server.errors import TurnError
 from agent_server.forwarder import Forwarder
-from agent_server.isolation import cli_stage, default_cli_cache, uid_processes_kill
+from agent_server.isolation import (
+    IsolationError,
+    cli_stage,
+    default_cli_cache,
+    uid_processes_kill,
+)
 from agent_server.logjson import turn_log_context
 from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
@@ -283,8 +289,13 @@ class _Server:
         user while the kill runs. In the sandbox the PID namespace already did it.
         """
         user = self.confinement.user
-        if self.confinement.isolation == "separate-user" and user is not None:
+        if self.confinement.isolation != "separate-user" or user is None:
+            return
+        try:
             uid_processes_kill(user)
+        except (OSError, subprocess.SubprocessError, IsolationError) as exc:
+            # The turn's answer stands; what it left running is this log line's to say.
+            logger.error("could not kill the processes of %s after a turn: %s", user.name, exc)
 
     def error_response(
         self,
