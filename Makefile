@@ -11,7 +11,7 @@ NODE_STAMP := agent_server/node_modules/.installed-stamp
 CODEX_STAMP := agent_server/codex_cli/node_modules/.installed-stamp
 PANEL_STAMP := frontend/node_modules/.installed-stamp
 
-.PHONY: setup run stop test clean chromium panel bench-fleet agent-user
+.PHONY: setup run stop test clean chromium panel bench-fleet agent-user sandbox-tools
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,16 +45,35 @@ chromium:
 panel: $(PANEL_STAMP)
 	npm run --prefix frontend build
 
-# The unprivileged OS user the Claude Code CLI runs as when agent servers run as root
-# (agent_server/isolation.py). Idempotent; as another user there is nothing to create
-# (the CLI then runs as that user: the weak, same-user mode).
+# The unprivileged OS user the CLI runs as when an agent server started on its own (not
+# by the platform, e.g. the tests' servers) runs as root (agent_server/isolation.py);
+# the platform's local runtime gives each agent a user of its own instead
+# (agents/runtimes/agent_users.py). Idempotent; as another user there is nothing to
+# create (the CLI then runs as that user: the weak, same-user mode).
 AGENT_USER := $(or $(TRINITY_AGENT_USER),trinity-agent)
 agent-user:
 	if [ "$$(id -u)" = 0 ] && ! id -u '$(AGENT_USER)' >/dev/null 2>&1; then
 	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin '$(AGENT_USER)'
 	fi
 
-setup: $(STAMP) $(NODE_STAMP) $(CODEX_STAMP) panel agent-user
+# The sandbox each local agent's CLI runs in (agent_server/sandbox.py): Debian's
+# bubblewrap, socat for the relay to its forwarder inside, setpriv (util-linux) to drop
+# to the agent's user. Installed as root like Chromium; without them (another user, no
+# apt) agents run without a sandbox and say so (isolation separate-user or same-user).
+sandbox-tools:
+	missing=""
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"
+	command -v socat >/dev/null || missing="$$missing socat"
+	command -v setpriv >/dev/null || missing="$$missing util-linux"
+	if [ -n "$$missing" ]; then
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
+	  else
+	    echo "the agents' sandbox needs:$$missing (sudo apt-get install$$missing)"
+	  fi
+	fi
+
+setup: $(STAMP) $(NODE_STAMP) $(CODEX_STAMP) panel agent-user sandbox-tools
 
 # Ports (`PORT=9000 make run` or `make run PORT=9000`): web on PORT, the provider
 # simulator on SIMULATOR_PORT. trinity/settings.py validates both when the first
@@ -138,6 +157,12 @@ bench-storm: $(STAMP) $(NODE_STAMP)
 .PHONY: bench-forwarder
 bench-forwarder: $(STAMP) $(NODE_STAMP)
 	$(PY) bench/forwarder.py $(FORWARDER_ARGS)
+
+# What the local runtime's sandbox adds to a turn's spawn (bench/sandbox.py; as root
+# with bubblewrap), e.g. SANDBOX_ARGS="--spawns 300 --turns 40".
+.PHONY: bench-sandbox
+bench-sandbox: $(STAMP) $(NODE_STAMP) sandbox-tools
+	$(PY) bench/sandbox.py $(SANDBOX_ARGS)
 
 bench: $(STAMP) bench-turn
 	$(PY) bench/ranking.py

@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import logging
 import os
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from agent_server.config import AgentConfig
+from agent_server.confinement import Confinement, confinement_make
 from agent_server.contract import (
     AUTH_OVERRIDE_HEADER,
     AppliedOverride,
@@ -33,7 +35,12 @@ from agent_server.contract import (
 )
 from agent_server.errors import TurnError
 from agent_server.forwarder import Forwarder
-from agent_server.isolation import cli_stage, default_cli_cache
+from agent_server.isolation import (
+    IsolationError,
+    cli_stage,
+    default_cli_cache,
+    uid_processes_kill,
+)
 from agent_server.logjson import turn_log_context
 from agent_server.metering import GrantMeter, budget_message
 from agent_server.metering import Metered as MeteredSpend
@@ -55,14 +62,24 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def build_runtime(config: AgentConfig, clock: Clock) -> Runtime:
+def cli_binary(config: AgentConfig) -> str | None:
+    """The CLI binary a CLI runtime spawns (staged where the agent user can run it),
+    None for the direct API runtime."""
     if config.runtime == "anthropic-api":
-        assert config.model is not None  # load_config requires it for this runtime
-        return AnthropicApiRuntime(default_model=config.model, clock=clock)
+        return None
     binary = config.codex_bin if config.runtime == "codex-cli" else config.claude_bin
     if config.agent_user is not None:
         # The checkout may sit under a directory the agent user cannot enter.
         binary = cli_stage(binary, config.cli_cache or default_cli_cache())
+    return binary
+
+
+def build_runtime(
+    config: AgentConfig, clock: Clock, *, binary: str | None, confinement: Confinement
+) -> Runtime:
+    if config.runtime == "anthropic-api" or binary is None:
+        assert config.model is not None  # load_config requires it for this runtime
+        return AnthropicApiRuntime(default_model=config.model, clock=clock)
     if config.runtime == "codex-cli":
         return CodexCliRuntime(
             binary=binary,
@@ -72,12 +89,14 @@ def build_runtime(config: AgentConfig, clock: Clock) -> Runtime:
             threads_dir=config.home / "codex-threads",
             default_model=config.model,
             run_as=config.agent_user,
+            sandbox=confinement.sandbox,
         )
     return ClaudeCodeRuntime(
         binary=binary,
         clock=clock,
         run_as=config.agent_user,
         allowed_tools=config.allowed_tools,
+        sandbox=confinement.sandbox,
     )
 
 
@@ -89,36 +108,59 @@ def create_app(
     redactor: Redactor | None = None,
     clock: Clock = utc_now,
 ) -> FastAPI:
-    """Build the app. `baseline` defaults to this process's environment, read now."""
+    """Build the app. `baseline` defaults to this process's environment, read now.
+
+    Raises IsolationError when the containment the config asks for cannot be had."""
     redactor = redactor or Redactor()
     state = AgentState(
         config,
         baseline=dict(os.environ) if baseline is None else baseline,
         redactor=redactor,
     )
-    server = _Server(config, state, runtime or build_runtime(config, clock), redactor)
-    _log_isolation(config)
+    binary = cli_binary(config)
+    confinement = confinement_make(config, cli_binary=binary)
+    if runtime is None:
+        runtime = build_runtime(config, clock, binary=binary, confinement=confinement)
+    server = _Server(config, state, runtime, redactor, confinement)
+    _log_isolation(confinement)
     app = FastAPI(
         title="Trinity agent server", lifespan=server.lifespan, docs_url=None, redoc_url=None
     )
     app.state.agent = state
     app.state.runtime = server.runtime
     app.state.forwarder = server.forwarder
+    app.state.confinement = confinement
     _add_guards(app, server)
     _add_routes(app, server)
     return app
 
 
-def _log_isolation(config: AgentConfig) -> None:
-    if config.isolation == "same-user":
+def _log_isolation(confinement: Confinement) -> None:
+    missing = "; ".join(confinement.missing) or "nothing"
+    if confinement.isolation == "same-user":
         logger.warning(
             "isolation=same-user: the agent server is not root, so the CLI runs as this "
             "server's own user and could read its memory and files (weak mode; run it as "
-            "root with TRINITY_AGENT_USER for separate-user isolation)"
+            "root for a user of the agent's own and a sandbox). Missing: %s",
+            missing,
+        )
+    elif confinement.isolation == "separate-user":
+        assert confinement.user is not None
+        logger.warning(
+            "isolation=separate-user: the CLI runs as %s without a sandbox: its tools "
+            "share this host's network and process table (every process of that user is "
+            "killed once no turn runs). Missing: %s",
+            confinement.user.name,
+            missing,
         )
     else:
-        assert config.agent_user is not None
-        logger.info("isolation=separate-user: the CLI runs as %s", config.agent_user.name)
+        assert confinement.user is not None
+        logger.info(
+            "isolation=sandbox: the CLI runs as %s in its own network, PID, IPC and mount "
+            "namespaces, reaching only this server's forwarder. Missing: %s",
+            confinement.user.name,
+            missing,
+        )
 
 
 def _add_guards(app: FastAPI, server: _Server) -> None:
@@ -174,7 +216,8 @@ def _add_routes(app: FastAPI, server: _Server) -> None:
             model=config.model,
             busy=state.busy,
             proof=proof,
-            isolation=config.isolation,
+            isolation=server.confinement.isolation,
+            isolation_missing=server.confinement.missing,
         )
         return JSONResponse(body.model_dump(mode="json"))
 
@@ -206,12 +249,18 @@ class _Server:
     """What a turn needs: the config, the state, the runtime, the forwarder, the redactor."""
 
     def __init__(
-        self, config: AgentConfig, state: AgentState, runtime: Runtime, redactor: Redactor
+        self,
+        config: AgentConfig,
+        state: AgentState,
+        runtime: Runtime,
+        redactor: Redactor,
+        confinement: Confinement,
     ) -> None:
         self.config = config
         self.state = state
         self.runtime = runtime
         self.redactor = redactor
+        self.confinement = confinement
         # A runtime that runs the agent's code in a child process (the CLI) gets the
         # turn's credential only as a forwarder capability; an in-process one (the
         # direct Messages API runtime, which runs no tools) gets the environment as is.
@@ -226,13 +275,31 @@ class _Server:
     @asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
         if self.via_forwarder:
-            await self.forwarder.start()
+            await self.forwarder.start(unix=self.confinement.forwarder_listen())
         try:
             yield
         finally:
             await self.runtime.aclose()
+            self.reap()
             await self.forwarder.aclose()
+            self.confinement.close()
             self.state.close()
+
+    def reap(self) -> None:
+        """Outside a sandbox, kill every process of the agent's user once no turn
+        runs: nothing a turn started outlives it, whatever sessions it made.
+
+        Blocking on purpose (a few ms): no other coroutine can start a spawn of that
+        user while the kill runs. In the sandbox the PID namespace already did it.
+        """
+        user = self.confinement.user
+        if self.confinement.isolation != "separate-user" or user is None:
+            return
+        try:
+            uid_processes_kill(user)
+        except (OSError, subprocess.SubprocessError, IsolationError) as exc:
+            # The turn's answer stands; what it left running is this log line's to say.
+            logger.error("could not kill the processes of %s after a turn: %s", user.name, exc)
 
     def error_response(
         self,
@@ -391,6 +458,8 @@ class _Server:
                     lock.release()
         finally:
             state.busy -= 1
+            if state.busy == 0:
+                self.reap()
             if home is not None and session_id is None:
                 state.discard_spawn_home(home)
 

@@ -11,16 +11,18 @@ from pathlib import Path
 from typing import Final, Literal, cast
 from urllib.parse import urlsplit
 
+from agent_server.cgroups import LimitError, Limits, parse_memory
 from agent_server.isolation import (
     DEFAULT_AGENT_USER,
     AgentUser,
-    Isolation,
     IsolationError,
     resolve_agent_user,
 )
 
 RuntimeName = Literal["claude-code", "anthropic-api", "codex-cli"]
 RUNTIMES: Final = ("claude-code", "anthropic-api", "codex-cli")
+SandboxMode = Literal["auto", "off", "required"]
+SANDBOX_MODES: Final = ("auto", "off", "required")
 
 PACKAGE_DIR: Final = Path(__file__).resolve().parent
 # Installed from agent_server/package.json (`npm ci` in agent_server/).
@@ -81,14 +83,16 @@ class AgentConfig:
     # CLI tools the turns may run without approval (TRINITY_AGENT_ALLOWED_TOOLS,
     # comma-separated); empty: the CLI's default.
     allowed_tools: tuple[str, ...] = ()
+    # TRINITY_AGENT_SANDBOX: auto (the sandbox where the host can run it), off, or
+    # required (refuse to start without it). agent_server/confinement.py decides.
+    sandbox: SandboxMode = "auto"
+    # What the agent's sandboxed turns may use together (TRINITY_AGENT_MEMORY_LIMIT,
+    # TRINITY_AGENT_CPU_MILLICORES, TRINITY_AGENT_PIDS_LIMIT); unset: no limit.
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def dotenv_path(self) -> Path:
         return self.home / ".env"
-
-    @property
-    def isolation(self) -> Isolation:
-        return "separate-user" if self.agent_user is not None else "same-user"
 
     @property
     def legacy_token_files(self) -> list[Path]:
@@ -168,6 +172,8 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         agent_user=_agent_user(env),
         cli_cache=_absolute_path(env, "TRINITY_AGENT_CLI_CACHE"),
         allowed_tools=_allowed_tools(env),
+        sandbox=_sandbox_mode(env),
+        limits=_limits(env),
     )
 
 
@@ -263,3 +269,34 @@ def _allowed_tools(env: Mapping[str, str]) -> tuple[str, ...]:
                 f"TRINITY_AGENT_ALLOWED_TOOLS: {name!r} is not a CLI tool name (letters only)"
             )
     return allowed_tools
+
+
+def _sandbox_mode(env: Mapping[str, str]) -> SandboxMode:
+    mode = env.get("TRINITY_AGENT_SANDBOX", "auto").strip().lower() or "auto"
+    if mode not in SANDBOX_MODES:
+        choices = ", ".join(SANDBOX_MODES)
+        raise ConfigError(f"TRINITY_AGENT_SANDBOX={mode!r} is not one of {choices}")
+    return cast(SandboxMode, mode)
+
+
+def _limits(env: Mapping[str, str]) -> Limits:
+    """The sandbox's limits, as the Docker runtime's settings name them."""
+    memory = env.get("TRINITY_AGENT_MEMORY_LIMIT", "").strip()
+    try:
+        memory_bytes = parse_memory(memory) if memory else None
+    except LimitError as exc:
+        raise ConfigError(f"TRINITY_AGENT_MEMORY_LIMIT: {exc}") from None
+    return Limits(
+        memory_bytes=memory_bytes,
+        cpu_millicores=_positive_int(env, "TRINITY_AGENT_CPU_MILLICORES"),
+        pids=_positive_int(env, "TRINITY_AGENT_PIDS_LIMIT"),
+    )
+
+
+def _positive_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ConfigError(f"{name}={raw!r} is not a positive whole number")
+    return int(raw)

@@ -152,7 +152,11 @@ class ReloadTokenResponse(BaseModel):
     env_shadow: list[str]
 
 
-Isolation = Literal["separate-user", "same-user"]
+# sandbox: the CLI runs as the agent's own OS user in its own network, PID, IPC and
+# mount namespaces (agent_server/sandbox.py); separate-user: as its own OS user but
+# on the host's network and process table (no sandbox here: the container, if any,
+# is the boundary); same-user: as the server's own user (the weak mode).
+Isolation = Literal["sandbox", "separate-user", "same-user"]
 
 
 class HealthResponse(BaseModel):
@@ -163,9 +167,11 @@ class HealthResponse(BaseModel):
     # With ``GET /health?nonce=<hex>``: the HMAC of that nonce under the agent's secret
     # (trinity_contract/proof.py), which the platform checks before it sends anything.
     proof: str | None = Field(default=None, max_length=64)
-    # Whether the CLI runs as an OS user of its own (the server runs as root) or as
-    # the server's own user (the weak mode: it could read the server's memory).
+    # How the CLI is contained (see Isolation above), and what this host lacks for
+    # the full sandbox (short phrases, e.g. "not installed: bwrap ..."); empty when
+    # nothing is missing.
     isolation: Isolation | None = None
+    isolation_missing: list[str] = Field(default_factory=list)
 
 
 # Canonical example payloads. Credential values here are obviously fake on purpose.
@@ -353,7 +359,8 @@ EXAMPLE_HEALTH_RESPONSE: Final[dict[str, Any]] = {
     "runtime": "claude-code",
     "model": "claude-sonnet-5",
     "busy": 0,
-    "isolation": "separate-user",
+    "isolation": "sandbox",
+    "isolation_missing": [],
 }
 
 EXAMPLE_HEALTH_RESPONSE_WITH_PROOF: Final[dict[str, Any]] = {

@@ -1,7 +1,9 @@
 """The credential-injecting forwarder: the CLI spends a turn's credential, never reads it.
 
-It runs in the agent server process on a loopback listener of its own (127.0.0.1,
-port 0, bound by `Forwarder.start` from the app's lifespan). Per turn the server
+It runs in the agent server process on a listener of its own, bound by
+`Forwarder.start` from the app's lifespan: 127.0.0.1, port 0, or, when the CLI runs
+in the sandbox (`agent_server/sandbox.py`), a Unix socket only the agent's user can
+connect to, bound into the sandbox, and no TCP port at all. Per turn the server
 registers a `Grant`: an opaque capability (`trinity-cap-...`) mapped to the real
 credential the turn runs on. The CLI is pointed here (`ANTHROPIC_BASE_URL` for the
 Claude Code CLI, its config.toml's provider for the Codex CLI) with the capability
@@ -38,11 +40,13 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final, Literal
 
 import httpx
@@ -219,17 +223,20 @@ class Forwarder:
 
     # --- the listener -----------------------------------------------------------
 
-    async def start(self) -> str:
-        """Bind 127.0.0.1:0, start serving; return the base URL the CLI is given."""
+    async def start(self, *, unix: UnixListen | None = None) -> str:
+        """Start serving; return the base URL the CLI is given.
+
+        Without `unix`: on 127.0.0.1:0. With it (the sandbox): on that Unix socket
+        only, owned by the agent's user, 0600, and no TCP listener at all; the CLI
+        reaches it through the sandbox's relay at `unix.cli_url`.
+        """
         self._client = httpx.AsyncClient(timeout=_UPSTREAM_TIMEOUT, limits=_POOL, trust_env=False)
-        # IPPROTO_TCP named, and TCP_NODELAY on the listener (accepted sockets inherit
-        # it): asyncio sets NODELAY only on sockets whose proto says TCP, and without
-        # it the first SSE chunk after the headers waited ~40 ms for a delayed ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        port = sock.getsockname()[1]
+        if unix is None:
+            sock = _tcp_listener()
+            base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        else:
+            sock = unix.listen()
+            base_url = unix.cli_url
         config = uvicorn.Config(
             self,
             lifespan="off",
@@ -246,8 +253,9 @@ class Forwarder:
                 self._serving.result()  # raises what stopped it
                 raise RuntimeError("the forwarder stopped before it listened")
             await asyncio.sleep(0.005)  # startup is a few event-loop turns
-        self.base_url = f"http://127.0.0.1:{port}"
-        logger.info("forwarder listening on %s, upstream %s", self.base_url, self.upstream)
+        self.base_url = base_url
+        where = f"unix:{unix.path} (the CLI's {base_url})" if unix is not None else base_url
+        logger.info("forwarder listening on %s, upstream %s", where, self.upstream)
         return self.base_url
 
     async def aclose(self) -> None:
@@ -408,6 +416,36 @@ class Forwarder:
         if grant.shape == "openai-key":
             return self.openai_upstream + path
         return self.upstream + path
+
+
+@dataclass(frozen=True)
+class UnixListen:
+    """Where a sandboxed server's forwarder listens: a Unix socket that only the
+    agent's user (`uid`, `gid`) and root may connect to, in a directory of root's."""
+
+    path: Path
+    uid: int
+    gid: int
+    cli_url: str
+
+    def listen(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(self.path))
+        os.chown(self.path, self.uid, self.gid)
+        os.chmod(self.path, 0o600)
+        sock.listen(128)
+        return sock
+
+
+def _tcp_listener() -> socket.socket:
+    # IPPROTO_TCP named, and TCP_NODELAY on the listener (accepted sockets inherit
+    # it): asyncio sets NODELAY only on sockets whose proto says TCP, and without
+    # it the first SSE chunk after the headers waited ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
 
 
 def _redact(redactor: Redactor, text: str, secret: str) -> str:

@@ -78,9 +78,11 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
     isolation = serializers.ChoiceField(
         choices=[*Isolation.choices, ("", "not reported yet")],
         read_only=True,
-        help_text="how the agent's server isolates its CLI: separate-user (the CLI runs as "
-        "an OS user of its own), same-user (the weak mode: it could read the server's "
-        "memory), or empty until a server has reported it",
+        help_text="how the agent's server isolates its CLI: sandbox (an OS user of its own, "
+        "in its own network, process and mount namespaces, reaching only its forwarder), "
+        "separate-user (an OS user of its own, on the host's network: no sandbox there), "
+        "same-user (the weak mode: it could read the server's memory), or empty until a "
+        "server has reported it",
     )
 
     class Meta:

@@ -196,7 +196,8 @@ def agent_start(*, agent: Agent) -> Agent:
 def _isolation_record(*, agent: Agent, spawned: Spawned) -> None:
     """Keep how the new server isolates its CLI (its /health says); never raises.
 
-    A weak (same-user) server is kept as such, so the API and the panel warn about it.
+    Anything short of the sandbox is kept as such, so the API and the panel warn
+    about it, and what the host lacks for it is logged.
     """
     try:
         health = AgentServerClient(
@@ -208,11 +209,24 @@ def _isolation_record(*, agent: Agent, spawned: Spawned) -> None:
     isolation = health.get("isolation")
     value = isolation if isolation in Isolation.values else ""
     Agent.objects.filter(pk=agent.pk, process_handle=spawned.handle).update(isolation=value)
+    missing = health.get("isolation_missing")
+    lacking = "; ".join(str(m) for m in missing) if isinstance(missing, list) else ""
     if value == Isolation.SAME_USER:
         logger.warning(
-            "agent %s runs in the weak mode: its CLI runs as the platform's own OS user",
+            "agent %s runs in the weak mode: its CLI runs as the platform's own OS user "
+            "(missing: %s)",
             agent.name,
+            lacking or "unknown",
         )
+    elif value == Isolation.SEPARATE_USER:
+        logger.warning(
+            "agent %s runs without a sandbox: its CLI has a user of its own but shares "
+            "the host's network and processes (missing: %s)",
+            agent.name,
+            lacking or "unknown",
+        )
+    elif lacking:
+        logger.warning("agent %s: its sandbox lacks %s", agent.name, lacking)
 
 
 def _await_start(agent: Agent) -> Agent:

@@ -37,7 +37,10 @@ class WaitPolicy(models.TextChoices):
 
 
 class Isolation(models.TextChoices):
-    SEPARATE_USER = "separate-user", "separate user"
+    """How an agent's server contains its CLI (agent_server/confinement.py)."""
+
+    SANDBOX = "sandbox", "sandbox (own user, network, processes, /tmp)"
+    SEPARATE_USER = "separate-user", "separate user (no sandbox)"
     SAME_USER = "same-user", "same user (weak)"
 
 
@@ -159,9 +162,10 @@ class Agent(models.Model):
     auth_mode = models.CharField(
         max_length=20, choices=AuthMode.choices, default=AuthMode.NONE, editable=False
     )
-    # How its server isolates the CLI, as its /health said at the last start:
-    # separate-user (the CLI runs as an OS user of its own) or same-user (the weak
-    # mode: the server is not root, so the CLI could read its memory); "" unknown.
+    # How its server isolates the CLI, as its /health said at the last start: sandbox
+    # (its own OS user in its own network, PID and mount namespaces), separate-user
+    # (its own OS user only), or same-user (the weak mode: the server is not root,
+    # so the CLI could read its memory); "" unknown.
     isolation = models.CharField(
         max_length=20, choices=Isolation.choices, blank=True, default="", editable=False
     )

@@ -137,6 +137,7 @@ def platform_on(
     starts) happen in-line. Every agent server started inside is stopped at the end."""
     from agents import lifecycle
     from agents.models import Agent
+    from agents.runtimes import local
 
     simulator.control.reset()
     with override_settings(
@@ -153,6 +154,9 @@ def platform_on(
         finally:
             for agent in Agent.objects.exclude(process_handle=""):
                 lifecycle.agent_stop(agent=agent)
+            # As root each local agent had an OS user of its own, tagged with this
+            # VAR_DIR: the rows roll back, the users must not pile up on the machine.
+            local.os_users_remove_all()
 
 
 @pytest.fixture
@@ -179,3 +183,6 @@ def _no_orphan_agent_servers() -> Iterator[None]:
             except ProcessLookupError:
                 pass
             child.wait(timeout=10)
+    # Nor any OS user made for an agent of a test's VAR_DIR (as root, one per agent).
+    for tag in list(local.user_tags):
+        local.os_users_remove_all(tag)

@@ -33,6 +33,23 @@ def children_of(pid: int) -> list[ProcStat]:
     return found
 
 
+def descendants_of(pid: int) -> list[ProcStat]:
+    """Every process below ``pid``, nearest first (zombies included): a sandboxed CLI
+    runs below bwrap and the sandbox's init, not as a direct child of its server."""
+    table = [
+        stat
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None
+    ]
+    found: list[ProcStat] = []
+    parents = {pid}
+    while parents:
+        level = [stat for stat in table if stat.ppid in parents]
+        found += level
+        parents = {stat.pid for stat in level}
+    return found
+
+
 def cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -44,3 +61,20 @@ def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie does not)."""
     stat = proc_stat(pid)
     return stat is not None and stat.state != "Z"
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """The live processes whose real uid is ``uid`` (a killed orphan may stay a zombie
+    until init reaps it: it runs nothing, so it is left out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            lines = (entry / "status").read_text().splitlines()
+        except OSError:
+            continue
+        status = dict(line.split(":", 1) for line in lines if ":" in line)
+        if int(status["Uid"].split()[0]) == uid and not status["State"].strip().startswith("Z"):
+            found.append(int(entry.name))
+    return found

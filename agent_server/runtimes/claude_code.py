@@ -21,6 +21,7 @@ from agent_server.errors import TurnError
 from agent_server.isolation import AgentUser
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome, session_uuid
 from agent_server.runtimes.process import CliProcesses, excerpt, killed_error
+from agent_server.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class ClaudeCodeRuntime:
         clock: Clock,
         run_as: AgentUser | None = None,
         allowed_tools: tuple[str, ...] = (),
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.binary = binary
         self.clock = clock
@@ -47,7 +49,7 @@ class ClaudeCodeRuntime:
         # no supplementary groups and a umask that keeps their files to themselves.
         self.run_as = run_as
         self.allowed_tools = allowed_tools
-        self._processes = CliProcesses(label=LABEL, run_as=run_as)
+        self._processes = CliProcesses(label=LABEL, run_as=run_as, sandbox=sandbox)
 
     def argv(self, turn: Turn, env: Mapping[str, str]) -> list[str]:
         """The CLI command line for `turn` (the message itself goes on stdin).
@@ -75,6 +77,7 @@ class ClaudeCodeRuntime:
             self.argv(turn, env),
             stdin=turn.message.encode("utf-8"),
             cwd=turn.cwd,
+            home=turn.home,
             env=env,
             timeout=turn.timeout_seconds,
             execution_id=turn.execution_id,

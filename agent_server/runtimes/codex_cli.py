@@ -42,6 +42,7 @@ from agent_server.runtimes.codex_home import (
     rollout_exists,
 )
 from agent_server.runtimes.process import CliProcesses, Finished, excerpt, killed_error
+from agent_server.sandbox import Sandbox
 from agent_server.upstream import UpstreamSeen
 
 logger = logging.getLogger(__name__)
@@ -81,13 +82,14 @@ class CodexCliRuntime:
         threads_dir: Path,
         default_model: str | None = None,
         run_as: AgentUser | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.binary = binary
         self.clock = clock
         self.default_model = default_model or DEFAULT_MODEL
         self.run_as = run_as
         self.threads = ThreadStore(threads_dir)
-        self._processes = CliProcesses(label=LABEL, run_as=run_as)
+        self._processes = CliProcesses(label=LABEL, run_as=run_as, sandbox=sandbox)
 
     def argv(self, model: str, thread: ThreadRecord | None) -> list[str]:
         """`codex exec --strict-config --json --skip-git-repo-check -m M [resume T] -`
@@ -118,6 +120,7 @@ class CodexCliRuntime:
             self.argv(model, thread),
             stdin=turn.message.encode("utf-8"),
             cwd=turn.cwd,
+            home=turn.home,
             env=cli_env(env, codex_home),
             timeout=turn.timeout_seconds,
             execution_id=turn.execution_id,
@@ -130,7 +133,11 @@ class CodexCliRuntime:
         )
 
     def _home(self, turn: Turn, env: Mapping[str, str], model: str) -> Path:
-        config = codex_config(forwarder_v1=env.get(CODEX_FORWARDER_URL, ""), model=model)
+        config = codex_config(
+            forwarder_v1=env.get(CODEX_FORWARDER_URL, ""),
+            model=model,
+            sandboxed=self._processes.sandbox is not None,
+        )
         try:
             return codex_home_prepare(turn.home, self.run_as, config)
         except OSError as exc:

@@ -40,13 +40,23 @@ STREAM_RETRIES: Final = 1
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def codex_config(*, forwarder_v1: str, model: str) -> str:
+def codex_config(*, forwarder_v1: str, model: str, sandboxed: bool = False) -> str:
     """The config.toml of one spawn (TOML; strings written as JSON strings, which
-    TOML reads alike)."""
+    TOML reads alike).
+
+    `sandboxed`: the CLI runs in the agent server's sandbox (agent_server/sandbox.py),
+    which is the boundary for everything it runs, as it is for the Claude Code CLI's
+    tools; the CLI's own command sandbox is then off. Nested, it works only where its
+    helper links may be made (never under the system temp dir, where the default work
+    root is) and where the agent's user may create user namespaces; outside our
+    sandbox it stays on (its default, read-only).
+    """
+    own_sandbox = ['sandbox_mode = "danger-full-access"'] if sandboxed else []
     return "\n".join(
         [
             f"model_provider = {json.dumps(PROVIDER_ID)}",
             f"model = {json.dumps(model)}",
+            *own_sandbox,
             "check_for_update_on_startup = false",
             "",
             f"[model_providers.{PROVIDER_ID}]",

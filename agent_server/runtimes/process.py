@@ -2,9 +2,12 @@
 
 The CLI gets the message on stdin, leads its own process group (so a timeout kills
 every tool it started, not just the CLI), dies with the server (the parent-death
-signal), and in separate-user mode runs as the agent user with no supplementary
-groups and a umask that keeps its files to itself. After every turn, on a timeout
-and on cancellation, the whole group is SIGKILLed and the CLI reaped.
+signal), and runs as the agent user with no supplementary groups and a umask that
+keeps its files to itself: in its sandbox (`agent_server/sandbox.py`: bwrap is what
+is spawned, it joins the agent's cgroup first and drops to the user inside), else
+switched to that user directly (separate-user mode). After every turn, on a timeout
+and on cancellation, the whole group is SIGKILLed and the CLI reaped; in the sandbox
+that also ends its PID namespace, and with it everything the turn started.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from agent_server.errors import TurnError
 from agent_server.isolation import AGENT_UMASK, AgentUser
+from agent_server.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +48,15 @@ class Finished:
 class CliProcesses:
     """Runs CLI processes for one runtime and remembers the live ones for `kill_all`."""
 
-    def __init__(self, *, label: str, run_as: AgentUser | None = None) -> None:
+    def __init__(
+        self, *, label: str, run_as: AgentUser | None = None, sandbox: Sandbox | None = None
+    ) -> None:
         # `label` names the CLI in errors: "the Claude Code CLI", "the Codex CLI".
         self.label = label
         # Separate-user mode: the CLI and every tool it starts run as this user.
         self.run_as = run_as
+        # Sandbox mode: the CLI runs wrapped in it (as the sandbox's user).
+        self.sandbox = sandbox
         self._live_groups: set[int] = set()
 
     async def run(
@@ -57,15 +65,19 @@ class CliProcesses:
         *,
         stdin: bytes,
         cwd: Path,
+        home: Path,
         env: Mapping[str, str],
         timeout: float,
         execution_id: str,
     ) -> Finished:
-        """Run `argv` to its end within `timeout` seconds.
+        """Run `argv` to its end within `timeout` seconds, in `cwd` with the spawn
+        HOME `home` (in the sandbox, the two places it may write).
 
         Raises TurnError("container_fault") when it cannot start and
         TurnError("timeout") when it outlives `timeout` (its group is killed first).
         """
+        if self.sandbox is not None:
+            argv = self.sandbox.argv(argv, cwd=cwd, home=home)
         proc = await self._spawn(argv, cwd=cwd, env=env)
         self._live_groups.add(proc.pid)
         logger.info("turn %s: spawned %s pid=%s", execution_id, Path(argv[0]).name, proc.pid)
@@ -93,7 +105,12 @@ class CliProcesses:
         self, argv: list[str], *, cwd: Path, env: Mapping[str, str]
     ) -> asyncio.subprocess.Process:
         identity: dict[str, Any] = {}
-        if self.run_as is not None:
+        hooks: list[Callable[[], None]] = []
+        if self.sandbox is not None:
+            # bwrap runs as root and drops to the user inside; its umask is set there.
+            if self.sandbox.cgroup is not None:
+                hooks.append(self.sandbox.cgroup.join)
+        elif self.run_as is not None:
             identity = {
                 "user": self.run_as.uid,
                 "group": self.run_as.gid,
@@ -111,7 +128,7 @@ class CliProcesses:
                 start_new_session=True,
                 # Runs after the switch to the agent user: a change of credentials
                 # clears the parent-death signal, so it is set here, not before.
-                preexec_fn=_die_with_parent(os.getpid()),
+                preexec_fn=_preexec([*hooks, *_die_with_parent(os.getpid())]),
                 **identity,
             )
         except OSError as exc:
@@ -142,7 +159,19 @@ def killed_error(label: str, returncode: int) -> TurnError | None:
     return None
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+def _preexec(hooks: list[Callable[[], None]]) -> Callable[[], None] | None:
+    """One preexec function running `hooks` in order (None when there are none)."""
+    if not hooks:
+        return None
+
+    def preexec() -> None:
+        for hook in hooks:
+            hook()
+
+    return preexec
+
+
+def _die_with_parent(parent_pid: int) -> list[Callable[[], None]]:
     """A preexec hook: the CLI gets SIGKILL if the agent server dies (Linux only).
 
     The CLI leads its own session, so killing the server's process group does not
@@ -150,14 +179,14 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
     will ever read, still spending quota.
     """
     if not sys.platform.startswith("linux"):
-        return None
+        return []
 
     def preexec() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:  # the server died before the hook was set
             os.kill(os.getpid(), signal.SIGKILL)
 
-    return preexec
+    return [preexec]
 
 
 def kill_group(pgid: int) -> None:

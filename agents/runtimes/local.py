@@ -9,6 +9,11 @@ finds the agents that kept running. Each agent has two places:
   CLI's working directory and HOMEs, laid out and handed to the agent user by the
   agent server (agent_server/isolation.py). Nothing secret is ever written there.
 
+As root, each agent has an OS user of its own (`agents/runtimes/agent_users.py`),
+made before its server first starts and removed (its processes killed first) when
+the agent is discarded; its server runs the CLI as that user, in a sandbox where the
+host has bubblewrap (agent_server/sandbox.py), with the limits the settings name.
+
 Credentials stay in the server's memory; servers before the forwarder wrote a
 reloaded token to <home>/.trinity/oauth_token, which forget_credentials still removes.
 
@@ -30,6 +35,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -46,6 +52,15 @@ from django.conf import settings
 
 from agent_server.isolation import IsolationError, own_dir
 from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
+from agents.runtimes.agent_users import (
+    AgentUserError,
+    agent_user_comment,
+    agent_user_ensure,
+    agent_user_name,
+    agent_user_remove,
+    agent_users_of,
+    installation_tag,
+)
 from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
 
 logger = logging.getLogger(__name__)
@@ -60,14 +75,25 @@ UNIX_PATH_MAX = 107
 # socket (this module does not import the server's entry point).
 EXIT_SOCKET_HELD = 3
 # Only these reach an agent process from the platform's own environment: it must not
-# inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY.
-INHERITED = ("PATH", "LANG", "LC_ALL", "TZ", "TRINITY_CLAUDE_BIN", "NODE_OPTIONS")
+# inherit DATABASE_URL, SECRET_KEY or a stray ANTHROPIC_API_KEY. TRINITY_AGENT_SANDBOX
+# (auto, off, required) is the operator's say on the agents' sandbox.
+INHERITED = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TRINITY_CLAUDE_BIN",
+    "NODE_OPTIONS",
+    "TRINITY_AGENT_SANDBOX",
+)
 # The agent user may pass through the work root to its own area, never list it.
 WORK_ROOT_MODE = 0o711
 
 # The servers this process started (it is their parent), by pid. Entries of exited
 # servers are pruned on the next start.
 _children: dict[int, subprocess.Popen[bytes]] = {}
+# The installation tags this process made agent users for (a test run removes them).
+user_tags: set[str] = set()
 
 
 def _home_path(name: str) -> Path:
@@ -150,8 +176,48 @@ def work_root() -> Path:
 def default_work_root(var_dir: Path) -> Path:
     """A directory in the system temp dir named after this user and `var_dir`: two
     checkouts (or two tests' VAR_DIRs) on one machine never share one."""
-    tag = hashlib.sha256(str(var_dir.resolve()).encode()).hexdigest()[:12]
+    tag = installation_tag(var_dir)
     return Path(tempfile.gettempdir()) / f"{WORK_ROOT_PREFIX}{os.geteuid()}-{tag}"
+
+
+def _tag() -> str:
+    return installation_tag(Path(settings.VAR_DIR))
+
+
+def os_user_name(name: str) -> str:
+    """The OS user the agent with runtime key `name` runs its CLI as (when root)."""
+    return agent_user_name(key=name, tag=_tag())
+
+
+def os_user_ensure(name: str) -> str | None:
+    """Create the agent's own OS user if it is missing (as root; idempotent, safe
+    against a concurrent start); its name, or None when not root (the weak mode)."""
+    if os.geteuid() != 0:
+        return None
+    user = os_user_name(name)
+    agent_user_ensure(name=user, comment=agent_user_comment(key=name, tag=_tag()))
+    user_tags.add(_tag())
+    return user
+
+
+def os_user_remove(name: str) -> None:
+    """Kill every process of the agent's OS user and delete the user (as root)."""
+    if os.geteuid() == 0:
+        agent_user_remove(name=os_user_name(name), comment=agent_user_comment(key=name, tag=_tag()))
+
+
+def os_users_remove_all(tag: str | None = None) -> list[str]:
+    """Remove every agent user installation `tag` (default: this one) made, e.g. when
+    a test's VAR_DIR ends; returns their names."""
+    if os.geteuid() != 0:
+        return []
+    tag = tag or _tag()
+    removed = []
+    for user in agent_users_of(tag):
+        key = pwd.getpwnam(user).pw_gecos.split(" ", 3)[-1]
+        if agent_user_remove(name=user, comment=agent_user_comment(key=key, tag=tag)):
+            removed.append(user)
+    return removed
 
 
 def _area_path(name: str) -> Path:
@@ -220,16 +286,21 @@ def _has_exited(pid: int) -> bool:
     return bool(cmdline) and b"agent_server" not in cmdline
 
 
-def _server_env(spec: SpawnSpec, home: Path) -> dict[str, str]:
-    """The agent server's environment: the allow-listed part of ours, the spec's, and
-    where its home, work area, staged CLI and agent user are."""
+def _server_env(spec: SpawnSpec, home: Path, os_user: str | None) -> dict[str, str]:
+    """The agent server's environment: the allow-listed part of ours, the spec's,
+    where its home, work area and staged CLI are, its agent's own OS user (as root),
+    and the limits of its sandbox (as the Docker runtime sets them on a container)."""
     env = {k: os.environ[k] for k in INHERITED if k in os.environ}
     env.update(spec.environment())
     env["TRINITY_AGENT_HOME"] = str(home)
     env["TRINITY_AGENT_WORK_AREA"] = str(agent_work_area(spec.name))
     # The CLI binary is staged here for the agent user (agent_server/isolation.py).
     env["TRINITY_AGENT_CLI_CACHE"] = str(work_root() / ".cli")
-    env["TRINITY_AGENT_USER"] = settings.TRINITY_AGENT_USER
+    if os_user is not None:
+        env["TRINITY_AGENT_USER"] = os_user
+    env["TRINITY_AGENT_MEMORY_LIMIT"] = settings.TRINITY_AGENT_MEMORY_LIMIT
+    env["TRINITY_AGENT_CPU_MILLICORES"] = str(settings.TRINITY_AGENT_CPU_MILLICORES)
+    env["TRINITY_AGENT_PIDS_LIMIT"] = str(settings.TRINITY_AGENT_PIDS_LIMIT)
     return env
 
 
@@ -270,7 +341,11 @@ class LocalProcessRuntime:
         _socket_dir_ready()
         endpoint = f"unix://{path}"
         log_path = home / "server.log"
-        process = _spawn(_server_env(spec, home), path, log_path)
+        try:
+            os_user = os_user_ensure(spec.name)
+        except AgentUserError as exc:
+            raise RuntimeError(f"agent server {spec.name!r} not started: {exc}") from None
+        process = _spawn(_server_env(spec, home, os_user), path, log_path)
         _watch(process)
         handle = str(process.pid)
         client = AgentServerClient(endpoint=endpoint, secret=spec.secret, handle=handle)
@@ -350,10 +425,11 @@ class LocalProcessRuntime:
             path.unlink(missing_ok=True)
 
     def discard(self, *, name: str) -> None:
-        """Delete everything the agent left on disk: the token file first (so a failure
-        later cannot leave the secret behind), then its whole home with .env and log.
+        """Delete everything the agent left: the token file first (so a failure later
+        cannot leave the secret behind), then its whole home with .env and log, its
+        work area, and (as root) its OS user, every process of it killed first.
 
-        Call it after the server stopped. Missing files are not an error.
+        Call it after the server stopped. Missing files or user are not an error.
         """
         home = _home_path(name)
         agents_dir = Path(settings.VAR_DIR) / "agents"
@@ -372,4 +448,6 @@ class LocalProcessRuntime:
             path = socket_path(name)
             path.unlink(missing_ok=True)
             path.with_name(f"{path.name}.lock").unlink(missing_ok=True)
-        logger.info("agent %s: home and work area removed", name)
+        # Last: its processes die with it, and nothing of the agent's is left to own.
+        os_user_remove(name)
+        logger.info("agent %s: home, work area and OS user removed", name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -16,9 +17,11 @@ from typing import Any
 import httpx
 
 from simulator.process import ChildStartError, ListeningProcess
-from tests.procs import children_of
+from tests.procs import descendants_of
 
 REPO = Path(__file__).resolve().parents[2]
+# agent_server/forwarder.py's start line in the sandbox.
+FORWARDER_SOCKET_LINE = re.compile(r"forwarder listening on unix:(\S+) ")
 
 
 class AgentServerStartError(ChildStartError):
@@ -110,9 +113,10 @@ class AgentServer(ListeningProcess):
         return self.client.post(path, json=body, **kwargs)
 
     def children(self) -> list[int]:
-        """Live child processes of the server (the CLI runs as a direct child)."""
+        """Live processes below the server, nearest first: the CLI, or in the sandbox
+        bwrap first and the CLI below it."""
         assert self.pid is not None
-        return [child.pid for child in children_of(self.pid) if child.state != "Z"]
+        return [child.pid for child in descendants_of(self.pid) if child.state != "Z"]
 
     def await_child(self, within: float = 20.0) -> int:
         """The first CLI child to appear; polls /proc for it, bounded by `within`."""
@@ -123,6 +127,22 @@ class AgentServer(ListeningProcess):
                 return kids[0]
             time.sleep(0.02)  # polling for a process to appear, not for time to pass
         raise AssertionError("no CLI child appeared")
+
+    def forwarder_socket(self) -> Path | None:
+        """The Unix socket its forwarder listens on when the CLI runs in the sandbox
+        (as the server logged it), else None: then it listens on loopback TCP."""
+        found = FORWARDER_SOCKET_LINE.search(self.log_text())
+        return Path(found.group(1)) if found else None
+
+    def forwarder_post(self, cli_base_url: str, path: str, **kwargs: Any) -> httpx.Response:
+        """POST to its forwarder from outside, as the CLI would from inside: over the
+        Unix socket in the sandbox (the CLI's base URL is the sandbox's relay, which
+        only exists inside it), else at the CLI's base URL."""
+        socket_path = self.forwarder_socket()
+        if socket_path is None:
+            return httpx.post(cli_base_url + path, **kwargs)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path))) as client:
+            return client.post("http://forwarder" + path, **kwargs)
 
     def log_text(self) -> str:
         if self._log is not None:

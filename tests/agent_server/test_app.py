@@ -159,6 +159,9 @@ def test_health_needs_no_secret(client: TestClient) -> None:
         "busy": 0,
         "proof": None,
         "isolation": "same-user",  # a config without an agent user
+        "isolation_missing": [
+            "root: the agent server is not root, so the CLI runs as the server's own user"
+        ],
     }
 
 

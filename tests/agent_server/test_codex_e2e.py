@@ -326,3 +326,9 @@ def test_the_config_switches_off_everything_that_phones_out() -> None:
     assert config["otel"] == {"exporter": "none"}
     assert config["features"] == {"plugins": False}
     assert set(config["model_providers"]) == {config["model_provider"]}
+    # The CLI's own command sandbox: its default outside ours, off inside ours.
+    assert "sandbox_mode" not in config
+    inside = tomllib.loads(
+        codex_config(forwarder_v1="http://127.0.0.1:9/v1", model="gpt-5.5-codex", sandboxed=True)
+    )
+    assert inside["sandbox_mode"] == "danger-full-access"

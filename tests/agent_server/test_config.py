@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_server.cgroups import Limits
 from agent_server.config import (
     BUNDLED_CLAUDE_BIN,
     ConfigError,
@@ -112,19 +113,51 @@ def test_the_upstream_is_the_servers_own_setting_trinitys_first(tmp_path: Path) 
 def test_a_missing_agent_user_stops_a_root_boot_naming_the_fix(tmp_path: Path) -> None:
     env = env_for(tmp_path, TRINITY_AGENT_USER="no-such-agent-user-x")
     if os.geteuid() != 0:  # not root: no user to switch to, the weak mode
-        assert load_config(env).isolation == "same-user"
+        assert load_config(env).agent_user is None
         return
     with pytest.raises(ConfigError, match="TRINITY_AGENT_USER.*make setup"):
         load_config(env)
 
 
-def test_isolation_follows_whether_the_server_runs_as_root(tmp_path: Path) -> None:
+def test_the_agent_user_follows_whether_the_server_runs_as_root(tmp_path: Path) -> None:
     config = load_config(env_for(tmp_path))
     if os.geteuid() == 0:
-        assert config.isolation == "separate-user"
         assert config.agent_user is not None and config.agent_user.uid != 0
     else:
-        assert (config.isolation, config.agent_user) == ("same-user", None)
+        assert config.agent_user is None
+
+
+def test_the_sandbox_mode_and_limits_are_read_and_checked(tmp_path: Path) -> None:
+    config = load_config(
+        env_for(
+            tmp_path,
+            TRINITY_AGENT_SANDBOX="Required",
+            TRINITY_AGENT_MEMORY_LIMIT="512m",
+            TRINITY_AGENT_CPU_MILLICORES="1500",
+            TRINITY_AGENT_PIDS_LIMIT="64",
+        )
+    )
+    assert config.sandbox == "required"
+    assert config.limits == Limits(memory_bytes=512 * 1024**2, cpu_millicores=1500, pids=64)
+    assert load_config(env_for(tmp_path)).limits == Limits()  # unset: no limit
+    assert load_config(env_for(tmp_path)).sandbox == "auto"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TRINITY_AGENT_SANDBOX", "maybe"),
+        ("TRINITY_AGENT_MEMORY_LIMIT", "lots"),
+        ("TRINITY_AGENT_MEMORY_LIMIT", "0"),
+        ("TRINITY_AGENT_CPU_MILLICORES", "-5"),
+        ("TRINITY_AGENT_PIDS_LIMIT", "1.5"),
+    ],
+)
+def test_a_bad_sandbox_setting_stops_the_boot_naming_it(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    with pytest.raises(ConfigError, match=name):
+        load_config(env_for(tmp_path, **{name: value}))
 
 
 def test_allowed_tools_are_read_as_a_comma_separated_list(tmp_path: Path) -> None:

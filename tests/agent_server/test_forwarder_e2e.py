@@ -138,8 +138,9 @@ def test_a_capability_is_refused_once_its_turn_is_over(
     thread.join(timeout=60)
     sim.control.set_latency(0)
     sim.control.clear_requests()
-    replay = httpx.post(
-        environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    replay = server.forwarder_post(
+        environ["ANTHROPIC_BASE_URL"],
+        "/v1/messages",
         headers={"authorization": f"Bearer {environ['CLAUDE_CODE_OAUTH_TOKEN']}"},
         json={"model": "claude-sonnet-5-5", "max_tokens": 1, "messages": []},
     )

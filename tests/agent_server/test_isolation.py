@@ -1,7 +1,8 @@
 """The agent's OS user: what it may reach, proven by running processes as that user.
 
 Only meaningful as root (a non-root server runs the CLI as itself, the weak mode);
-with CI=true a missing agent user fails the run instead of skipping it.
+with CI=true a missing agent user fails the run instead of skipping it. The sandbox
+itself is pinned by test_sandbox.py; here, what holds with and without it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from agent_server.isolation import (
     resolve_agent_user,
     work_area_prepare,
 )
+from agents.runtimes.agent_users import (
+    agent_user_comment,
+    agent_user_ensure,
+    agent_user_name,
+    agent_user_remove,
+)
 from tests.agent_server.conftest import StartServer
+from tests.agent_server.support import turn
+from tests.procs import processes_of_uid
 from tests.skip_policy import in_ci
 
 if TYPE_CHECKING:
@@ -117,6 +126,9 @@ def test_the_cli_runs_as_the_agent_user_who_cannot_read_the_servers_environ_or_s
     sim.control.set_latency(0)
 
     assert result["response"].status_code == 200, result["response"].text
+    # As root with bubblewrap (CI), the CLI runs in its sandbox, as the agent user.
+    assert server.client is not None
+    assert server.client.get("/health").json()["isolation"] == "sandbox"
     assert cli_uid == agent_user.uid
     assert environ.returncode != 0 and token.encode() not in environ.stdout
     assert listing.returncode != 0
@@ -191,3 +203,45 @@ def test_a_missing_agent_user_is_named_with_the_fix() -> None:
         resolve_agent_user(missing)
     with pytest.raises(KeyError):
         pwd.getpwnam(missing)
+
+
+@pytest.fixture
+def own_user(agent_user: AgentUser) -> Iterator[AgentUser]:
+    """A user of this test's alone (made as the local runtime makes an agent's): its
+    server kills every process of it, which must reach no one else's."""
+    tag = uuid.uuid4().hex[:12]
+    name = agent_user_name(key="reaped", tag=tag)
+    comment = agent_user_comment(key="reaped", tag=tag)
+    yield agent_user_ensure(name=name, comment=comment)
+    agent_user_remove(name=name, comment=comment)
+
+
+@pytest.mark.e2e
+def test_without_a_sandbox_nothing_a_turn_started_outlives_it(
+    sim: SimulatorProcess, start_server: StartServer, own_user: AgentUser
+) -> None:
+    token = f"sk-ant-oat01-reap-{uuid.uuid4().hex[:12]}"
+    sim.control.register(token, kind="oauth", label="sub-a")
+    trigger = f"reap-{uuid.uuid4().hex[:8]}"
+    daemons = (
+        "setsid sh -c 'while :; do sleep 0.2; done' </dev/null >/dev/null 2>&1 & "
+        "( ( nohup sh -c 'while :; do sleep 0.2; done' </dev/null >/dev/null 2>&1 & ) & ); "
+        "sleep 0.3; echo started"
+    )
+    sim.control.arm_red_team(trigger=trigger, reads=[], commands=[daemons])
+    server = start_server(
+        CLAUDE_CODE_OAUTH_TOKEN=token,
+        TRINITY_AGENT_USER=own_user.name,
+        TRINITY_AGENT_SANDBOX="off",
+        TRINITY_AGENT_ALLOWED_TOOLS="Bash",
+    )
+
+    response = server.post("/api/task", turn(message=f"{trigger}: leave something"))
+
+    assert response.status_code == 200, response.text
+    assert any("started" in r["content"] for r in sim.control.red_team()["results"])
+    assert processes_of_uid(own_user.uid) == []
+    assert server.client is not None
+    health = server.client.get("/health").json()
+    assert health["isolation"] == "separate-user"
+    assert health["isolation_missing"] == ["sandbox: turned off (TRINITY_AGENT_SANDBOX=off)"]

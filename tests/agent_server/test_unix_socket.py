@@ -174,14 +174,19 @@ def test_a_started_server_listens_on_its_socket_and_not_on_a_tcp_port(tmp_path: 
         inodes = _socket_inodes(server.pid)
         assert inodes, "the server holds no socket"
         own = [where for inode, where in _tcp_listeners().items() if inode in inodes]
-        # Its one TCP listener is the credential forwarder, on loopback only, and the
-        # agent API is not served there.
-        assert len(own) == 1
-        ((host, port),) = own
-        assert host == "0100007F"  # 127.0.0.1
-        answer = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
-        assert answer.status_code in (401, 403)
-        assert "runtime" not in answer.text
+        if server.client.get("/health").json()["isolation"] == "sandbox":
+            # Its forwarder listens on a Unix socket bound into each sandbox: no TCP.
+            assert own == []
+            assert server.forwarder_socket() is not None
+        else:
+            # Its one TCP listener is the credential forwarder, on loopback only, and
+            # the agent API is not served there.
+            assert len(own) == 1
+            ((host, port),) = own
+            assert host == "0100007F"  # 127.0.0.1
+            answer = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+            assert answer.status_code in (401, 403)
+            assert "runtime" not in answer.text
     assert not server.socket_path.exists()  # removed on a graceful stop
 
 

@@ -2,13 +2,15 @@
 Claude Code CLI, the simulator, the real database and cache.
 
 - a served turn's forwarded rate-limit headers become the plan's headroom snapshot;
-- an agent's work area lives outside var/, and its isolation is kept on its row;
+- an agent's work area lives outside var/, owned (as root) by an OS user of the
+  agent's own that its discard removes, and its isolation is kept on its row;
 - after a committed hot-reload, no file an agent can reach holds the plan token.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -69,16 +71,23 @@ def test_an_agent_works_outside_var_and_its_isolation_is_on_its_row(
     area = local.work_root() / "bot"
     body = owner_client.get("/api/agents/bot").json()
 
-    expected = "separate-user" if os.geteuid() == 0 else "same-user"
+    # As root (CI), the agent's CLI runs in its sandbox (make setup installs bubblewrap).
+    expected = "sandbox" if os.geteuid() == 0 else "same-user"
     assert Agent.objects.get(pk=agent.pk).isolation == expected
     assert body["isolation"] == expected
     assert (area / "work").is_dir()
     assert not area.resolve().is_relative_to(Path(settings.VAR_DIR).resolve())
     assert (Path(settings.VAR_DIR) / "agents" / "bot").stat().st_mode & 0o077 == 0
+    if os.geteuid() == 0:
+        own = pwd.getpwnam(local.os_user_name("bot"))
+        assert (area / "work").stat().st_uid == own.pw_uid
+        assert (area.stat().st_gid, area.stat().st_mode & 0o777) == (own.pw_gid, 0o710)
 
     lifecycle.agent_stop(agent=agent)
     local.LocalProcessRuntime().discard(name="bot")
     assert not area.exists()
+    with pytest.raises(KeyError):
+        pwd.getpwnam(local.os_user_name("bot"))
 
 
 def test_after_a_committed_hot_reload_no_file_an_agent_can_reach_holds_the_token(

@@ -22,6 +22,8 @@ from django.core.management import call_command
 
 from agents import lifecycle
 from agents.models import Agent, ProcessState
+from agents.runtimes import local
+from agents.runtimes.agent_users import installation_tag
 from agents.runtimes.base import SpawnSpec
 from agents.runtimes.local import LocalProcessRuntime, _socket_dir_ready, socket_dir, socket_path
 from simulator.control import SimulatorControl
@@ -97,6 +99,8 @@ def test_a_server_stopped_by_another_process_is_reaped_by_the_process_that_start
         if starter.stdin is not None:
             starter.stdin.close()
         starter.wait(timeout=30)
+        # The starter made the agent's OS user (as root) under this VAR_DIR's tag.
+        local.user_tags.add(installation_tag(tmp_path))
 
 
 @pytest.mark.e2e

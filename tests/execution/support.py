@@ -105,12 +105,18 @@ def children_of(pid: int) -> list[tuple[int, bytes]]:
     return [(child.pid, cmdline(child.pid)) for child in procs.children_of(pid)]
 
 
+def descendants_of(pid: int) -> list[tuple[int, bytes]]:
+    """Every process below ``pid`` with its command line, nearest first."""
+    return [(child.pid, cmdline(child.pid)) for child in procs.descendants_of(pid)]
+
+
 def cli_child(agent: Agent, *, seconds: float = 30.0) -> int:
     """The pid of the Claude Code CLI the agent's server spawned for a turn in flight."""
     server = int(agent.process_handle)
 
     def find() -> int | None:
-        for pid, command in children_of(server):
+        # Below the server: in the sandbox the CLI runs under bwrap, not as its child.
+        for pid, command in descendants_of(server):
             if b"claude" in command:
                 return pid
         return None

@@ -31,7 +31,7 @@ from simulator.process import SimulatorProcess
 from tests.faults.harness import (
     CeleryWorker,
     PostgresCluster,
-    children_of,
+    descendants_of,
     gunicorn,
     manage,
     platform_env,
@@ -177,7 +177,7 @@ def test_a_turn_in_flight_across_a_restart_finishes_or_fails_clearly_never_stays
     thread = threading.Thread(target=lambda: answers.append(sync_turn(platform)))
     thread.start()
     wait_until(
-        lambda: any(b"claude" in cmd for _, cmd in children_of(server)),
+        lambda: any(b"claude" in cmd for _, cmd in descendants_of(server)),
         seconds=30,
         what="the sync turn to be at the agent server",
     )
@@ -187,7 +187,7 @@ def test_a_turn_in_flight_across_a_restart_finishes_or_fails_clearly_never_stays
 
     queued = async_turn(platform)
     wait_until(
-        lambda: any(b"claude" in cmd for _, cmd in children_of(server)),
+        lambda: any(b"claude" in cmd for _, cmd in descendants_of(server)),
         seconds=30,
         what="the async turn to be at the agent server",
     )

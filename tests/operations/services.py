@@ -200,7 +200,14 @@ def shared_database_url() -> str:
 
 
 def platform_env(var_dir: Path, **extra: str) -> dict[str, str]:
-    """The environment of a platform process (web, manage.py) run from this checkout."""
+    """The environment of a platform process (web, manage.py) run from this checkout.
+
+    Its local agents' OS users (as root) are tagged with `var_dir`: the session's end
+    removes them (tests/conftest.py), since that process cannot say which it made."""
+    from agents.runtimes import local
+    from agents.runtimes.agent_users import installation_tag
+
+    local.user_tags.add(installation_tag(var_dir))
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(
         {

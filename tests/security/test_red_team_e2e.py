@@ -21,9 +21,11 @@ recorded, the turn's answer, the agent server's and the platform's logs, or a te
 dump of every database table. Each turn must have run on its real credential (the
 simulator saw it), so the tools really ran.
 
-Modes: with the platform running as root (CI), the CLI must run as the unprivileged
-agent user (``TRINITY_AGENT_USER``, default ``trinity-agent``), which cannot read
-``var/`` or the server's ``/proc/<pid>/environ``; a missing agent user fails the test.
+Modes: with the platform running as root (CI), the CLI must run in its sandbox as the
+agent's own unprivileged OS user (made by the local runtime,
+``agents/runtimes/agent_users.py``), which cannot read ``var/`` or the server's
+``/proc/<pid>/environ``; a CLI running as any other uid, or outside a sandbox, fails
+the test.
 Run as another user (a developer's machine), the CLI shares that user, so ``var/``
 and the server's environment are readable by design: the test leaves them out and
 says so loudly; under ``CI=true`` that mode fails.
@@ -65,7 +67,6 @@ from trinity.redaction import RedactingFilter, redact
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-AGENT_USER = os.environ.get("TRINITY_AGENT_USER", "trinity-agent")
 # The platform's var/ as settings found it at import (tests move VAR_DIR to tmp_path).
 PLATFORM_VAR = Path(settings.VAR_DIR)
 MAX_FILES = 500
@@ -152,9 +153,14 @@ def strong_mode() -> bool:
     return os.geteuid() == 0
 
 
-def agent_user_uid() -> int | None:
+def agent_user_name(agent: str) -> str:
+    """The agent's own OS user (as root, the local runtime makes one per agent)."""
+    return local.os_user_name(agent)
+
+
+def agent_user_uid(agent: str) -> int | None:
     try:
-        return pwd.getpwnam(AGENT_USER).pw_uid
+        return pwd.getpwnam(agent_user_name(agent)).pw_uid
     except KeyError:
         return None
 
@@ -239,8 +245,9 @@ class RedTeam:
         if response.status_code != 200:
             # Status and code only: the body carries the hostile model's answer.
             hint = ""
-            if strong_mode() and agent_user_uid() is None:
-                hint = f"; the agent user {AGENT_USER!r} does not exist (make setup creates it)"
+            if strong_mode() and agent_user_uid(self.agent_name) is None:
+                user = agent_user_name(self.agent_name)
+                hint = f"; the agent's OS user {user!r} does not exist (the local runtime makes it)"
             pytest.fail(
                 f"the turn failed: {response.status_code} {body.get('error_code')}{hint}",
                 pytrace=False,
@@ -309,10 +316,14 @@ class RedTeam:
         return body
 
     def check_cli_user(self, label: str, output: str) -> None:
-        uid = agent_user_uid()
-        if strong_mode() and uid is not None and output.strip() != str(uid):
+        """As root, the CLI ran as the agent's own user (the output's first word: the
+        CLI may append notes of its own to a tool's result)."""
+        uid = agent_user_uid(self.agent_name)
+        ran_as = output.split()[0] if output.split() else "(nothing)"
+        if strong_mode() and ran_as != str(uid):
             self.evidence.problems.append(
-                f"{label}: the CLI ran as uid {output.strip()}, not as {AGENT_USER} ({uid})"
+                f"{label}: the CLI ran as uid {ran_as}, not as the agent's own user "
+                f"{agent_user_name(self.agent_name)} ({uid})"
             )
 
 
@@ -441,10 +452,10 @@ def test_a_tool_using_model_gets_no_credential_out_of_an_agent(
 
     findings = evidence.findings()
     failures = [str(f) for f in findings] + evidence.problems
-    if strong_mode() and agent_user_uid() is None:
+    if strong_mode() and red.agent().isolation != "sandbox":
         failures.append(
-            f"the agent user {AGENT_USER!r} does not exist: with the platform running as "
-            "root the CLI must run as it (make setup creates it)"
+            f"the agent ran with isolation {red.agent().isolation!r}: as root its CLI must "
+            "run in its sandbox (make setup installs bubblewrap)"
         )
     if failures:
         leaked = Counter(f.canary for f in findings)

@@ -396,9 +396,20 @@ describe("AgentsPage", () => {
     expect(wrapper.find("tr[data-agent=idle]").text()).not.toContain("Weak isolation");
   });
 
-  it("shows no isolation warning when every agent has a user of its own", async () => {
+  it("says which agents run without a sandbox, apart from the weak ones", async () => {
     await mountAgents([{ ...AGENTS[0], process_state: "running", process_detail: "", isolation: "separate-user" }]);
     expect(wrapper.find("[data-testid=weak-isolation]").exists()).toBe(false);
+    const notice = wrapper.find("[data-testid=no-sandbox]");
+    expect(notice.exists()).toBe(true);
+    expect(notice.text()).toContain("researcher runs its CLI as an OS user of its own but outside a sandbox");
+    expect(wrapper.find("tr[data-agent=researcher]").text()).toContain("No sandbox");
+  });
+
+  it("shows no isolation warning when every agent runs in its sandbox", async () => {
+    await mountAgents([{ ...AGENTS[0], process_state: "running", process_detail: "", isolation: "sandbox" }]);
+    expect(wrapper.find("[data-testid=weak-isolation]").exists()).toBe(false);
+    expect(wrapper.find("[data-testid=no-sandbox]").exists()).toBe(false);
+    expect(wrapper.find("tr[data-agent=researcher]").text()).not.toContain("No sandbox");
   });
 
   it("shows each agent's last switch, why, and since when it bills the platform key", async () => {
