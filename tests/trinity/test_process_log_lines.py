@@ -161,6 +161,18 @@ def test_json_lines_stay_one_object_each(spawn: Callable[..., Child], tmp_path: 
     assert "  RuntimeError: upstream said x\n  " + FORGED in failure["exc"]
 
 
+def _forwarder_client(log: str) -> httpx.Client:
+    """A client of the forwarder wherever its log line says it listens: a Unix socket
+    when the CLI runs in a sandbox (no TCP port then), else loopback TCP."""
+    found = re.search(r"forwarder listening on (unix:\S+|http://\S+?)[ ,]", log)
+    assert found, log[-4000:]
+    where = found.group(1)
+    if where.startswith("unix:"):
+        transport = httpx.HTTPTransport(uds=where.removeprefix("unix:"))
+        return httpx.Client(transport=transport, base_url="http://forwarder", timeout=10)
+    return httpx.Client(base_url=where, timeout=10)
+
+
 def test_a_refused_path_cannot_forge_a_line_of_the_agent_servers_log(tmp_path: Path) -> None:
     """A real agent server: its forwarder logs a refused path as it decoded it, and
     uvicorn's access lines (the server's and the forwarder's) carry paths too."""
@@ -169,11 +181,10 @@ def test_a_refused_path_cannot_forge_a_line_of_the_agent_servers_log(tmp_path: P
     env = agent_env(simulator_url="http://127.0.0.1:9", home=home, secret="lines-agent-secret")
     with AgentServer(env=env, log_path=tmp_path / "agent.log") as server:
         assert server.client is not None
-        found = re.search(r"forwarder listening on (http://\S+?),", server.log_text())
-        assert found, server.log_text()[-4000:]
-        forwarder = found.group(1)
-        assert httpx.post(f"{forwarder}/v1/{SENT}", timeout=10).status_code == 403
-        assert httpx.post(f"{forwarder}/v1/messages", timeout=10).status_code == 401
+        forwarder = _forwarder_client(server.log_text())
+        with forwarder:
+            assert forwarder.post(f"/v1/{SENT}").status_code == 403
+            assert forwarder.post("/v1/messages").status_code == 401
         server.client.get(f"/health/{SENT}")
         deadline = time.monotonic() + 10
         while "forwarder: refused POST /v1/x" not in server.log_text():
