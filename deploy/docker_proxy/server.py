@@ -144,7 +144,7 @@ def make_handler(policy: Policy, engine: str) -> type[BaseHTTPRequestHandler]:
                 # After a 400 the proxy may not know where the next request starts.
                 self.close_connection = self.close_connection or refusal.status == 400
                 self._refuse(refusal)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, http.client.HTTPException) as exc:
                 self.close_connection = True
                 logger.warning("%s %s failed: %s", self.command, shown(self.path), type(exc))
                 self._refuse(Refused(f"engine call failed ({type(exc).__name__})", 502))
