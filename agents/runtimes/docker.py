@@ -49,6 +49,28 @@ CONFLICT = 409
 
 NETWORK_LABEL = "trinity.network"
 
+# The container's hardening, which deploy/docker_proxy requires of every create (a
+# create without it is refused there). The agent server runs as root in the container
+# and spawns the CLI as the image's unprivileged user; of root's capabilities it keeps
+# only what that takes, found by running turns with fewer: SETUID and SETGID (the
+# switch to the agent user, its groups cleared), CHOWN (the work area and each spawn's
+# HOME are handed to that user), KILL (a turn's processes, another user's, die with
+# it), DAC_OVERRIDE (the spawn HOMEs the agent user made private are removed after
+# the turn). The CLI and its tools, as that user, hold none; no-new-privileges keeps a
+# setuid binary from giving any back. No seccomp option: the engine's default profile.
+CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID")
+SECURITY_OPT = "no-new-privileges:true"
+# The root file system is read-only; these are the writable places. The work area (the
+# CLI's working directory and HOMEs, the image's TRINITY_AGENT_WORK_AREA) is an
+# anonymous volume, on disk, removed with the container; the server's own directory
+# (TRINITY_AGENT_HOME) and /tmp are tmpfs, paid from the memory limit, so each has a size.
+WORK_AREA = "/srv/trinity-agent"
+SERVER_HOME = "/home/agent/work"
+TMPFS = {
+    "/tmp": "rw,exec,nosuid,nodev,size=256m,mode=1777",  # noqa: S108 - the container's own
+    SERVER_HOME: "rw,noexec,nosuid,nodev,size=16m,mode=0700",
+}
+
 
 def _default_client() -> Any:
     import docker
@@ -157,8 +179,11 @@ class DockerRuntime:
 
     def _run_kwargs(self, spec: SpawnSpec, network: str, start_id: str) -> dict[str, Any]:
         """``containers.run``'s arguments: the image, the baseline environment, the
-        labels that make the container this start's, the restart policy and the
-        limits from settings (memory, CPU, processes)."""
+        labels that make the container this start's, the restart policy, the limits
+        from settings (memory, CPU, processes) and the hardening (capabilities,
+        no-new-privileges, a read-only root with the writable places above)."""
+        from docker.types import Mount
+
         return {
             "image": settings.TRINITY_AGENT_IMAGE,
             "name": self.container_name(spec.name),
@@ -171,7 +196,7 @@ class DockerRuntime:
                 "--port",
                 str(CONTAINER_PORT),
             ],
-            "environment": {**spec.environment(), "TRINITY_AGENT_HOME": "/home/agent/work"},
+            "environment": {**spec.environment(), "TRINITY_AGENT_HOME": SERVER_HOME},
             "detach": True,
             "labels": {LABEL: spec.name, START_LABEL: start_id},
             # The platform revives a dead server (the module docstring says why).
@@ -180,6 +205,12 @@ class DockerRuntime:
             "mem_limit": settings.TRINITY_AGENT_MEMORY_LIMIT,
             "nano_cpus": settings.TRINITY_AGENT_CPU_MILLICORES * 1_000_000,
             "pids_limit": settings.TRINITY_AGENT_PIDS_LIMIT,
+            "cap_drop": ["ALL"],
+            "cap_add": list(CAPABILITIES),
+            "security_opt": [SECURITY_OPT],
+            "read_only": True,
+            "tmpfs": dict(TMPFS),
+            "mounts": [Mount(target=WORK_AREA, source=None, type="volume")],
         }
 
     @staticmethod

@@ -104,7 +104,8 @@ def test_no_service_but_the_socket_proxy_mounts_the_docker_socket() -> None:
     # It mounts the socket read-only and runs the project's filtering proxy.
     [mount] = [v for v in _volumes(services["docker-proxy"]) if "docker.sock" in v]
     assert mount.endswith(":ro")
-    assert "deploy/docker_proxy.py" in " ".join(services["docker-proxy"]["command"])
+    assert services["docker-proxy"]["command"] == ["python", "-m", "docker_proxy"]
+    assert services["docker-proxy"]["working_dir"] == "/app/deploy"
 
 
 def test_web_and_worker_reach_the_engine_only_through_the_proxy() -> None:
@@ -173,4 +174,6 @@ def test_nothing_publishes_plain_http_beyond_loopback() -> None:
 
 
 def test_the_backend_image_carries_the_socket_proxy() -> None:
-    assert "deploy/docker_proxy.py" in (DEPLOY / "Dockerfile.backend").read_text()
+    dockerfile = (DEPLOY / "Dockerfile.backend").read_text()
+    assert "COPY deploy/docker_proxy/ deploy/docker_proxy/" in dockerfile
+    assert "WORKDIR /app\n" in dockerfile  # compose runs the proxy from /app/deploy

@@ -79,6 +79,10 @@ def test_down_stops_only_the_process_its_pid_file_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(engine_script, "PIDFILE", tmp_path / "dockerd.pid")
+    # `down` unmounts what is left under the engine's state directory: here that is
+    # tmp_path, not the running engine's (whose network namespaces are mounted there;
+    # unmounting them broke every later host-network build on it).
+    monkeypatch.setattr(engine_script, "STATE", tmp_path)
     assert engine_script.engine_down() == "no engine of this checkout's is running"
     stand_in, bystander = _detached_sleeper(), _detached_sleeper()
     try:

@@ -1,0 +1,37 @@
+"""A filtering proxy in front of the Docker engine's socket: agent containers only.
+
+Web and worker start, inspect, stop and remove agent containers (agents/runtimes/
+docker.py, through the docker SDK). Whoever holds the engine's socket is root on the
+host, so neither holds it: they speak the Docker API to this proxy over an internal
+network, and this proxy, the only process with the socket, forwards a request only
+when it is one the agent runtime makes, on a container that is an agent's, and only
+as it read it: it reads every request as the engine would (JSON keys matched
+case-insensitively, paths decoded, queries parsed the Go way) or refuses it, and
+sends the engine a request it builds itself from what it read, never the client's
+bytes (docs/flows/docker-proxy.md):
+
+- ``GET|HEAD /_ping``, ``GET /version``: the SDK's handshake;
+- ``POST /containers/create?name=<prefix>...``: exactly the create the runtime sends
+  (create.py): the agent image and label, the agents' network, every capability
+  dropped but the agent server's few, no-new-privileges, a read-only root with its
+  tmpfs and one anonymous work-area volume, memory, CPU and process limits; no other
+  field, no duplicate key in any case, no unknown key;
+- ``GET /containers/json``: only with a filter on the agent label;
+- ``GET /containers/{id}/json``, ``POST /containers/{id}/start``, ``POST
+  /containers/{id}/stop``, ``DELETE /containers/{id}``: only when the engine says the
+  container carries the agent label (checked first, then the action is sent to the
+  full id the check returned), with no body.
+
+Everything else (exec, logs, images, volumes, networks, build, the swarm API, any other
+container, an API version below 1.40) is refused and logged as method, path and
+reason; a body is never logged (a create's environment carries the agent's secret).
+Standard library only, so the proxy runs from the backend image with nothing else
+installed: ``python -m docker_proxy`` from ``deploy/``.
+"""
+
+from __future__ import annotations
+
+from .policy import Policy, Refused
+from .server import serve
+
+__all__ = ["Policy", "Refused", "serve"]

@@ -1,0 +1,59 @@
+"""What the proxy lets through: the agent container's shape, and how a refusal reads.
+
+The shape is the one create call agents/runtimes/docker.py makes (its CAPABILITIES,
+SECURITY_OPT, TMPFS and WORK_AREA are these values, and
+tests/deploy/test_docker_proxy.py pins that the runtime's own create passes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The capabilities an agent server may keep (root in its container, spawning the CLI
+# as its unprivileged user); the runtime's docstring says what each is for.
+AGENT_CAPABILITIES = frozenset({"CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID"})
+NO_NEW_PRIVILEGES = "no-new-privileges:true"
+# The writable places on an agent's read-only root: tmpfs mounts, and one anonymous
+# volume (no source, no driver options) for the work area.
+AGENT_TMPFS = frozenset({"/tmp", "/home/agent/work"})  # noqa: S108 - paths in the container
+AGENT_WORK_AREA = "/srv/trinity-agent"
+# The oldest API version the proxy forwards. Older versions are read differently by
+# the engine: below 1.24 a start's body is a host config (binds, privileges) applied
+# to the container, below 1.25 AutoRemove is ignored, and so on; the runtime's SDK
+# speaks the engine's own version.
+MIN_API_VERSION = (1, 40)
+MAX_BODY = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The agent image, the agents' network, the label every agent container carries
+    and the prefix of their names."""
+
+    image: str
+    network: str
+    label: str = "trinity.agent"
+    name_prefix: str = "trinity-agent-"
+
+    @property
+    def label_prefix(self) -> str:
+        """The namespace of the labels an agent container may carry (``trinity.``)."""
+        return self.label.rsplit(".", 1)[0] + "."
+
+
+class Refused(Exception):
+    """A request the proxy does not forward: ``status`` is 400 for a request it cannot
+    read as the engine would, 403 for one it reads and does not allow, 404 for a
+    container that is not an agent's. ``reason`` never quotes a value of the request
+    (a create's environment carries the agent's secret), only names, via ``shown``."""
+
+    def __init__(self, reason: str, status: int = 403) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+def shown(name: str, limit: int = 60) -> str:
+    """A client-chosen name (a key, a parameter, a path) fit for a reason and a log line:
+    quoted, escaped (no control character can start a line) and cut short."""
+    return ascii(name[:limit]) + ("..." if len(name) > limit else "")
