@@ -20,6 +20,13 @@ change is therefore made under an exclusive `flock` of `LOCK_FILE` (root's /run,
 no local user can hold it), and the name is looked up again once it is held.
 Removal kills every process of the user first (`userdel` refuses a user with live
 processes), then deletes the user and its group.
+
+Their ids come from a range of their own (`AGENT_ID_MIN`..`AGENT_ID_MAX`), far above
+the system range: containers on the same host run their images' system users
+(uid 999 and below) without a user namespace, so an agent user allocated there would
+share a uid with, say, the backend image's `trinity` or a database container's user,
+and killing every process of the agent's uid would kill those too. `--no-log-init`
+keeps `useradd` from growing lastlog/faillog to a sparse file sized by the uid.
 """
 
 from __future__ import annotations
@@ -52,6 +59,15 @@ _NAME_TAKEN: Final = 9
 _LOCKED: Final = 10
 _LOCK_TRIES: Final = 20
 _LOCK_WAIT: Final = 0.05
+# The ids agent users (and their groups) are given: below 2**31, above the system,
+# login and subordinate-id (from 100000, 65536 per user) ranges a host hands out.
+AGENT_ID_MIN: Final = 1_900_000_000
+AGENT_ID_MAX: Final = 1_909_999_999
+_ID_RANGE: Final = tuple(
+    arg
+    for kind in ("UID", "GID")
+    for arg in ("-K", f"SYS_{kind}_MIN={AGENT_ID_MIN}", "-K", f"SYS_{kind}_MAX={AGENT_ID_MAX}")
+)
 
 
 class AgentUserError(RuntimeError):
@@ -109,6 +125,8 @@ def _ensure_locked(*, name: str, comment: str) -> AgentUser:
                 "--system",
                 "--user-group",
                 "--no-create-home",
+                "--no-log-init",
+                *_ID_RANGE,
                 "--home-dir",
                 "/nonexistent",
                 "--shell",

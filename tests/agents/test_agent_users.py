@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from agents.runtimes.agent_users import (
+    AGENT_ID_MAX,
+    AGENT_ID_MIN,
     NAME_MAX,
     AgentUserError,
     agent_user_comment,
@@ -90,6 +92,16 @@ def test_a_user_is_made_once_even_when_two_starts_race(tag: str) -> None:
     )
     assert entry.pw_uid != 0 and entry.pw_gid != 0
     assert agent_users_of(tag) == [name]
+
+
+def test_a_users_ids_lie_in_the_agents_own_range_above_every_system_user(tag: str) -> None:
+    # A container's processes run their image's system uids (999 and below) on this
+    # host's kernel: an agent user there would be killed with them, or kill them.
+    name = agent_user_name(key="ranged", tag=tag)
+    user = agent_user_ensure(name=name, comment=agent_user_comment(key="ranged", tag=tag))
+
+    assert AGENT_ID_MIN <= user.uid <= AGENT_ID_MAX
+    assert AGENT_ID_MIN <= user.gid <= AGENT_ID_MAX
 
 
 def test_a_user_that_is_not_the_agents_is_refused_and_never_removed(tag: str) -> None:
