@@ -403,9 +403,12 @@ class UsageCsvRenderer(BaseRenderer):
     ) -> bytes:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow([data["group"], *REPORT_METRICS])
+        # Grouped by agent, the owner tells two owners' agents of one name apart.
+        owner = ["owner"] if data["group"] == "agent" else []
+        writer.writerow([data["group"], *owner, *REPORT_METRICS])
         for row in data["rows"]:
-            writer.writerow([row["group"], *(row[m] for m in REPORT_METRICS)])
+            whose = [row.get("owner") or ""] if owner else []
+            writer.writerow([row["group"], *whose, *(row[m] for m in REPORT_METRICS)])
         return out.getvalue().encode(self.charset)
 
 
@@ -433,6 +436,12 @@ def _report_instant(raw: str, *, field: str, end: bool) -> datetime:
 
 class UsageRowOutput(serializers.Serializer[Any]):
     group = serializers.CharField(help_text="the day (UTC), subscription, agent or credential kind")
+    owner = serializers.CharField(
+        allow_null=True,
+        default=None,
+        help_text="group=agent: the agent's owner (a row is one agent, and names are "
+        "unique per owner only); null for a deleted agent's history and in other groups",
+    )
     turns = serializers.IntegerField()
     succeeded = serializers.IntegerField()
     failed = serializers.IntegerField()
@@ -450,6 +459,7 @@ class UsageRowOutput(serializers.Serializer[Any]):
 
 class UsageTotalsOutput(UsageRowOutput):
     group = None  # type: ignore[assignment]
+    owner = None  # type: ignore[assignment]
 
 
 class UsageReportOutput(serializers.Serializer[Any]):
@@ -472,8 +482,9 @@ class UsageReportApi(APIView):
 
     ``from``/``to`` are dates (``to`` includes its day) or aware ISO datetimes; by
     default the last 30 days, at most 400. Owners count their agents' turns, admins
-    every turn. JSON, or CSV with ``Accept: text/csv`` (``?format=csv`` for a link).
-    A bad parameter is a 400 naming it, always in JSON.
+    every turn. Grouped by agent, a row is one agent with its ``owner`` (an admin's
+    report keeps two owners' "bot" apart). JSON, or CSV with ``Accept: text/csv``
+    (``?format=csv`` for a link). A bad parameter is a 400 naming it, always in JSON.
     """
 
     renderer_classes = [JSONRenderer, UsageCsvRenderer]
