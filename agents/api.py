@@ -59,6 +59,14 @@ def _effective_usd(*caps: Decimal | None) -> str | None:
     return None if tightest is None else f"{tightest:.2f}"
 
 
+class AgentRefOutput(serializers.Serializer[Any]):
+    """An agent as another resource lists it: its name and its owner. Names are unique
+    per owner only, so the pair is what addresses it (``/api/agents/<name>?owner=``)."""
+
+    name = serializers.CharField()
+    owner = serializers.CharField(source="owner.username")
+
+
 class AgentOutput(serializers.ModelSerializer[Agent]):
     owner = serializers.CharField(source="owner.username", read_only=True)
     provider = serializers.ChoiceField(

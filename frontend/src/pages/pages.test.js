@@ -161,7 +161,7 @@ describe("SettingsPage", () => {
 });
 
 const SUBS = [
-  { id: 1, name: "max-main", provider: "anthropic", plan_type: "max-20x", token_fingerprint: "Ab12", overage: "refuse", agent_count: 1, agents: ["researcher"] },
+  { id: 1, name: "max-main", provider: "anthropic", plan_type: "max-20x", token_fingerprint: "Ab12", overage: "refuse", agent_count: 1, agents: [{ name: "researcher", owner: "root" }] },
   { id: 2, name: "codex", provider: "openai-codex", plan_type: "plus", token_fingerprint: "Cd34", overage: "refuse", agent_count: 0, agents: [] },
 ];
 const AGENTS = [
@@ -306,11 +306,36 @@ describe("SubscriptionDetail", () => {
 
   it("shows each agent's turns served from the usage API's observed figures", async () => {
     mockFetch({});
-    const usage = { state: "ok", data: { observed: { per_agent: { researcher: { turns: 7 } } } } };
+    const usage = { state: "ok", data: { observed: { per_agent: [{ name: "researcher", owner: "root", turns: 7 }] } } };
     wrapper = mount(SubscriptionDetail, { props: { ...props, usage } });
     await settle();
     expect(wrapper.text()).toContain("researcher");
     expect(wrapper.text()).toContain("7 turns served (7 d)");
+  });
+
+  it("tells two owners' agents of one name apart and unassigns exactly the one clicked", async () => {
+    // An admin's view: alice's and bob's "bot" both run on max-main.
+    const bots = [
+      { ...AGENTS[0], name: "bot", owner: "alice", process_state: "running" },
+      { ...AGENTS[0], name: "bot", owner: "bob", process_state: "stopped" },
+    ];
+    const subscription = { ...SUBS[0], agent_count: 2, agents: bots.map(({ name, owner }) => ({ name, owner })) };
+    const usage = { state: "ok", data: { observed: { per_agent: [{ name: "bot", owner: "bob", turns: 3 }] } } };
+    const { calls } = mockFetch({
+      "DELETE /api/subscriptions/agents/bot?owner=bob": json(200, { agent: "bot", subscription_id: null }),
+    });
+    wrapper = mount(SubscriptionDetail, { props: { ...props, subscription, agents: bots, usage, showOwner: true } });
+    await settle();
+    const alice = wrapper.find("li[data-agent='alice/bot']");
+    const bob = wrapper.find("li[data-agent='bob/bot']");
+    expect(alice.text()).toContain("bot (alice) · running · 0 turns served (7 d)");
+    expect(bob.text()).toContain("bot (bob) · stopped · 3 turns served (7 d)");
+    await wrapper.find("button[aria-label='Unassign bot (bob) from max-main']").trigger("click");
+    await settle();
+    expect(calls.filter((c) => c.method !== "GET")).toEqual([
+      expect.objectContaining({ method: "DELETE", url: "/api/subscriptions/agents/bot?owner=bob" }),
+    ]);
+    expect(wrapper.find("[role=alert]").exists()).toBe(false);
   });
 
   it("says when the 60 s floor refused a refresh and holds the button until it passes", async () => {
