@@ -127,6 +127,24 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
         return obj.walk_stop in RETRYABLE_STOPS
 
 
+class ExecutionListOutput(ExecutionOutput):
+    """A turn as the list and the detail show it: with its agent's owner, since names
+    are unique per owner only and an admin's list holds every owner's "bot". The
+    turn's own answer leaves it out: the caller just named the agent, and the owner
+    would cost the turn path a join."""
+
+    agent_owner = serializers.CharField(
+        source="agent.owner.username",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the username of the agent's owner; null once the agent is deleted",
+    )
+
+    class Meta(ExecutionOutput.Meta):
+        fields = ["id", "agent_name", "agent_owner", *ExecutionOutput.Meta.fields[2:]]
+
+
 def turn_response(execution: Execution) -> Response:
     """The Execution, with the HTTP status its outcome means."""
     if execution.status in (Status.SUCCEEDED, Status.QUEUED, Status.RUNNING):
@@ -243,7 +261,7 @@ def _agents_filtered(request: Request) -> QuerySet[Agent]:
 class ExecutionListApi(ListAPIView[Execution]):
     """Turns, newest first, a page at a time (``next`` is the older page)."""
 
-    serializer_class = ExecutionOutput
+    serializer_class = ExecutionListOutput
     pagination_class = NewestFirst
 
     @extend_schema(
@@ -259,7 +277,8 @@ class ExecutionListApi(ListAPIView[Execution]):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Execution]:
-        queryset = executions_visible_to(self.request.user)
+        # Each row names its agent's owner: one join, not a query per row.
+        queryset = executions_visible_to(self.request.user).select_related("agent__owner")
         params = self.request.query_params
         if "status" in params and params["status"] not in Status.values:
             raise ValidationError({"status": [f"Choose one of: {', '.join(Status.values)}."]})
@@ -274,9 +293,10 @@ class ExecutionListApi(ListAPIView[Execution]):
 
 
 class ExecutionDetailApi(APIView):
-    @extend_schema(responses=ExecutionOutput)
+    @extend_schema(responses=ExecutionListOutput)
     def get(self, request: Request, pk: str) -> Response:
-        return Response(ExecutionOutput(execution_get_visible(user=request.user, pk=pk)).data)
+        execution = execution_get_visible(user=request.user, pk=pk)
+        return Response(ExecutionListOutput(execution).data)
 
 
 class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notification]):
@@ -285,6 +305,15 @@ class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notificati
         read_only=True,
         help_text="when you marked it read; null while it is unread for you (each user "
         "has their own read state)",
+    )
+
+    agent_owner = serializers.CharField(
+        source="agent.owner.username",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the username of the owner of the agent it is about (names are unique "
+        "per owner only); null when it is about no agent, or the agent is deleted",
     )
 
     class Meta:
@@ -296,6 +325,7 @@ class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notificati
             "title",
             "body",
             "agent_name",
+            "agent_owner",
             "subscription_id",
             "data",
             "created_at",
@@ -338,6 +368,7 @@ class NotificationListApi(ListAPIView[Notification]):
             self.request.user,
             read={"true": False, "1": False, "false": True, "0": True}.get(unread),
         )
+        queryset = queryset.select_related("agent__owner")  # agent_owner: one join
         if params.get("kind"):
             queryset = queryset.filter(kind=params["kind"])
         if params.get("level"):

@@ -589,6 +589,32 @@ describe("ActivityPage", () => {
     expect(wrapper.find("[data-testid=no-executions]").text()).toContain("No execution matches these filters");
   });
 
+  it("tells an admin two owners' agents of one name apart, in the filter and the lists", async () => {
+    const bots = [
+      { ...AGENTS[0], name: "bot", owner: "alice" },
+      { ...AGENTS[0], name: "bot", owner: "bob" },
+    ];
+    const turn = (id, owner) => ({ ...EXECUTIONS[1], id, agent_name: "bot", agent_owner: owner });
+    const note = { id: 5, kind: "k", level: "info", title: "switched", body: "", agent_name: "bot", agent_owner: "bob", created_at: "2026-11-30T10:00:00Z" };
+    const { calls } = mockFetch({
+      ...base,
+      "GET /api/agents": json(200, bots),
+      "GET /api/notifications": json(200, page([note])),
+      "GET /api/executions": json(200, page([turn("a1", "alice"), turn("b1", "bob")])),
+      "GET /api/executions?agent=bot&owner=bob": json(200, page([turn("b1", "bob")])),
+    });
+    wrapper = mount(ActivityPage, { props: { user: ADMIN } });
+    await settle();
+    const options = wrapper.findAll("#filter-agent option").map((o) => [o.attributes("value"), o.text()]);
+    expect(options).toEqual([["", "All agents"], ["alice/bot", "bot (alice)"], ["bob/bot", "bot (bob)"]]);
+    expect(wrapper.find("tr[data-execution=a1] td[data-label=Agent]").text()).toBe("bot (alice)");
+    expect(wrapper.find("li[data-kind=k]").text()).toContain("bot (bob)");
+    await wrapper.find("#filter-agent").setValue("bob/bot");
+    await settle();
+    expect(calls.at(-1).url).toBe("/api/executions?agent=bot&owner=bob");
+    expect(wrapper.findAll("tr[data-execution]").map((r) => r.attributes("data-execution"))).toEqual(["b1"]);
+  });
+
   it("pages to older executions with the filters kept, and stops at the end", async () => {
     const older = [{ ...EXECUTIONS[1], id: "e9", created_at: "2026-11-29T08:00:00Z" }];
     const { calls } = mockFetch({
