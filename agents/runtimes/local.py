@@ -326,6 +326,7 @@ def _spawn(env: dict[str, str], path: Path, log_path: Path) -> subprocess.Popen[
 
 class LocalProcessRuntime:
     name = "local"
+    contained = False  # on the host: only the server's sandbox contains the agent
 
     def start(self, spec: SpawnSpec) -> Spawned:
         """Spawn the server on its socket and return once it proved the agent's secret.

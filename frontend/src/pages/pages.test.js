@@ -415,7 +415,8 @@ describe("AgentsPage", () => {
     await mountAgents(agents);
     const notice = wrapper.find("[data-testid=weak-isolation]");
     expect(notice.exists()).toBe(true);
-    expect(notice.text()).toContain("researcher runs its CLI as the platform's own OS user");
+    // An admin's notice names each agent with its owner.
+    expect(notice.text()).toContain("researcher (root) runs its CLI as the platform's own OS user");
     expect(notice.text()).not.toContain("idle");
     expect(wrapper.find("tr[data-agent=researcher]").text()).toContain("Weak isolation");
     expect(wrapper.find("tr[data-agent=idle]").text()).not.toContain("Weak isolation");
@@ -426,8 +427,20 @@ describe("AgentsPage", () => {
     expect(wrapper.find("[data-testid=weak-isolation]").exists()).toBe(false);
     const notice = wrapper.find("[data-testid=no-sandbox]");
     expect(notice.exists()).toBe(true);
-    expect(notice.text()).toContain("researcher runs its CLI as an OS user of its own but outside a sandbox");
+    expect(notice.text()).toContain("researcher (root) runs its CLI as an OS user of its own but outside a sandbox");
     expect(wrapper.find("tr[data-agent=researcher]").text()).toContain("No sandbox");
+  });
+
+  it("warns about no docker agent: its container contains it", async () => {
+    await mountAgents([
+      { ...AGENTS[0], runtime: "claude-code", process_state: "running", process_detail: "", isolation: "container" },
+      { ...AGENTS[1], process_state: "running", process_detail: "", isolation: "separate-user" },
+    ]);
+    const notice = wrapper.find("[data-testid=no-sandbox]");
+    expect(notice.text()).toContain("idle (root) runs its CLI");
+    expect(notice.text()).not.toContain("researcher");
+    expect(wrapper.find("tr[data-agent=researcher]").text()).not.toContain("No sandbox");
+    expect(wrapper.find("tr[data-agent=researcher]").text()).not.toContain("Weak isolation");
   });
 
   it("shows no isolation warning when every agent runs in its sandbox", async () => {
