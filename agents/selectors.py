@@ -56,7 +56,9 @@ def agent_get_visible(
     owner; one more for an admin who does not.
     """
     if not getattr(user, "is_staff", False) or owner is not None:
-        found = list(agents_named(user=user, name=name, owner=owner).select_related("subscription"))
+        # The owner joined in the same query: a turn's answer names it (agent_owner).
+        named = agents_named(user=user, name=name, owner=owner)
+        found = list(named.select_related("subscription", "owner"))
     else:
         # The admin's own first, else the only one: every agent of the name at once.
         every = list(Agent.objects.filter(name=name).select_related("subscription", "owner")[:100])

@@ -83,6 +83,16 @@ class FieldsBuiltOnce:
 
 
 class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
+    # Names are unique per owner only: an admin's list holds every owner's "bot". Read
+    # from the agent loaded with the turn (agent_get_visible joins its owner; the list
+    # joins it too), so neither a turn's answer nor a page queries for it.
+    agent_owner = serializers.CharField(
+        source="agent.owner.username",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the username of the agent's owner; null once the agent is deleted",
+    )
     served_by_subscription = serializers.SerializerMethodField()
     earliest_reset = serializers.DateTimeField(source="resets_at", read_only=True, allow_null=True)
     retryable = serializers.SerializerMethodField()
@@ -92,6 +102,7 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
         fields = [
             "id",
             "agent_name",
+            "agent_owner",
             "trigger",
             "status",
             "error_code",
@@ -125,24 +136,6 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
         when the turn was not sent for a passing reason (a provider outage the breaker
         stopped it for, every usable plan serving its concurrency cap)."""
         return obj.walk_stop in RETRYABLE_STOPS
-
-
-class ExecutionListOutput(ExecutionOutput):
-    """A turn as the list and the detail show it: with its agent's owner, since names
-    are unique per owner only and an admin's list holds every owner's "bot". The
-    turn's own answer leaves it out: the caller just named the agent, and the owner
-    would cost the turn path a join."""
-
-    agent_owner = serializers.CharField(
-        source="agent.owner.username",
-        read_only=True,
-        allow_null=True,
-        default=None,
-        help_text="the username of the agent's owner; null once the agent is deleted",
-    )
-
-    class Meta(ExecutionOutput.Meta):
-        fields = ["id", "agent_name", "agent_owner", *ExecutionOutput.Meta.fields[2:]]
 
 
 def turn_response(execution: Execution) -> Response:
@@ -261,7 +254,7 @@ def _agents_filtered(request: Request) -> QuerySet[Agent]:
 class ExecutionListApi(ListAPIView[Execution]):
     """Turns, newest first, a page at a time (``next`` is the older page)."""
 
-    serializer_class = ExecutionListOutput
+    serializer_class = ExecutionOutput
     pagination_class = NewestFirst
 
     @extend_schema(
@@ -293,10 +286,9 @@ class ExecutionListApi(ListAPIView[Execution]):
 
 
 class ExecutionDetailApi(APIView):
-    @extend_schema(responses=ExecutionListOutput)
+    @extend_schema(responses=ExecutionOutput)
     def get(self, request: Request, pk: str) -> Response:
-        execution = execution_get_visible(user=request.user, pk=pk)
-        return Response(ExecutionListOutput(execution).data)
+        return Response(ExecutionOutput(execution_get_visible(user=request.user, pk=pk)).data)
 
 
 class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notification]):
