@@ -59,6 +59,14 @@ def _effective_usd(*caps: Decimal | None) -> str | None:
     return None if tightest is None else f"{tightest:.2f}"
 
 
+class AgentRefOutput(serializers.Serializer[Any]):
+    """An agent as another resource lists it: its name and its owner. Names are unique
+    per owner only, so the pair is what addresses it (``/api/agents/<name>?owner=``)."""
+
+    name = serializers.CharField()
+    owner = serializers.CharField(source="owner.username")
+
+
 class AgentOutput(serializers.ModelSerializer[Agent]):
     owner = serializers.CharField(source="owner.username", read_only=True)
     provider = serializers.ChoiceField(
@@ -78,11 +86,12 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
     isolation = serializers.ChoiceField(
         choices=[*Isolation.choices, ("", "not reported yet")],
         read_only=True,
-        help_text="how the agent's server isolates its CLI: sandbox (an OS user of its own, "
-        "in its own network, process and mount namespaces, reaching only its forwarder), "
-        "separate-user (an OS user of its own, on the host's network: no sandbox there), "
-        "same-user (the weak mode: it could read the server's memory), or empty until a "
-        "server has reported it",
+        help_text="how the agent's CLI is contained: sandbox (an OS user of its own, in "
+        "its own network, process and mount namespaces, reaching only its forwarder), "
+        "container (an OS user of its own in a container of its own: the docker runtime, "
+        "one agent per container), separate-user (an OS user of its own on the host's "
+        "network and process table: not contained), same-user (the weak mode: it could "
+        "read the server's memory), or empty until a server has reported it",
     )
 
     class Meta:

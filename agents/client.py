@@ -90,6 +90,9 @@ _sockets = _SocketClients()
 _verified: set[tuple[str, str]] = set()
 
 
+MICRO_USD = Decimal("0.000001")
+
+
 @dataclass(frozen=True)
 class MeteredSpend:
     """What the agent server metered on the attempt's credential (its forwarder's sum
@@ -101,6 +104,11 @@ class MeteredSpend:
     output_tokens: int
     # Requests refused because the key's budget for the turn was reached.
     budget_refused: int = 0
+
+    @property
+    def cost(self) -> Decimal:
+        """``cost_usd`` as the ledgers and the execution row keep it (to the micro-dollar)."""
+        return Decimal(str(self.cost_usd)).quantize(MICRO_USD)
 
 
 @dataclass(frozen=True)
@@ -127,14 +135,6 @@ class TurnOutcome:
     # The metered spend, when the agent server reports one (None: it predates
     # metering, and ``cost_usd`` is the CLI's own report).
     metered: MeteredSpend | None = None
-
-    @property
-    def spent_usd(self) -> float | None:
-        """What the attempt spent, as far as the agent server knows: the metered sum,
-        else a served turn's reported cost (None: unknown)."""
-        if self.metered is not None:
-            return self.metered.cost_usd
-        return self.cost_usd if self.ok else None
 
 
 class AgentServerUnavailable(Exception):

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
-from agents.models import Agent, AuthMode, Isolation, ProcessState, Runtime
+from agents.models import Agent, AuthMode, Isolation, ProcessState, Runtime, isolation_recorded
 from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
 from agents.runtimes.base import Spawned, StartConflict
@@ -187,17 +187,19 @@ def agent_start(*, agent: Agent) -> Agent:
             )
             runtime.stop(name=agent.runtime_key, handle=spawned.handle)
         else:
-            _isolation_record(agent=agent, spawned=spawned)
+            _isolation_record(agent=agent, spawned=spawned, contained=runtime.contained)
     finally:
         marker_release(marker)
     return _reload(agent)
 
 
-def _isolation_record(*, agent: Agent, spawned: Spawned) -> None:
-    """Keep how the new server isolates its CLI (its /health says); never raises.
+def _isolation_record(*, agent: Agent, spawned: Spawned, contained: bool) -> None:
+    """Keep how the new server's CLI is contained (its /health says, read by
+    ``isolation_recorded``: in a container of its own, ``contained``, an own user is
+    ``container``); never raises.
 
-    Anything short of the sandbox is kept as such, so the API and the panel warn
-    about it, and what the host lacks for it is logged.
+    Anything short of a sandbox or a container is kept as such, so the API and the
+    panel warn about it, and what the host lacks for it is logged.
     """
     try:
         health = AgentServerClient(
@@ -206,8 +208,7 @@ def _isolation_record(*, agent: Agent, spawned: Spawned) -> None:
     except AgentServerUnavailable as exc:
         logger.warning("agent %s: isolation unknown (%s)", agent.name, exc)
         return
-    isolation = health.get("isolation")
-    value = isolation if isolation in Isolation.values else ""
+    value = isolation_recorded(health.get("isolation"), contained=contained)
     Agent.objects.filter(pk=agent.pk, process_handle=spawned.handle).update(isolation=value)
     missing = health.get("isolation_missing")
     lacking = "; ".join(str(m) for m in missing) if isinstance(missing, list) else ""
@@ -224,6 +225,13 @@ def _isolation_record(*, agent: Agent, spawned: Spawned) -> None:
             "the host's network and processes (missing: %s)",
             agent.name,
             lacking or "unknown",
+        )
+    elif value == Isolation.CONTAINER:
+        logger.info(
+            "agent %s runs its CLI as a user of its own in its container (no sandbox "
+            "inside it: %s)",
+            agent.name,
+            lacking or "none needed",
         )
     elif lacking:
         logger.warning("agent %s: its sandbox lacks %s", agent.name, lacking)

@@ -37,11 +37,33 @@ class WaitPolicy(models.TextChoices):
 
 
 class Isolation(models.TextChoices):
-    """How an agent's server contains its CLI (agent_server/confinement.py)."""
+    """How an agent's CLI is contained: what its server reports
+    (agent_server/confinement.py), except ``container``, which the platform records
+    for a server that reports ``separate-user`` from a container of its own (the
+    Docker runtime: one agent per container, its own network, processes and
+    filesystem), where the container is the boundary the sandbox gives elsewhere."""
 
     SANDBOX = "sandbox", "sandbox (own user, network, processes, /tmp)"
+    CONTAINER = "container", "container (own user, in a container of its own)"
     SEPARATE_USER = "separate-user", "separate user (no sandbox)"
     SAME_USER = "same-user", "same user (weak)"
+
+
+# What an agent server's /health may say (agent_server/contract.py ``Isolation``).
+_SERVER_REPORTS = frozenset({Isolation.SANDBOX, Isolation.SEPARATE_USER, Isolation.SAME_USER})
+
+
+def isolation_recorded(reported: object, *, contained: bool) -> str:
+    """What the platform records of the isolation an agent server reported: its own
+    word, except that an own user in a container of its own (``contained``: the
+    runtime gives each agent one) is ``container``, not "no sandbox". The weak mode
+    stays weak in a container too (the CLI could read its server's memory); anything
+    unknown is ``""`` (``container`` too: it is the platform's word, never a server's)."""
+    if reported not in _SERVER_REPORTS:
+        return ""
+    if reported == Isolation.SEPARATE_USER and contained:
+        return Isolation.CONTAINER.value
+    return str(reported)
 
 
 class AuthMode(models.TextChoices):
@@ -162,10 +184,11 @@ class Agent(models.Model):
     auth_mode = models.CharField(
         max_length=20, choices=AuthMode.choices, default=AuthMode.NONE, editable=False
     )
-    # How its server isolates the CLI, as its /health said at the last start: sandbox
-    # (its own OS user in its own network, PID and mount namespaces), separate-user
-    # (its own OS user only), or same-user (the weak mode: the server is not root,
-    # so the CLI could read its memory); "" unknown.
+    # How its CLI is contained, as its server's /health said at the last start
+    # (``isolation_recorded``): sandbox (its own OS user in its own network, PID and
+    # mount namespaces), container (its own OS user in a container of its own: the
+    # Docker runtime), separate-user (its own OS user only), or same-user (the weak
+    # mode: the server is not root, so the CLI could read its memory); "" unknown.
     isolation = models.CharField(
         max_length=20, choices=Isolation.choices, blank=True, default="", editable=False
     )

@@ -56,18 +56,24 @@ def agent_get_visible(
     owner; one more for an admin who does not.
     """
     if not getattr(user, "is_staff", False) or owner is not None:
-        found = list(agents_named(user=user, name=name, owner=owner).select_related("subscription"))
+        # The owner joined in the same query: a turn's answer names it (agent_owner).
+        named = agents_named(user=user, name=name, owner=owner)
+        found = list(named.select_related("subscription", "owner"))
     else:
         # The admin's own first, else the only one: every agent of the name at once.
         every = list(Agent.objects.filter(name=name).select_related("subscription", "owner")[:100])
         own = [a for a in every if a.owner_id == user.pk]
         found = own or every
+    return agent_only(found, name=name, pick="add ?owner=<username> to pick one")
+
+
+def agent_only(found: list[Agent], *, name: str, pick: str) -> Agent:
+    """The one agent of ``found`` (the agents ``name`` may mean). NotFound when there
+    is none; Ambiguous, naming their owners and how to ``pick`` one, when several
+    owners' agents carry the name (their ``owner`` loaded)."""
     if not found:
         raise NotFound(f"No agent named {name!r}.")
     if len(found) > 1:
         owners = ", ".join(sorted(a.owner.get_username() for a in found))
-        raise Ambiguous(
-            f"{len(found)} agents are named {name!r} (owners: {owners}); add "
-            "?owner=<username> to pick one."
-        )
+        raise Ambiguous(f"{len(found)} agents are named {name!r} (owners: {owners}); {pick}.")
     return found[0]

@@ -143,53 +143,65 @@ def main() -> None:
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="trinity-bench-metering-"))
     print(f"metering benchmark: {machine()}; logs in {workdir}")
-    key = f"sk-ant-api03-bench-{secrets.token_hex(8)}"
     with SimulatorProcess(log_path=workdir / "simulator.log", log_level="warning") as sim:
-        sim.control.register(key, kind="api_key", label="bench", credit_usd=1e9)
-        forwarder_loop, tap_loop = LoopThread(), LoopThread()
-        forwarder = Forwarder(upstream=sim.base_url, redactor=Redactor())
-        forwarder_loop.run(forwarder.start())
-        port = int(forwarder.base_url.rsplit(":", 1)[1])
-        watch = Stopwatch()
-        with (
-            forwarder.grant(shape="x-api-key", secret=key, budget_usd=1e9) as metered,
-            forwarder.grant(shape="x-api-key", secret=key, budget_usd=1e9) as unmetered,
-        ):
-            on = SwitchedGrantMeter(ANTHROPIC, budget_usd=1e9)
-            on.reader, on.watch = TimedMeter, watch
-            off = SwitchedGrantMeter(ANTHROPIC, budget_usd=1e9)
-            off.reader = NullMeter
-            metered.meter, unmetered.meter = on, off
-            taps = Tap(("127.0.0.1", port)), Tap(("127.0.0.1", port))
-            for tap in taps:
-                tap_loop.run(tap.start())
-            on_tap, off_tap = taps
+        side_by_side(sim, requests=args.requests)
+    reader_alone()
+    shutil.rmtree(workdir, ignore_errors=True)
 
-            async def many() -> None:
-                async with httpx.AsyncClient(timeout=30) as client:
-                    for i in range(args.requests):
-                        sides = [
-                            (on_tap.url, {"x-api-key": metered.capability}),
-                            (off_tap.url, {"x-api-key": unmetered.capability}),
-                        ]
-                        for url, headers in sides if i % 2 == 0 else reversed(sides):
-                            await client_request(client, url, headers)
 
-            asyncio.run(many())
-        forwarder_loop.run(forwarder.aclose())
-        on_total, on_first, _ = medians_ms(on_tap.exchanges)
-        off_total, off_first, _ = medians_ms(off_tap.exchanges)
-        print(f"\nhttpx client, {args.requests} interleaved pairs (one forwarder, two grants)")
-        print(line("  unmetered: median per upstream request", off_total, None, "ms"))
-        print(line("  metered: median per upstream request", on_total, None, "ms"))
-        print(f"  {'metered / unmetered (median per request)':<58} {on_total / off_total:9.3f}")
-        print(line("  added per upstream request (median)", on_total - off_total, TARGET_MS, "ms"))
-        print(line("  added to the time to first byte (median)", on_first - off_first, None, "ms"))
-        in_meter = watch.seconds * 1000 / max(watch.answers, 1)
-        print(line("  metering's own time per request (timed in place)", in_meter, TARGET_MS, "ms"))
-        print(f"  {'metering time / unmetered request time':<58} {in_meter / off_total:9.4f}")
-        assert on.requests == args.requests and watch.answers == args.requests
-        assert on.cost_usd > 0, "the metered grant read no usage"
+def side_by_side(sim: SimulatorProcess, *, requests: int) -> None:
+    """One forwarder, two grants on one key: ``requests`` interleaved pairs of client
+    requests, one metered, one not; prints the medians and metering's own time."""
+    key = f"sk-ant-api03-bench-{secrets.token_hex(8)}"
+    sim.control.register(key, kind="api_key", label="bench", credit_usd=1e9)
+    forwarder_loop, tap_loop = LoopThread(), LoopThread()
+    forwarder = Forwarder(upstream=sim.base_url, redactor=Redactor())
+    forwarder_loop.run(forwarder.start())
+    port = int(forwarder.base_url.rsplit(":", 1)[1])
+    watch = Stopwatch()
+    with (
+        forwarder.grant(shape="x-api-key", secret=key, budget_usd=1e9) as metered,
+        forwarder.grant(shape="x-api-key", secret=key, budget_usd=1e9) as unmetered,
+    ):
+        on = SwitchedGrantMeter(ANTHROPIC, budget_usd=1e9)
+        on.reader, on.watch = TimedMeter, watch
+        off = SwitchedGrantMeter(ANTHROPIC, budget_usd=1e9)
+        off.reader = NullMeter
+        metered.meter, unmetered.meter = on, off
+        taps = Tap(("127.0.0.1", port)), Tap(("127.0.0.1", port))
+        for tap in taps:
+            tap_loop.run(tap.start())
+        on_tap, off_tap = taps
+
+        async def many() -> None:
+            async with httpx.AsyncClient(timeout=30) as client:
+                for i in range(requests):
+                    sides = [
+                        (on_tap.url, {"x-api-key": metered.capability}),
+                        (off_tap.url, {"x-api-key": unmetered.capability}),
+                    ]
+                    for url, headers in sides if i % 2 == 0 else reversed(sides):
+                        await client_request(client, url, headers)
+
+        asyncio.run(many())
+    forwarder_loop.run(forwarder.aclose())
+    on_total, on_first, _ = medians_ms(on_tap.exchanges)
+    off_total, off_first, _ = medians_ms(off_tap.exchanges)
+    print(f"\nhttpx client, {requests} interleaved pairs (one forwarder, two grants)")
+    print(line("  unmetered: median per upstream request", off_total, None, "ms"))
+    print(line("  metered: median per upstream request", on_total, None, "ms"))
+    print(f"  {'metered / unmetered (median per request)':<58} {on_total / off_total:9.3f}")
+    print(line("  added per upstream request (median)", on_total - off_total, TARGET_MS, "ms"))
+    print(line("  added to the time to first byte (median)", on_first - off_first, None, "ms"))
+    in_meter = watch.seconds * 1000 / max(watch.answers, 1)
+    print(line("  metering's own time per request (timed in place)", in_meter, TARGET_MS, "ms"))
+    print(f"  {'metering time / unmetered request time':<58} {in_meter / off_total:9.4f}")
+    assert on.requests == requests and watch.answers == requests
+    assert on.cost_usd > 0, "the metered grant read no usage"
+
+
+def reader_alone() -> None:
+    """The usage reader by itself: the simulator's reply, and a long streamed answer."""
     chunks = long_answer()
     size = sum(map(len, chunks))
     print(f"\nthe reader alone, on a long streamed answer ({size} bytes, {len(chunks)} reads)")
@@ -200,7 +212,6 @@ def main() -> None:
     print(
         f"  {'per kB streamed (us)':<58} {statistics.fmean([long_ms * 1000 / (size / 1024)]):9.3f}"
     )
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

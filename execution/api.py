@@ -83,6 +83,16 @@ class FieldsBuiltOnce:
 
 
 class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
+    # Names are unique per owner only: an admin's list holds every owner's "bot". Read
+    # from the agent loaded with the turn (agent_get_visible joins its owner; the list
+    # joins it too), so neither a turn's answer nor a page queries for it.
+    agent_owner = serializers.CharField(
+        source="agent.owner.username",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the username of the agent's owner; null once the agent is deleted",
+    )
     served_by_subscription = serializers.SerializerMethodField()
     earliest_reset = serializers.DateTimeField(source="resets_at", read_only=True, allow_null=True)
     retryable = serializers.SerializerMethodField()
@@ -92,6 +102,7 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
         fields = [
             "id",
             "agent_name",
+            "agent_owner",
             "trigger",
             "status",
             "error_code",
@@ -259,7 +270,8 @@ class ExecutionListApi(ListAPIView[Execution]):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Execution]:
-        queryset = executions_visible_to(self.request.user)
+        # Each row names its agent's owner: one join, not a query per row.
+        queryset = executions_visible_to(self.request.user).select_related("agent__owner")
         params = self.request.query_params
         if "status" in params and params["status"] not in Status.values:
             raise ValidationError({"status": [f"Choose one of: {', '.join(Status.values)}."]})
@@ -287,6 +299,15 @@ class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notificati
         "has their own read state)",
     )
 
+    agent_owner = serializers.CharField(
+        source="agent.owner.username",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the username of the owner of the agent it is about (names are unique "
+        "per owner only); null when it is about no agent, or the agent is deleted",
+    )
+
     class Meta:
         model = Notification
         fields = [
@@ -296,6 +317,7 @@ class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notificati
             "title",
             "body",
             "agent_name",
+            "agent_owner",
             "subscription_id",
             "data",
             "created_at",
@@ -338,6 +360,7 @@ class NotificationListApi(ListAPIView[Notification]):
             self.request.user,
             read={"true": False, "1": False, "false": True, "0": True}.get(unread),
         )
+        queryset = queryset.select_related("agent__owner")  # agent_owner: one join
         if params.get("kind"):
             queryset = queryset.filter(kind=params["kind"])
         if params.get("level"):
@@ -403,9 +426,12 @@ class UsageCsvRenderer(BaseRenderer):
     ) -> bytes:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow([data["group"], *REPORT_METRICS])
+        # Grouped by agent, the owner tells two owners' agents of one name apart.
+        owner = ["owner"] if data["group"] == "agent" else []
+        writer.writerow([data["group"], *owner, *REPORT_METRICS])
         for row in data["rows"]:
-            writer.writerow([row["group"], *(row[m] for m in REPORT_METRICS)])
+            whose = [row.get("owner") or ""] if owner else []
+            writer.writerow([row["group"], *whose, *(row[m] for m in REPORT_METRICS)])
         return out.getvalue().encode(self.charset)
 
 
@@ -433,6 +459,12 @@ def _report_instant(raw: str, *, field: str, end: bool) -> datetime:
 
 class UsageRowOutput(serializers.Serializer[Any]):
     group = serializers.CharField(help_text="the day (UTC), subscription, agent or credential kind")
+    owner = serializers.CharField(
+        allow_null=True,
+        default=None,
+        help_text="group=agent: the agent's owner (a row is one agent, and names are "
+        "unique per owner only); null for a deleted agent's history and in other groups",
+    )
     turns = serializers.IntegerField()
     succeeded = serializers.IntegerField()
     failed = serializers.IntegerField()
@@ -450,6 +482,7 @@ class UsageRowOutput(serializers.Serializer[Any]):
 
 class UsageTotalsOutput(UsageRowOutput):
     group = None  # type: ignore[assignment]
+    owner = None  # type: ignore[assignment]
 
 
 class UsageReportOutput(serializers.Serializer[Any]):
@@ -472,8 +505,9 @@ class UsageReportApi(APIView):
 
     ``from``/``to`` are dates (``to`` includes its day) or aware ISO datetimes; by
     default the last 30 days, at most 400. Owners count their agents' turns, admins
-    every turn. JSON, or CSV with ``Accept: text/csv`` (``?format=csv`` for a link).
-    A bad parameter is a 400 naming it, always in JSON.
+    every turn. Grouped by agent, a row is one agent with its ``owner`` (an admin's
+    report keeps two owners' "bot" apart). JSON, or CSV with ``Accept: text/csv``
+    (``?format=csv`` for a link). A bad parameter is a 400 naming it, always in JSON.
     """
 
     renderer_classes = [JSONRenderer, UsageCsvRenderer]

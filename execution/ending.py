@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from decimal import Decimal
 
 from django.db import connection
 
@@ -53,7 +52,7 @@ def _record_spend(execution: Execution, outcome: TurnOutcome | None) -> None:
         return
     execution.input_tokens = outcome.metered.input_tokens
     execution.output_tokens = outcome.metered.output_tokens
-    execution.cost_usd = Decimal(str(outcome.metered.cost_usd)).quantize(Decimal("0.000001"))
+    execution.cost_usd = outcome.metered.cost
 
 
 def _notify_exhausted(

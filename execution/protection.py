@@ -99,7 +99,7 @@ def key_settle(state: TurnState, outcome: TurnOutcome | None) -> None:
     state.key_reservation = None
     spent = None
     if outcome is not None and outcome.metered is not None:
-        spent = Decimal(str(outcome.metered.cost_usd)).quantize(Decimal("0.000001"))
+        spent = outcome.metered.cost
     elif outcome is not None:
         refusal = classify_attempt_refusal(error_code=outcome.error_code, detail=outcome.detail)
         spent = key_reservation.settled_cost(

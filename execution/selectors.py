@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, F, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Coalesce, TruncDate
 
 from agents.models import AuthMode
 from execution.models import Execution, Status
@@ -55,6 +55,38 @@ def _empty_row(key: str) -> dict[str, Any]:
     return row
 
 
+# Grouped by agent, a row is one agent (its id), never a name: two owners' "bot" are
+# two rows, each labelled with its current name and its owner. Rows whose agent was
+# deleted (its id gone) keep the name they were recorded under, with no owner.
+_AGENT_COLUMNS: dict[str, Any] = {
+    "k": F("agent_id"),
+    "label": Coalesce(F("agent__name"), F("agent_name")),
+    "owner": F("agent__owner__username"),
+}
+
+
+def _group_columns(group: str, key: Any) -> dict[str, Any]:
+    """The columns a ``group`` row is told apart by: ``k`` (``key`` for every group
+    but ``agent``'s)."""
+    return dict(_AGENT_COLUMNS) if group == "agent" else {"k": key}
+
+
+def _row_key(group: str, row: dict[str, Any], *, turn: bool) -> tuple[str, str, str]:
+    """The report row ``row`` (a turn's or a refusal's aggregate) counts in, as
+    (label, owner, agent id): the first two make its group and sort it."""
+    if group == "agent":
+        return (str(row["label"]), row["owner"] or "", str(row["k"] or ""))
+    label = _turn_key(group, row) if turn else _event_key(group, row)
+    return (label, "", "")
+
+
+def _report_row(group: str, key: tuple[str, str, str]) -> dict[str, Any]:
+    row = _empty_row(key[0])
+    if group == "agent":
+        row["owner"] = key[1] or None
+    return row
+
+
 def _turn_key(group: str, row: dict[str, Any]) -> str:
     if group == "day":
         return str(row["k"])
@@ -81,22 +113,24 @@ def usage_report(
 
     Visibility is the executions': admins count every turn and refusal, others those
     of the agents they own. ``day`` rows are UTC days and every day of the range has
-    one, zeros included (a chart needs the gaps). Key spend is the cost of turns the
-    platform key served; plans bill no tokens.
+    one, zeros included (a chart needs the gaps). ``agent`` rows are agents, not
+    names: each carries its ``owner`` (None for a deleted agent's history). Key spend
+    is the cost of turns the platform key served; plans bill no tokens.
     """
     turn_keys = {
         "day": TruncDate("created_at", tzinfo=UTC),
         "subscription": F("served_by_subscription__name"),
-        "agent": F("agent_name"),
+        "agent": None,
         "credential": F("served_by_kind"),
     }
+    columns = _group_columns(group, turn_keys[group])
     turns = (
         executions_visible_to(user)
         .filter(created_at__gte=start, created_at__lt=end)
         .select_related(None)
         .order_by()
-        .annotate(k=turn_keys[group], kind=F("served_by_kind"))
-        .values("k", "kind")
+        .annotate(**columns, kind=F("served_by_kind"))
+        .values(*columns, "kind")
         .annotate(
             turns=Count("pk"),
             succeeded=Count("pk", filter=Q(status=Status.SUCCEEDED)),
@@ -109,21 +143,22 @@ def usage_report(
     )
     refusals = _refusals_by(user=user, start=start, end=end, group=group)
 
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     if group == "day":
         day = start.astimezone(UTC).date()
         last = (end - timedelta(microseconds=1)).astimezone(UTC).date()
         while day <= last:
-            rows[day.isoformat()] = _empty_row(day.isoformat())
+            rows[(day.isoformat(), "", "")] = _empty_row(day.isoformat())
             day += timedelta(days=1)
     for turn in turns:
-        row = rows.setdefault(_turn_key(group, turn), _empty_row(_turn_key(group, turn)))
+        key = _row_key(group, turn, turn=True)
+        row = rows.setdefault(key, _report_row(group, key))
         for metric in ("turns", "succeeded", "failed", "input_tokens", "output_tokens", "switches"):
             row[metric] += turn[metric] or 0
         row["key_spend_usd"] += turn["key_spend_usd"] or 0
     for refusal in refusals:
-        key = _event_key(group, refusal)
-        rows.setdefault(key, _empty_row(key))["refusals"] += refusal["refusals"]
+        key = _row_key(group, refusal, turn=False)
+        rows.setdefault(key, _report_row(group, key))["refusals"] += refusal["refusals"]
     return [rows[key] for key in sorted(rows)]
 
 
@@ -139,10 +174,11 @@ def _refusals_by(
     event_keys = {
         "day": TruncDate("occurred_at", tzinfo=UTC),
         "subscription": F("subscription__name"),
-        "agent": F("agent_name"),
+        "agent": None,
         "credential": F("credential_kind"),
     }
-    by_key = events.order_by().annotate(k=event_keys[group]).values("k")
+    columns = _group_columns(group, event_keys[group])
+    by_key = events.order_by().annotate(**columns).values(*columns)
     return by_key.annotate(refusals=Count("pk"))
 
 

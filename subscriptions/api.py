@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import lifecycle
+from agents.api import AgentRefOutput
 from agents.selectors import agent_get_visible
 from subscriptions import services
 from subscriptions.models import Provider, Subscription
@@ -31,7 +32,11 @@ from trinity.selectors import system_settings_get
 
 class SubscriptionOutput(serializers.ModelSerializer[Subscription]):
     agent_count = serializers.IntegerField(read_only=True)
-    agents = serializers.SerializerMethodField()
+    agents = AgentRefOutput(
+        many=True,
+        read_only=True,
+        help_text="the agents on it that the caller may see, each with its owner",
+    )
 
     class Meta:
         model = Subscription
@@ -49,9 +54,6 @@ class SubscriptionOutput(serializers.ModelSerializer[Subscription]):
             "created_at",
             "updated_at",
         ]
-
-    def get_agents(self, obj: Subscription) -> list[str]:
-        return [agent.name for agent in obj.agents.all()]
 
 
 class SubscriptionListApi(APIView):

@@ -413,6 +413,8 @@ class BudgetLine:
     limit_usd: Decimal | None
     spent_usd: Decimal
     reserved_usd: Decimal
+    # The agent's owner (names are unique per owner only); None on a fleet line.
+    agent_owner: str | None = None
 
     @property
     def closed(self) -> bool:
@@ -433,26 +435,29 @@ def key_budget_lines(
     """The Anthropic key's fleet day and month (always), the OpenAI key's when that key
     is configured or capped, then each of ``agents`` that has a cap, in the current
     periods; one query for every ledger row. Writes nothing."""
-    scopes: list[tuple[str, str, Decimal | None, Decimal | None]] = [
-        (FLEET_SCOPE, "", *fleet_key_budgets(system, ANTHROPIC))
+    # (scope, the agent's name and owner (None on a fleet line), daily, monthly cap)
+    scopes: list[tuple[str, tuple[str, str] | None, Decimal | None, Decimal | None]] = [
+        (FLEET_SCOPE, None, *fleet_key_budgets(system, ANTHROPIC))
     ]
     openai_caps = fleet_key_budgets(system, OPENAI)
     if platform_key_configured(system, OPENAI) or openai_caps != (None, None):
-        scopes.append((fleet_scope(OPENAI), "", *openai_caps))
+        scopes.append((fleet_scope(OPENAI), None, *openai_caps))
     for agent in agents:
         daily, monthly = agent_caps(agent)
         if daily is not None or monthly is not None:
-            scopes.append((agent_scope(agent.pk), agent.name, daily, monthly))
+            named = (agent.name, agent.owner.get_username())
+            scopes.append((agent_scope(agent.pk), named, daily, monthly))
     keys = [(s[0], p, period_start(p, now=now)) for s in scopes for p in PERIODS]
     rows = {(r.scope, r.period): r for r in KeySpend.objects.filter(_ledger_filter(keys))}
     lines = []
-    for scope, name, daily, monthly in scopes:
+    for scope, whose, daily, monthly in scopes:
         for period, limit in ((BudgetPeriod.DAY, daily), (BudgetPeriod.MONTH, monthly)):
             row = rows.get((scope, period))
             lines.append(
                 BudgetLine(
                     scope=scope,
-                    agent_name=name,
+                    agent_name=whose[0] if whose else "",
+                    agent_owner=whose[1] if whose else None,
                     period=period,
                     starts_on=period_start(period, now=now),
                     reopens_at=period_end(period, now=now),

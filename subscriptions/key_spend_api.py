@@ -30,6 +30,12 @@ class BudgetLineOutput(serializers.Serializer[Any]):
         "on an agent's line (the agent's own provider's key)"
     )
     agent = serializers.CharField(source="agent_name")
+    owner = serializers.CharField(
+        source="agent_owner",
+        allow_null=True,
+        help_text="the agent's owner on an agent's line (names are unique per owner "
+        "only); null on a fleet line",
+    )
     period = serializers.CharField()
     starts_on = serializers.DateField()
     reopens_at = serializers.DateTimeField()
@@ -70,9 +76,11 @@ class KeyBudgetsApi(APIView):
         lines = key_budget_lines(
             agents=agents_visible_to(request.user)
             .select_related(None)
+            .select_related("owner")
             .only(
                 "pk",
                 "name",
+                "owner__username",
                 "key_budget_daily_usd",
                 "key_budget_monthly_usd",
                 "admin_key_budget_daily_usd",

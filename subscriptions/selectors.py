@@ -49,21 +49,19 @@ def subscriptions_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet
     headroom, never its token; what they must not see is other owners' agents or
     counts derived from them.
     """
+    # Each agent with its owner: names are unique per owner only, and an admin sees
+    # two owners' "bot" on one plan as two agents (the panel addresses each by both).
+    listed = Agent.objects.select_related("owner").only(
+        "id", "name", "subscription_id", "owner__username"
+    )
     if is_admin(user):
         return Subscription.objects.annotate(
             agent_count=Count("agents", distinct=True)
-        ).prefetch_related(
-            Prefetch("agents", queryset=Agent.objects.only("id", "name", "subscription_id"))
-        )
+        ).prefetch_related(Prefetch("agents", queryset=listed))
     own = Q(agents__owner_id=user.pk)
     return Subscription.objects.annotate(
         agent_count=Count("agents", filter=own, distinct=True)
-    ).prefetch_related(
-        Prefetch(
-            "agents",
-            queryset=Agent.objects.filter(owner_id=user.pk).only("id", "name", "subscription_id"),
-        )
-    )
+    ).prefetch_related(Prefetch("agents", queryset=listed.filter(owner_id=user.pk)))
 
 
 def subscription_get_visible(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> Subscription:

@@ -252,6 +252,7 @@ def payload_for(channel: NotificationChannel, notification: Notification | None)
             "title": "Test notification from Trinity",
             "body": f"Channel {channel.name!r} works: Trinity's notifications arrive here.",
             "agent_name": "",
+            "agent_owner": None,
             "subscription_id": None,
             "data": {},
             "created_at": None,
@@ -264,6 +265,8 @@ def payload_for(channel: NotificationChannel, notification: Notification | None)
             "title": notification.title,
             "body": notification.body,
             "agent_name": notification.agent_name,
+            # Names are unique per owner only: the receiver (the admin's) is told whose.
+            "agent_owner": _agent_owner(notification),
             "subscription_id": notification.subscription_id,
             "data": notification.data,
             "created_at": notification.created_at.isoformat(),
@@ -274,8 +277,16 @@ def payload_for(channel: NotificationChannel, notification: Notification | None)
             title=fields["title"],
             body=fields["body"],
             agent_name=fields["agent_name"],
+            agent_owner=fields["agent_owner"],
         )
     return {"source": "trinity", "channel": channel.name, "test": notification is None, **fields}
+
+
+def _agent_owner(notification: Notification) -> str | None:
+    """The username of the owner of the agent the notice is about (None: no agent, or
+    one since deleted)."""
+    agent = notification.agent if notification.agent_id is not None else None
+    return agent.owner.get_username() if agent is not None else None
 
 
 @dataclass(frozen=True)

@@ -600,10 +600,10 @@ _work_root = env.str("TRINITY_AGENT_WORK_ROOT", default="").strip()
 if _work_root and not Path(_work_root).is_absolute():
     raise ImproperlyConfigured("TRINITY_AGENT_WORK_ROOT must be an absolute path")
 TRINITY_AGENT_WORK_ROOT = Path(_work_root) if _work_root else None
-# The OS user the Claude Code CLI runs as when the agent server runs as root.
-TRINITY_AGENT_USER = env.str("TRINITY_AGENT_USER", default="trinity-agent").strip()
-if not TRINITY_AGENT_USER or not TRINITY_AGENT_USER.replace("-", "").replace("_", "").isalnum():
-    raise ImproperlyConfigured("TRINITY_AGENT_USER must be a plain user name")
+# No TRINITY_AGENT_USER here: as root the local runtime gives each agent an OS user of
+# its own (agents/runtimes/agent_users.py) and hands its name to that agent's server.
+# The variable is the agent server's own (agent_server/config.py): the user a server
+# started on its own runs its CLI as (the agent image's `trinity-agent`).
 
 # The settings panel (frontend/). Vite builds it into frontend/dist with asset URLs under
 # /static/panel/assets/; staticfiles finds them there (the live test server serves them

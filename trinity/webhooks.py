@@ -244,8 +244,11 @@ def post(*, url: Secret, payload: dict[str, Any]) -> PostResult:
     )
 
 
-def slack_payload(*, level: str, title: str, body: str, agent_name: str) -> dict[str, Any]:
-    """Slack's incoming-webhook shape (Mattermost and Rocket.Chat take it too)."""
+def slack_payload(
+    *, level: str, title: str, body: str, agent_name: str, agent_owner: str | None = None
+) -> dict[str, Any]:
+    """Slack's incoming-webhook shape (Mattermost and Rocket.Chat take it too). The
+    agent is named with its owner: names are unique per owner only."""
     marker = {"critical": ":rotating_light:", "warning": ":warning:"}.get(
         level, ":information_source:"
     )
@@ -253,5 +256,6 @@ def slack_payload(*, level: str, title: str, body: str, agent_name: str) -> dict
     if body:
         lines.append(body)
     if agent_name:
-        lines.append(f"_agent: {agent_name}_")
+        whose = f" ({agent_owner})" if agent_owner else ""
+        lines.append(f"_agent: {agent_name}{whose}_")
     return {"text": "\n".join(lines)}

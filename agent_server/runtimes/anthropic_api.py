@@ -66,70 +66,78 @@ class AnthropicApiRuntime:
         self._transcripts: dict[str, list[dict[str, Any]]] = {}
 
     async def run(self, turn: Turn, env: Mapping[str, str]) -> TurnOutcome:
-        headers = {
-            "anthropic-version": ANTHROPIC_VERSION,
-            "content-type": "application/json",
-            **auth_headers(env),
-        }
         history = self._transcripts.get(turn.session_id, []) if turn.session_id else []
         user_message = {"role": "user", "content": turn.message}
-        body = {
-            "model": turn.model or self.default_model,
-            "max_tokens": MAX_TOKENS,
-            "messages": [*history, user_message],
-        }
-        base_url = (env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        try:
-            async with httpx.AsyncClient(timeout=turn.timeout_seconds, trust_env=False) as client:
-                response = await asyncio.wait_for(
-                    client.post(f"{base_url}/v1/messages", headers=headers, json=body),
-                    turn.timeout_seconds,
-                )
-        except (TimeoutError, httpx.TimeoutException):
-            raise TurnError(
-                "timeout", f"the turn exceeded timeout_seconds={turn.timeout_seconds:g}"
-            ) from None
-        except httpx.TransportError as exc:
-            raise TurnError(
-                "upstream_error", f"the Messages API at {base_url} could not be reached: {exc}"
-            ) from None
+        model = turn.model or self.default_model
+        body = {"model": model, "max_tokens": MAX_TOKENS, "messages": [*history, user_message]}
+        response = await _post(env, body, timeout=turn.timeout_seconds)
         if response.status_code != 200:
             raise _refusal(response, self.clock)
-        try:
-            payload = response.json()
-            text = "".join(
-                block.get("text", "")
-                for block in payload.get("content", [])
-                if block.get("type") == "text"
-            )
-            meter = GrantMeter(ANTHROPIC)
-            # httpx already decoded the body: read it as plain JSON.
-            reading = meter.request(headers={"content-type": "application/json"})
-            reading.feed(response.content)
-            reading.finish()
-            metered = meter.summary()
-            outcome = TurnOutcome(
-                response=text,
-                model=str(payload.get("model") or body["model"]),
-                input_tokens=metered.usage.input_tokens,
-                output_tokens=metered.usage.output_tokens,
-                cost_usd=metered.cost_usd,
-                metered=metered,
-            )
-        except (ValueError, TypeError, AttributeError):
-            raise TurnError(
-                "container_fault", "the Messages API answered 200 with an unparseable body"
-            ) from None
+        outcome = _outcome(response, model=model)
         if turn.session_id:
             self._transcripts[turn.session_id] = [
                 *history,
                 user_message,
-                {"role": "assistant", "content": text},
+                {"role": "assistant", "content": outcome.response},
             ]
         return outcome
 
     async def aclose(self) -> None:
         return None
+
+
+async def _post(env: Mapping[str, str], body: dict[str, Any], *, timeout: float) -> httpx.Response:
+    """POST ``body`` to the Messages API the environment names, with its credential.
+    Raises TurnError: ``timeout`` past ``timeout`` seconds, ``upstream_error`` when
+    nothing answers."""
+    headers = {
+        "anthropic-version": ANTHROPIC_VERSION,
+        "content-type": "application/json",
+        **auth_headers(env),
+    }
+    base_url = (env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    try:
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+            return await asyncio.wait_for(
+                client.post(f"{base_url}/v1/messages", headers=headers, json=body), timeout
+            )
+    except (TimeoutError, httpx.TimeoutException):
+        raise TurnError("timeout", f"the turn exceeded timeout_seconds={timeout:g}") from None
+    except httpx.TransportError as exc:
+        raise TurnError(
+            "upstream_error", f"the Messages API at {base_url} could not be reached: {exc}"
+        ) from None
+
+
+def _outcome(response: httpx.Response, *, model: str) -> TurnOutcome:
+    """A served answer as the turn's outcome: its text, and its usage metered the way
+    the forwarder meters (the turn's spend). TurnError ``container_fault`` when the
+    body cannot be read."""
+    try:
+        payload = response.json()
+        text = "".join(
+            block.get("text", "")
+            for block in payload.get("content", [])
+            if block.get("type") == "text"
+        )
+        meter = GrantMeter(ANTHROPIC)
+        # httpx already decoded the body: read it as plain JSON.
+        reading = meter.request(headers={"content-type": "application/json"})
+        reading.feed(response.content)
+        reading.finish()
+        metered = meter.summary()
+        return TurnOutcome(
+            response=text,
+            model=str(payload.get("model") or model),
+            input_tokens=metered.usage.input_tokens,
+            output_tokens=metered.usage.output_tokens,
+            cost_usd=metered.cost_usd,
+            metered=metered,
+        )
+    except (ValueError, TypeError, AttributeError):
+        raise TurnError(
+            "container_fault", "the Messages API answered 200 with an unparseable body"
+        ) from None
 
 
 def _refusal(response: httpx.Response, clock: Clock) -> TurnError:

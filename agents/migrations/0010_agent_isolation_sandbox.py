@@ -16,6 +16,7 @@ class Migration(migrations.Migration):
                 blank=True,
                 choices=[
                     ("sandbox", "sandbox (own user, network, processes, /tmp)"),
+                    ("container", "container (own user, in a container of its own)"),
                     ("separate-user", "separate user (no sandbox)"),
                     ("same-user", "same user (weak)"),
                 ],

@@ -7,11 +7,14 @@ agent's runtime key (a unique slug of at most 100 characters, stable for the age
 life) and an installation tag (a digest of VAR_DIR, as the default work root is), so
 two checkouts or two test runs on one machine never share a user:
 
-    ta<tag, 6 hex>-<the key's first 14 letters, lowered>-<digest of the key, 8 hex>
+    ta<tag, 6 hex>-<digest of tag and key, 16 hex>
 
-The user's comment field says whose it is (`Trinity agent <tag> <key>`): an existing
-user of that name is taken only with that exact comment, and only such a user is ever
-removed, so a collision or a user someone else made is refused, never shared.
+Opaque on purpose: `/etc/passwd` is readable by every agent's code (bound into each
+sandbox, where the CLI's tools look up users), and a runtime key is, for most agents,
+their owner's name for them; nothing in it may tell one operator's agent the names of
+another's. The user's comment field says whose it is (`Trinity agent <tag> <the same
+digest>`): an existing user of that name is taken only with that exact comment, and
+only such a user is ever removed, so a user someone else made is refused, never shared.
 
 Creation is idempotent and safe against a concurrent start of the same agent (two
 platform processes): `useradd` checks the name before it takes the password files'
@@ -37,7 +40,6 @@ import hashlib
 import logging
 import os
 import pwd
-import re
 import shutil
 import subprocess
 import time
@@ -53,7 +55,6 @@ NAME_MAX: Final = 32
 LOCK_FILE: Final = "/run/trinity-agent-users.lock"
 PREFIX: Final = "ta"
 COMMENT_PREFIX: Final = "Trinity agent"
-_KEY_CHARS: Final = re.compile(r"[^a-z0-9]")
 # useradd's exit statuses: 9 the name is taken, 10 the password files are locked.
 _NAME_TAKEN: Final = 9
 _LOCKED: Final = 10
@@ -79,17 +80,21 @@ def installation_tag(var_dir: Path) -> str:
     return hashlib.sha256(str(var_dir.resolve()).encode()).hexdigest()[:12]
 
 
+def _key_digest(*, key: str, tag: str) -> str:
+    return hashlib.sha256(f"{tag}/{key}".encode()).hexdigest()[:16]
+
+
 def agent_user_name(*, key: str, tag: str) -> str:
-    """The OS user name for the agent with runtime key `key` in installation `tag`."""
-    digest = hashlib.sha256(f"{tag}/{key}".encode()).hexdigest()[:8]
-    readable = _KEY_CHARS.sub("", key.lower())[:14]
-    name = f"{PREFIX}{tag[:6]}-{readable}-{digest}" if readable else f"{PREFIX}{tag[:6]}-{digest}"
+    """The OS user name for the agent with runtime key `key` in installation `tag`:
+    nothing of the key readable in it (the module docstring says why)."""
+    name = f"{PREFIX}{tag[:6]}-{_key_digest(key=key, tag=tag)}"
     assert len(name) <= NAME_MAX
     return name
 
 
 def agent_user_comment(*, key: str, tag: str) -> str:
-    return f"{COMMENT_PREFIX} {tag} {key}"
+    """The comment that marks the user as this agent's (no key in it either)."""
+    return f"{COMMENT_PREFIX} {tag} {_key_digest(key=key, tag=tag)}"
 
 
 @contextlib.contextmanager

@@ -48,6 +48,10 @@ class Spawned:
 
 class AgentProcessRuntime(Protocol):
     name: str
+    # Whether each agent server runs in a container of its own (one agent per
+    # container: its own network, processes and filesystem), which contains the
+    # agent's code even where the server has no sandbox (``Isolation.CONTAINER``).
+    contained: bool
 
     def start(self, spec: SpawnSpec) -> Spawned:
         """Start an agent server and return once /health answers; raises RuntimeError."""

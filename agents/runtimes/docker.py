@@ -133,6 +133,7 @@ def _raise_if_exited(container: Any, agent_name: str) -> None:
 
 class DockerRuntime:
     name = "docker"
+    contained = True  # one agent per container
 
     def __init__(self, client_factory: Callable[[], Any] = _default_client) -> None:
         self._client_factory = client_factory

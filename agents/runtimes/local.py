@@ -214,8 +214,8 @@ def os_users_remove_all(tag: str | None = None) -> list[str]:
     tag = tag or _tag()
     removed = []
     for user in agent_users_of(tag):
-        key = pwd.getpwnam(user).pw_gecos.split(" ", 3)[-1]
-        if agent_user_remove(name=user, comment=agent_user_comment(key=key, tag=tag)):
+        # agent_users_of found it by the installation's mark: its comment is its own.
+        if agent_user_remove(name=user, comment=pwd.getpwnam(user).pw_gecos):
             removed.append(user)
     return removed
 
@@ -326,6 +326,7 @@ def _spawn(env: dict[str, str], path: Path, log_path: Path) -> subprocess.Popen[
 
 class LocalProcessRuntime:
     name = "local"
+    contained = False  # on the host: only the server's sandbox contains the agent
 
     def start(self, spec: SpawnSpec) -> Spawned:
         """Spawn the server on its socket and return once it proved the agent's secret.

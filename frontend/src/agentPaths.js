@@ -17,6 +17,12 @@ export function agentKey(agent) {
   return `${agent.owner ?? ""}/${agent.name}`;
 }
 
+/** The agent's name as a person reads it; with `withOwner` (an admin, who sees every
+ * owner's agents) its owner too, so two owners' "bot" read apart: `bot (alice)`. */
+export function agentLabel(agent, withOwner) {
+  return withOwner && agent.owner ? `${agent.name} (${agent.owner})` : agent.name;
+}
+
 function withOwner(path, agent) {
   return agent.owner ? `${path}?owner=${encodeURIComponent(agent.owner)}` : path;
 }

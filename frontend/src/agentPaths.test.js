@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { agentKey, agentPath, subscriptionAgentPath } from "./agentPaths.js";
+import { agentKey, agentLabel, agentPath, subscriptionAgentPath } from "./agentPaths.js";
 
 describe("agent paths", () => {
   it("carry the owner, since names are unique per owner only", () => {
@@ -12,5 +12,11 @@ describe("agent paths", () => {
 
   it("key two owners' agents of one name apart", () => {
     expect(agentKey({ name: "bot", owner: "alice" })).not.toBe(agentKey({ name: "bot", owner: "bob" }));
+  });
+
+  it("label an agent with its owner only where owners are shown", () => {
+    expect(agentLabel({ name: "bot", owner: "alice" }, true)).toBe("bot (alice)");
+    expect(agentLabel({ name: "bot", owner: "alice" }, false)).toBe("bot");
+    expect(agentLabel({ name: "bot" }, true)).toBe("bot");
   });
 });

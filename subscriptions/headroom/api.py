@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.api import AgentRefOutput
 from subscriptions.headroom.exhaustion_forecast import Forecast
 from subscriptions.headroom.forecast_store import headroom_forecasts_get
 from subscriptions.headroom.sampler import headroom_refresh
@@ -102,7 +103,9 @@ class UsageOutput(ForecastFieldMixin, serializers.Serializer[Any]):
     headroom = HeadroomOutput()
     observed = serializers.JSONField(
         help_text="turns, tokens and cost this subscription served over the last 5h and 7d, "
-        "and per agent over 7d (from executions)"
+        "and per agent over 7d (from executions): per_agent is a list of {name, owner, "
+        "turns, input_tokens, output_tokens, cost_usd}, one per agent (owner null for a "
+        "deleted agent's turns)"
     )
     failures_24h = serializers.DictField(child=serializers.IntegerField())
     rate_limited_now = serializers.BooleanField()
@@ -191,14 +194,11 @@ class PressureRowOutput(ForecastFieldMixin, serializers.Serializer[Any]):
     provider = serializers.CharField(source="subscription.provider")
     plan_type = serializers.CharField(source="subscription.plan_type")
     agent_count = serializers.IntegerField(source="subscription.agent_count")
-    agents = serializers.SerializerMethodField()
+    agents = AgentRefOutput(source="subscription.agents", many=True)
     headroom = HeadroomOutput()
     rate_limited_now = serializers.BooleanField()
     rate_limited_source = serializers.CharField()
     failures_24h = serializers.IntegerField()
-
-    def get_agents(self, obj: Any) -> list[str]:
-        return [agent.name for agent in obj.subscription.agents.all()]
 
 
 class FleetPressureOutput(serializers.Serializer[Any]):

@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
 
 from subscriptions.headroom.classification import Gate, Tier, classify_headroom
 from subscriptions.headroom.limited_now import reading_says_limited, resolve_rate_limited_now
@@ -111,8 +112,10 @@ def observed_usage(
     *, subscription: Subscription, now: datetime, user: AbstractBaseUser | AnonymousUser
 ) -> dict[str, Any]:
     """Turns this subscription served, with tokens and cost, over the last 5h and 7d,
-    and per agent over the last 7d: every agent's for an admin, only the viewer's own
-    agents' for anyone else (the pool is shared; other owners' turns are not theirs).
+    and per agent over the last 7d (``per_agent``: a list of ``{name, owner, turns,
+    ...}``, one per agent, sorted by name and owner): every agent's for an admin, only
+    the viewer's own agents' for anyone else (the pool is shared; other owners' turns
+    are not theirs).
 
     Read through the reverse relation from executions: subscriptions does not import
     execution (dependencies point execution -> subscriptions).
@@ -139,13 +142,19 @@ def observed_usage(
     for name, span in OBSERVED_WINDOWS.items():
         window = served.filter(created_at__gt=now - span)
         observed[name] = {"since": now - span, **clean(window.aggregate(**totals))}
+    # One row per agent (its id), never per name: an admin sees two owners' "bot" as
+    # two rows, each with its owner; a deleted agent's turns keep their name, no owner.
     per_agent = (
         served.filter(created_at__gt=now - OBSERVED_WINDOWS["seven_day"])
-        .values("agent_name")
+        .annotate(label=Coalesce(F("agent__name"), F("agent_name")))
+        .values("agent_id", "label", "agent__owner__username")
         .annotate(**totals)
-        .order_by("agent_name")
+        .order_by("label", "agent__owner__username", "agent_id")
     )
-    observed["per_agent"] = {row["agent_name"]: clean(row) for row in per_agent}
+    observed["per_agent"] = [
+        {"name": row["label"], "owner": row["agent__owner__username"], **clean(row)}
+        for row in per_agent
+    ]
     return observed
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.db import IntegrityError, connection, transaction
-from django.db.migrations.executor import MigrationExecutor
+from django.apps.registry import Apps
+from django.db import IntegrityError, transaction
 
+from tests.migrations import migrate, migrated
 from trinity.crypto import Secret
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,18 +20,15 @@ AFTER = [("agents", "0009_agent_names_per_owner")]
 
 
 @pytest.fixture
-def executor() -> Iterator[MigrationExecutor]:
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    yield executor
-    latest = MigrationExecutor(connection)
-    latest.migrate(latest.loader.graph.leaf_nodes())
+def before() -> Iterator[Apps]:
+    with migrated(BEFORE) as apps:
+        yield apps
 
 
 def test_existing_agents_keep_their_name_as_their_runtime_key(
-    executor: MigrationExecutor,
+    before: Apps,
 ) -> None:
-    apps = executor.loader.project_state(BEFORE).apps
+    apps = before
     User = apps.get_model("auth", "User")
     Agent = apps.get_model("agents", "Agent")
     alice = User.objects.create(username="alice")
@@ -38,9 +36,7 @@ def test_existing_agents_keep_their_name_as_their_runtime_key(
     for name in ("bot", "researcher"):
         Agent.objects.create(name=name, owner=alice, shared_secret=Secret("s"))
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-    apps = executor.loader.project_state(AFTER).apps
+    apps = migrate(AFTER)
     Agent = apps.get_model("agents", "Agent")
     assert dict(Agent.objects.values_list("name", "runtime_key")) == {
         "bot": "bot",

@@ -48,6 +48,17 @@ def test_a_users_name_fits_useradd_and_32_characters(key: str) -> None:
     assert VALID_NAME.fullmatch(name), name
 
 
+@pytest.mark.parametrize("key", ["bot", "researcher", "alice-private-project", "x" * 100])
+def test_neither_the_name_nor_the_comment_tells_the_agents_name(key: str) -> None:
+    """/etc/passwd is every agent's to read (bound into each sandbox): an agent's user
+    must not tell another operator's code what that agent is called."""
+    tag = installation_tag(Path("/srv/one"))
+    name, comment = agent_user_name(key=key, tag=tag), agent_user_comment(key=key, tag=tag)
+    assert re.fullmatch(rf"ta{tag[:6]}-[0-9a-f]{{16}}", name), name
+    assert key[:3] not in name.removeprefix(f"ta{tag[:6]}-")
+    assert key not in comment and comment.startswith(f"Trinity agent {tag} ")
+
+
 def test_two_installations_and_two_agents_never_share_a_name() -> None:
     one, two = installation_tag(Path("/srv/one")), installation_tag(Path("/srv/two"))
     long_a, long_b = "a" * 99 + "1", "a" * 99 + "2"  # alike in their readable part
@@ -71,8 +82,7 @@ def tag() -> Iterator[str]:
     fresh = secrets.token_hex(6)
     yield fresh
     for name in agent_users_of(fresh):
-        key = pwd.getpwnam(name).pw_gecos.split(" ", 3)[-1]
-        agent_user_remove(name=name, comment=agent_user_comment(key=key, tag=fresh))
+        agent_user_remove(name=name, comment=pwd.getpwnam(name).pw_gecos)
 
 
 def test_a_user_is_made_once_even_when_two_starts_race(tag: str) -> None:

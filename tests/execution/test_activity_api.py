@@ -175,3 +175,41 @@ def test_each_user_sees_when_they_read_it(
     theirs = admin_client_api.get("/api/notifications?unread=false").json()["results"]
     assert [n["read_at"] for n in mine] == ["2026-11-30T12:00:00Z"]
     assert [n["read_at"] for n in theirs] == ["2026-11-30T13:00:00Z"]
+
+
+def test_an_admins_lists_name_the_owner_of_each_of_two_owners_bots(
+    owner: User, other_user: User, admin_client_api: APIClient, owner_client: APIClient
+) -> None:
+    """Names are unique per owner only: each turn and notice in an admin's lists names
+    its agent's owner, and ``?agent=bot&owner=`` keeps exactly that owner's."""
+    from execution.models import Execution
+
+    bots = {
+        user.username: AgentFactory.create(name="bot", owner=user) for user in (owner, other_user)
+    }
+    for whose, agent in bots.items():
+        Execution.objects.create(
+            agent=agent, agent_name="bot", message=f"turn of {whose}", created_at=NOW
+        )
+        notification_send(
+            kind="k", title=f"notice of {whose}", agent_name="bot", agent_id=agent.pk, now=NOW
+        )
+
+    turns = admin_client_api.get("/api/executions").json()["results"]
+    assert sorted((t["agent_name"], t["agent_owner"]) for t in turns) == [
+        ("bot", "other"),
+        ("bot", "owner"),
+    ]
+    notices = admin_client_api.get("/api/notifications").json()["results"]
+    assert sorted((n["title"], n["agent_owner"]) for n in notices) == [
+        ("notice of other", "other"),
+        ("notice of owner", "owner"),
+    ]
+    theirs = admin_client_api.get("/api/executions?agent=bot&owner=other").json()["results"]
+    assert [t["agent_owner"] for t in theirs] == ["other"]
+    one = admin_client_api.get(f"/api/executions/{theirs[0]['id']}").json()
+    assert one["agent_owner"] == "other"
+    # An operator's list is their own: their own name as the owner.
+    assert [t["agent_owner"] for t in owner_client.get("/api/executions").json()["results"]] == [
+        "owner"
+    ]

@@ -58,6 +58,8 @@ def test_it_names_the_agents_own_subscription_without_a_query(
         data = ExecutionOutput(execution).data
 
     assert data["served_by_subscription"] == {"id": plan.pk, "name": "plan-own"}
+    # The agent's owner came with the agent (one join in its one SELECT): no query.
+    assert data["agent_owner"] == owner.username
     execution.refresh_from_db()
     assert execution.served_by_subscription_id == plan.pk
 

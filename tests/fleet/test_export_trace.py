@@ -167,3 +167,36 @@ def test_export_trace_prices_the_key_per_family_and_dates_a_plan_added_in_the_sp
 def test_the_exporters_list_prices_are_the_benchs():
     """bench/ is not in the backend image, so the exporter carries its own copy."""
     assert export_trace.LIST_PRICES == LIST_PRICES
+
+
+def test_two_owners_agents_of_one_name_are_two_trace_agents(db, tmp_path: Path):
+    """Names are unique per owner only: two owners' "bot" (different models) are two
+    agents of the trace, each with its own turns, and a deleted "bot" a third."""
+    alice, bob = (AgentFactory.create(name="bot", model=m) for m in (SONNET, OPUS))
+    gone = AgentFactory.create(name="bot", model=SONNET)
+    execution(alice, at=SINCE + timedelta(minutes=1), tokens=1_000)
+    execution(bob, at=SINCE + timedelta(minutes=2), tokens=2_000)
+    # A deleted agent's model is known only from its turns.
+    execution(gone, at=SINCE + timedelta(minutes=3), tokens=3_000, model=SONNET)
+    gone.delete()
+    AgentFactory.create(name="solo", model=SONNET)  # no turn: not in the trace
+    path = tmp_path / "export.jsonl"
+    call_command(
+        "export_trace",
+        since=SINCE.isoformat(),
+        until=(SINCE + timedelta(days=1)).isoformat(),
+        output=str(path),
+        stderr=io.StringIO(),
+    )
+    trace = trace_read(path)
+    a, b = (f"bot@{agent.owner.username}" for agent in (alice, bob))
+    assert {(x.name, x.model) for x in trace.fleet.agents} == {
+        (a, SONNET),
+        (b, OPUS),
+        ("bot (deleted)", SONNET),
+    }
+    assert [(t.agent, t.tokens, t.model) for t in trace.turns] == [
+        (a, 1_000, None),
+        (b, 2_000, None),
+        ("bot (deleted)", 3_000, None),
+    ]

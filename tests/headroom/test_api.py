@@ -93,7 +93,7 @@ class TestUsage:
         # A healthy reading taken after the 429 decides: not limited now.
         assert (body["rate_limited_now"], body["rate_limited_source"]) == (False, "reading")
         assert body["observed"]["five_hour"]["turns"] == 0
-        assert body["observed"]["per_agent"] == {}
+        assert body["observed"]["per_agent"] == []
         assert plan.token is not None and plan.token.reveal() not in str(body)
 
     def test_observed_usage_sums_the_turns_this_plan_served_per_window_and_agent(
@@ -138,9 +138,51 @@ class TestUsage:
             "cost_usd": 1.0,
         }
         assert observed["seven_day"]["turns"] == 3
-        assert observed["per_agent"]["a"]["turns"] == 2
-        assert observed["per_agent"]["b"]["output_tokens"] == 10
-        assert sorted(observed["per_agent"]) == ["a", "b"]
+        per_agent = {row["name"]: row for row in observed["per_agent"]}
+        assert per_agent["a"]["turns"] == 2
+        assert per_agent["b"]["output_tokens"] == 10
+        assert [(row["name"], row["owner"]) for row in observed["per_agent"]] == [
+            ("a", per_agent["a"]["owner"]),
+            ("b", per_agent["a"]["owner"]),
+        ]
+
+    def test_per_agent_usage_is_one_row_per_agent_with_its_owner(
+        self,
+        owner: User,
+        other_user: User,
+        owner_client: APIClient,
+        admin_client_api: APIClient,
+        plan: Subscription,
+    ) -> None:
+        """Two owners' "bot" on one plan are two rows for the admin (never one row of
+        both owners' turns), each with its owner; the owner sees only their own."""
+        from execution.models import Execution
+
+        bots = {
+            "owner": AgentFactory.create(name="bot", owner=owner, subscription=plan),
+            "other": AgentFactory.create(name="bot", owner=other_user, subscription=plan),
+        }
+        for whose, turns in (("owner", 1), ("other", 3)):
+            for _ in range(turns):
+                Execution.objects.create(
+                    agent=bots[whose],
+                    agent_name="bot",
+                    message="m",
+                    status="succeeded",
+                    served_by_kind="subscription",
+                    served_by_subscription=plan,
+                    created_at=T0 - timedelta(hours=1),
+                )
+
+        rows = admin_client_api.get(f"/api/subscriptions/{plan.pk}/usage").json()["observed"]
+        assert [(r["name"], r["owner"], r["turns"]) for r in rows["per_agent"]] == [
+            ("bot", "other", 3),
+            ("bot", "owner", 1),
+        ]
+        mine = owner_client.get(f"/api/subscriptions/{plan.pk}/usage").json()["observed"]
+        assert [(r["name"], r["owner"], r["turns"]) for r in mine["per_agent"]] == [
+            ("bot", "owner", 1)
+        ]
 
     def test_without_a_reading_the_two_hour_events_decide(
         self, owner_client: APIClient, plan: Subscription
@@ -304,7 +346,7 @@ class TestFleetPressure:
         assert sorted(rows) == ["mine", "shared", "theirs"]
         assert rows["mine"]["headroom"]["tier"] == "measured"
         assert rows["shared"]["rate_limited_now"] is True
-        assert rows["shared"]["agents"] == ["ops-1", "owner-2"]
+        assert [a["name"] for a in rows["shared"]["agents"]] == ["ops-1", "owner-2"]
         assert (rows["theirs"]["rate_limited_now"], rows["theirs"]["rate_limited_source"]) == (
             True,
             "events",
@@ -325,7 +367,10 @@ class TestFleetPressure:
         body = owner_client.get(self.URL).json()
         rows = {row["name"]: row for row in body["subscriptions"]}
         assert sorted(rows) == ["mine", "shared", "theirs"]
-        assert [(n, rows[n]["agents"], rows[n]["agent_count"]) for n in sorted(rows)] == [
+        assert [
+            (n, [a["name"] for a in rows[n]["agents"]], rows[n]["agent_count"])
+            for n in sorted(rows)
+        ] == [
             ("mine", ["owner-1"], 1),
             ("shared", ["owner-2"], 1),
             ("theirs", [], 0),

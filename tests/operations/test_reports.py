@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from execution.models import Execution
 from subscriptions.models import CredentialKind, FailureKind
-from tests.agents.factories import AgentFactory
+from tests.agents.factories import AgentFactory, UserFactory
 from tests.subscriptions.factories import RateLimitEventFactory, SubscriptionFactory
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -121,6 +121,60 @@ def test_another_user_sees_only_their_own_and_an_admin_sees_everything(
     assert everything["totals"]["key_spend_usd"] == 1.75
 
 
+def test_two_owners_agents_of_one_name_are_two_rows_each_with_its_owner(
+    owner: User,
+    other_user: User,
+    owner_client: APIClient,
+    other_client: APIClient,
+    admin_client_api: APIClient,
+) -> None:
+    """Names are unique per owner only: an admin's report keeps the owner's "bot" and
+    the other user's "bot" apart (turns, spend and refusals each on its own row), and
+    each operator sees only their own row; a deleted agent's history keeps its name."""
+    plan = SubscriptionFactory.create(name="plan-a")
+    mine = AgentFactory.create(name="bot", owner=owner, subscription=plan)
+    theirs = AgentFactory.create(name="bot", owner=other_user, subscription=plan)
+    ExecutionFactory.create(agent=mine, served_by_subscription=plan)
+    ExecutionFactory.create_batch(
+        2, agent=theirs, served_by_kind="api_key", cost_usd=Decimal("0.5")
+    )
+    RateLimitEventFactory.create(
+        agent=theirs, agent_name="bot", subscription=plan, occurred_at=DAY1
+    )
+    gone = AgentFactory.create(name="bot", owner=UserFactory.create(username="gone-owner"))
+    ExecutionFactory.create(agent=gone)
+    gone.delete()  # its turns keep the name, linked to no agent
+
+    rows = report(admin_client_api, "?group=agent&from=2026-11-01").json()["rows"]
+    assert [
+        (r["group"], r["owner"], r["turns"], r["key_spend_usd"], r["refusals"]) for r in rows
+    ] == [
+        ("bot", None, 1, 0, 0),
+        ("bot", "other", 2, 1.0, 1),
+        ("bot", "owner", 1, 0, 0),
+    ]
+    for client, whose in ((owner_client, "owner"), (other_client, "other")):
+        own = report(client, "?group=agent&from=2026-11-01").json()["rows"]
+        assert [(r["group"], r["owner"]) for r in own] == [("bot", whose)]
+    csv_rows = list(
+        csv.DictReader(
+            io.StringIO(
+                report(admin_client_api, "?group=agent&from=2026-11-01&format=csv").content.decode()
+            )
+        )
+    )
+    assert [(r["agent"], r["owner"], r["turns"]) for r in csv_rows] == [
+        ("bot", "", "1"),
+        ("bot", "other", "2"),
+        ("bot", "owner", "1"),
+    ]
+
+
+def test_other_groups_name_no_owner(admin_client_api: APIClient, fleet: dict[str, Any]) -> None:
+    body = report(admin_client_api, "?group=subscription").json()
+    assert {row["owner"] for row in body["rows"]} == {None} and "owner" not in body["totals"]
+
+
 def test_days_are_utc_days_and_every_day_of_the_range_has_a_row(
     admin_client_api: APIClient, fleet: dict[str, Any]
 ) -> None:
@@ -189,6 +243,7 @@ def test_csv_has_a_header_and_one_parsable_line_per_row(
     assert rows == [
         {
             "agent": "bot",
+            "owner": "owner",
             "turns": "4",
             "succeeded": "3",
             "failed": "1",

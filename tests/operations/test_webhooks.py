@@ -160,6 +160,27 @@ def test_a_channel_takes_its_kinds_at_or_above_its_level(
     assert channels.channel_matches(hook, kind=kind, level=level) is False
 
 
+@pytest.mark.django_db
+def test_a_notice_about_an_agent_names_its_owner_to_the_receiver(
+    owner: User, other_user: User
+) -> None:
+    """Names are unique per owner only: a receiver told about "bot" is told whose, in
+    the JSON payload and in Slack's text alike."""
+    bots = {u.username: AgentFactory.create(name="bot", owner=u) for u in (owner, other_user)}
+    json_hook = NotificationChannel(name="j", kind="json")
+    slack_hook = NotificationChannel(name="s", kind="slack")
+    for whose, bot in bots.items():
+        note = notification_send(
+            kind="k", title="switched", agent_name="bot", agent_id=bot.pk, now=NOW
+        )
+        assert note is not None
+        assert channels.payload_for(json_hook, note)["agent_owner"] == whose
+        assert f"_agent: bot ({whose})_" in channels.payload_for(slack_hook, note)["text"]
+    fleet = notification_send(kind="k", title="fleet", now=NOW)
+    assert fleet is not None and channels.payload_for(json_hook, fleet)["agent_owner"] is None
+    assert "_agent" not in channels.payload_for(slack_hook, fleet)["text"]
+
+
 # --- delivery -----------------------------------------------------------------------
 
 

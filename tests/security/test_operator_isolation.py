@@ -290,7 +290,10 @@ def test_an_operators_counts_count_only_their_own(world: dict[str, Holdings], vi
     assert sum(s["agent_count"] for s in subscriptions) == len(mine.agents)
     assert {s["name"] for s in subscriptions} == {"plan-alpha", "plan-bravo", "plan-shared"}
     shared = next(s for s in subscriptions if s["name"] == "plan-shared")
-    assert (shared["agent_count"], shared["agents"]) == (1, [f"{viewer}-two"])
+    assert (shared["agent_count"], shared["agents"]) == (
+        1,
+        [{"name": f"{viewer}-two", "owner": viewer}],
+    )
 
     pressure = client.get("/api/agents/subscription-pressure").json()["subscriptions"]
     assert sum(row["agent_count"] for row in pressure) == len(mine.agents)
@@ -298,7 +301,9 @@ def test_an_operators_counts_count_only_their_own(world: dict[str, Holdings], vi
 
     usage = client.get(f"/api/subscriptions/{shared['id']}/usage").json()
     assert usage["observed"]["seven_day"]["turns"] == 1
-    assert list(usage["observed"]["per_agent"]) == [f"{viewer}-two"]
+    assert [(a["name"], a["owner"]) for a in usage["observed"]["per_agent"]] == [
+        (f"{viewer}-two", viewer)
+    ]
     assert sum(usage["failures_24h"].values()) == 1
 
     report = client.get("/api/reports/usage", {"group": "agent"}).json()
@@ -353,7 +358,7 @@ def test_a_new_agent_that_reuses_a_deleted_ones_name_starts_clean(
     report = client.get("/api/reports/usage", {"group": "agent"}).json()
     assert "reused" not in {row["group"] for row in report["rows"]}
     usage = client.get(f"/api/subscriptions/{plan.pk}/usage").json()
-    assert "reused" not in usage["observed"]["per_agent"]
+    assert "reused" not in {row["name"] for row in usage["observed"]["per_agent"]}
     assert client.get("/api/agents/reused/schedules").json() == []
     assert "reused" not in {b["agent"] for b in client.get("/api/budgets").json()}
     # The admin keeps the history (linked to no agent now), labelled with the old name.

@@ -141,8 +141,32 @@ class TestList:
         data = admin_client_api.get(URL).json()
         assert [s["name"] for s in data] == ["a", "b"]
         assert data[0]["agent_count"] == 2
-        assert sorted(data[0]["agents"]) == ["one", "two"]
+        assert sorted(a["name"] for a in data[0]["agents"]) == ["one", "two"]
         assert data[1]["agent_count"] == 0
+
+    def test_two_owners_agents_of_one_name_on_a_plan_are_listed_with_their_owners(
+        self, admin_client_api: APIClient, owner: User, other_user: User
+    ) -> None:
+        """Names are unique per owner only: the admin's list tells the owner's "bot"
+        from the other user's, so the panel can address each (``?owner=``)."""
+        plan = SubscriptionFactory.create(name="shared")
+        AgentFactory.create(name="bot", owner=owner, subscription=plan)
+        AgentFactory.create(name="bot", owner=other_user, subscription=plan)
+        listed = admin_client_api.get(URL).json()[0]["agents"]
+        assert sorted((a["name"], a["owner"]) for a in listed) == [
+            ("bot", "other"),
+            ("bot", "owner"),
+        ]
+        pressure = admin_client_api.get("/api/agents/subscription-pressure").json()
+        assert sorted((a["name"], a["owner"]) for a in pressure["subscriptions"][0]["agents"]) == [
+            ("bot", "other"),
+            ("bot", "owner"),
+        ]
+        # Each is unassigned by name and owner: exactly that one, never a 409.
+        gone = admin_client_api.delete("/api/subscriptions/agents/bot?owner=other")
+        assert gone.status_code == 200, gone.content
+        left = admin_client_api.get(URL).json()[0]["agents"]
+        assert left == [{"name": "bot", "owner": "owner"}]
 
     def test_a_non_admin_sees_the_shared_pool_but_only_their_own_agents_on_it(
         self, owner_client: APIClient, owner: object, other_client: APIClient
@@ -154,7 +178,7 @@ class TestList:
         AgentFactory.create(name="their-other", subscription=mine)
         data = owner_client.get(URL).json()
         assert [(s["name"], s["agents"], s["agent_count"]) for s in data] == [
-            ("mine", ["my-agent"], 1),
+            ("mine", [{"name": "my-agent", "owner": "owner"}], 1),
             ("not-mine", [], 0),
         ]
         data = other_client.get(URL).json()
@@ -192,7 +216,9 @@ class TestDetail:
     ) -> None:
         subscription = SubscriptionFactory.create()
         AgentFactory.create(name="mine", owner=owner, subscription=subscription)
-        assert owner_client.get(f"{URL}/{subscription.pk}").json()["agents"] == ["mine"]
+        assert owner_client.get(f"{URL}/{subscription.pk}").json()["agents"] == [
+            {"name": "mine", "owner": "owner"}
+        ]
         assert owner_client.delete(f"{URL}/{subscription.pk}").status_code == 403
         other = other_client.get(f"{URL}/{subscription.pk}").json()
         assert (other["agents"], other["agent_count"]) == ([], 0)

@@ -121,7 +121,8 @@ def test_a_refused_answer_carries_the_spend_of_its_served_requests() -> None:
     assert not outcome.ok and outcome.error_code == "billing"
     assert outcome.metered is not None and outcome.metered.budget_refused == 2
     assert (outcome.input_tokens, outcome.output_tokens) == (430_000, 340)
-    assert outcome.cost_usd == outcome.spent_usd == pytest.approx(1.2321)
+    assert outcome.cost_usd == pytest.approx(1.2321)
+    assert outcome.metered.cost == D("1.232100")  # as the ledger and the row keep it
     # A budget refusal is the platform's own cap: neither recorded nor walked.
     refusal = classify_attempt_refusal(error_code=outcome.error_code, detail=outcome.detail)
     assert (refusal.failure_kind, refusal.walks) == (None, False)
@@ -131,7 +132,7 @@ def test_an_answer_without_metering_keeps_the_reported_cost() -> None:
     outcome = parse_turn_response(
         answer(200, {"response": "hi", "model": "m", "usage": {}, "cost_usd": 0.04})
     )
-    assert outcome.metered is None and outcome.spent_usd == 0.04
+    assert outcome.metered is None and outcome.cost_usd == 0.04
 
 
 @pytest.mark.parametrize(

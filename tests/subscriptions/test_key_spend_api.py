@@ -63,3 +63,20 @@ def test_budget_lines_show_spend_against_caps_to_whoever_may_see_the_agent(
     admin_fleet_day = admin_client_api.get("/api/budgets").json()[0]
     assert admin_fleet_day["reserved_usd"] == "0.400000"
     assert anon_client.get("/api/budgets").status_code in (401, 403)
+
+
+@time_machine.travel(NOW, tick=False)
+def test_two_owners_capped_bots_are_two_lines_each_naming_its_owner(
+    owner: User, other_user: User, owner_client: APIClient, admin_client_api: APIClient
+) -> None:
+    for user in (owner, other_user):
+        AgentFactory.create(name="bot", owner=user, key_budget_daily_usd=Decimal("1.00"))
+
+    lines = admin_client_api.get("/api/budgets").json()
+    assert sorted((x["agent"], x["owner"]) for x in lines if x["period"] == "day") == [
+        ("", None),  # the fleet's
+        ("bot", "other"),
+        ("bot", "owner"),
+    ]
+    mine = owner_client.get("/api/budgets").json()
+    assert {(x["agent"], x["owner"]) for x in mine if x["scope"] != "fleet"} == {("bot", "owner")}

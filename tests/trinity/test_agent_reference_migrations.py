@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+from django.apps.registry import Apps
 
+from tests.migrations import migrate, migrated
 from trinity.crypto import Secret
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,19 +32,15 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def executor() -> Iterator[MigrationExecutor]:
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    yield executor
-    # Leave the schema as every other test expects it.
-    latest = MigrationExecutor(connection)
-    latest.migrate(latest.loader.graph.leaf_nodes())
+def before() -> Iterator[Apps]:
+    with migrated(BEFORE) as apps:
+        yield apps
 
 
 def test_old_rows_are_linked_by_name_only_to_an_agent_that_already_existed(
-    executor: MigrationExecutor,
+    before: Apps,
 ) -> None:
-    apps = executor.loader.project_state(BEFORE).apps
+    apps = before
     User = apps.get_model("auth", "User")
     Agent = apps.get_model("agents", "Agent")
     Subscription = apps.get_model("subscriptions", "Subscription")
@@ -75,9 +71,7 @@ def test_old_rows_are_linked_by_name_only_to_an_agent_that_already_existed(
     Notification.objects.create(kind="k", title="gone", agent_name="deleted", created_at=T0)
     Notification.objects.create(kind="k", title="pool", subscription_id=plan.pk, created_at=T0)
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-    apps = executor.loader.project_state(AFTER).apps
+    apps = migrate(AFTER)
     Agent = apps.get_model("agents", "Agent")
     Notification = apps.get_model("trinity", "Notification")
     RateLimitEvent = apps.get_model("subscriptions", "RateLimitEvent")

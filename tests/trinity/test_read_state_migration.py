@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+from django.apps.registry import Apps
 
+from tests.migrations import migrate, migrated
 from trinity.crypto import Secret
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,16 +22,13 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def executor() -> Iterator[MigrationExecutor]:
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    yield executor
-    latest = MigrationExecutor(connection)
-    latest.migrate(latest.loader.graph.leaf_nodes())
+def before() -> Iterator[Apps]:
+    with migrated(BEFORE) as apps:
+        yield apps
 
 
-def test_a_read_notice_stays_read_for_each_user_who_sees_it(executor: MigrationExecutor) -> None:
-    apps = executor.loader.project_state(BEFORE).apps
+def test_a_read_notice_stays_read_for_each_user_who_sees_it(before: Apps) -> None:
+    apps = before
     User = apps.get_model("auth", "User")
     Agent = apps.get_model("agents", "Agent")
     Notification = apps.get_model("trinity", "Notification")
@@ -53,9 +50,7 @@ def test_a_read_notice_stays_read_for_each_user_who_sees_it(executor: MigrationE
         )
     }
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(AFTER)
-    apps = executor.loader.project_state(AFTER).apps
+    apps = migrate(AFTER)
     NotificationRead = apps.get_model("trinity", "NotificationRead")
     readers = {
         title: set(
@@ -75,9 +70,7 @@ def test_a_read_notice_stays_read_for_each_user_who_sees_it(executor: MigrationE
     assert set(NotificationRead.objects.values_list("read_at", flat=True)) == {read_at}
     assert {admin.pk, owner.pk, other.pk} == set(User.objects.values_list("pk", flat=True))
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
+    apps = migrate(BEFORE)
     Notification = apps.get_model("trinity", "Notification")
     back = dict(Notification.objects.values_list("title", "read_at"))
     assert back == {

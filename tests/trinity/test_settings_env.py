@@ -79,6 +79,17 @@ def test_a_bad_value_fails_loudly_naming_the_variable(
         assert value not in result.stderr  # a key is a secret even when malformed
 
 
+def test_the_platform_reads_no_agent_user(tmp_path: Path) -> None:
+    """Each local agent has an OS user of its own (agents/runtimes/agent_users.py): a
+    TRINITY_AGENT_USER in the platform's environment is no setting of its own (on the
+    code before, this value stopped startup), and the variable is left to the agent
+    server, which the platform hands each agent's own user."""
+    code = f"{SETUP.split('; print')[0]}; print(hasattr(settings, 'TRINITY_AGENT_USER'))"
+    result = _run(tmp_path, code, TRINITY_AGENT_USER="not a user name!")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
 def test_nothing_set_runs_on_embedded_defaults_with_a_0600_key(tmp_path: Path) -> None:
     result = _boot(tmp_path)
     assert result.returncode == 0, result.stderr

@@ -8,7 +8,8 @@ knows goes in: its Anthropic subscriptions registered before ``--until`` (name, 
 type; ``added_at`` when registered during the span; for each window the utilization
 and reset of the last reading at or before ``--since``; the first ``invalid_token``
 reading after which none answered as revocation), the agents that ran turns (model,
-the plan they started the span on) and every turn (instant, agent, tokens, trigger,
+the plan they started the span on; one per agent, not per name: two owners' "bot" are
+``bot@alice`` and ``bot@bob``) and every turn (instant, agent, tokens, trigger,
 its model when it differs). The install keeps a turn's total, not its requests, so
 each turn is written as one request at its start. What it cannot know is left out
 and the bench fills it in: plan capacities (by plan type) and a plan deleted since
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime, time
 from typing import IO, Any
@@ -114,18 +116,50 @@ def _starting_plan(first: Execution, agent: Agent | None, names: dict[int, str])
     return None
 
 
-def _trace_agents(executions: list[Execution], names: dict[int, str]) -> dict[str, dict[str, Any]]:
-    """One trace agent per agent name, described by its first turn in the range;
-    ``names`` are the plans registered when the span starts."""
-    agents: dict[str, dict[str, Any]] = {}
+TraceKey = tuple[int | None, str]
+
+
+def _trace_key(execution: Execution) -> TraceKey:
+    """Which trace agent a turn is: its agent (by id: names are unique per owner only,
+    and two owners' "bot" are two agents), or, once the agent is deleted, the name it
+    ran under."""
+    if execution.agent_id is not None:
+        return (execution.agent_id, "")
+    return (None, execution.agent_name)
+
+
+def _trace_names(executions: list[Execution]) -> dict[TraceKey, str]:
+    """Each trace agent's name (the bench needs them unique): the agent's name, or,
+    where several agents of the span share it, ``name@owner`` (``@`` is in no agent's
+    name), and ``name (deleted)`` for a deleted agent's turns."""
+    named: dict[TraceKey, tuple[str, str]] = {}
+    for e in executions:
+        key = _trace_key(e)
+        if key not in named:
+            agent = e.agent
+            named[key] = (agent.name, agent.owner.get_username()) if agent else (e.agent_name, "")
+    uses = Counter(name for name, _ in named.values())
+    return {
+        key: name if uses[name] == 1 else f"{name}@{owner}" if owner else f"{name} (deleted)"
+        for key, (name, owner) in named.items()
+    }
+
+
+def _trace_agents(
+    executions: list[Execution], names: dict[int, str]
+) -> dict[TraceKey, dict[str, Any]]:
+    """One trace agent per agent, described by its first turn in the range; ``names``
+    are the plans registered when the span starts."""
+    labels = _trace_names(executions)
+    agents: dict[TraceKey, dict[str, Any]] = {}
     for execution in executions:
-        name = execution.agent_name
-        if name in agents:
+        key = _trace_key(execution)
+        if key in agents:
             continue
         agent = execution.agent
         model = (agent.model if agent is not None else "") or execution.model or "unknown"
-        agents[name] = {
-            "name": name,
+        agents[key] = {
+            "name": labels[key],
             "model": model,
             "subscription": _starting_plan(execution, agent, names),
         }
@@ -148,7 +182,7 @@ def trace_lines(
     names = {s.pk: s.name for s in subscriptions if s.created_at <= since}
     executions = list(
         Execution.objects.filter(created_at__gte=since, created_at__lt=until)
-        .select_related("agent")
+        .select_related("agent__owner")
         .order_by("created_at", "pk")
     )
     served = [e.input_tokens + e.output_tokens for e in executions]
@@ -184,14 +218,15 @@ def trace_lines(
     yield fleet
     for execution, tokens in zip(executions, served, strict=True):
         counted = tokens if tokens > 0 else fallback
+        agent = agents[_trace_key(execution)]
         line: dict[str, Any] = {
             "type": "turn",
             "at": execution.created_at.isoformat(),
-            "agent": execution.agent_name,
+            "agent": agent["name"],
             "tokens": counted,
             "trigger": execution.trigger,
         }
-        if execution.model and execution.model != agents[execution.agent_name]["model"]:
+        if execution.model and execution.model != agent["model"]:
             line["model"] = execution.model
         line["requests"] = [[0, counted]]
         yield line

@@ -17,9 +17,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
+from agents.selectors import agent_only
 from execution.explain import routing_explain
 from execution.explain_text import explanation_text
 from trinity import clock
+from trinity.errors import Ambiguous, NotFound
 
 
 class Command(BaseCommand):
@@ -54,18 +56,16 @@ class Command(BaseCommand):
 
 
 def _agent(name: str, *, owner: str | None) -> Agent:
-    """The one agent ``name`` (of ``owner``) means; CommandError naming the owners to
-    choose from when several have one."""
+    """The one agent ``name`` (of ``owner``) means, among every owner's (the API's
+    rule for an admin with no agent of that name, ``agents.selectors.agent_only``);
+    CommandError naming the owners to choose from when several have one."""
     agents = Agent.objects.select_related("subscription", "owner").filter(name=name)
     if owner is not None:
         agents = agents.filter(owner__username=owner)
-    found = list(agents[:100])
-    if not found:
+    try:
+        return agent_only(list(agents[:100]), name=name, pick="add --owner USERNAME")
+    except NotFound:
         whose = f" owned by {owner!r}" if owner is not None else ""
-        raise CommandError(f"No agent named {name!r}{whose}.")
-    if len(found) > 1:
-        owners = ", ".join(sorted(a.owner.get_username() for a in found))
-        raise CommandError(
-            f"{len(found)} agents are named {name!r} (owners: {owners}); add --owner USERNAME."
-        )
-    return found[0]
+        raise CommandError(f"No agent named {name!r}{whose}.") from None
+    except Ambiguous as exc:
+        raise CommandError(str(exc)) from None

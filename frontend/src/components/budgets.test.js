@@ -43,6 +43,19 @@ describe("KeyBudgets", () => {
     expect(wrapper.find('[data-testid="budget-agent:3-month"]').classes()).toContain("closed");
   });
 
+  it("names each capped agent's owner for an admin, so two owners' bots read apart", async () => {
+    mockFetch({
+      "GET /api/budgets": json(200, [
+        line({ scope: "agent:3", agent: "bot", owner: "alice", budget_usd: "5.00" }),
+        line({ scope: "agent:4", agent: "bot", owner: "bob", budget_usd: "5.00" }),
+      ]),
+    });
+    wrapper = mount(KeyBudgets, { props: { showOwner: true } });
+    await settle();
+    const whose = (id) => wrapper.find(`[data-testid="${id}"]`).find("td").text();
+    expect([whose("budget-agent:3-day"), whose("budget-agent:4-day")]).toEqual(["bot (alice)", "bot (bob)"]);
+  });
+
   it("says when the budgets could not be read, and retries", async () => {
     const { calls } = mockFetch({ "GET /api/budgets": json(500, { detail: "boom" }) });
     wrapper = mount(KeyBudgets);

@@ -161,7 +161,7 @@ describe("SettingsPage", () => {
 });
 
 const SUBS = [
-  { id: 1, name: "max-main", provider: "anthropic", plan_type: "max-20x", token_fingerprint: "Ab12", overage: "refuse", agent_count: 1, agents: ["researcher"] },
+  { id: 1, name: "max-main", provider: "anthropic", plan_type: "max-20x", token_fingerprint: "Ab12", overage: "refuse", agent_count: 1, agents: [{ name: "researcher", owner: "root" }] },
   { id: 2, name: "codex", provider: "openai-codex", plan_type: "plus", token_fingerprint: "Cd34", overage: "refuse", agent_count: 0, agents: [] },
 ];
 const AGENTS = [
@@ -306,11 +306,36 @@ describe("SubscriptionDetail", () => {
 
   it("shows each agent's turns served from the usage API's observed figures", async () => {
     mockFetch({});
-    const usage = { state: "ok", data: { observed: { per_agent: { researcher: { turns: 7 } } } } };
+    const usage = { state: "ok", data: { observed: { per_agent: [{ name: "researcher", owner: "root", turns: 7 }] } } };
     wrapper = mount(SubscriptionDetail, { props: { ...props, usage } });
     await settle();
     expect(wrapper.text()).toContain("researcher");
     expect(wrapper.text()).toContain("7 turns served (7 d)");
+  });
+
+  it("tells two owners' agents of one name apart and unassigns exactly the one clicked", async () => {
+    // An admin's view: alice's and bob's "bot" both run on max-main.
+    const bots = [
+      { ...AGENTS[0], name: "bot", owner: "alice", process_state: "running" },
+      { ...AGENTS[0], name: "bot", owner: "bob", process_state: "stopped" },
+    ];
+    const subscription = { ...SUBS[0], agent_count: 2, agents: bots.map(({ name, owner }) => ({ name, owner })) };
+    const usage = { state: "ok", data: { observed: { per_agent: [{ name: "bot", owner: "bob", turns: 3 }] } } };
+    const { calls } = mockFetch({
+      "DELETE /api/subscriptions/agents/bot?owner=bob": json(200, { agent: "bot", subscription_id: null }),
+    });
+    wrapper = mount(SubscriptionDetail, { props: { ...props, subscription, agents: bots, usage, showOwner: true } });
+    await settle();
+    const alice = wrapper.find("li[data-agent='alice/bot']");
+    const bob = wrapper.find("li[data-agent='bob/bot']");
+    expect(alice.text()).toContain("bot (alice) · running · 0 turns served (7 d)");
+    expect(bob.text()).toContain("bot (bob) · stopped · 3 turns served (7 d)");
+    await wrapper.find("button[aria-label='Unassign bot (bob) from max-main']").trigger("click");
+    await settle();
+    expect(calls.filter((c) => c.method !== "GET")).toEqual([
+      expect.objectContaining({ method: "DELETE", url: "/api/subscriptions/agents/bot?owner=bob" }),
+    ]);
+    expect(wrapper.find("[role=alert]").exists()).toBe(false);
   });
 
   it("says when the 60 s floor refused a refresh and holds the button until it passes", async () => {
@@ -390,7 +415,8 @@ describe("AgentsPage", () => {
     await mountAgents(agents);
     const notice = wrapper.find("[data-testid=weak-isolation]");
     expect(notice.exists()).toBe(true);
-    expect(notice.text()).toContain("researcher runs its CLI as the platform's own OS user");
+    // An admin's notice names each agent with its owner.
+    expect(notice.text()).toContain("researcher (root) runs its CLI as the platform's own OS user");
     expect(notice.text()).not.toContain("idle");
     expect(wrapper.find("tr[data-agent=researcher]").text()).toContain("Weak isolation");
     expect(wrapper.find("tr[data-agent=idle]").text()).not.toContain("Weak isolation");
@@ -401,8 +427,20 @@ describe("AgentsPage", () => {
     expect(wrapper.find("[data-testid=weak-isolation]").exists()).toBe(false);
     const notice = wrapper.find("[data-testid=no-sandbox]");
     expect(notice.exists()).toBe(true);
-    expect(notice.text()).toContain("researcher runs its CLI as an OS user of its own but outside a sandbox");
+    expect(notice.text()).toContain("researcher (root) runs its CLI as an OS user of its own but outside a sandbox");
     expect(wrapper.find("tr[data-agent=researcher]").text()).toContain("No sandbox");
+  });
+
+  it("warns about no docker agent: its container contains it", async () => {
+    await mountAgents([
+      { ...AGENTS[0], runtime: "claude-code", process_state: "running", process_detail: "", isolation: "container" },
+      { ...AGENTS[1], process_state: "running", process_detail: "", isolation: "separate-user" },
+    ]);
+    const notice = wrapper.find("[data-testid=no-sandbox]");
+    expect(notice.text()).toContain("idle (root) runs its CLI");
+    expect(notice.text()).not.toContain("researcher");
+    expect(wrapper.find("tr[data-agent=researcher]").text()).not.toContain("No sandbox");
+    expect(wrapper.find("tr[data-agent=researcher]").text()).not.toContain("Weak isolation");
   });
 
   it("shows no isolation warning when every agent runs in its sandbox", async () => {
@@ -562,6 +600,32 @@ describe("ActivityPage", () => {
     await settle();
     expect(calls.map((c) => c.url)).toContain("/api/executions?status=failed");
     expect(wrapper.find("[data-testid=no-executions]").text()).toContain("No execution matches these filters");
+  });
+
+  it("tells an admin two owners' agents of one name apart, in the filter and the lists", async () => {
+    const bots = [
+      { ...AGENTS[0], name: "bot", owner: "alice" },
+      { ...AGENTS[0], name: "bot", owner: "bob" },
+    ];
+    const turn = (id, owner) => ({ ...EXECUTIONS[1], id, agent_name: "bot", agent_owner: owner });
+    const note = { id: 5, kind: "k", level: "info", title: "switched", body: "", agent_name: "bot", agent_owner: "bob", created_at: "2026-11-30T10:00:00Z" };
+    const { calls } = mockFetch({
+      ...base,
+      "GET /api/agents": json(200, bots),
+      "GET /api/notifications": json(200, page([note])),
+      "GET /api/executions": json(200, page([turn("a1", "alice"), turn("b1", "bob")])),
+      "GET /api/executions?agent=bot&owner=bob": json(200, page([turn("b1", "bob")])),
+    });
+    wrapper = mount(ActivityPage, { props: { user: ADMIN } });
+    await settle();
+    const options = wrapper.findAll("#filter-agent option").map((o) => [o.attributes("value"), o.text()]);
+    expect(options).toEqual([["", "All agents"], ["alice/bot", "bot (alice)"], ["bob/bot", "bot (bob)"]]);
+    expect(wrapper.find("tr[data-execution=a1] td[data-label=Agent]").text()).toBe("bot (alice)");
+    expect(wrapper.find("li[data-kind=k]").text()).toContain("bot (bob)");
+    await wrapper.find("#filter-agent").setValue("bob/bot");
+    await settle();
+    expect(calls.at(-1).url).toBe("/api/executions?agent=bot&owner=bob");
+    expect(wrapper.findAll("tr[data-execution]").map((r) => r.attributes("data-execution"))).toEqual(["b1"]);
   });
 
   it("pages to older executions with the filters kept, and stops at the end", async () => {

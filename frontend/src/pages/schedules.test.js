@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { mount } from "@vue/test-utils";
 import SchedulesPage from "./SchedulesPage.vue";
 import ActivityPage from "./ActivityPage.vue";
-import { json, mockFetch, OPERATOR, page, settle } from "../test-utils.js";
+import { ADMIN, json, mockFetch, OPERATOR, page, settle } from "../test-utils.js";
 
 vi.mock("chart.js", () => {
   class Chart {
@@ -35,6 +35,24 @@ describe("SchedulesPage", () => {
     expect(row.text()).toContain("tidy up");
     expect(row.text()).toContain("Not yet");
     expect(row.find("input[role=switch]").element.checked).toBe(true);
+  });
+
+  it("labels an admin's two owners' bots with their owners and edits each on its own path", async () => {
+    const bots = [{ name: "bot", owner: "alice" }, { name: "bot", owner: "bob" }];
+    const { calls } = mockFetch({
+      "GET /api/agents": json(200, bots),
+      [`GET ${U}?owner=alice`]: json(200, [NIGHTLY]),
+      [`GET ${U}?owner=bob`]: json(200, [{ ...NIGHTLY, id: 2 }]),
+      [`PATCH ${U}/nightly?owner=bob`]: json(200, { ...NIGHTLY, id: 2, enabled: false }),
+    });
+    wrapper = mount(SchedulesPage, { props: { user: ADMIN } });
+    await settle();
+    const rows = wrapper.findAll("tr[data-schedule='bot/nightly']");
+    expect(rows.map((r) => r.find("td[data-label=Agent]").text())).toEqual(["bot (alice)", "bot (bob)"]);
+    expect(wrapper.findAll("#schedule-agent option").map((o) => o.text())).toEqual(["bot (alice)", "bot (bob)"]);
+    await rows[1].find("input[role=switch]").setValue(false);
+    await settle();
+    expect(calls.at(-1)).toEqual(expect.objectContaining({ method: "PATCH", url: `${U}/nightly?owner=bob` }));
   });
 
   it("says when there is nothing scheduled", async () => {
