@@ -51,9 +51,24 @@ panel: $(PANEL_STAMP)
 # (agents/runtimes/agent_users.py). Idempotent; as another user there is nothing to
 # create (the CLI then runs as that user: the weak, same-user mode).
 AGENT_USER := $(or $(TRINITY_AGENT_USER),trinity-agent)
+# Its ids come from the agent users' own range (agents/runtimes/agent_users.py,
+# AGENT_ID_MIN..AGENT_ID_MAX): a system uid (999 and down) is one that containers'
+# users run as on this kernel, and a kill of every process of the agent's uid would
+# reach them. One made by an older `make setup` in the system range is made again.
+AGENT_IDS := 1900000000 1909999999
 agent-user:
-	if [ "$$(id -u)" = 0 ] && ! id -u '$(AGENT_USER)' >/dev/null 2>&1; then
-	  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin '$(AGENT_USER)'
+	if [ "$$(id -u)" = 0 ]; then
+	  read -r low high <<< '$(AGENT_IDS)'
+	  uid=$$(id -u '$(AGENT_USER)' 2>/dev/null || true)
+	  if [ -n "$$uid" ] && [ "$$uid" -lt "$$low" ]; then
+	    userdel '$(AGENT_USER)'
+	    uid=""
+	  fi
+	  if [ -z "$$uid" ]; then
+	    useradd --system --user-group --no-create-home --no-log-init \
+	      -K SYS_UID_MIN=$$low -K SYS_UID_MAX=$$high -K SYS_GID_MIN=$$low -K SYS_GID_MAX=$$high \
+	      --home-dir /nonexistent --shell /usr/sbin/nologin '$(AGENT_USER)'
+	  fi
 	fi
 
 # The sandbox each local agent's CLI runs in (agent_server/sandbox.py): Debian's

@@ -152,3 +152,9 @@ def test_removing_a_user_kills_its_processes_first_and_deletes_it(tag: str) -> N
         bystander.wait(timeout=10)
         if lingering.poll() is None:
             lingering.kill()
+
+
+def test_the_makefiles_shared_agent_user_takes_its_ids_from_the_same_range() -> None:
+    # `make setup` creates the default agent user in shell: its range must be this one.
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    assert f"AGENT_IDS := {AGENT_ID_MIN} {AGENT_ID_MAX}\n" in makefile
