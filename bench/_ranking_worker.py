@@ -69,9 +69,9 @@ def _figures(ranking: Any) -> tuple[dict[str, Callable[[], object]], list[int]]:
     from trinity.crypto import Secret
 
     try:
-        from subscriptions.headroom.ranking import rank_candidates
+        from routing.headroom.ranking import rank_candidates
     except ImportError:  # a checkout from before the rules were split by question
-        from subscriptions.headroom.ranking import rank_candidates
+        from routing.headroom.ranking import rank_candidates
 
     size, now = ranking.N, ranking.NOW
     rng = random.Random(7)

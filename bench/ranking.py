@@ -61,7 +61,7 @@ def timed(fn: Callable[[], object], runs: int = RUNS) -> tuple[float, float, flo
 
 def fleet_readings(ids: list[int]) -> dict[int, object]:
     """A realistic mix: mostly fresh serving readings, some stale, limited, reset, unread."""
-    from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+    from routing.headroom.reading import Reading, ReadingStatus, WindowReading
 
     rng = random.Random(4)
     readings: dict[int, object] = {}
@@ -165,9 +165,9 @@ def run(*, database_url: str | None) -> None:
     from django.core.cache import cache
 
     from agents.models import Agent
+    from routing.headroom.candidates import Candidate
+    from routing.headroom.ranking import BALANCED, BANDED, rank_candidates
     from subscriptions.headroom import store
-    from subscriptions.headroom.candidates import Candidate
-    from subscriptions.headroom.ranking import BALANCED, BANDED, rank_candidates
     from subscriptions.headroom.selection import (
         candidates_filtered,
         fresh_for,

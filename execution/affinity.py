@@ -2,7 +2,7 @@
 previous turn while that credential is eligible, so the session's prompt cache on
 that account stays warm.
 
-The decision is ``subscriptions.policy.affinity_target`` (pure); eligibility of the
+The decision is ``routing.policy.affinity_target`` (pure); eligibility of the
 plan is ``subscriptions.pool.affinity_rung``; the planner
 (``subscriptions/planner/plan.py::_affinity``) spends the reads only on chat turns
 that carry a session id. A turn served by

@@ -19,11 +19,8 @@ from agents import lifecycle
 from agents.models import Agent, AuthMode, ProcessState
 from execution import affinity
 from execution.turn_state import TurnState
-from subscriptions import breaker, leases, pool
-from subscriptions.headroom.placement import settled
-from subscriptions.headroom.selection import rank_alternatives
-from subscriptions.headroom.store import snapshots_read, turn_evidence_read
-from subscriptions.planner import (
+from routing.headroom.placement import settled
+from routing.planner import (
     AgentFacts,
     Ask,
     AssignedVerdict,
@@ -35,8 +32,11 @@ from subscriptions.planner import (
     Previous,
     SettingsFacts,
 )
+from routing.providers import key_label
+from subscriptions import breaker, leases, pool
+from subscriptions.headroom.selection import rank_alternatives
+from subscriptions.headroom.store import snapshots_read, turn_evidence_read
 from trinity import clock
-from trinity.platform_keys import key_label
 
 logger = logging.getLogger(__name__)
 

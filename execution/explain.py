@@ -25,30 +25,24 @@ from typing import Any
 from django.conf import settings
 
 from agents.models import Agent
-from agents.rung import RungKind
 from execution.deadlines import DEADLINE_SLACK
 from execution.evidence import at_capacity_ids, evidence_read
 from execution.models import Execution, Trigger
 from execution.turn import MAX_STEPS
 from execution.turn_state import TurnState, turn_state_start
-from subscriptions import breaker, pool
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.balance import balance_of
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Headroom, Tier, classify_headroom
-from subscriptions.headroom.exhaustion_forecast import Forecast, earliest_exhaustion
-from subscriptions.headroom.forecast_store import headroom_forecasts_read
-from subscriptions.headroom.limited_now import reading_says_limited
-from subscriptions.headroom.ranking import BALANCED
-from subscriptions.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
-from subscriptions.headroom.recovery import earliest_known_reset
-from subscriptions.headroom.refusal_windows import refusal_blocks
-from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
-from subscriptions.headroom.throttle import THROTTLE
-from subscriptions.headroom.windows import turn_windows
-from subscriptions.models import Subscription
-from subscriptions.planner import (
+from routing.headroom.alternatives import Selection
+from routing.headroom.balance import balance_of
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import Headroom, Tier, classify_headroom
+from routing.headroom.exhaustion_forecast import Forecast, earliest_exhaustion
+from routing.headroom.limited_now import reading_says_limited
+from routing.headroom.ranking import BALANCED
+from routing.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
+from routing.headroom.recovery import earliest_known_reset
+from routing.headroom.refusal_windows import refusal_blocks
+from routing.headroom.throttle import THROTTLE
+from routing.headroom.windows import turn_windows
+from routing.planner import (
     Ask,
     Attempt,
     BudgetRefused,
@@ -63,7 +57,13 @@ from subscriptions.planner import (
     Send,
     plan,
 )
-from subscriptions.walk import LAST_RESORT_MIN_AGE_AUTONOMOUS, Stop, Why
+from routing.rung import RungKind
+from routing.walk import LAST_RESORT_MIN_AGE_AUTONOMOUS, Stop, Why
+from subscriptions import breaker, pool
+from subscriptions.headroom.forecast_store import headroom_forecasts_read
+from subscriptions.headroom.selection import fresh_for
+from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
+from subscriptions.models import Subscription
 
 # What every simulated attempt answers: a quota refusal (the walk's order is what it
 # would do if every rung before refused).

@@ -22,7 +22,7 @@ from execution.ending import finish_failed
 from execution.models import Execution, Schedule, Status
 from execution.served import KEY_NOTICE_TTL as KEY_NOTICE_TTL
 from execution.turn import turn_dispatch
-from subscriptions.planner import EXHAUSTED_STOPS as EXHAUSTED_STOPS
+from routing.planner import EXHAUSTED_STOPS as EXHAUSTED_STOPS
 from trinity import clock, metrics
 from trinity.errors import TooManyTurns
 from trinity.logging_json import log_context

@@ -28,7 +28,7 @@ from execution.protection import key_settle, protection_release
 from execution.sending import record, send
 from execution.served import served
 from execution.turn_state import TurnState, turn_state_start
-from subscriptions.planner import Fail, Finish, Need, Park, Record, Send, plan
+from routing.planner import Fail, Finish, Need, Park, Record, Send, plan
 from trinity import clock, metrics
 from trinity.logging_json import log_context
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from agents.client import TurnOutcome
 from agents.models import Agent, WaitPolicy
-from agents.rung import Rung
 from execution.deadlines import budget_end
 from execution.models import Execution
-from subscriptions.headroom.windows import family_window
-from subscriptions.planner import Evidence, RungRef, TurnFacts
+from routing.headroom.windows import family_window
+from routing.planner import Evidence, RungRef, TurnFacts
+from routing.rung import Rung
 from trinity.models import SystemSettings
 from trinity.selectors import system_settings_get
 

@@ -17,27 +17,26 @@ from django.conf import settings
 from django.db.models import Q
 
 from agents.models import Agent
-from agents.rung import Rung, RungKind
-from subscriptions import billing, policy
-from subscriptions.headroom.balance import balance_of, incumbent_holds
-from subscriptions.headroom.exhaustion_forecast import exhausted_before
+from routing import billing, policy, providers
+from routing.headroom.balance import balance_of, incumbent_holds
+from routing.headroom.exhaustion_forecast import exhausted_before
+from routing.headroom.limited_now import resolve_rate_limited_now
+from routing.headroom.placement import EVERY as PLACEMENT_EVERY
+from routing.headroom.placement import placeable, placement_pick
+from routing.headroom.refusal_windows import refusal_blocks
+from routing.headroom.throttle import THROTTLE
+from routing.headroom.windows import turn_windows
+from routing.providers import key_label, platform_key
+from routing.rung import Rung, RungKind
+from routing.walk import KEY_RATE_LIMIT_PAUSE, Stop, key_refused_recently
 from subscriptions.headroom.forecast_store import headroom_forecasts_read
-from subscriptions.headroom.limited_now import resolve_rate_limited_now
-from subscriptions.headroom.placement import EVERY as PLACEMENT_EVERY
-from subscriptions.headroom.placement import placeable, placement_pick
-from subscriptions.headroom.refusal_windows import refusal_blocks
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
-from subscriptions.headroom.throttle import THROTTLE
-from subscriptions.headroom.windows import turn_windows
 from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
-from subscriptions.walk import KEY_RATE_LIMIT_PAUSE, Stop, key_refused_recently
-from trinity import platform_keys
 from trinity.markers import marker_claim
 from trinity.models import SystemSettings
-from trinity.platform_keys import key_label, platform_key
 
 
 def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | None = None) -> bool:
@@ -218,7 +217,7 @@ def key_refusals_of(fingerprint: str, *, provider: str) -> Q:
     with it, the only key there was then), never against the OpenAI key.
     """
     whose = Q(credential_fingerprint=fingerprint)
-    if provider == platform_keys.ANTHROPIC:
+    if provider == providers.ANTHROPIC:
         whose |= Q(credential_fingerprint="")
     return whose & Q(credential_kind=CredentialKind.API_KEY)
 
@@ -231,7 +230,7 @@ def key_latest_refusal(
     only legacy rows could match an OpenAI key). Whose refusal is whose:
     ``key_refusals_of``."""
     secret, fingerprint = platform_key(system, provider)
-    if secret is None and provider != platform_keys.ANTHROPIC:
+    if secret is None and provider != providers.ANTHROPIC:
         return None
     return (
         RateLimitEvent.objects.filter(

@@ -11,9 +11,9 @@ from django.db.models import Q
 from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from agents.runtimes import get_runtime
-from subscriptions import billing
+from routing import billing
+from routing.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.first_look import first_look_after_commit
-from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import plan_token_fingerprint, validate_plan_token

@@ -52,7 +52,7 @@ class SystemSettings(models.Model):
     )
     platform_api_key = EncryptedSecretField(null=True, blank=True, editable=False)
     platform_api_key_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
-    # The OpenAI key: the last rung of Codex agents only (``trinity.platform_keys``).
+    # The OpenAI key: the last rung of Codex agents only (``routing.providers``).
     openai_platform_api_key = EncryptedSecretField(null=True, blank=True, editable=False)
     openai_platform_api_key_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
     # The policy a new agent gets when it is created without one.

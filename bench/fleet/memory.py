@@ -12,17 +12,17 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from bench.fleet.world import World
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import Candidate, candidate_of, in_load_balance_order
-from subscriptions.headroom.placement import EVERY as PLACEMENT_EVERY
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading, reading_replaces
-from subscriptions.headroom.refusal_windows import refusal_limit
+from routing.headroom.alternatives import Selection
+from routing.headroom.candidates import Candidate, candidate_of, in_load_balance_order
+from routing.headroom.placement import EVERY as PLACEMENT_EVERY
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.reading import Reading, reading_replaces
+from routing.headroom.refusal_windows import refusal_limit
+from routing.walk import key_refused_recently
 from subscriptions.headroom.selection import fresh_for
 from subscriptions.headroom.store import RefusalMark, TurnEvidence
 from subscriptions.models import CredentialKind, FailureKind
 from subscriptions.selectors import skip_window_start
-from subscriptions.walk import key_refused_recently
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,13 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from agents.client import TurnOutcome
-from agents.rung import Rung, RungKind
 from bench.fleet.trace import Trace, Turn
 from bench.fleet.world import World
+from routing.attempt_refusal import classify_attempt_refusal
+from routing.headroom.reading import Reading
+from routing.headroom.windows import family_window, turn_windows
+from routing.rung import Rung, RungKind
 from simulator.state import WINDOW_DURATIONS
-from subscriptions.classifier import classify_attempt_refusal
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.windows import family_window, turn_windows
 
 # What a policy's turn is to the engine: it yields the instant to resume it at.
 TurnRun = Generator[datetime, None, "TurnResult"]

@@ -24,7 +24,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from agents.rung import Rung, RungKind
 from bench.fleet.memory import MemoryPool
 from bench.fleet.policies import Policy, TurnResult, TurnRun
 from bench.fleet.trace import Trace, Turn
@@ -32,22 +31,19 @@ from bench.fleet.world import World
 from execution.deadlines import turn_timeout
 from execution.ending import EXHAUSTED_NOTICE_TTL
 from execution.served import KEY_NOTICE_TTL
-from subscriptions import pool
-from subscriptions.headroom.exhaustion_forecast import (
+from routing.headroom.exhaustion_forecast import (
     LOOKBACK,
     Forecast,
     UsagePoint,
     forecast_compute,
 )
-from subscriptions.headroom.placement import placement_pick, settled
-from subscriptions.headroom.probe_cadence import probe_due
-from subscriptions.headroom.ranking import BALANCED, BANDED
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.rebalance_plan import rebalance_plan
-from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import TurnEvidence
-from subscriptions.headroom.windows import family_window
-from subscriptions.planner import (
+from routing.headroom.placement import placement_pick, settled
+from routing.headroom.probe_cadence import probe_due
+from routing.headroom.ranking import BALANCED, BANDED
+from routing.headroom.reading import Reading
+from routing.headroom.rebalance_plan import rebalance_plan
+from routing.headroom.windows import family_window
+from routing.planner import (
     KEY_RUNG,
     Action,
     AgentFacts,
@@ -71,6 +67,10 @@ from subscriptions.planner import (
     TurnFacts,
     plan,
 )
+from routing.rung import Rung, RungKind
+from subscriptions import pool
+from subscriptions.headroom.selection import fresh_for
+from subscriptions.headroom.store import TurnEvidence
 
 # A turn never takes more steps than this (the planner ends every turn far sooner).
 MAX_STEPS = 500

@@ -31,13 +31,13 @@ from datetime import UTC, datetime
 
 from agent_server.classifier import classify_runtime_refusal, parse_unified_reset
 from agents.client import TurnOutcome
-from agents.rung import Rung, RungKind
 from bench.fleet.trace import Fleet, SubscriptionSpec
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.rung import Rung, RungKind
 from simulator.app import OAUTH_REVOKED, RATE_LIMITED
 from simulator.ratelimit import PREFIX, unified_headers
 from simulator.state import Credential, Simulator, Window, iso
 from subscriptions.headroom.collectors.anthropic import parse_usage_body
-from subscriptions.headroom.reading import Reading, ReadingStatus
 from trinity.crypto import Secret
 
 KEY_TOKEN = "sk-ant-api03-fleet-bench-platform-key"  # noqa: S105 - a simulated key

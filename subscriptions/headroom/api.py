@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from subscriptions.headroom.exhaustion_forecast import Forecast
+from routing.headroom.exhaustion_forecast import Forecast
 from subscriptions.headroom.forecast_store import headroom_forecasts_get
 from subscriptions.headroom.sampler import headroom_refresh
 from subscriptions.headroom.selectors import (

@@ -20,12 +20,12 @@ from datetime import datetime
 from django.conf import settings
 
 from agents.models import Agent
-from subscriptions import policy
-from subscriptions.headroom.balance import Balance
-from subscriptions.headroom.rebalance_plan import Rebalance, rebalance_plan
+from routing import policy
+from routing.headroom.balance import Balance
+from routing.headroom.rebalance_plan import Rebalance, rebalance_plan
+from routing.headroom.windows import family_window
 from subscriptions.headroom.selection import candidates_filtered, fresh_for
 from subscriptions.headroom.store import snapshots_read
-from subscriptions.headroom.windows import family_window
 from subscriptions.services import assignment_commit
 from trinity.models import RoutingStrategy
 from trinity.selectors import system_settings_get

@@ -19,18 +19,18 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from psycopg.types.datetime import TimestamptzLoader
 
 from agents.models import Agent
-from subscriptions import billing, policy
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import (
+from routing import billing, policy
+from routing.headroom.alternatives import Selection
+from routing.headroom.candidates import (
     Candidate,
     candidate_of,
     candidate_row,
     in_load_balance_order,
 )
-from subscriptions.headroom.classification import NO_EVIDENCE, Tier
-from subscriptions.headroom.ranking import BANDED, Ranked, rank_candidates
+from routing.headroom.classification import NO_EVIDENCE, Tier
+from routing.headroom.ranking import BANDED, Ranked, rank_candidates
+from routing.headroom.windows import family_window
 from subscriptions.headroom.store import snapshots_read
-from subscriptions.headroom.windows import family_window
 from subscriptions.models import RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 from trinity.selectors import system_settings_get

@@ -10,9 +10,9 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
-from subscriptions.headroom.classification import Gate, Tier, classify_headroom
-from subscriptions.headroom.limited_now import reading_says_limited, resolve_rate_limited_now
-from subscriptions.headroom.reading import Reading, WindowReading
+from routing.headroom.classification import Gate, Tier, classify_headroom
+from routing.headroom.limited_now import reading_says_limited, resolve_rate_limited_now
+from routing.headroom.reading import Reading, WindowReading
 from subscriptions.headroom.selection import (
     fresh_for,
     last_failure_subquery,

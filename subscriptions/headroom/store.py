@@ -24,8 +24,8 @@ from typing import Any, cast
 
 from django.core.cache import cache, caches
 
-from subscriptions.headroom.exhaustion_forecast import Forecast, forecast_from_json, forecast_key
-from subscriptions.headroom.reading import (
+from routing.headroom.exhaustion_forecast import Forecast, forecast_from_json, forecast_key
+from routing.headroom.reading import (
     Reading,
     parse_instant,
     reading_decode,

@@ -9,7 +9,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from execution.models import Execution, Status
-from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+from routing.headroom.reading import Reading, ReadingStatus, WindowReading
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, HeadroomSample, Subscription
 from tests.agents.factories import AgentFactory, UserFactory

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from agents.rung import RungKind
 from bench.fleet.policies import Policy, TurnResult
 from bench.fleet.trace import AgentSpec, Fleet, Request, SubscriptionSpec, Trace, Turn, WindowSpec
+from routing.rung import RungKind
 
 START = datetime(2030, 1, 7, tzinfo=UTC)
 SONNET = "claude-sonnet-4-5"

@@ -9,19 +9,19 @@ from datetime import timedelta
 
 import pytest
 
-from subscriptions.headroom.balance import (
+from routing.headroom.balance import (
     Balance,
     admitted,
     balance_of,
     incumbent_holds,
 )
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.hysteresis import Move, hysteresis_move
-from subscriptions.headroom.ranking import BALANCED, rank_candidates
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.rebalance_plan import rebalance_plan
-from subscriptions.headroom.recovery import Verdict
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import Tier
+from routing.headroom.hysteresis import Move, hysteresis_move
+from routing.headroom.ranking import BALANCED, rank_candidates
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.rebalance_plan import rebalance_plan
+from routing.headroom.recovery import Verdict
 from tests.headroom.readings import T0, limited, reading, window
 
 HOUR = timedelta(hours=1)

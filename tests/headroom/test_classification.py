@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Gate, Tier, classify_headroom, reading_gate
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.recovery import recovery_verdict
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import Gate, Tier, classify_headroom, reading_gate
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.recovery import recovery_verdict
 from tests.headroom.readings import T0, limited, reading, window
 
 HOUR = timedelta(hours=1)

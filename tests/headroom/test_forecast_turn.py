@@ -12,9 +12,9 @@ from django.contrib.auth.models import User
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
+from routing.headroom.exhaustion_forecast import Forecast, WindowForecast
 from simulator.control import SimulatorControl
 from subscriptions import pool
-from subscriptions.headroom.exhaustion_forecast import Forecast, WindowForecast
 from subscriptions.headroom.sampler import headroom_refresh
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
 from subscriptions.models import RateLimitEvent, Subscription

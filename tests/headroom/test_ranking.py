@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.recovery import Verdict
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import Tier
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.recovery import Verdict
 from tests.headroom.readings import T0, limited, reading
 
 HOUR = timedelta(hours=1)

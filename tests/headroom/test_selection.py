@@ -11,10 +11,10 @@ from django.db import connection
 from django.test import override_settings
 
 from agents.models import Agent
+from routing.headroom.classification import Tier
+from routing.headroom.recovery import Verdict
 from simulator.control import SimulatorControl
 from subscriptions.headroom import selection
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.recovery import Verdict
 from subscriptions.headroom.selection import (
     assignment_auto,
     candidates_filtered,

@@ -12,14 +12,14 @@ import time_machine
 from django.core.cache import cache
 from django.test import override_settings
 
-from subscriptions.headroom import store
-from subscriptions.headroom.reading import (
+from routing.headroom.reading import (
     Reading,
     ReadingStatus,
     reading_decode,
     reading_encode,
     reading_to_json,
 )
+from subscriptions.headroom import store
 from subscriptions.headroom.store import (
     SNAPSHOT_TTL_SECONDS,
     SnapshotState,

@@ -8,8 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from agents.rung import RungKind
-from subscriptions.planner import (
+from routing.planner import (
     KEY_RUNG,
     PRE_DISPATCH_STAGE,
     ROUTED_KEY,
@@ -28,7 +27,8 @@ from subscriptions.planner import (
     TurnFacts,
     plan,
 )
-from subscriptions.walk import Stop, Why
+from routing.rung import RungKind
+from routing.walk import Stop, Why
 from tests.planner.world import (
     AUTH,
     MODEL,

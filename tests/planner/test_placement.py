@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from subscriptions.headroom.placement import DWELL
-from subscriptions.planner import (
+from routing.headroom.placement import DWELL
+from routing.planner import (
     PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
     Ask,
@@ -17,7 +17,7 @@ from subscriptions.planner import (
     Finish,
     plan,
 )
-from subscriptions.walk import Stop, Why
+from routing.walk import Stop, Why
 from tests.planner.world import ORIGIN, RATE_LIMITED, T0, World, drive, plan_rung, turn
 
 

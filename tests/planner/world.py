@@ -9,13 +9,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agents.rung import RungKind
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import NO_EVIDENCE, Tier
-from subscriptions.headroom.ranking import Ranked
-from subscriptions.headroom.reading import Reading
-from subscriptions.planner import (
+from routing.headroom.alternatives import Selection
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import NO_EVIDENCE, Tier
+from routing.headroom.ranking import Ranked
+from routing.headroom.reading import Reading
+from routing.planner import (
     KEY_RUNG,
     Action,
     AgentFacts,
@@ -41,7 +40,8 @@ from subscriptions.planner import (
     TurnFacts,
     plan,
 )
-from subscriptions.walk import Stop
+from routing.rung import RungKind
+from routing.walk import Stop
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 ORIGIN = 1

@@ -10,14 +10,14 @@ from datetime import datetime, timedelta
 import pytest
 import time_machine
 
+from routing.attempt_refusal import QuotaEvidence, classify_attempt_refusal
+from routing.headroom.candidates import Candidate
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.recovery import Verdict
+from routing.headroom.throttle import THROTTLE, THROTTLE_STREAK_GAP, throttle_backoff
 from subscriptions import pool
-from subscriptions.classifier import QuotaEvidence, classify_attempt_refusal
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.recovery import Verdict
 from subscriptions.headroom.selection import candidates_filtered
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read
-from subscriptions.headroom.throttle import THROTTLE, THROTTLE_STREAK_GAP, throttle_backoff
 from subscriptions.models import FailureKind, RateLimitEvent
 from subscriptions.services import record_rate_limit_event
 from tests.headroom.readings import T0, limited, reading

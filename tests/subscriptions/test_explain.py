@@ -22,16 +22,16 @@ from rest_framework.test import APIClient
 from agents.models import Agent
 from execution.explain import Excluded, Explanation, routing_explain
 from execution.explain_text import explanation_text
-from simulator.control import SimulatorControl
-from subscriptions import breaker, leases
-from subscriptions import services as subscription_services
-from subscriptions.headroom.exhaustion_forecast import (
+from routing.headroom.exhaustion_forecast import (
     Forecast,
     WindowForecast,
     forecast_key,
     forecast_to_json,
 )
-from subscriptions.headroom.reading import Reading
+from routing.headroom.reading import Reading
+from simulator.control import SimulatorControl
+from subscriptions import breaker, leases
+from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, Subscription
 from subscriptions.pool import KeyClosed, key_rung_state

@@ -11,13 +11,15 @@ from datetime import datetime, timedelta
 import pytest
 import time_machine
 
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import Tier
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.reading import Reading
+from routing.headroom.recovery import Verdict
+from routing.headroom.refusal_windows import refusal_blocks, refusal_window
+from routing.headroom.throttle import THROTTLE
+from routing.headroom.windows import family_window
 from subscriptions import pool
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.recovery import Verdict
-from subscriptions.headroom.refusal_windows import refusal_blocks, refusal_window
 from subscriptions.headroom.store import (
     RefusalMark,
     TurnEvidence,
@@ -25,8 +27,6 @@ from subscriptions.headroom.store import (
     snapshots_write,
     turn_evidence_read,
 )
-from subscriptions.headroom.throttle import THROTTLE
-from subscriptions.headroom.windows import family_window
 from subscriptions.models import FailureKind, RateLimitEvent
 from subscriptions.services import record_rate_limit_event
 from tests.headroom.readings import T0, reading, window

@@ -11,14 +11,15 @@ import pytest
 
 from agents import lifecycle
 from agents.models import Agent, RoutingPolicy
-from agents.rung import RungKind
-from subscriptions import billing, policy, pool
-from subscriptions.billing import PlanEntry
+from routing import billing, policy
+from routing.billing import PlanEntry
+from routing.rung import RungKind
+from routing.walk import Stop
+from subscriptions import pool
 from subscriptions.headroom.selection import candidates_filtered, rank_alternatives
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, Subscription
 from subscriptions.services import record_rate_limit_event
-from subscriptions.walk import Stop
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import limited, reading
 from tests.subscriptions.factories import SubscriptionFactory

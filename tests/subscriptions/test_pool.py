@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 
 from agents.models import Agent
-from subscriptions.headroom.reading import Reading
+from routing.headroom.reading import Reading
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.selectors import headroom_usage_get
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read

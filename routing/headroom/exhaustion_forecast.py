@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from subscriptions.headroom.reading import parse_instant
-from subscriptions.headroom.windows import window_duration
+from routing.headroom.reading import parse_instant
+from routing.headroom.windows import window_duration
 
 # The burn rate is the slope over this much recent history: long enough to smooth a
 # burst of one turn, short enough to follow a fleet that just got busy or went idle.

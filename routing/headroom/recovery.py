@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from subscriptions.headroom.classification import Gate, Headroom, Tier, classify_headroom
-from subscriptions.headroom.instances import refused_after_reset
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.windows import turn_windows
+from routing.headroom.classification import Gate, Headroom, Tier, classify_headroom
+from routing.headroom.instances import refused_after_reset
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.windows import turn_windows
 
 
 class Verdict(StrEnum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from subscriptions.headroom.balance import Balance, admitted, incumbent_holds
+from routing.headroom.balance import Balance, admitted, incumbent_holds
 
 # A challenger displaces the incumbent only when its score is strictly more than 1.2
 # times the incumbent's. 1.2 as a ratio of integers: ``score * 5 > incumbent * 6`` is

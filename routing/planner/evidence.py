@@ -20,12 +20,12 @@ from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from agents.rung import PLATFORM_KEY_LABEL, RungKind
-from subscriptions.walk import Stop, Why
+from routing.rung import PLATFORM_KEY_LABEL, RungKind
+from routing.walk import Stop, Why
 
 if TYPE_CHECKING:
-    from subscriptions.headroom.alternatives import Selection
-    from subscriptions.headroom.reading import Reading
+    from routing.headroom.alternatives import Selection
+    from routing.headroom.reading import Reading
 
 
 class Unknown(Enum):
@@ -46,7 +46,7 @@ class RungRef(NamedTuple):
 
     @property
     def key(self) -> tuple[str, int | None]:
-        """The same identity as ``agents.rung.Rung.key``."""
+        """The same identity as ``routing.rung.Rung.key``."""
         return (self.kind.value, self.subscription_id)
 
 

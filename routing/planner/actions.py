@@ -8,9 +8,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from subscriptions.classifier import AttemptRefusal
-from subscriptions.planner.evidence import Closure, RungRef
-from subscriptions.walk import Why
+from routing.attempt_refusal import AttemptRefusal
+from routing.planner.evidence import Closure, RungRef
+from routing.walk import Why
 
 
 class Ask(StrEnum):
@@ -43,7 +43,7 @@ class Ask(StrEnum):
     # The stored readings of ``ids`` (for the earliest known reset).
     READINGS = "readings"
     # Of the measured alternatives ``ids`` (in rank order), the one placement moves the
-    # agent to (``subscriptions.headroom.placement``), or None.
+    # agent to (``routing.headroom.placement``), or None.
     PLACEMENT = "placement"
     # Whether the agent is due a look (claims it: at most once per ``placement.EVERY``).
     PLACEMENT_DUE = "placement_due"

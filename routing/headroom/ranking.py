@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from math import floor, inf, log
 from typing import NamedTuple
 
-from subscriptions.headroom.balance import ADMISSION_FLOOR, balance_at
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import (
+from routing.headroom.balance import ADMISSION_FLOOR, balance_at
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import (
     NO_EVIDENCE,
     Headroom,
     Instants,
@@ -24,10 +24,10 @@ from subscriptions.headroom.classification import (
     headroom_held,
     instants_at,
 )
-from subscriptions.headroom.precomputed import precomputed_of
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.recovery import Verdict, readmission_verdict
-from subscriptions.headroom.refusal_windows import refusal_blocks
+from routing.headroom.precomputed import precomputed_of
+from routing.headroom.reading import Reading
+from routing.headroom.recovery import Verdict, readmission_verdict
+from routing.headroom.refusal_windows import refusal_blocks
 
 BANDED, BALANCED = "banded", "balanced"  # trinity.models.RoutingStrategy's values
 # Balanced: admitted plans whose scores fall in one band this factor wide rank as equals.

@@ -35,15 +35,60 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
-from subscriptions import billing
-from trinity.platform_keys import platform_key_configured
+from routing import billing
+from routing.providers import platform_key_configured
 
-if TYPE_CHECKING:
-    from agents.models import Agent
-    from subscriptions.models import Subscription
-    from trinity.models import SystemSettings
+# What the ``agent_*`` forms read of the rows the caller holds (``subscriptions.models.
+# Subscription``, ``agents.models.Agent``, ``trinity.models.SystemSettings``): only
+# attributes already in memory, so no verdict runs a query.
+
+
+class PlanRow(Protocol):
+    """A plan subscription's row, as the policy reads it."""
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def plan_type(self) -> str: ...
+
+    @property
+    def billing_class(self) -> str: ...
+
+    @property
+    def overage(self) -> str: ...
+
+
+class AgentRow(Protocol):
+    """An agent's row, as the policy reads it."""
+
+    @property
+    def routing_policy(self) -> str: ...
+
+    @property
+    def use_platform_api_key(self) -> bool | None: ...
+
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def subscription(self) -> PlanRow | None: ...
+
+
+class SystemRow(Protocol):
+    """The system settings' row, as the policy reads it (its keys: ``providers``)."""
+
+    @property
+    def subscription_api_key_fallback(self) -> bool: ...
+
+    @property
+    def auto_switch_subscriptions(self) -> bool: ...
+
 
 THRIFTY = "thrifty"
 SUBSCRIPTION_ONLY = "subscription-only"
@@ -118,7 +163,7 @@ def key_verdict(
     return KeyVerdict()
 
 
-def agent_key_verdict(agent: Agent, system: SystemSettings) -> KeyVerdict:
+def agent_key_verdict(agent: AgentRow, system: SystemRow) -> KeyVerdict:
     """``key_verdict`` for ``agent`` under ``system`` (both already in memory: no query).
 
     The key is the one of the agent's provider (``Agent.provider``,
@@ -192,7 +237,7 @@ def leave_verdict(*, routing_policy: str, auto_switch: bool) -> LeaveVerdict:
     return LeaveVerdict()
 
 
-def agent_leave_verdict(agent: Agent, system: SystemSettings) -> LeaveVerdict:
+def agent_leave_verdict(agent: AgentRow, system: SystemRow) -> LeaveVerdict:
     """``leave_verdict`` for ``agent`` under ``system`` (both in memory: no query)."""
     return leave_verdict(
         routing_policy=agent.routing_policy, auto_switch=system.auto_switch_subscriptions
@@ -255,7 +300,7 @@ def plan_verdict(*, routing_policy: str, plan: PlanTerms | None) -> PlanVerdict:
     return PlanVerdict()
 
 
-def plan_terms(subscription: Subscription) -> PlanTerms:
+def plan_terms(subscription: PlanRow) -> PlanTerms:
     """The terms ``plan_verdict`` reads of ``subscription`` (its row, in memory)."""
     return PlanTerms(
         billing.classify(subscription.provider, subscription.plan_type),
@@ -264,13 +309,13 @@ def plan_terms(subscription: Subscription) -> PlanTerms:
     )
 
 
-def agent_plan_verdict(agent: Agent, subscription: Subscription | None) -> PlanVerdict:
+def agent_plan_verdict(agent: AgentRow, subscription: PlanRow | None) -> PlanVerdict:
     """``plan_verdict`` for a turn of ``agent`` on ``subscription`` (None: no plan)."""
     terms = plan_terms(subscription) if subscription is not None else None
     return plan_verdict(routing_policy=agent.routing_policy, plan=terms)
 
 
-def agent_start_verdict(agent: Agent) -> PlanVerdict:
+def agent_start_verdict(agent: AgentRow) -> PlanVerdict:
     """May ``agent``'s turn start on its own assignment. Reads ``agent.subscription``
     only under a policy that restricts plans, so a thrifty or pinned agent's turn
     pays no query for it."""

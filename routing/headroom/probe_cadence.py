@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from subscriptions.headroom.reading import CORE_WINDOWS, Reading, ReadingStatus
+from routing.headroom.reading import CORE_WINDOWS, Reading, ReadingStatus
 
 
 def probe_due(

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from agents.rung import RungKind
-from subscriptions.classifier import AttemptRefusal, QuotaEvidence, classify_attempt_refusal
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.recovery import earliest_known_reset
-from subscriptions.planner.actions import Ask, Fail, Need, Send
-from subscriptions.planner.evidence import (
+from routing.attempt_refusal import AttemptRefusal, QuotaEvidence, classify_attempt_refusal
+from routing.headroom.alternatives import Selection
+from routing.headroom.recovery import earliest_known_reset
+from routing.planner.actions import Ask, Fail, Need, Send
+from routing.planner.evidence import (
     KEY_RUNG,
     AgentFacts,
     Attempt,
@@ -22,8 +21,9 @@ from subscriptions.planner.evidence import (
     RungRef,
     SettingsFacts,
 )
-from subscriptions.planner.texts import NOT_SENT_IN_TIME
-from subscriptions.walk import Pick, Stop, Walk, walk_start
+from routing.planner.texts import NOT_SENT_IN_TIME
+from routing.rung import RungKind
+from routing.walk import Pick, Stop, Walk, walk_start
 
 # Stops that mean every credential the walk could try refused.
 EXHAUSTED_STOPS = frozenset({Stop.EXHAUSTED, Stop.ALREADY_TRIED, Stop.RUNG_CAP})

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from subscriptions.planner.actions import (
+from routing.planner.actions import (
     AFFINITY_STAGE,
     PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
@@ -25,7 +25,7 @@ from subscriptions.planner.actions import (
     Send,
     Switch,
 )
-from subscriptions.planner.evidence import (
+from routing.planner.evidence import (
     KEY_RUNG,
     UNKNOWN,
     AgentFacts,
@@ -48,8 +48,8 @@ from subscriptions.planner.evidence import (
     Unknown,
     Unreachable,
 )
-from subscriptions.planner.lookups import EXHAUSTED_STOPS
-from subscriptions.planner.plan import plan
+from routing.planner.lookups import EXHAUSTED_STOPS
+from routing.planner.plan import plan
 
 __all__ = [
     "AFFINITY_STAGE",

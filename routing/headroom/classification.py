@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple, cast
 
-from subscriptions.headroom.precomputed import Precomputed, WindowFigures, precomputed_of
-from subscriptions.headroom.reading import Reading, ReadingStatus, micros
-from subscriptions.headroom.windows import turn_windows
+from routing.headroom.precomputed import Precomputed, WindowFigures, precomputed_of
+from routing.headroom.reading import Reading, ReadingStatus, micros
+from routing.headroom.windows import turn_windows
 
 # A 5h window can go from empty to full within the hour; an older figure says little.
 FIVE_HOUR_COUNTS_FOR = timedelta(minutes=30)

@@ -7,20 +7,18 @@ agents. Every reader of a key for a turn or an agent asks ``platform_key(system,
 provider)`` with the agent's provider, so a Claude agent never reaches the OpenAI key
 and a Codex agent never reaches the Anthropic one.
 
-Pure: no query, no Django import at run time (the routing policy, which imports no
-models, reads it). The provider values are ``subscriptions.models.Provider``'s,
-spelled here because trinity imports nothing above it (a test pins that they agree).
+Pure: no query and no Django import; a key is read from the ``SystemSettings`` row
+the caller holds, by the field names of its slot. The provider values are
+``subscriptions.models.Provider``'s, spelled here because the routing core imports
+nothing above it (a test pins that they agree).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from trinity.crypto import Secret
-    from trinity.models import SystemSettings
+from routing.secret import SecretValue
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai-codex"
@@ -74,7 +72,7 @@ def key_slot(provider: str) -> KeySlot | None:
     return SLOTS.get(provider)
 
 
-def platform_key(system: SystemSettings, provider: str) -> tuple[Secret | None, str]:
+def platform_key(system: object, provider: str) -> tuple[SecretValue | None, str]:
     """``provider``'s platform key and its fingerprint (last 4), from the row in memory.
 
     (None, "") when none is configured, and for a provider that has no key slot: an
@@ -83,19 +81,17 @@ def platform_key(system: SystemSettings, provider: str) -> tuple[Secret | None, 
     slot = SLOTS.get(provider)
     if slot is None:
         return None, ""
-    secret: Secret | None = getattr(system, slot.secret_field)
+    secret: SecretValue | None = getattr(system, slot.secret_field)
     if not secret:
         return None, ""
     return secret, getattr(system, slot.fingerprint_field)
 
 
-def platform_key_configured(system: SystemSettings, provider: str) -> bool:
+def platform_key_configured(system: object, provider: str) -> bool:
     return platform_key(system, provider)[0] is not None
 
 
-def fleet_key_budgets(
-    system: SystemSettings, provider: str
-) -> tuple[Decimal | None, Decimal | None]:
+def fleet_key_budgets(system: object, provider: str) -> tuple[Decimal | None, Decimal | None]:
     """The (daily, monthly) fleet-wide caps on ``provider``'s key (None: no cap)."""
     slot = SLOTS.get(provider)
     if slot is None:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import NO_EVIDENCE, Tier
-from subscriptions.headroom.ranking import Ranked
+from routing.headroom.candidates import Candidate
+from routing.headroom.classification import NO_EVIDENCE, Tier
+from routing.headroom.ranking import Ranked
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agents.rung import RungKind
-from subscriptions import policy
-from subscriptions.classifier import QUOTA_REASONS, AttemptRefusal
-from subscriptions.planner.actions import Ask, Fail, Finish, Need, Notice, Park, Switch
-from subscriptions.planner.evidence import (
+from routing import policy
+from routing.attempt_refusal import QUOTA_REASONS, AttemptRefusal
+from routing.planner.actions import Ask, Fail, Finish, Need, Notice, Park, Switch
+from routing.planner.evidence import (
     AgentFacts,
     Attempt,
     Busy,
@@ -18,7 +17,7 @@ from subscriptions.planner.evidence import (
     Evidence,
     RungRef,
 )
-from subscriptions.planner.lookups import (
+from routing.planner.lookups import (
     EXHAUSTED_STOPS,
     agent_of,
     earliest_reset,
@@ -26,9 +25,10 @@ from subscriptions.planner.lookups import (
     selection_of,
     walk_of,
 )
-from subscriptions.planner.park import park_until
-from subscriptions.planner.texts import POLICY_NO_KEY, at_capacity_detail, outage_detail
-from subscriptions.walk import Stop, Walk, Why
+from routing.planner.park import park_until
+from routing.planner.texts import POLICY_NO_KEY, at_capacity_detail, outage_detail
+from routing.rung import RungKind
+from routing.walk import Stop, Walk, Why
 
 Ending = Park | Fail | Need
 

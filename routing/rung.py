@@ -5,19 +5,16 @@ execution's trail, the echo check of ``X-Trinity-Auth-Override``, and "served by
 An agent's own credential (what it boots with) is a rung too.
 
 Pure: no Django and no I/O, so the walk core can build and compare rungs. The secret
-is a ``trinity.crypto.Secret`` (typed only; never printed: ``repr=False``).
+is a ``trinity.crypto.Secret`` (typed as ``SecretValue``; never printed: ``repr=False``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-from trinity.platform_keys import ANTHROPIC, OPENAI
-
-if TYPE_CHECKING:
-    from trinity.crypto import Secret
+from routing.providers import ANTHROPIC, OPENAI
+from routing.secret import SecretValue
 
 
 class RungKind(StrEnum):
@@ -49,7 +46,7 @@ class Rung:
     part of the rung's identity)."""
 
     kind: RungKind
-    secret: Secret = field(repr=False, compare=False)
+    secret: SecretValue = field(repr=False, compare=False)
     subscription_id: int | None = None
     name: str = PLATFORM_KEY_LABEL
     provider: str = field(default=ANTHROPIC, compare=False)
@@ -76,7 +73,7 @@ class Rung:
         rotating tokens never do: every turn carries them)."""
         return (self.provider, self.kind) in _ENV_NAME
 
-    def env(self) -> dict[str, Secret]:
+    def env(self) -> dict[str, SecretValue]:
         """The boot environment entry that carries this credential ({} if it never
         boots one)."""
         name = _ENV_NAME.get((self.provider, self.kind))

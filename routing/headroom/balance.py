@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from subscriptions.headroom.classification import Tier, classify_headroom, instants_at
-from subscriptions.headroom.precomputed import Precomputed, deciding_windows, precomputed_of
-from subscriptions.headroom.reading import SEVEN_DAY, Reading
+from routing.headroom.classification import Tier, classify_headroom, instants_at
+from routing.headroom.precomputed import Precomputed, deciding_windows, precomputed_of
+from routing.headroom.reading import SEVEN_DAY, Reading
 
 # A window about to reset is worth more than its remaining figure, but not without
 # bound: 5 % of the window left weighs as much as any less.

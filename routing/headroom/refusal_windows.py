@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import NamedTuple
 
-from subscriptions.headroom.instances import same_reset
-from subscriptions.headroom.reading import CORE_WINDOWS, Reading
-from subscriptions.headroom.throttle import THROTTLE, throttle_backoff
-from subscriptions.headroom.windows import FAMILY_WINDOW_PREFIX
+from routing.headroom.instances import same_reset
+from routing.headroom.reading import CORE_WINDOWS, Reading
+from routing.headroom.throttle import THROTTLE, throttle_backoff
+from routing.headroom.windows import FAMILY_WINDOW_PREFIX
 
 
 def refusal_blocks(limiting_window: str | None, family: str | None) -> bool:

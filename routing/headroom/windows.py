@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from subscriptions.headroom.reading import CORE_WINDOWS, FIVE_HOUR, SEVEN_DAY
+from routing.headroom.reading import CORE_WINDOWS, FIVE_HOUR, SEVEN_DAY
 
 # Model-family windows (seven_day_opus, seven_day_sonnet) are weekly, like seven_day.
 FAMILY_WINDOW_PREFIX = SEVEN_DAY + "_"

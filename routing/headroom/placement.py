@@ -27,10 +27,10 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from subscriptions.headroom.balance import Balance, balance_of
-from subscriptions.headroom.classification import FIVE_HOUR_COUNTS_FOR, Tier, classify_headroom
-from subscriptions.headroom.hysteresis import Move, hysteresis_move
-from subscriptions.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
+from routing.headroom.balance import Balance, balance_of
+from routing.headroom.classification import FIVE_HOUR_COUNTS_FOR, Tier, classify_headroom
+from routing.headroom.hysteresis import Move, hysteresis_move
+from routing.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
 
 EXPIRING_WITHIN = timedelta(hours=48)
 RESETS_SOONER_BY = timedelta(hours=12)

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agents.rung import RungKind
-from subscriptions import policy
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.placement import CANDIDATES as PLACEMENT_CANDIDATES
-from subscriptions.headroom.placement import settled
-from subscriptions.planner.actions import (
+from routing import policy
+from routing.headroom.classification import Tier
+from routing.headroom.placement import CANDIDATES as PLACEMENT_CANDIDATES
+from routing.headroom.placement import settled
+from routing.planner.actions import (
     AFFINITY_STAGE,
     PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
@@ -42,8 +41,8 @@ from subscriptions.planner.actions import (
     Need,
     Send,
 )
-from subscriptions.planner.ending import finish, key_budget_stop, outage, policy_refused
-from subscriptions.planner.evidence import (
+from routing.planner.ending import finish, key_budget_stop, outage, policy_refused
+from routing.planner.evidence import (
     UNKNOWN,
     AgentFacts,
     BudgetRefused,
@@ -51,7 +50,7 @@ from subscriptions.planner.evidence import (
     Evidence,
     Unreachable,
 )
-from subscriptions.planner.lookups import (
+from routing.planner.lookups import (
     may_switch,
     ranked_and_key,
     rung_of,
@@ -60,8 +59,9 @@ from subscriptions.planner.lookups import (
     settings_of,
     walk_of,
 )
-from subscriptions.planner.walking import after_refusal, around_cap
-from subscriptions.walk import Pick, Why, pre_dispatch_pick
+from routing.planner.walking import after_refusal, around_cap
+from routing.rung import RungKind
+from routing.walk import Pick, Why, pre_dispatch_pick
 
 
 def plan(evidence: Evidence, *, now: datetime) -> Action:
@@ -202,7 +202,7 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
 def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send | Need | None:
     """Start on a better plan than the assignment while nothing refuses: one whose weekly
     headroom expires soonest, else the best balanced one past the hysteresis
-    (``subscriptions.headroom.placement``); the served turn commits the move. Not
+    (``routing.headroom.placement``); the served turn commits the move. Not
     within ``DWELL`` of the agent's last move, never when the agent may not switch,
     and a failed read only skips it."""
     stage = PLACEMENT_STAGE

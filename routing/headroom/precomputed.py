@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, cast
 
-from subscriptions.headroom.reading import (
+from routing.headroom.reading import (
     CORE_WINDOWS,
     FIVE_HOUR,
     NON_BLOCKING_STATUSES,
@@ -20,7 +20,7 @@ from subscriptions.headroom.reading import (
     WindowReading,
     micros,
 )
-from subscriptions.headroom.windows import WEEK, turn_windows, window_duration
+from routing.headroom.windows import WEEK, turn_windows, window_duration
 
 # A window's figures: (utilization, reset µs, malformed, blocking, remaining percent,
 # duration in seconds).

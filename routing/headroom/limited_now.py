@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from subscriptions.headroom.classification import Gate, Tier, classify_headroom
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.recovery import Verdict, recovery_verdict, superseded
-from subscriptions.headroom.windows import FAMILY_WINDOW_PREFIX
+from routing.headroom.classification import Gate, Tier, classify_headroom
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.recovery import Verdict, recovery_verdict, superseded
+from routing.headroom.windows import FAMILY_WINDOW_PREFIX
 
 
 def reading_says_limited(

@@ -9,11 +9,11 @@ from collections.abc import Hashable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from subscriptions.headroom.balance import Balance, balance_of
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.hysteresis import Move, hysteresis_move
-from subscriptions.headroom.ranking import BALANCED, Ranked, Ranking, rank_candidates
-from subscriptions.headroom.reading import Reading
+from routing.headroom.balance import Balance, balance_of
+from routing.headroom.candidates import Candidate
+from routing.headroom.hysteresis import Move, hysteresis_move
+from routing.headroom.ranking import BALANCED, Ranked, Ranking, rank_candidates
+from routing.headroom.reading import Reading
 
 
 class Rebalance(NamedTuple):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from subscriptions.headroom.reading import Reading, ReadingStatus
+from routing.headroom.reading import Reading, ReadingStatus
 
 
 class AlertLevel(StrEnum):

@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
 
-from agents.rung import PLATFORM_KEY_LABEL, RungKind
-from subscriptions.classifier import AttemptRefusal
-from subscriptions.headroom.alternatives import Selection
+from routing.attempt_refusal import AttemptRefusal
+from routing.headroom.alternatives import Selection
+from routing.rung import PLATFORM_KEY_LABEL, RungKind
 
 # A schedule firing every few minutes must not re-probe a refused plan on every run.
 LAST_RESORT_MIN_AGE_AUTONOMOUS = timedelta(minutes=30)
@@ -64,7 +64,7 @@ class Why(StrEnum):
     # commits no switch (the plan is busy, not failing).
     AT_CAPACITY = "at_capacity"
     # Nothing refuses, but another plan's weekly headroom expires clearly sooner, or it
-    # is clearly better balanced (``subscriptions.headroom.placement``): the turn
+    # is clearly better balanced (``routing.headroom.placement``): the turn
     # starts there and commits it.
     PLACEMENT = "placement"
 

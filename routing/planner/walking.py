@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agents.rung import RungKind
-from subscriptions.classifier import AttemptRefusal
-from subscriptions.planner.actions import ROUTED_KEY, ROUTED_PLAN, Action, Ask, Need, Record, Send
-from subscriptions.planner.ending import at_capacity, outage, refused
-from subscriptions.planner.evidence import Attempt, Busy, Evidence
-from subscriptions.planner.lookups import (
+from routing.attempt_refusal import AttemptRefusal
+from routing.planner.actions import ROUTED_KEY, ROUTED_PLAN, Action, Ask, Need, Record, Send
+from routing.planner.ending import at_capacity, outage, refused
+from routing.planner.evidence import Attempt, Busy, Evidence
+from routing.planner.lookups import (
     agent_of,
     ranked_and_key,
     refusal_of,
@@ -19,7 +18,8 @@ from subscriptions.planner.lookups import (
     settings_of,
     walk_of,
 )
-from subscriptions.walk import (
+from routing.rung import RungKind
+from routing.walk import (
     Pick,
     Stop,
     Walk,
