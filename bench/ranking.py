@@ -165,7 +165,7 @@ def run(*, database_url: str | None) -> None:
     from django.core.cache import cache
 
     from agents.models import Agent
-    from routing.headroom.candidates import Candidate
+    from routing.eligibility import Candidate
     from routing.headroom.ranking import BALANCED, BANDED, rank_candidates
     from subscriptions.headroom import store
     from subscriptions.headroom.selection import (

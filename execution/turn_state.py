@@ -18,6 +18,7 @@ from execution.models import Execution
 from routing.headroom.windows import family_window
 from routing.planner import Evidence, RungRef, TurnFacts
 from routing.rung import Rung
+from subscriptions.plan_facts import with_settings
 from trinity.models import SystemSettings
 from trinity.selectors import system_settings_get
 
@@ -85,14 +86,16 @@ class TurnState:
 
 def turn_state_start(execution: Execution, agent: Agent) -> TurnState:
     """The state of a turn about to run: the facts its row and agent give (no query)."""
-    facts = TurnFacts(
-        provider=agent.provider,
-        autonomous=execution.autonomous,
-        created_at=execution.created_at,
-        budget_end=budget_end(execution),
-        session_id=execution.session_id,
-        family=family_window(execution.model or agent.model or ""),
-        waits=agent.wait_policy == WaitPolicy.WAIT,
-        max_wait_seconds=agent.max_wait_seconds,
+    facts = with_settings(
+        TurnFacts(
+            provider=agent.provider,
+            autonomous=execution.autonomous,
+            created_at=execution.created_at,
+            budget_end=budget_end(execution),
+            session_id=execution.session_id,
+            family=family_window(execution.model or agent.model or ""),
+            waits=agent.wait_policy == WaitPolicy.WAIT,
+            max_wait_seconds=agent.max_wait_seconds,
+        )
     )
     return TurnState(execution=execution, agent=agent, evidence=Evidence(turn=facts))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from routing.providers import ANTHROPIC, OPENAI
 from routing.secret import SecretValue
@@ -87,3 +88,19 @@ class Rung:
     def key(self) -> tuple[str, int | None]:
         """Identity without the secret: two rungs with one key are the same credential."""
         return (self.kind.value, self.subscription_id)
+
+
+class RungRef(NamedTuple):
+    """A rung without its secret: what the planner sends on; the executor holds the secret."""
+
+    kind: RungKind
+    subscription_id: int | None
+    name: str
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """The same identity as ``routing.rung.Rung.key``."""
+        return (self.kind.value, self.subscription_id)
+
+
+KEY_RUNG = RungRef(RungKind.API_KEY, None, PLATFORM_KEY_LABEL)

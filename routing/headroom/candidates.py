@@ -1,42 +1,28 @@
-"""A candidate: what the ranking needs to know of one subscription an agent could run on.
+"""Candidates: the provider's plans as their rows state them (``eligibility.Candidate``),
+built and ordered one way for every source.
 
-Pure, no Django and no Redis. Every source of candidates (the database queries in
-``selection.py``, the fleet benchmark's in-memory pool) builds them from the same
-facts with ``candidate_of`` (or ``candidate_row``, the same as a row factory) and
-orders them with ``in_load_balance_order``.
+Pure, no Django and no Redis. Every source of candidates (the database query in
+``subscriptions/plan_facts.py``, the fleet benchmark's in-memory pool) builds them
+from the same facts with ``candidate_of`` (or ``candidate_row``, the same as a row
+factory) and orders them with ``in_load_balance_order``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from functools import partial
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
-
-class Candidate(NamedTuple):
-    """A subscription the filter let through, in load-balance order.
-
-    ``last_failure_at`` is set when it refused within the skip window (skip-listed),
-    unless that refusal named another model family's window (``refusal_blocks``).
-    """
-
-    subscription_id: int
-    name: str
-    agent_count: int
-    last_failure_at: datetime | None = None
-    # The reset instant the latest refusal carried, when it carried one.
-    last_failure_resets_at: datetime | None = None
-    # The window the latest refusal named (``limiting_window``; "" or None: unknown).
-    last_failure_window: str | None = None
+from routing.eligibility import Candidate
 
 
 def candidate_of(facts: Sequence[Any]) -> Candidate:
-    """The candidate of one subscription from its facts, in this order: subscription
-    id, name, agent count, and of its latest refusal inside the skip window (of any
-    kind) the instant, the reset it carried and the window it named; the two instants
-    aware datetimes, None when there is none."""
+    """The candidate of one subscription from its facts, in ``Candidate``'s order, every
+    one of them: subscription id, name, agent count; of its latest refusal inside the
+    skip window (of any kind) the instant, the reset it carried, the window it named
+    and its failure kind (the two instants aware datetimes, None when there is none);
+    whether it is paused; its plan type, billing class and overage."""
     return _new(Candidate, facts)
 
 

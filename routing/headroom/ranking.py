@@ -1,33 +1,25 @@
-"""In which order a walk should try the candidates, by what their readings say.
+"""In which order a walk should try the plans ``admit`` lets through, by what their
+readings say.
 
-Pure, no Django and no Redis. Two strategies: banded (by 10-point band of fullness,
-then agent count) and balanced (by the reset-aware score of ``balance.py``). A fresh
-refusal is dropped; a skip-listed candidate ranks only when readmitted
-(``recovery.py``).
+Pure, no Django and no Redis. Every candidate is judged first (``eligibility``: the
+one verdict; a plan excluded there is never ranked, and one refused in the skip window
+is kept as a last resort). Two strategies order the admitted ones: banded (by
+10-point band of fullness, then agent count) and balanced (by the reset-aware score
+of ``balance.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from math import floor, inf, log
 from typing import NamedTuple
 
+from routing.eligibility import Admission, Candidate, Excluded, Judged, Reason
 from routing.headroom.balance import ADMISSION_FLOOR, balance_at
-from routing.headroom.candidates import Candidate
-from routing.headroom.classification import (
-    NO_EVIDENCE,
-    Headroom,
-    Instants,
-    Tier,
-    headroom_held,
-    instants_at,
-)
-from routing.headroom.precomputed import precomputed_of
+from routing.headroom.classification import Headroom, Tier
 from routing.headroom.reading import Reading
-from routing.headroom.recovery import Verdict, readmission_verdict
-from routing.headroom.refusal_windows import refusal_blocks
+from routing.headroom.recovery import Verdict
 
 BANDED, BALANCED = "banded", "balanced"  # trinity.models.RoutingStrategy's values
 # Balanced: admitted plans whose scores fall in one band this factor wide rank as equals.
@@ -49,19 +41,35 @@ class Ranked(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Ranking:
-    """Ranked candidates first, then skip-listed ones nothing readmitted (DB order).
-
-    ``dropped`` holds fresh refusals: they are not tried at all.
-    """
+    """The admitted candidates in order, then the ones refused in the skip window that
+    nothing readmitted (the last resort, in load-balance order). ``excluded``: every
+    candidate ``admit`` kept out, with its verdict (the last resort among them)."""
 
     ranked: tuple[Ranked, ...]
     last_resort: tuple[Candidate, ...]
-    dropped: tuple[Candidate, ...]
+    excluded: tuple[Judged, ...]
+
+    @property
+    def dropped(self) -> tuple[Candidate, ...]:
+        """The candidates a fresh reading says refuse (never tried)."""
+        return dropped_of(self.excluded)
+
+
+# Excluded because a fresh reading refuses: not even a last resort.
+_READING_REFUSES = frozenset({Reason.REFUSING, Reason.FAMILY_BLOCKED})
+
+
+def dropped_of(excluded: tuple[Judged, ...]) -> tuple[Candidate, ...]:
+    """Of ``excluded``, the candidates a fresh reading says refuse."""
+    return tuple(
+        j.candidate
+        for j in excluded
+        if j.verdict.reason in _READING_REFUSES and not j.verdict.last_resort
+    )
 
 
 # Hot-path aliases: ranking 10,000 candidates runs the loop below 10,000 times.
-_MEASURED, _UNKNOWN, _REFUSING = Tier.MEASURED, Tier.UNKNOWN, Tier.REFUSING
-_READMITTED_BY_RESET = Verdict.WINDOW_RESET
+_MEASURED = Tier.MEASURED
 _new = tuple.__new__
 
 
@@ -82,7 +90,7 @@ class _Groups(NamedTuple):
     spent_keys: list[float]
     unknown: list[Ranked]
     last_resort: list[Candidate]
-    dropped: list[Candidate]
+    excluded: list[Judged]
 
     def ranking(self) -> Ranking:
         ordered: list[Ranked] = []
@@ -94,7 +102,7 @@ class _Groups(NamedTuple):
             ordered.extend(self.measured[key])
         ordered.extend(self.unknown)
         ordered.extend(_by_key(self.spent, self.spent_keys))
-        return Ranking(tuple(ordered), tuple(self.last_resort), tuple(self.dropped))
+        return Ranking(tuple(ordered), tuple(self.last_resort), tuple(self.excluded))
 
 
 def _spread_band(score: float) -> float:
@@ -115,74 +123,42 @@ def _by_key(items: list[Ranked], keys: list[float]) -> Iterator[Ranked]:
 def rank_candidates(
     candidates: Sequence[Candidate],
     readings: Mapping[int, Reading],
+    admission: Admission,
     *,
-    now: datetime,
-    max_age: timedelta,
-    family: str | None = None,
     strategy: str = BANDED,
 ) -> Ranking:
-    """Order ``candidates`` (given in load-balance order) by what their readings say.
+    """Judge ``candidates`` (given in load-balance order) with ``admission`` and order
+    the admitted ones by what their readings say.
 
     Banded (the default): measured candidates come first, by 10-point band of their
     fullness, then by agent count; unknown ones follow in the order given.
     Balanced: measured candidates the hysteresis admits (strictly above 5 %
     remaining) come first by score (``balance_of``), highest first, equal scores in
     the order given; then unknown ones; then measured ones not admitted, by score
-    (a nearly spent plan is still a plan before the key). A fresh refusal is dropped;
-    a skip-listed candidate is ranked only if readmitted, and a ``window_reset``
-    readmission ranks as unknown (its figures describe the window that reset). A
-    refusal that named another family's window does not skip-list (``refusal_blocks``).
+    (a nearly spent plan is still a plan before the key). A ``window_reset``
+    readmission ranks as unknown (its figures describe the window that reset).
     """
-    groups = _groups(
-        candidates, readings, instants_at(now, max_age), now, family, strategy == BALANCED
-    )
-    return groups.ranking()
-
-
-def _groups(
-    candidates: Sequence[Candidate],
-    readings: Mapping[int, Reading],
-    instants: Instants,
-    now: datetime,
-    family: str | None,
-    balanced: bool,
-) -> _Groups:
     groups = _Groups({}, [], [], [], [], [], [], [])
-    measured, scored, scored_keys, spent, spent_keys, unknown, last_resort, dropped = groups
+    measured, scored, scored_keys, spent, spent_keys, unknown, last_resort, excluded = groups
+    instants = admission.instants
     now_us, five_hour_since = instants[0], instants[2]
-    max_age = now_us - instants[1]
-    get = readings.get
+    family, balanced = admission.family, strategy == BALANCED
+    judge, get = admission.alternative, readings.get
     for candidate in candidates:
         reading = get(candidate[0])
-        if reading is None:
-            headroom = NO_EVIDENCE
-        else:
-            figures = reading._precomputed
-            if figures is None:
-                figures = precomputed_of(reading)
-            # ``headroom_held``'s lookup inlined: a call per candidate saved.
-            held = figures[9].get(family)
-            if held is not None and held[0] <= now_us < held[1] and held[2] == max_age:
-                headroom = held[3]
-            else:
-                headroom = headroom_held(reading, figures, instants, family)
-        tier = headroom[0]
-        if tier is _REFUSING:
-            dropped.append(candidate)
-            continue
-        verdict = None
-        if candidate[3] is not None and refusal_blocks(candidate[5], family):
-            verdict = readmission_verdict(
-                reading, headroom, now, candidate[3], family, candidate[4]
-            )
-            if verdict is None:
+        verdict = judge(candidate, reading)
+        if isinstance(verdict, Excluded):
+            excluded.append(_new(Judged, (candidate, verdict)))
+            if verdict[2]:  # a last resort
                 last_resort.append(candidate)
-                continue
-        if tier is not _MEASURED or verdict is _READMITTED_BY_RESET:
-            unknown.append(_new(Ranked, (candidate, _UNKNOWN, headroom, verdict, None, None)))
+            continue
+        tier, headroom, readmitted = verdict[0], verdict[1], verdict[2]
+        if tier is not _MEASURED:
+            unknown.append(_new(Ranked, (candidate, tier, headroom, readmitted, None, None)))
         elif balanced:
+            figures = reading._precomputed  # type: ignore[union-attr]  # measured: read
             score, remaining, limiting = balance_at(figures, now_us, five_hour_since, family)
-            ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, score, limiting))
+            ranked = _new(Ranked, (candidate, tier, headroom, readmitted, score, limiting))
             if remaining > ADMISSION_FLOOR:
                 scored.append(ranked)
                 scored_keys.append(-_spread_band(score))
@@ -192,9 +168,9 @@ def _groups(
         else:
             key = (headroom[6] or 0, candidate[2])  # a measured band is never None
             bucket = measured.get(key)
-            ranked = _new(Ranked, (candidate, _MEASURED, headroom, verdict, None, None))
+            ranked = _new(Ranked, (candidate, tier, headroom, readmitted, None, None))
             if bucket is None:
                 measured[key] = [ranked]
             else:
                 bucket.append(ranked)
-    return groups
+    return groups.ranking()

@@ -9,11 +9,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from routing.eligibility import Admission, Candidate
 from routing.headroom.balance import Balance, balance_of
-from routing.headroom.candidates import Candidate
 from routing.headroom.hysteresis import Move, hysteresis_move
 from routing.headroom.ranking import BALANCED, Ranked, Ranking, rank_candidates
 from routing.headroom.reading import Reading
+from routing.policy import THRIFTY
 
 
 class Rebalance(NamedTuple):
@@ -35,17 +36,21 @@ def rebalance_plan(
     *,
     now: datetime,
     max_age: timedelta,
+    provider: str,
+    routing_policy: str = THRIFTY,
 ) -> list[Rebalance]:
     """The moves the hysteresis calls for, off the turn path (the sampler's sweep).
 
     ``agents`` are (key, assigned subscription, family window) in the order to
     consider them; ``candidates`` every subscription they may move to, in
-    load-balance order. Each agent's challenger is the best balanced candidate
-    (``rank_candidates``) other than its own; ``hysteresis_move`` decides. An
-    incumbent that refused within the skip window (dropped, or skip-listed and not
-    readmitted) counts as refusing. Each subscription receives at most one agent per
-    plan: the readings move only at the next sweep, and agents piled onto one plan on
-    the same evidence would drain it together (the next agent takes the next best).
+    load-balance order, judged for agents of ``routing_policy`` (``eligibility``: a
+    paused plan, or one the policy forbids, takes no agent). Each agent's challenger is
+    the best balanced candidate (``rank_candidates``) other than its own;
+    ``hysteresis_move`` decides. An incumbent ``admit`` excludes (refusing, refused
+    within the skip window and not readmitted, paused) counts as refusing. Each
+    subscription receives at most one agent per plan: the readings move only at the
+    next sweep, and agents piled onto one plan on the same evidence would drain it
+    together (the next agent takes the next best).
     """
     rankings: dict[str | None, tuple[Ranking, frozenset[int]]] = {}
     taken: set[int] = set()
@@ -53,10 +58,15 @@ def rebalance_plan(
     for key, current, family in agents:
         found = rankings.get(family)
         if found is None:
-            ranking = rank_candidates(
-                candidates, readings, now=now, max_age=max_age, family=family, strategy=BALANCED
+            admission = Admission(
+                now=now,
+                provider=provider,
+                routing_policy=routing_policy,
+                family=family,
+                max_age=max_age,
             )
-            refused = frozenset(c.subscription_id for c in (*ranking.dropped, *ranking.last_resort))
+            ranking = rank_candidates(candidates, readings, admission, strategy=BALANCED)
+            refused = frozenset(j.candidate.subscription_id for j in ranking.excluded)
             found = rankings[family] = (ranking, refused)
         ranking, refused = found
         target = next(

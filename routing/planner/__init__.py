@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from routing.facts import AgentFacts, TurnFacts
 from routing.planner.actions import (
     AFFINITY_STAGE,
     PLACEMENT_STAGE,
@@ -26,10 +27,7 @@ from routing.planner.actions import (
     Switch,
 )
 from routing.planner.evidence import (
-    KEY_RUNG,
     UNKNOWN,
-    AgentFacts,
-    AssignedVerdict,
     Attempt,
     BudgetRefused,
     Busy,
@@ -41,15 +39,14 @@ from routing.planner.evidence import (
     Legacy,
     Outcome,
     Previous,
-    RungRef,
     SettingsFacts,
     StepFacts,
-    TurnFacts,
     Unknown,
     Unreachable,
 )
 from routing.planner.lookups import EXHAUSTED_STOPS
 from routing.planner.plan import plan
+from routing.rung import KEY_RUNG, RungRef
 
 __all__ = [
     "AFFINITY_STAGE",
@@ -63,7 +60,6 @@ __all__ = [
     "Action",
     "AgentFacts",
     "Ask",
-    "AssignedVerdict",
     "Attempt",
     "BudgetRefused",
     "Busy",

@@ -9,7 +9,8 @@ from enum import StrEnum
 from typing import Any
 
 from routing.attempt_refusal import AttemptRefusal
-from routing.planner.evidence import Closure, RungRef
+from routing.planner.evidence import Closure
+from routing.rung import RungRef
 from routing.walk import Why
 
 
@@ -18,11 +19,13 @@ class Ask(StrEnum):
 
     # The provider's breaker: may the turn be sent (claims a half-open trial).
     BREAKER = "breaker"
-    # Start the agent if it is down, take a forbidden boot key away; then AgentFacts.
+    # Start the agent if it is down, take a forbidden boot key away; then AgentFacts,
+    # and the assignment's verdict when a rule forbids it (from its row, no cache read).
     READY = "ready"
     # The system settings and the agent's switching verdict (SettingsFacts).
     SETTINGS = "settings"
-    # The assignment's cached snapshot, refusal mark and forecast, judged.
+    # The assignment's verdict (``admit`` on its row, cached snapshot, refusal mark and
+    # forecast).
     ASSIGNED = "assigned"
     # What served the session's previous turn (Previous, or None).
     AFFINITY = "affinity"

@@ -8,15 +8,10 @@ from typing import Any
 
 from routing import policy
 from routing.attempt_refusal import QUOTA_REASONS, AttemptRefusal
+from routing.eligibility import Excluded, Reason
+from routing.facts import AgentFacts
 from routing.planner.actions import Ask, Fail, Finish, Need, Notice, Park, Switch
-from routing.planner.evidence import (
-    AgentFacts,
-    Attempt,
-    Busy,
-    Closure,
-    Evidence,
-    RungRef,
-)
+from routing.planner.evidence import Attempt, Busy, Closure, Evidence
 from routing.planner.lookups import (
     EXHAUSTED_STOPS,
     agent_of,
@@ -27,7 +22,7 @@ from routing.planner.lookups import (
 )
 from routing.planner.park import park_until
 from routing.planner.texts import POLICY_NO_KEY, at_capacity_detail, outage_detail
-from routing.rung import RungKind
+from routing.rung import RungKind, RungRef
 from routing.walk import Stop, Walk, Why
 
 Ending = Park | Fail | Need
@@ -83,7 +78,8 @@ def origin_throttled(evidence: Evidence) -> bool:
     ]
     if own:
         return all(refusal_of(a).throttle for a in own)
-    return evidence.assigned is not None and evidence.assigned.throttled
+    assigned = evidence.assigned
+    return isinstance(assigned, Excluded) and assigned.reason is Reason.THROTTLED
 
 
 def _notice(agent: AgentFacts, ran_on: RungRef | None, why: Why) -> Notice | None:
@@ -96,12 +92,15 @@ def _notice(agent: AgentFacts, ran_on: RungRef | None, why: Why) -> Notice | Non
     return Notice.SUBSCRIPTION_RETURN if agent.on_api_key else None
 
 
-def _unrefused_reason(why: Why) -> str:
+def _unrefused_reason(evidence: Evidence, why: Why) -> str:
     """Why a turn left its assignment when nothing refused it."""
     if why is Why.POLICY:
         return "its routing policy does not allow its subscription"
     if why is Why.PLACEMENT:
         return "another plan's weekly headroom expires sooner"
+    assigned = evidence.assigned
+    if isinstance(assigned, Excluded) and assigned.forbidden:
+        return assigned.detail  # e.g. its subscription is paused
     return "its subscription was known not to serve"
 
 
@@ -115,7 +114,7 @@ def switch_reason(evidence: Evidence, ran_on: RungRef, why: Why) -> dict[str, An
     )
     reason: dict[str, Any] = {
         "why": why.value,
-        "refused": names or _unrefused_reason(why),
+        "refused": names or _unrefused_reason(evidence, why),
     }
     selection = evidence.last_selection
     if selection is not None and ran_on.subscription_id is not None:
@@ -262,9 +261,11 @@ def key_budget_stop(evidence: Evidence, closed: Closure, *, now: datetime) -> En
     return Fail(error_code="billing", detail=detail, walk_stop=stop, resets_at=resets_at)
 
 
-def policy_refused(evidence: Evidence, *, now: datetime) -> Ending:
-    """No credential the policy allows may serve: billing, with the earliest known reset
-    among the plans it allows (none when unknown); an autonomous turn may wait for it."""
+def policy_refused(evidence: Evidence, why_not: str, stop: str, *, now: datetime) -> Ending:
+    """The turn may not run on its assignment (``why_not``: the policy forbids it, or an
+    admin paused it; ``stop``: which), and no other credential it may use can serve:
+    billing, with the earliest known reset among the plans it may use (none when
+    unknown); an autonomous turn may wait for it."""
     agent = agent_of(evidence)
     selection = evidence.last_selection
     if selection is None and agent.origin is not None:
@@ -287,11 +288,11 @@ def policy_refused(evidence: Evidence, *, now: datetime) -> Ending:
         if isinstance(known, Need):
             return known
         resets_at = known
-    detail = f"Agent {agent.name!r}: {agent.policy_refusal}, and no plan it allows can serve now."
+    what = "no plan it allows" if stop == Stop.POLICY else "no other credential it may use"
+    detail = f"Agent {agent.name!r}: {why_not}, and {what} can serve now."
     if resets_at is not None:
         detail += f" The earliest known reset is {resets_at.isoformat()}."
     until = _parks(evidence, resets_at, now=now)
-    stop = Stop.POLICY.value
     if until is not None:
         return Park(until=until, detail=detail, walk_stop=stop)
     return Fail(error_code="billing", detail=detail, walk_stop=stop, resets_at=resets_at)

@@ -20,7 +20,9 @@ from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from routing.rung import PLATFORM_KEY_LABEL, RungKind
+from routing.eligibility import Admitted, Excluded
+from routing.facts import AgentFacts, TurnFacts
+from routing.rung import PLATFORM_KEY_LABEL, RungRef
 from routing.walk import Stop, Why
 
 if TYPE_CHECKING:
@@ -37,22 +39,6 @@ class Unknown(Enum):
 UNKNOWN = Unknown.UNKNOWN
 
 
-class RungRef(NamedTuple):
-    """A rung without its secret: what the planner sends on; the executor holds the secret."""
-
-    kind: RungKind
-    subscription_id: int | None
-    name: str
-
-    @property
-    def key(self) -> tuple[str, int | None]:
-        """The same identity as ``routing.rung.Rung.key``."""
-        return (self.kind.value, self.subscription_id)
-
-
-KEY_RUNG = RungRef(RungKind.API_KEY, None, PLATFORM_KEY_LABEL)
-
-
 class Closure(Protocol):
     """A consumed key budget (``subscriptions.key_spend.BudgetClosed``): why, and when
     it admits a key turn again."""
@@ -65,45 +51,6 @@ class Closure(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class TurnFacts:
-    """What the turn's row and agent say before anything is read (no I/O)."""
-
-    provider: str
-    autonomous: bool
-    created_at: datetime
-    # The deadline minus the reaper's slack: the last instant the turn may use.
-    budget_end: datetime
-    session_id: str = ""
-    # The turn's model-family window (its model, else the agent's), or None.
-    family: str | None = None
-    # The agent's wait policy is ``wait``, and for how long (parking).
-    waits: bool = False
-    max_wait_seconds: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class AgentFacts:
-    """The agent once it is ready: its assignment (the walk's origin), the rung it boots
-    on, and its routing policy's verdict on that assignment."""
-
-    name: str
-    origin: int | None
-    baseline: RungRef | None
-    routing_policy: str
-    # Why the policy forbids the assignment ("" when it may run there).
-    policy_refusal: str = ""
-    # The agent is billing the platform key since an earlier turn (a notice is due
-    # when a plan serves it again).
-    on_api_key: bool = False
-    # When its assignment last moved (its last switch), None if never: placement waits
-    # a while after a move (``placement.DWELL``).
-    moved_at: datetime | None = None
-    # The plan that move left, while it is within that dwell (a walk goes back to it
-    # only when nothing else ranks).
-    moved_from: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class SettingsFacts:
     """The system settings and the switching verdict they give for this agent."""
 
@@ -113,19 +60,6 @@ class SettingsFacts:
     switching_stop: Stop | None = None
     # The name of the agent's provider's key (its rung, its attempts, the explainer).
     key_name: str = PLATFORM_KEY_LABEL
-
-
-class AssignedVerdict(NamedTuple):
-    """The assignment's cached evidence, judged: known not to serve; forecast to run out
-    before the turn would end."""
-
-    refusing: bool
-    forecast_out: bool
-    # Refusing only because of a throttle's short backoff (no quota evidence).
-    throttled: bool = False
-    # Serving, and its weekly headroom expires late enough that another plan's could
-    # expire clearly sooner (``placement.placeable``): only then is placement asked.
-    placeable: bool = False
 
 
 class Previous(NamedTuple):
@@ -244,7 +178,10 @@ class Evidence:
     ready: str | None = None
     agent: AgentFacts | None = None
     settings: SettingsFacts | None = None
-    assigned: AssignedVerdict | None = None
+    # The assignment's verdict (``eligibility.admit``, role ``ASSIGNED``): its row, its
+    # cached snapshot, refusal mark and forecast, judged for this turn. Readiness
+    # already sets it when a rule forbids the assignment (its row alone says so).
+    assigned: Admitted | Excluded | None = None
     previous: Previous | None | Unknown = UNKNOWN
     # The session's plan as a rung when it may stay on it, else None.
     affinity_plan: RungRef | None | Unknown = UNKNOWN

@@ -7,22 +7,13 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from routing.attempt_refusal import AttemptRefusal, QuotaEvidence, classify_attempt_refusal
+from routing.facts import AgentFacts
 from routing.headroom.alternatives import Selection
 from routing.headroom.recovery import earliest_known_reset
 from routing.planner.actions import Ask, Fail, Need, Send
-from routing.planner.evidence import (
-    KEY_RUNG,
-    AgentFacts,
-    Attempt,
-    BudgetRefused,
-    Busy,
-    Event,
-    Evidence,
-    RungRef,
-    SettingsFacts,
-)
+from routing.planner.evidence import Attempt, BudgetRefused, Busy, Event, Evidence, SettingsFacts
 from routing.planner.texts import NOT_SENT_IN_TIME
-from routing.rung import RungKind
+from routing.rung import KEY_RUNG, RungKind, RungRef
 from routing.walk import Pick, Stop, Walk, walk_start
 
 # Stops that mean every credential the walk could try refused.

@@ -4,21 +4,25 @@
 
 1. the provider's breaker admits the turn (open: it fails fast, nothing sent);
 2. the agent is ready (started; no forbidden boot key);
-3. the first rung: a routing policy that forbids the assignment routes to a plan it
-   allows (never the key) or refuses the turn; else the session's previous plan
-   (affinity); else pre-dispatch (the assignment is known not to serve, or forecast to
-   run out before the turn ends: then only to a plan that is not); else placement (a
-   plan whose weekly headroom expires sooner, or a better balanced one); else the
-   assignment;
-4. every ``Send`` checks the time budget; applying it, the executor takes the plan's
+3. an assignment a rule forbids (``eligibility.admit`` on its row, judged with the
+   agent's readiness: paused by an admin; not allowed by the routing policy) routes to
+   a plan the turn may use (the key too, unless the policy forbade it) or refuses the
+   turn;
+4. the first rung: the session's previous plan (affinity); else pre-dispatch (the
+   assignment is known not to serve, or forecast to run out before the turn ends:
+   then only to a plan that is not); else placement (a plan whose weekly headroom
+   expires sooner, or a better balanced one); else the assignment;
+5. every ``Send`` checks the time budget; applying it, the executor takes the plan's
    concurrency lease (full: ``Busy``, routed around), reserves the key's budget
    (closed: ``BudgetRefused``, park or fail), and sends;
-5. served: ``Finish`` (the switch to commit, the notice);
-6. refused: ``walking.after_refusal`` (breaker, the single retry, the record, the
+6. served: ``Finish`` (the switch to commit, the notice);
+7. refused: ``walking.after_refusal`` (breaker, the single retry, the record, the
    walk's gates, the next rung) and ``ending`` (park or fail with the trail).
 
-Pure: no Django, no I/O, ``now`` is an argument. A missing piece of evidence is asked
-for (``Need``); the executor gathers it and asks again.
+Whether a plan may serve is never decided here: every verdict is ``admit``'s, read
+from the evidence (the assignment's, the session's plan's, each ranked plan's). Pure:
+no Django, no I/O, ``now`` is an argument. A missing piece of evidence is asked for
+(``Need``); the executor gathers it and asks again.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from routing import policy
+from routing.eligibility import Admitted, Excluded, Reason
+from routing.facts import AgentFacts
 from routing.headroom.classification import Tier
 from routing.headroom.placement import CANDIDATES as PLACEMENT_CANDIDATES
 from routing.headroom.placement import settled
@@ -42,14 +48,7 @@ from routing.planner.actions import (
     Send,
 )
 from routing.planner.ending import finish, key_budget_stop, outage, policy_refused
-from routing.planner.evidence import (
-    UNKNOWN,
-    AgentFacts,
-    BudgetRefused,
-    Busy,
-    Evidence,
-    Unreachable,
-)
+from routing.planner.evidence import UNKNOWN, BudgetRefused, Busy, Evidence, Unreachable
 from routing.planner.lookups import (
     may_switch,
     ranked_and_key,
@@ -61,7 +60,7 @@ from routing.planner.lookups import (
 )
 from routing.planner.walking import after_refusal, around_cap
 from routing.rung import RungKind
-from routing.walk import Pick, Why, pre_dispatch_pick
+from routing.walk import Pick, Stop, Why, pre_dispatch_pick
 
 
 def plan(evidence: Evidence, *, now: datetime) -> Action:
@@ -81,7 +80,8 @@ def plan(evidence: Evidence, *, now: datetime) -> Action:
 
 
 def _opening(evidence: Evidence, *, now: datetime) -> Action:
-    """Before anything is sent: the breaker, readiness, then the first rung."""
+    """Before anything is sent: the breaker, readiness, the assignment's verdict, then
+    the first rung."""
     if evidence.admitted is None:
         return Need(Ask.BREAKER)
     if not evidence.admitted:
@@ -92,9 +92,15 @@ def _opening(evidence: Evidence, *, now: datetime) -> Action:
     if agent is None:
         return Need(Ask.READY)
     if agent.policy_refusal:
-        # A policy that forbids the assignment (subscription-only on an overage plan, or
-        # with none) routes to a plan it allows or refuses: never a billable fallback.
-        return _policy_route(evidence, agent, now=now)
+        # No assignment, and the policy allows no credential without one
+        # (subscription-only never bills the key).
+        return policy_refused(evidence, agent.policy_refusal, Stop.POLICY, now=now)
+    assigned = evidence.assigned
+    if isinstance(assigned, Excluded) and assigned.forbidden:
+        # A rule keeps every turn off the assignment (an admin paused it; the policy
+        # does not allow it): the readiness read judged its row already, no cache
+        # read needed. Another plan, or refused; never sent there.
+        return _leave(evidence, assigned, now=now)
     first = (
         _affinity(evidence, agent)
         or _pre_dispatch(evidence, agent, now=now)
@@ -103,24 +109,31 @@ def _opening(evidence: Evidence, *, now: datetime) -> Action:
     return sent(evidence, first or Send(agent.baseline, Why.ASSIGNED), now=now)
 
 
-def _policy_route(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Action:
-    """The best viable plan the policy allows (never the key), else the turn is refused."""
-    if agent.origin is not None:
-        settings = settings_of(evidence)
-        if isinstance(settings, Need):
-            return settings
-        if settings.switching_stop is None:
-            walk = walk_of(evidence, including_last=False)
-            selection = selection_of(evidence, walk)
-            if isinstance(selection, Need):
-                return selection
-            pick = pre_dispatch_pick(walk, selection=selection, key_available=False, now=now)
-            rung = rung_of(evidence, pick) if pick is not None else None
-            if isinstance(rung, Need):
-                return rung
-            if rung is not None and rung.kind is RungKind.SUBSCRIPTION:
-                return sent(evidence, Send(rung, Why.POLICY, routed=ROUTED_PLAN), now=now)
-    return policy_refused(evidence, now=now)
+def _leave(evidence: Evidence, verdict: Excluded, *, now: datetime) -> Action:
+    """The best viable plan the turn may use instead of its forbidden assignment (the
+    key too, unless the policy forbade it: subscription-only never bills the key),
+    else the turn is refused with the verdict's reason. Never when the agent may not
+    leave its plan (pinned, auto-switch off): then it is refused."""
+    by_policy = verdict.reason is Reason.POLICY
+    settings = settings_of(evidence)
+    if isinstance(settings, Need):
+        return settings
+    if settings.switching_stop is None:
+        walk = walk_of(evidence, including_last=False)
+        ranked = ranked_and_key(evidence, walk, key_wanted=not by_policy)
+        if isinstance(ranked, Need):
+            return ranked
+        selection, key = ranked
+        pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
+        rung = rung_of(evidence, pick) if pick is not None else None
+        if isinstance(rung, Need):
+            return rung
+        if rung is not None and rung.kind is RungKind.API_KEY:
+            return sent(evidence, Send(rung, Why.API_KEY, routed=ROUTED_KEY), now=now)
+        if rung is not None:
+            why = Why.POLICY if by_policy else Why.PRE_DISPATCH
+            return sent(evidence, Send(rung, why, routed=ROUTED_PLAN), now=now)
+    return policy_refused(evidence, verdict.detail, verdict.reason, now=now)
 
 
 def _affinity(evidence: Evidence, agent: AgentFacts) -> Send | Need | None:
@@ -163,8 +176,9 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
     assigned = evidence.assigned
     if assigned is None:
         return Need(Ask.ASSIGNED, stage=stage)
-    forecast_only = not assigned.refusing
-    if forecast_only and not assigned.forecast_out:
+    # Admitted: it serves, and only a forecast that it runs out moves the turn.
+    forecast_only = isinstance(assigned, Admitted)
+    if isinstance(assigned, Admitted) and not assigned.forecast_out:
         return None
     switching = may_switch(evidence, stage)
     if isinstance(switching, Need):
@@ -213,7 +227,7 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
     assigned = evidence.assigned
     if assigned is None:
         return Need(Ask.ASSIGNED, stage=stage)
-    if not assigned.placeable:
+    if not (isinstance(assigned, Admitted) and assigned.placeable):
         return None
     # The look's claim comes first: it is a cache read, and a turn between looks (the
     # steady state) must not read the settings row for a look it will not take.

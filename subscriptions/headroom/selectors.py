@@ -13,13 +13,13 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from routing.headroom.classification import Gate, Tier, classify_headroom
 from routing.headroom.limited_now import reading_says_limited, resolve_rate_limited_now
 from routing.headroom.reading import Reading, WindowReading
-from subscriptions.headroom.selection import (
+from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
+from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
+from subscriptions.plan_facts import (
     fresh_for,
     last_failure_subquery,
     latest_failure_subquery,
 )
-from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
-from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
 from subscriptions.selectors import (
     is_admin,
     is_subscription_rate_limited,

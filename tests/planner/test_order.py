@@ -14,7 +14,6 @@ from routing.planner import (
     ROUTED_KEY,
     ROUTED_PLAN,
     Ask,
-    AssignedVerdict,
     Evidence,
     Fail,
     Finish,
@@ -156,7 +155,7 @@ def test_a_forecast_out_plan_is_routed_around_only_to_a_plan_not_running_out(
 def test_a_failed_pre_dispatch_read_dispatches_as_assigned() -> None:
     agent = World().agent()
     opened = Evidence(turn=turn(), admitted=True, ready="", agent=agent)
-    reading = plan(replace(opened, assigned=AssignedVerdict(True, False)), now=T0)
+    reading = plan(replace(opened, assigned=World(refusing=True).assigned()), now=T0)
     assert reading == Need(Ask.SETTINGS, stage=PRE_DISPATCH_STAGE)
 
     # The same turn once a read of the stage failed (a database error): it is skipped.

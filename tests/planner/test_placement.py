@@ -12,7 +12,6 @@ from routing.planner import (
     PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
     Ask,
-    AssignedVerdict,
     Evidence,
     Finish,
     plan,
@@ -90,7 +89,7 @@ def test_a_failed_read_of_the_assignment_skips_placement() -> None:
             admitted=True,
             ready="",
             agent=world.agent(),
-            assigned=AssignedVerdict(False, False, placeable=True),
+            assigned=world.assigned(),
         )
         skipped = replace(opened, skipped=frozenset({stage}))
         action = plan(skipped, now=T0)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from routing.attempt_refusal import AttemptRefusal
+from routing.eligibility import Candidate
 from routing.headroom.alternatives import Selection
-from routing.headroom.candidates import Candidate
 from routing.headroom.classification import NO_EVIDENCE, Tier
 from routing.headroom.ranking import Ranked
 from routing.headroom.recovery import Verdict
