@@ -45,6 +45,8 @@ class SubscriptionOutput(serializers.ModelSerializer[Subscription]):
             "billing_class",
             "overage",
             "max_concurrency",
+            "paused_at",
+            "paused_by",
             "agent_count",
             "agents",
             "created_at",
@@ -87,10 +89,31 @@ class SubscriptionListApi(APIView):
 
 
 class SubscriptionDetailApi(APIView):
+    """GET one plan; PATCH ``{paused}`` pauses or resumes it; DELETE removes it. Writes
+    are an admin's: the pool is shared by every operator's agents."""
+
     permission_classes = [AdminForWrites]
+
+    class Input(serializers.Serializer[Any]):
+        paused = serializers.BooleanField(
+            help_text="true: no turn, walk or placement uses the plan; false: resume it"
+        )
 
     @extend_schema(responses=SubscriptionOutput)
     def get(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        return Response(SubscriptionOutput(subscription).data)
+
+    @extend_schema(request=Input, responses=SubscriptionOutput)
+    def patch(self, request: Request, pk: int) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.subscription_pause_set(
+            subscription=subscription_get_visible(user=request.user, pk=pk),
+            paused=data.validated_data["paused"],
+            actor=request.user.get_username(),
+            now=clock.now(),
+        )
         subscription = subscription_get_visible(user=request.user, pk=pk)
         return Response(SubscriptionOutput(subscription).data)
 

@@ -23,7 +23,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import Count, OuterRef, QuerySet, Subquery, Value
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from psycopg.types.datetime import TimestamptzLoader
 
 from agents.models import Agent
@@ -94,7 +102,7 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
             last_failure_resets_at=latest_failure_subquery(now, "resets_at"),
             last_failure_window=latest_failure_subquery(now, "limiting_window"),
             last_failure_kind=latest_failure_subquery(now, "failure_kind"),
-            paused=Value(False),
+            paused=ExpressionWrapper(Q(paused_at__isnull=False), output_field=BooleanField()),
         )
         .order_by("name")
         .values_list(
@@ -126,7 +134,7 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
 _CANDIDATES_SQL = """
 SELECT {subscriptions}.id, {subscriptions}.name, COALESCE(a.n, 0) AS agent_count,
        f.occurred_at, f.resets_at, f.limiting_window, f.failure_kind,
-       FALSE AS paused,
+       {subscriptions}.paused_at IS NOT NULL AS paused,
        {subscriptions}.plan_type, {subscriptions}.billing_class, {subscriptions}.overage
 FROM {subscriptions}
 LEFT JOIN (
@@ -186,7 +194,7 @@ def candidate_of_plan(subscription: Subscription, mark: RefusalMark | None) -> C
         mark.resets_at if mark is not None else None,
         mark.limiting_window if mark is not None else None,
         mark.failure_kind if mark is not None else None,
-        False,
+        subscription.paused_at is not None,
         subscription.plan_type,
         subscription.billing_class,
         subscription.overage,
@@ -212,7 +220,9 @@ def session_plan_read(subscription_id: int, *, provider: str) -> tuple[PlanFacts
     cache round trip."""
     row = (
         Subscription.objects.filter(pk=subscription_id, provider=provider)
-        .only("pk", "name", "token", "provider", "plan_type", "billing_class", "overage")
+        .only(
+            "pk", "name", "token", "provider", "plan_type", "billing_class", "overage", "paused_at"
+        )
         .first()
     )
     if row is None or not row.token:

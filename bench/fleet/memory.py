@@ -168,13 +168,17 @@ class MemoryPool:
         its snapshot, and ``forecast`` (the sampler's, kept by the policy)."""
         held = self.marks.get(subscription_id)
         mark = held[0] if held is not None and now < held[1] else None
-        candidate = self._candidate(subscription_id, 0, mark)
+        candidate = self._candidate(subscription_id, 0, mark, now)
         return PlanFacts(candidate, self.snapshots.get(subscription_id), forecast)
 
     def _candidate(
-        self, pk: int, agent_count: int, refusal: RefusalMark | RefusalEvent | None
+        self,
+        pk: int,
+        agent_count: int,
+        refusal: RefusalMark | RefusalEvent | None,
+        now: datetime,
     ) -> Candidate:
-        """``pk``'s row facts, with ``refusal`` (its mark, or its latest event)."""
+        """``pk``'s row facts at ``now``, with ``refusal`` (its mark, or its latest event)."""
         spec = self.world.fleet.subscriptions[pk - 1]
         entry = billing.classify(spec.provider, spec.plan_type)
         at = refusal.at if isinstance(refusal, RefusalMark) else None
@@ -189,7 +193,7 @@ class MemoryPool:
                 refusal.resets_at if refusal is not None else None,
                 refusal.limiting_window if refusal is not None else None,
                 refusal.failure_kind if refusal is not None else None,
-                False,
+                spec.paused_at(now),
                 spec.plan_type,
                 entry.billing_class,
                 entry.overage,
@@ -207,7 +211,7 @@ class MemoryPool:
             if assigned is not None:
                 counts[assigned] = counts.get(assigned, 0) + 1
         rows = [
-            self._candidate(pk, counts.get(pk, 0), self._latest_in_window(pk, now))
+            self._candidate(pk, counts.get(pk, 0), self._latest_in_window(pk, now), now)
             for pk in self.world.present_ids(now)
         ]
         rows.sort(key=lambda c: c.name)

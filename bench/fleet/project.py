@@ -391,6 +391,9 @@ class ProjectTurn:
         return self.world.subscriptions[ref.subscription_id].rung
 
     def _send(self, evidence: Evidence, send: Send) -> Generator[datetime, None, Evidence]:
+        pk = send.rung.subscription_id if send.rung is not None else None
+        # The planner never starts a turn on a plan an admin paused, nor walks to one.
+        assert pk is None or not self.world.paused(pk, self.now), f"sent to paused {pk}"
         outcome = yield from self.policy._try(
             self.result, self._rung(send.rung, evidence), self.turn
         )

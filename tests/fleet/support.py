@@ -26,6 +26,7 @@ def plan(
     weekly_reset: timedelta = timedelta(days=7),
     added_at: datetime | None = None,
     removed_at: datetime | None = None,
+    paused: tuple[tuple[datetime, datetime | None], ...] = (),
 ) -> SubscriptionSpec:
     """A plan whose windows hold plenty unless told otherwise."""
     weekly = START + weekly_reset
@@ -40,6 +41,7 @@ def plan(
         },
         added_at=added_at,
         removed_at=removed_at,
+        paused=paused,
     )
 
 

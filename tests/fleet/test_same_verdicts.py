@@ -53,6 +53,7 @@ class Row:
     name: str
     reading: Reading | None = None
     refusals: tuple[Refusal, ...] = ()
+    paused: bool = False
 
 
 # The table. "a" is the agent's assignment; every row is also judged as one.
@@ -76,6 +77,7 @@ ROWS = (
         "l-sonnet-reading",
         reading(extra={"seven_day_sonnet": window(100.0, status="rejected")}),
     ),
+    Row("m-paused", reading(seven_day=1.0), paused=True),  # the best reading, and paused
 )
 
 
@@ -117,7 +119,12 @@ def _refusals(row: Row) -> list[tuple[Refusal, dict[str, Any]]]:
 
 def _product(model: str) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
     """The product's gatherers on Postgres and Redis."""
-    rows = {row.name: SubscriptionFactory.create(name=row.name, plan_type="pro") for row in ROWS}
+    rows = {
+        row.name: SubscriptionFactory.create(
+            name=row.name, plan_type="pro", paused_at=T0 - MINUTE if row.paused else None
+        )
+        for row in ROWS
+    }
     snapshots_write({rows[r.name].pk: r.reading for r in ROWS if r.reading is not None})
     for row in ROWS:
         for _, fields in _refusals(row):
@@ -151,7 +158,7 @@ def _memory(model: str) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
     """The benchmark's memory, given the same facts."""
     world = World(
         fleet(
-            *(plan(row.name) for row in ROWS),
+            *(plan(row.name, paused=((T0 - MINUTE, None),) if row.paused else ()) for row in ROWS),
             agents=(AgentSpec("bot", model, "a"),),
         )
     )
@@ -202,8 +209,9 @@ def test_the_product_and_the_benchmark_judge_the_same_facts_alike(model: str) ->
     assert memory_assigned == product_assigned
     # The table covers what it claims to: every reason a turn of this model meets.
     reasons = {v[0] for v in product_selection["verdicts"].values()}
-    expected = {"admitted", "assigned", "refusing", "skip_listed", "throttled"}
+    expected = {"admitted", "assigned", "paused", "refusing", "skip_listed", "throttled"}
     if model == SONNET_MODEL:
         expected |= {"family_blocked"}
     assert expected <= reasons
-    assert {v[0] for v in product_assigned.values()} >= {"admitted", "refusing", "throttled"}
+    assigned = {v[0] for v in product_assigned.values()}
+    assert assigned >= {"admitted", "paused", "refusing", "throttled"}

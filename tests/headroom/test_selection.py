@@ -362,3 +362,21 @@ def test_the_postgres_query_keeps_the_orm_order_and_every_microsecond() -> None:
     assert refused.last_failure_window == "five_hour"
     assert refused.last_failure_kind == FailureKind.RATE_LIMIT
     assert (refused.paused, refused.plan_type, refused.overage) == (False, "max-20x", "refuse")
+
+
+def test_a_paused_plan_is_in_no_order_a_turn_reads_however_good_its_reading() -> None:
+    # Placement takes its targets from the ranked plans, a walk and pre-dispatch too:
+    # a paused plan is excluded with its reason, never ranked, never a last resort.
+    own = SubscriptionFactory.create(name="own")
+    best = SubscriptionFactory.create(name="a-best", paused_at=T0 - timedelta(minutes=1))
+    other = SubscriptionFactory.create(name="b-other")
+    snapshots_write({best.pk: reading(seven_day=1.0), other.pk: reading(seven_day=60.0)})
+    agent = AgentFactory.create(subscription=own)
+
+    chosen = rank_alternatives(agent=agent, now=T0)
+
+    assert chosen.order() == [other.pk]
+    assert {j.candidate.name: j.verdict.reason for j in chosen.excluded} == {
+        "own": Reason.ASSIGNED,
+        "a-best": Reason.PAUSED,
+    }

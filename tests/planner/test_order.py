@@ -361,6 +361,51 @@ def test_a_policy_with_no_plan_it_allows_refuses_the_turn() -> None:
     )
 
 
+# A rule that forbids the assignment (paused by an admin): never sent there
+
+
+@pytest.mark.parametrize(
+    ("ranked", "sent_on", "why"),
+    [((2, 3), ["plan-2"], Why.PRE_DISPATCH), ((), ["platform API key"], Why.API_KEY)],
+)
+def test_a_paused_assignment_is_left_for_the_best_plan_or_the_key(
+    ranked: tuple[int, ...], sent_on: list[str], why: Why
+) -> None:
+    run = drive(World(paused=True, ranked=ranked))
+
+    assert run.sent_on == sent_on
+    assert run.sends[0].why is why and run.sends[0].routed
+    # Its row said so when the agent was ready: no cache read of the assignment.
+    assert Ask.ASSIGNED not in [n.ask for n in run.needs]
+    assert isinstance(run.end, Finish)
+    if ranked:
+        switch = run.end.switch
+        assert switch is not None and switch.commit  # the agent moves off the paused plan
+        assert switch.reason["refused"] == "its subscription 'plan-1' is paused"
+
+
+@pytest.mark.parametrize("stop", [Stop.PINNED, Stop.AUTO_SWITCH_OFF])
+def test_a_paused_assignment_of_an_agent_that_may_not_leave_it_refuses_the_turn_unsent(
+    stop: Stop,
+) -> None:
+    run = drive(World(paused=True, switching_stop=stop))
+
+    assert run.sends == []
+    assert isinstance(run.end, Fail)
+    assert (run.end.error_code, run.end.walk_stop) == ("billing", "paused")
+    assert run.end.detail == (
+        "Agent 'bot': its subscription 'plan-1' is paused, and no other credential it may "
+        "use can serve now."
+    )
+
+
+def test_a_paused_assignment_with_nothing_to_take_the_turn_refuses_it() -> None:
+    run = drive(World(paused=True, ranked=(), key=KeyState(False)))
+
+    assert run.sends == []
+    assert isinstance(run.end, Fail) and run.end.walk_stop == "paused"
+
+
 # The single retry after a provider error
 
 
