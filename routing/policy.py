@@ -245,9 +245,9 @@ def agent_leave_verdict(agent: AgentRow, system: SystemRow) -> LeaveVerdict:
 
 
 def only_hard_stop(policy: str) -> bool:
-    """Whether the policy admits only plans that refuse past their quota: the plan
-    verdict in the shape a SQL filter takes (``candidates_filtered(only_hard_stop=…)``
-    keeps exactly the plans ``plan_verdict`` allows; a test pins that they agree)."""
+    """Whether the policy admits only plans that refuse past their quota: whether
+    ``plan_verdict`` can refuse a plan at all, so ``eligibility.admit`` reads a plan's
+    terms only when it can (a test pins that the two agree)."""
     return policy == SUBSCRIPTION_ONLY
 
 
@@ -337,7 +337,8 @@ def affinity_target(
 
     Only a plan other than the assignment (on the assignment nothing needs doing); the
     caller still checks that plan is eligible (the policy allows its type and it is
-    not known to refuse: ``pool.affinity_rung``). The platform key is never sticky:
+    not known to refuse: ``eligibility.admit`` in the session's role). The platform key
+    is never sticky:
     under thrifty plans come first, and a session that once fell to the key must come
     back to a plan. A pinned agent, or one with auto-switch off, never leaves its
     assignment (``leave_verdict``); an agent without an assignment has no walk to fall

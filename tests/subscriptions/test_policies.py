@@ -132,9 +132,10 @@ def test_the_plan_verdict(
 
 
 @pytest.mark.parametrize("policy_", [THRIFTY, ONLY, PINNED])
-def test_the_sql_form_of_the_plan_verdict_is_the_verdict(policy_: str) -> None:
-    # ``only_hard_stop`` filters candidates in SQL; it must refuse what the verdict
-    # refuses, for every curated type and an uncurated one.
+def test_the_shortcut_of_the_plan_verdict_is_the_verdict(policy_: str) -> None:
+    # ``only_hard_stop`` is the shortcut ``admit`` takes (a plan's terms are read only
+    # under a policy that restricts plans); it must refuse what the verdict refuses,
+    # for every curated type and an uncurated one.
     entries = [*billing.CATALOG.values(), UNCURATED]
     verdicts = [policy.plan_verdict(routing_policy=policy_, plan=_terms(e)) for e in entries]
     refused = [e for e, verdict in zip(entries, verdicts, strict=True) if not verdict.allowed]
