@@ -56,6 +56,11 @@ def main() -> None:
 
     with throwaway_postgres(os.environ["BENCH_DATABASE_URL"]) as url:
         boot(database_url=url)
+        # Both sides share one Redis database: keys of their own, so neither reads the
+        # other's snapshots (two checkouts may store them in different forms).
+        from django.core.cache import caches
+
+        caches["default"].key_prefix = f"trinity-bench-{os.getpid()}"
         figures, ids = _figures(ranking)
         _serve(figures, ids)
 

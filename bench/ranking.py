@@ -127,10 +127,17 @@ def fleet_create(
         ],
         batch_size=1000,
     )
+    # A checkout whose agents carry a unique runtime key (per-owner names) needs one
+    # each: bulk_create skips the save() that would set it.
+    keyed = any(f.name == "runtime_key" for f in Agent._meta.get_fields())
     Agent.objects.bulk_create(
         [
             Agent(
-                name=f"agent-{i}", owner=owner, subscription_id=rng.choice(ids), shared_secret=token
+                name=f"agent-{i}",
+                owner=owner,
+                subscription_id=rng.choice(ids),
+                shared_secret=token,
+                **({"runtime_key": f"agent-{i}"} if keyed else {}),
             )
             for i in range(len(ids) // 2)
         ],

@@ -37,7 +37,7 @@ Pure: no Django, no I/O, ``now`` is an argument.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
@@ -45,7 +45,7 @@ from typing import NamedTuple
 from routing import billing, policy
 from routing.attempt_refusal import RATE_LIMIT
 from routing.facts import FRESH_FOR, SKIP_WINDOW, AgentFacts, TurnFacts
-from routing.headroom.balance import balance_of, incumbent_holds
+from routing.headroom.balance import balance_at, balance_of, incumbent_holds
 from routing.headroom.classification import (
     NO_EVIDENCE,
     Headroom,
@@ -89,10 +89,12 @@ class Candidate(NamedTuple):
     last_failure_kind: str | None = None
     # An admin paused the plan: no turn, walk or placement uses it until resumed.
     paused: bool = False
-    # What the routing policy reads of the plan (``policy.PlanTerms``).
-    plan_type: str = ""
-    billing_class: str = billing.PLAN
-    overage: str = billing.REFUSE
+    # What the routing policy reads of the plan (``policy.PlanTerms``): None where it
+    # was not read, which it need not be unless the policy restricts plans
+    # (``Admission.hard_stop_only``).
+    plan_type: str | None = ""
+    billing_class: str | None = billing.PLAN
+    overage: str | None = billing.REFUSE
 
 
 class PlanFacts(NamedTuple):
@@ -157,16 +159,24 @@ NOT_SERVING = frozenset(
 
 
 class Admitted(NamedTuple):
-    """The plan may serve the turn. ``tier`` and ``headroom`` are what its reading says
-    (the ranking orders by them); ``readmitted`` why a refused plan serves again.
-    ``forecast_out``: forecast to run out before the turn would end (read only when
-    its forecast was gathered). ``placeable`` (the assignment): it has a balanced
-    measure, so placement may compare it. ``decided_by`` (the assignment, the session's
-    plan): which evidence the verdict went by, for the explainer."""
+    """The plan (``candidate``) may serve the turn. ``tier`` and ``headroom`` are what its
+    reading says (the ranking orders by them); ``readmitted`` why a refused plan serves
+    again. A ranked plan is its verdict: asked for the balanced measure, a measured plan's
+    verdict carries ``score``, ``limiting_window`` (the window that set it) and
+    ``remaining``, which the ranking orders by (``headroom/ranking.py``).
+    ``forecast_out``: forecast to run out before the turn would end (read only when its
+    forecast was gathered). ``placeable`` (the assignment): it has a balanced measure,
+    so placement may compare it. ``decided_by`` (the assignment, the session's plan):
+    which evidence the verdict went by, for the explainer."""
 
+    candidate: Candidate
     tier: Tier
     headroom: Headroom
     readmitted: Verdict | None = None
+    score: float | None = None
+    limiting_window: str | None = None
+    # The lowest remaining percent of the windows that set ``score`` (balanced only).
+    remaining: float | None = None
     forecast_out: bool = False
     placeable: bool = False
     decided_by: str = ""
@@ -200,6 +210,22 @@ class Judged(NamedTuple):
     verdict: Excluded
 
 
+class Alternatives(NamedTuple):
+    """The verdicts on many plans as alternatives, each list in the order the plans
+    were given: the admitted ones a reading measures, the admitted ones nothing
+    measures (no usable reading, or readmitted by a reset its figures predate), and the
+    excluded ones with their plans."""
+
+    measured: list[Admitted]
+    unknown: list[Admitted]
+    excluded: list[Judged]
+
+    def verdict(self) -> Admitted | Excluded:
+        """The one verdict of a single plan's judgement."""
+        found = self.measured or self.unknown
+        return found[0] if found else self.excluded[0].verdict
+
+
 _PAUSED = Excluded(Reason.PAUSED, "paused by an admin")
 _ABSENT = Excluded(Reason.ABSENT, "not a plan of this provider with a token")
 _ASSIGNED = Excluded(Reason.ASSIGNED, "the agent's own plan")
@@ -209,7 +235,6 @@ _REFUSING = Excluded(Reason.REFUSING, "a fresh reading says it refuses")
 _THROTTLED_DETAIL = "throttled (a 429 without quota evidence): backing off"
 _SKIP_LISTED_DETAIL = "refused in the skip window"
 _AUTONOMOUS_WAIT = f"; an autonomous turn waits {_AUTONOMOUS_WAIT_MINUTES} minutes after a refusal"
-_NO_READING = Admitted(Tier.UNKNOWN, NO_EVIDENCE, decided_by="unreachable")
 # Hot-path aliases: the selection judges every plan of the provider.
 _MEASURED, _UNKNOWN, _REFUSING_TIER = Tier.MEASURED, Tier.UNKNOWN, Tier.REFUSING
 _READMITTED_BY_RESET = Verdict.WINDOW_RESET
@@ -273,18 +298,21 @@ class Admission:
         """``plan``'s verdict in ``role`` (``admit``)."""
         if not plan.present:
             return _ABSENT
+        candidate = plan.candidate
         if role is Role.ALTERNATIVE:
-            if not plan.reachable:
-                return self.alternative(plan.candidate, None, plan.at_capacity)
-            verdict = self.alternative(plan.candidate, plan.reading, plan.at_capacity)
-            if isinstance(verdict, Admitted) and plan.forecast is not None:
+            pk = candidate[0]
+            admission = replace(self, at_capacity={pk}) if plan.at_capacity else self
+            reading = plan.reading if plan.reachable else None
+            readings = {pk: reading} if reading is not None else {}
+            verdict = admission.alternatives([candidate], readings).verdict()
+            if isinstance(verdict, Admitted) and plan.reachable and plan.forecast is not None:
                 return verdict._replace(forecast_out=self._runs_out(plan.forecast))
             return verdict
-        forbidden = self._forbidden(plan.candidate, role)
+        forbidden = self._forbidden(candidate, role)
         if forbidden is not None:
             return forbidden
-        if not plan.reachable:
-            return _NO_READING  # nothing known: the turn goes as assigned
+        if not plan.reachable:  # nothing known: the turn goes as assigned
+            return Admitted(candidate, Tier.UNKNOWN, NO_EVIDENCE, decided_by="unreachable")
         return self._incumbent(plan, role)
 
     # Every role
@@ -299,59 +327,131 @@ class Admission:
                 else _PAUSED
             )
         if self.hard_stop_only:
-            entry = billing.classify(self.provider, candidate[8])
-            terms = policy.PlanTerms(entry, candidate[9], candidate[10])
+            # Terms not read (None) fail closed: no hard stop is known of the plan.
+            entry = billing.classify(self.provider, candidate[8] or "")
+            terms = policy.PlanTerms(entry, candidate[9] or "", candidate[10] or "")
             if not policy.plan_verdict(routing_policy=self.routing_policy, plan=terms).allowed:
                 return Excluded(Reason.POLICY, _policy_detail(candidate, entry.label, own=own))
         return None
 
     # The alternatives (the selection judges every plan of the provider with this)
 
-    def alternative(
-        self, candidate: Candidate, reading: Reading | None, at_capacity: bool = False
-    ) -> Admitted | Excluded:
-        """An alternative's verdict from its row and its cached ``reading`` (None: none
-        stored). Positional and branch-light: the selection calls it once per plan."""
-        if candidate[7] or self.hard_stop_only:
-            forbidden = self._forbidden(candidate, Role.ALTERNATIVE)
-            if forbidden is not None:
-                return forbidden
-        pk = candidate[0]
-        if pk == self.origin:
-            return _ASSIGNED
-        if pk in self.tried:
-            return _TRIED
-        if at_capacity or pk in self.at_capacity:
-            return _AT_CAPACITY
-        family = self.family
-        if reading is None:
-            headroom = NO_EVIDENCE
-        else:
-            figures = reading._precomputed
-            if figures is None:
-                figures = precomputed_of(reading)
-            instants = self.instants
-            now_us = instants[0]
-            # ``headroom_held``'s lookup inlined: a call per plan saved.
-            held = figures[9].get(family)
-            if held is not None and held[0] <= now_us < held[1] and held[2] == now_us - instants[1]:
-                headroom = held[3]
+    def alternatives(
+        self,
+        candidates: Sequence[Candidate],
+        readings: Mapping[int, Reading],
+        *,
+        balanced: bool = False,
+    ) -> Alternatives:
+        """Each of ``candidates``' verdict as an alternative, from its row and its cached
+        reading in ``readings`` (absent: none stored): the admitted ones, in the order
+        given, and the excluded ones with their verdicts. One loop, the judgement itself:
+        the selection judges every plan of the provider with it, ``judge`` a single plan
+        (so the checks live once), with what every verdict shares read once.
+        ``balanced``: a measured plan's verdict also carries its balanced measure
+        (``score``, ``limiting_window``, ``remaining``), what the ranking orders by."""
+        measured: list[Admitted] = []
+        unknown: list[Admitted] = []
+        excluded: list[Judged] = []
+        measure_, unmeasured, exclude = measured.append, unknown.append, excluded.append
+        get = readings.get
+        # The plans out of this turn's walk whatever they read, by id: one lookup a plan.
+        out_of_walk = {
+            **dict.fromkeys(self.at_capacity, _AT_CAPACITY),
+            **dict.fromkeys(self.tried, _TRIED),
+        }
+        if self.origin is not None:
+            out_of_walk[self.origin] = _ASSIGNED
+        special = out_of_walk.get
+        restricts = self.hard_stop_only
+        family, now, instants = self.family, self.now, self.instants
+        now_us, max_age_us, five_hour_since = instants[0], instants[0] - instants[1], instants[2]
+        skip_since = now - self.skip_window
+        for candidate in candidates:
+            if candidate[7] or restricts:  # paused, or a policy that restricts plans
+                forbidden = self._forbidden(candidate, Role.ALTERNATIVE)
+                if forbidden is not None:
+                    exclude(_new(Judged, (candidate, forbidden)))
+                    continue
+            pk = candidate[0]
+            out = special(pk)
+            if out is not None:
+                exclude(_new(Judged, (candidate, out)))
+                continue
+            reading = get(pk)
+            if reading is None:
+                figures = None
+                headroom = NO_EVIDENCE
             else:
-                headroom = headroom_held(reading, figures, instants, family)
-        tier = headroom[0]
-        if tier is _REFUSING_TIER:
-            return self._refusing(reading)
-        failed_at = candidate[3]
-        readmitted = None
-        if failed_at is not None and refusal_blocks(candidate[5], family):
-            readmitted = readmission_verdict(
-                reading, headroom, self.now, failed_at, family, candidate[4]
-            )
-            if readmitted is None and failed_at > self.now - self.skip_window:
-                return self._skip_listed(candidate)
-        if tier is not _MEASURED or readmitted is _READMITTED_BY_RESET:
-            return _new(Admitted, (_UNKNOWN, headroom, readmitted, False, False, ""))
-        return _new(Admitted, (_MEASURED, headroom, readmitted, False, False, ""))
+                figures = reading._precomputed
+                if figures is None:
+                    figures = precomputed_of(reading)
+                # ``headroom_held``'s lookup inlined: a call per plan saved.
+                held = figures[9].get(family)
+                if held is not None and held[0] <= now_us < held[1] and held[2] == max_age_us:
+                    headroom = held[3]
+                else:
+                    headroom = headroom_held(reading, figures, instants, family)
+            tier = headroom[0]
+            if tier is _REFUSING_TIER:
+                exclude(_new(Judged, (candidate, self._refusing(reading))))
+                continue
+            failed_at = candidate[3]
+            readmitted = None
+            if failed_at is not None and refusal_blocks(candidate[5], family):
+                readmitted = readmission_verdict(
+                    reading, headroom, now, failed_at, family, candidate[4]
+                )
+                if readmitted is None and failed_at > skip_since:
+                    exclude(_new(Judged, (candidate, self._skip_listed(candidate))))
+                    continue
+            if tier is not _MEASURED or readmitted is _READMITTED_BY_RESET:
+                # A reset readmits as unknown: its figures describe the window that ended.
+                # Literal fields, no unpacking: each tuple is built in one step.
+                unmeasured(
+                    _new(
+                        Admitted,
+                        (
+                            candidate,
+                            _UNKNOWN,
+                            headroom,
+                            readmitted,
+                            None,
+                            None,
+                            None,
+                            False,
+                            False,
+                            "",
+                        ),
+                    )
+                )
+            elif balanced and figures is not None:
+                score, left, limiting = balance_at(figures, now_us, five_hour_since, family)
+                measure_(
+                    _new(
+                        Admitted,
+                        (
+                            candidate,
+                            tier,
+                            headroom,
+                            readmitted,
+                            score,
+                            limiting,
+                            left,
+                            False,
+                            False,
+                            "",
+                        ),
+                    )
+                )
+            else:
+                measure_(
+                    _new(
+                        Admitted,
+                        (candidate, tier, headroom, readmitted, None, None, None, False, False, ""),
+                    )
+                )
+        return Alternatives(measured, unknown, excluded)
 
     def _refusing(self, reading: Reading | None) -> Excluded:
         """A fresh reading refuses: for the turn's family only when the reading serves
@@ -410,9 +510,16 @@ class Admission:
             if out:
                 detail = "forecast to run out before the turn would end"
                 return Excluded(Reason.FORECAST_OUT, detail, decided_by=decided_by)
-            return Admitted(headroom.tier, headroom, decided_by=decided_by)
+            return Admitted(candidate, headroom.tier, headroom, decided_by=decided_by)
         fits = placeable(reading, now=self.now, max_age=self.max_age, family=self.family)
-        return Admitted(headroom.tier, headroom, None, out, fits, decided_by)
+        return Admitted(
+            candidate,
+            headroom.tier,
+            headroom,
+            forecast_out=out,
+            placeable=fits,
+            decided_by=decided_by,
+        )
 
     def _mark(self, candidate: Candidate) -> Candidate | None:
         """The plan's latest refusal while it counts against this turn: inside the skip
@@ -505,12 +612,3 @@ def forbidden(
     facts = PlanFacts(candidate, reachable=False)
     verdict = Admission.of(agent, turn, now=now).judge(facts, Role.ASSIGNED)
     return verdict if isinstance(verdict, Excluded) and verdict.forbidden else None
-
-
-def admitted_each(
-    admission: Admission, candidates: Sequence[Candidate], readings: Mapping[int, Reading]
-) -> list[Admitted | Excluded]:
-    """``admission``'s verdict on each of ``candidates`` as alternatives, in order,
-    from their ``readings``: ``admit`` for each, one call per plan."""
-    judge, get = admission.alternative, readings.get
-    return [judge(candidate, get(candidate[0])) for candidate in candidates]

@@ -19,18 +19,22 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
 from django.db.models import (
     BooleanField,
+    CharField,
     Count,
     ExpressionWrapper,
+    F,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
+    Value,
 )
 from psycopg.types.datetime import TimestamptzLoader
 
@@ -45,6 +49,8 @@ from subscriptions.models import RateLimitEvent, Subscription
 from subscriptions.selectors import skip_window_start
 
 logger = logging.getLogger(__name__)
+
+_SUBSCRIPTION_ID = itemgetter(0)  # a candidate's
 
 
 def fresh_for() -> timedelta:
@@ -81,18 +87,24 @@ def last_failure_subquery(now: datetime) -> Subquery:
     return latest_failure_subquery(now, "occurred_at")
 
 
-def candidates_read(*, provider: str, now: datetime) -> list[Candidate]:
+def candidates_read(*, provider: str, now: datetime, terms: bool = True) -> list[Candidate]:
     """Every plan of ``provider`` as a candidate, in load-balance order: its row, its
     agent count and its latest refusal inside the skip window. One query. On Postgres
     the counts and refusals are joined as two aggregates (``_CANDIDATES_SQL``);
-    elsewhere, and as its reference, ``_candidates_orm``."""
+    elsewhere, and as its reference, ``_candidates_orm``.
+
+    ``terms`` False leaves out what only a policy that restricts plans reads (plan
+    type, billing class, overage: None; ``Admission.hard_stop_only`` says when they
+    are read): three strings a row, a third of the rows' decoding at 10,000 plans."""
     queryset: QuerySet[Subscription] = Subscription.objects.filter(provider=provider)
     if connections[queryset.db].vendor == "postgresql":
-        return _candidates_postgres(queryset, now)
-    return _candidates_orm(queryset, now)
+        return _candidates_postgres(queryset, now, terms=terms)
+    return _candidates_orm(queryset, now, terms=terms)
 
 
-def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Candidate]:
+def _candidates_orm(
+    queryset: QuerySet[Subscription], now: datetime, *, terms: bool = True
+) -> list[Candidate]:
     # A Count over a join grouped by every subscription column, and a correlated
     # subquery per row for each refusal column: ~10x the Postgres shape at 10,000.
     rows = (
@@ -103,6 +115,11 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
             last_failure_window=latest_failure_subquery(now, "limiting_window"),
             last_failure_kind=latest_failure_subquery(now, "failure_kind"),
             paused=ExpressionWrapper(Q(paused_at__isnull=False), output_field=BooleanField()),
+            terms_plan_type=F("plan_type") if terms else Value(None, output_field=CharField()),
+            terms_billing_class=F("billing_class")
+            if terms
+            else Value(None, output_field=CharField()),
+            terms_overage=F("overage") if terms else Value(None, output_field=CharField()),
         )
         .order_by("name")
         .values_list(
@@ -114,9 +131,9 @@ def _candidates_orm(queryset: QuerySet[Subscription], now: datetime) -> list[Can
             "last_failure_window",
             "last_failure_kind",
             "paused",
-            "plan_type",
-            "billing_class",
-            "overage",
+            "terms_plan_type",
+            "terms_billing_class",
+            "terms_overage",
         )
     )
     return in_load_balance_order([candidate_of(row) for row in rows])
@@ -135,7 +152,9 @@ _CANDIDATES_SQL = """
 SELECT {subscriptions}.id, {subscriptions}.name, COALESCE(a.n, 0) AS agent_count,
        f.occurred_at, f.resets_at, f.limiting_window, f.failure_kind,
        {subscriptions}.paused_at IS NOT NULL AS paused,
-       {subscriptions}.plan_type, {subscriptions}.billing_class, {subscriptions}.overage
+       CASE WHEN %s THEN {subscriptions}.plan_type END,
+       CASE WHEN %s THEN {subscriptions}.billing_class END,
+       CASE WHEN %s THEN {subscriptions}.overage END
 FROM {subscriptions}
 LEFT JOIN (
     SELECT subscription_id, COUNT(*) AS n FROM {agents}
@@ -153,7 +172,9 @@ ORDER BY {subscriptions}.name
 """
 
 
-def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> list[Candidate]:
+def _candidates_postgres(
+    queryset: QuerySet[Subscription], now: datetime, *, terms: bool = True
+) -> list[Candidate]:
     connection = connections[queryset.db]
     quote = connection.ops.quote_name
     query = queryset.query
@@ -169,7 +190,7 @@ def _candidates_postgres(queryset: QuerySet[Subscription], now: datetime) -> lis
         if hasattr(raw, "row_factory"):  # psycopg 3
             raw.adapters.register_loader("timestamptz", TimestamptzLoader)
             raw.row_factory = _candidate_rows
-        cursor.execute(sql, (skip_window_start(now), *where_params))
+        cursor.execute(sql, (terms, terms, terms, skip_window_start(now), *where_params))
         rows = cursor.fetchall()
     if rows and type(rows[0]) is not Candidate:
         rows = [candidate_of(row) for row in rows]
@@ -236,8 +257,10 @@ def selection_read(admission: Admission, *, strategy: str) -> Selection:
     ``strategy`` by the cached readings (one query, one ``get_many``). A store that does
     not answer, or a ranking that raises, leaves the readings out: the plans are still
     judged, in load-balance order, with a logged warning."""
-    candidates = candidates_read(provider=admission.provider, now=admission.now)
-    snapshots = snapshots_read(c[0] for c in candidates)  # c[0]: the subscription id
+    candidates = candidates_read(
+        provider=admission.provider, now=admission.now, terms=admission.hard_stop_only
+    )
+    snapshots = snapshots_read(list(map(_SUBSCRIPTION_ID, candidates)))
     if not snapshots.reachable:
         logger.warning("headroom store unreachable: judging %d plans unread", len(candidates))
         return select(candidates, None, admission, strategy=strategy)

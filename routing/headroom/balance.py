@@ -54,21 +54,16 @@ def balance_at(
     deciding = figures[10].get(family)
     if deciding is None:
         deciding = deciding_windows(figures, family)
-    best_score = 0.0
-    best_name = ""
-    remaining = 100.0
-    skip_five = figures[0] < five_hour_since
-    for name, left, resets_at, duration, five_hour in deciding:
-        if five_hour and skip_five:
-            continue
+    # Without the 5h window once its figure no longer counts.
+    windows, remaining = deciding[figures[0] < five_hour_since]
+    best_score, best_name = 0.0, ""
+    for name, left, resets_at, duration in windows:
         if resets_at is None:
             score = left
         else:
             pace = (resets_at - now) / _US_PER_SECOND / duration
             score = left / (PACE_FLOOR if pace < PACE_FLOOR else 1.0 if pace > 1.0 else pace)
-        if left < remaining:
-            remaining = left
-        if not best_name or score < best_score:
+        if not best_name or score < best_score:  # the first of the lowest
             best_score, best_name = score, name
     if not best_name:  # unreachable for a measured reading (it has a weekly figure)
         return 100.0, 100.0, SEVEN_DAY

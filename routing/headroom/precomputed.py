@@ -48,8 +48,10 @@ class Precomputed(NamedTuple):
     # The classification's memo (``classification.headroom_held``): family -> (from,
     # until, max_age µs, headroom). Filled as rankings ask; a cache, never evidence.
     held: dict[str | None, tuple[int, int, int, Any]]
-    # The balanced score's windows per family (``balance.balance_at``), built on use.
-    deciding: dict[str | None, tuple[DecidingWindow, ...]]
+    # The balanced score's windows per family (``balance.balance_at``), built on use:
+    # with the 5h window and without it (once its figure no longer counts), each with
+    # the lowest remaining percent among them.
+    deciding: dict[str | None, tuple[Deciding, Deciding]]
 
 
 class DecidingWindow(NamedTuple):
@@ -59,7 +61,14 @@ class DecidingWindow(NamedTuple):
     remaining: float
     reset: int | None  # µs
     duration: float  # seconds
-    five_hour: bool
+
+
+class Deciding(NamedTuple):
+    """The windows a balanced score is judged on, and the lowest remaining percent of
+    them (never above 100)."""
+
+    windows: tuple[DecidingWindow, ...]
+    remaining: float
 
 
 _WEEK_SECONDS = WEEK.total_seconds()
@@ -119,17 +128,23 @@ def _precomputed_build(reading: Reading) -> Precomputed:
     )
 
 
-def deciding_windows(precomputed: Precomputed, family: str | None) -> tuple[DecidingWindow, ...]:
+def deciding_windows(precomputed: Precomputed, family: str | None) -> tuple[Deciding, Deciding]:
     """The windows a turn of ``family`` spends that carry a figure, in the order the
-    classification judges them (five_hour, seven_day, the family's); built once per
-    family and kept."""
+    classification judges them (five_hour, seven_day, the family's), with the 5h window
+    and without it; built once per family and kept."""
     found = precomputed[10].get(family)
     if found is None:
         windows = precomputed[8]
-        found = tuple(
-            DecidingWindow(name, window[4], window[1], window[5], name == FIVE_HOUR)
+        every = tuple(
+            DecidingWindow(name, window[4], window[1], window[5])
             for name in turn_windows(family)
             if (window := windows.get(name)) is not None and window[4] is not None
         )
-        precomputed[10][family] = found
+        without_five = tuple(w for w in every if w.name != FIVE_HOUR)
+        found = precomputed[10][family] = (_deciding(every), _deciding(without_five))
     return found
+
+
+def _deciding(windows: tuple[DecidingWindow, ...]) -> Deciding:
+    # Never above 100, as a score's floor reads it.
+    return Deciding(windows, min([100.0, *(w.remaining for w in windows)]))

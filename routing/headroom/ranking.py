@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from math import floor, inf, log
-from typing import NamedTuple
+from itertools import compress, repeat
+from math import floor, log
+from operator import gt, itemgetter, neg, not_, truediv
+from typing import Any
 
-from routing.eligibility import Admission, Candidate, Excluded, Judged, Reason
-from routing.headroom.balance import ADMISSION_FLOOR, balance_at
-from routing.headroom.classification import Headroom, Tier
+from routing.eligibility import Admission, Admitted, Candidate, Judged, Reason
+from routing.headroom.balance import ADMISSION_FLOOR
+from routing.headroom.classification import Tier
 from routing.headroom.reading import Reading
-from routing.headroom.recovery import Verdict
 
 BANDED, BALANCED = "banded", "balanced"  # trinity.models.RoutingStrategy's values
 # Balanced: admitted plans whose scores fall in one band this factor wide rank as equals.
@@ -27,16 +28,10 @@ SPREAD = 1.25
 _LOG_SPREAD = log(SPREAD)
 
 
-class Ranked(NamedTuple):
-    """One ranked candidate. ``score`` and ``limiting_window`` are the balanced
-    strategy's (``balance_of``); the banded strategy leaves them None."""
-
-    candidate: Candidate
-    tier: Tier
-    headroom: Headroom
-    readmitted: Verdict | None = None
-    score: float | None = None
-    limiting_window: str | None = None
+# A ranked plan is its admitted verdict (``eligibility.Admitted``): the candidate, its
+# tier and headroom, why it was readmitted, and under the balanced strategy its score
+# and the window that set it (None under banded).
+Ranked = Admitted
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,51 +68,49 @@ _MEASURED = Tier.MEASURED
 _new = tuple.__new__
 
 
-class _Groups(NamedTuple):
-    """The candidates sorted into the groups the order is made of.
-
-    Banded: measured candidates in (band, agent count) buckets, each kept in the given
-    order (a handful of keys to sort instead of thousands of candidates). Balanced:
-    the admitted and the not admitted measured candidates, each beside a list of their
-    -score sort keys (parallel lists, not pairs: 10,000 pair tuples outlive the loop
-    and cost the garbage collector more than the sort).
-    """
-
-    measured: dict[tuple[int, int], list[Ranked]]
-    scored: list[Ranked]
-    scored_keys: list[float]
-    spent: list[Ranked]
-    spent_keys: list[float]
-    unknown: list[Ranked]
-    last_resort: list[Candidate]
-    excluded: list[Judged]
-
-    def ranking(self) -> Ranking:
-        ordered: list[Ranked] = []
-        # Balanced: admitted by score, unknown, then the not admitted by score (a
-        # nearly spent plan is still a plan before the key). Banded: the buckets in
-        # order, then unknown. A strategy leaves the other's groups empty.
-        ordered.extend(_by_key(self.scored, self.scored_keys))
-        for key in sorted(self.measured):
-            ordered.extend(self.measured[key])
-        ordered.extend(self.unknown)
-        ordered.extend(_by_key(self.spent, self.spent_keys))
-        return Ranking(tuple(ordered), tuple(self.last_resort), tuple(self.excluded))
-
-
-def _spread_band(score: float) -> float:
-    """The band of an admitted plan's score (bands a factor of ``SPREAD`` wide: 1.25**k
-    up to 1.25**(k+1)); within a band the load-balance order decides (fewest
-    agents first). Agents that leave a refusing plan together then spread over the
-    plans that score about as well instead of all landing on the single best one
-    (each arrival raises that plan's agent count), the way a ramp admits a herd a
-    few at a time."""
-    return floor(log(score) / _LOG_SPREAD) if score > 0 else -inf
-
-
-def _by_key(items: list[Ranked], keys: list[float]) -> Iterator[Ranked]:
+def _by_key(items: list[Ranked], keys: list[Any]) -> Iterator[Ranked]:
     # Stable: equal keys keep the order given (the load-balance order).
     return map(items.__getitem__, sorted(range(len(keys)), key=keys.__getitem__))
+
+
+# The fields the balanced order reads of a verdict, as C-level getters: it runs no
+# Python code per plan past their judgement (``map`` and ``compress`` over these,
+# then one sort of plain numbers).
+_SCORE, _LEFT = itemgetter(4), itemgetter(6)
+
+
+def _balanced(measured: list[Ranked]) -> tuple[Iterator[Ranked], Iterator[Ranked]]:
+    """The measured plans the hysteresis admits (strictly above 5 % of their tightest
+    window left), by band of their score, highest first; and the others, by score.
+
+    The bands are a factor of ``SPREAD`` wide (1.25**k up to 1.25**(k+1)); within one
+    the load-balance order decides (fewest agents first). Agents that leave a refusing
+    plan together then spread over the plans that score about as well instead of all
+    landing on the single best one (each arrival raises that plan's agent count), the
+    way a ramp admits a herd a few at a time. (Strictly above 5 % left, a score is
+    positive: its log is defined.)"""
+    admitted = list(map(gt, map(_LEFT, measured), repeat(ADMISSION_FLOOR)))
+    scored = list(compress(measured, admitted))
+    spent = list(compress(measured, map(not_, admitted)))
+    bands = map(floor, map(truediv, map(log, map(_SCORE, scored)), repeat(_LOG_SPREAD)))
+    return _by_key(scored, list(map(neg, bands))), _by_key(
+        spent, list(map(neg, map(_SCORE, spent)))
+    )
+
+
+def _banded(measured: list[Ranked]) -> list[Ranked]:
+    """The measured plans by 10-point band of fullness, then agent count, the order
+    given within both: in (band, agent count) buckets (a measured band is never None),
+    a handful of keys to sort instead of thousands of plans."""
+    buckets: dict[tuple[int | None, int], list[Ranked]] = {}
+    for verdict in measured:
+        key = (verdict[2][6], verdict[0][2])
+        bucket = buckets.get(key)
+        if bucket is None:
+            buckets[key] = [verdict]
+        else:
+            bucket.append(verdict)
+    return [verdict for key in sorted(buckets) for verdict in buckets[key]]
 
 
 def rank_candidates(
@@ -138,39 +131,14 @@ def rank_candidates(
     (a nearly spent plan is still a plan before the key). A ``window_reset``
     readmission ranks as unknown (its figures describe the window that reset).
     """
-    groups = _Groups({}, [], [], [], [], [], [], [])
-    measured, scored, scored_keys, spent, spent_keys, unknown, last_resort, excluded = groups
-    instants = admission.instants
-    now_us, five_hour_since = instants[0], instants[2]
-    family, balanced = admission.family, strategy == BALANCED
-    judge, get = admission.alternative, readings.get
-    for candidate in candidates:
-        reading = get(candidate[0])
-        verdict = judge(candidate, reading)
-        if isinstance(verdict, Excluded):
-            excluded.append(_new(Judged, (candidate, verdict)))
-            if verdict[2]:  # a last resort
-                last_resort.append(candidate)
-            continue
-        tier, headroom, readmitted = verdict[0], verdict[1], verdict[2]
-        if tier is not _MEASURED:
-            unknown.append(_new(Ranked, (candidate, tier, headroom, readmitted, None, None)))
-        elif balanced:
-            figures = reading._precomputed  # type: ignore[union-attr]  # measured: read
-            score, remaining, limiting = balance_at(figures, now_us, five_hour_since, family)
-            ranked = _new(Ranked, (candidate, tier, headroom, readmitted, score, limiting))
-            if remaining > ADMISSION_FLOOR:
-                scored.append(ranked)
-                scored_keys.append(-_spread_band(score))
-            else:
-                spent.append(ranked)
-                spent_keys.append(-score)
-        else:
-            key = (headroom[6] or 0, candidate[2])  # a measured band is never None
-            bucket = measured.get(key)
-            ranked = _new(Ranked, (candidate, tier, headroom, readmitted, None, None))
-            if bucket is None:
-                measured[key] = [ranked]
-            else:
-                bucket.append(ranked)
-    return groups.ranking()
+    balanced = strategy == BALANCED
+    measured, unknown, excluded = admission.alternatives(candidates, readings, balanced=balanced)
+    last_resort = tuple(j[0] for j in excluded if j[1][2])  # refused, still a last resort
+    # Balanced: admitted by score, unknown, then the not admitted by score (a nearly
+    # spent plan is still a plan before the key). Banded: measured, then unknown.
+    if balanced:
+        scored, spent = _balanced(measured)
+        ordered = (*scored, *unknown, *spent)
+    else:
+        ordered = (*_banded(measured), *unknown)
+    return Ranking(ordered, last_resort, tuple(excluded))

@@ -119,6 +119,11 @@ def test_the_postgres_query_returns_exactly_the_orm_reference_rows() -> None:
 
     queryset = Subscription.objects.filter(provider="anthropic")
     assert fast == plan_facts._candidates_orm(queryset, T0)
+    # Without the policy's terms (no rule of a thrifty agent reads them): the same rows,
+    # the three terms None, in both shapes.
+    lean = candidates_read(provider="anthropic", now=T0, terms=False)
+    assert lean == plan_facts._candidates_orm(queryset, T0, terms=False)
+    assert lean == [c._replace(plan_type=None, billing_class=None, overage=None) for c in fast]
     assert [(row.name, row.agent_count) for row in fast][0] == ("a", 0)
     assert [row.agent_count for row in fast] == [0, 0, 1, 1, 2, 3]
     assert {row.name for row in fast} == {"a", "b", "C", "c", excluded.name, "d_2"}

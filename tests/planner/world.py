@@ -129,6 +129,7 @@ class World:
         if self.refusing:
             return Excluded(Reason.REFUSING, "a fresh reading says it refuses")
         return Admitted(
+            Candidate(ORIGIN, f"plan-{ORIGIN}", 0),
             Tier.MEASURED if self.placeable else Tier.UNKNOWN,
             NO_EVIDENCE,
             forecast_out=self.forecast_out,

@@ -17,7 +17,6 @@ from routing.eligibility import (
     Reason,
     Role,
     admit,
-    admitted_each,
     forbidden,
 )
 from routing.facts import AgentFacts, TurnFacts
@@ -416,11 +415,16 @@ def test_the_selection_judges_each_plan_as_admit_does() -> None:
     admission = Admission.of(_agent(), _turn(), now=T0, tried=frozenset({6}))
     readings = {p.candidate.subscription_id: p.reading for p in plans if p.reading}
 
-    batch = admitted_each(admission, [p.candidate for p in plans], readings)
+    found = admission.alternatives([p.candidate for p in plans], readings)
 
     one_by_one = [_judge(p, Role.ALTERNATIVE, tried=frozenset({6})) for p in plans]
-    assert batch == one_by_one
-    assert [_reason(v) for v in batch] == [
+    admitted = [*found.measured, *found.unknown]
+    by_plan: dict[Candidate, Admitted | Excluded] = {v.candidate: v for v in admitted}
+    by_plan |= {j.candidate: j.verdict for j in found.excluded}
+    assert [by_plan[p.candidate] for p in plans] == one_by_one
+    assert [v.candidate for v in found.measured] == [plans[3].candidate]
+    assert [v.candidate for v in found.unknown] == [plans[4].candidate]
+    assert [_reason(v) for v in one_by_one] == [
         "assigned",
         "refusing",
         "skip_listed",
