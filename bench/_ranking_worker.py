@@ -137,8 +137,8 @@ def _checkout_api(agent: Any, now: Any) -> tuple[Callable[[], Any], Callable[...
         now=now, provider="anthropic", max_age=fresh_for(), family="seven_day_sonnet"
     )
 
-    def sql() -> Any:
-        return candidates_read(provider="anthropic", now=now)
+    def sql() -> Any:  # as the selection asks it (the plan terms only for a policy that reads them)
+        return candidates_read(provider="anthropic", now=now, terms=admission.hard_stop_only)
 
     def rank(candidates: Any, cached: Any, strategy: str) -> Any:
         return rank_candidates(candidates, cached, admission, strategy=strategy)

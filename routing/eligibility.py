@@ -40,12 +40,19 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from math import floor, log
 from typing import NamedTuple
 
 from routing import billing, policy
 from routing.attempt_refusal import RATE_LIMIT
 from routing.facts import FRESH_FOR, SKIP_WINDOW, AgentFacts, TurnFacts
-from routing.headroom.balance import balance_at, balance_of, incumbent_holds
+from routing.headroom.balance import (
+    ADMISSION_FLOOR,
+    SPREAD,
+    balance_of,
+    balance_of_windows,
+    incumbent_holds,
+)
 from routing.headroom.classification import (
     NO_EVIDENCE,
     Headroom,
@@ -211,19 +218,32 @@ class Judged(NamedTuple):
 
 
 class Alternatives(NamedTuple):
-    """The verdicts on many plans as alternatives, each list in the order the plans
-    were given: the admitted ones a reading measures, the admitted ones nothing
-    measures (no usable reading, or readmitted by a reset its figures predate), and the
-    excluded ones with their plans."""
+    """The verdicts on many plans as alternatives: the admitted ones a reading measures,
+    the admitted ones nothing measures (no usable reading, or readmitted by a reset its
+    figures predate), and the excluded ones with their plans, each in the order the plans
+    were given.
 
-    measured: list[Admitted]
+    The measured ones come grouped by the key the ranking orders them by, taken while
+    the plan's figures are at hand (not in a second pass over 10,000 verdicts): by
+    default the 10-point band of fullness. Asked for the balanced measure, ``measured``
+    holds the plans above the hysteresis floor (``balance.ADMISSION_FLOOR``), by minus
+    the band of their score (``balance.spread_band``), and ``spent`` the others, beside
+    ``spent_keys`` (minus each one's score). Small integers, every key: no allocation,
+    no hashing beyond their value."""
+
+    measured: dict[int, list[Admitted]]
     unknown: list[Admitted]
     excluded: list[Judged]
+    spent: list[Admitted]
+    spent_keys: list[float]
 
     def verdict(self) -> Admitted | Excluded:
         """The one verdict of a single plan's judgement."""
-        found = self.measured or self.unknown
-        return found[0] if found else self.excluded[0].verdict
+        found = [*self.measured.values(), self.unknown, self.spent]
+        for verdicts in found:
+            if verdicts:
+                return verdicts[0]
+        return self.excluded[0].verdict
 
 
 _PAUSED = Excluded(Reason.PAUSED, "paused by an admin")
@@ -238,6 +258,7 @@ _AUTONOMOUS_WAIT = f"; an autonomous turn waits {_AUTONOMOUS_WAIT_MINUTES} minut
 # Hot-path aliases: the selection judges every plan of the provider.
 _MEASURED, _UNKNOWN, _REFUSING_TIER = Tier.MEASURED, Tier.UNKNOWN, Tier.REFUSING
 _READMITTED_BY_RESET = Verdict.WINDOW_RESET
+_ADMISSION_FLOOR, _LOG_SPREAD = ADMISSION_FLOOR, log(SPREAD)
 _OK = ReadingStatus.OK
 _new = tuple.__new__
 
@@ -349,11 +370,15 @@ class Admission:
         the selection judges every plan of the provider with it, ``judge`` a single plan
         (so the checks live once), with what every verdict shares read once.
         ``balanced``: a measured plan's verdict also carries its balanced measure
-        (``score``, ``limiting_window``, ``remaining``), what the ranking orders by."""
-        measured: list[Admitted] = []
+        (``score``, ``limiting_window``, ``remaining``), and the measured ones come
+        split at the hysteresis floor (``Alternatives``)."""
+        measured: dict[int, list[Admitted]] = {}
         unknown: list[Admitted] = []
         excluded: list[Judged] = []
-        measure_, unmeasured, exclude = measured.append, unknown.append, excluded.append
+        spent: list[Admitted] = []
+        spent_keys: list[float] = []
+        group, unmeasured, exclude = measured.get, unknown.append, excluded.append
+        spend, spent_key = spent.append, spent_keys.append
         get = readings.get
         # The plans out of this turn's walk whatever they read, by id: one lookup a plan.
         out_of_walk = {
@@ -365,8 +390,9 @@ class Admission:
         special = out_of_walk.get
         restricts = self.hard_stop_only
         family, now, instants = self.family, self.now, self.instants
-        now_us, max_age_us, five_hour_since = instants[0], instants[0] - instants[1], instants[2]
+        now_us, max_age_us = instants[0], instants[0] - instants[1]
         skip_since = now - self.skip_window
+        skip_listed: dict[str | None, Excluded] = {}
         for candidate in candidates:
             if candidate[7] or restricts:  # paused, or a policy that restricts plans
                 forbidden = self._forbidden(candidate, Role.ALTERNATIVE)
@@ -380,18 +406,19 @@ class Admission:
                 continue
             reading = get(pk)
             if reading is None:
-                figures = None
+                held = None
                 headroom = NO_EVIDENCE
             else:
                 figures = reading._precomputed
                 if figures is None:
                     figures = precomputed_of(reading)
-                # ``headroom_held``'s lookup inlined: a call per plan saved.
+                # ``headroom_held``'s lookup inlined: a call per plan saved. Its entry
+                # also holds a measured reading's balanced windows.
                 held = figures[9].get(family)
-                if held is not None and held[0] <= now_us < held[1] and held[2] == max_age_us:
-                    headroom = held[3]
-                else:
-                    headroom = headroom_held(reading, figures, instants, family)
+                if held is None or not (held[0] <= now_us < held[1] and held[2] == max_age_us):
+                    headroom_held(reading, figures, instants, family)
+                    held = figures[9][family]
+                headroom = held[3]
             tier = headroom[0]
             if tier is _REFUSING_TIER:
                 exclude(_new(Judged, (candidate, self._refusing(reading))))
@@ -403,7 +430,12 @@ class Admission:
                     reading, headroom, now, failed_at, family, candidate[4]
                 )
                 if readmitted is None and failed_at > skip_since:
-                    exclude(_new(Judged, (candidate, self._skip_listed(candidate))))
+                    # One verdict per refusal window named: they are alike.
+                    window = candidate[5]
+                    skipped = skip_listed.get(window)
+                    if skipped is None:
+                        skipped = skip_listed[window] = self._skip_listed(candidate)
+                    exclude(_new(Judged, (candidate, skipped)))
                     continue
             if tier is not _MEASURED or readmitted is _READMITTED_BY_RESET:
                 # A reset readmits as unknown: its figures describe the window that ended.
@@ -425,33 +457,48 @@ class Admission:
                         ),
                     )
                 )
-            elif balanced and figures is not None:
-                score, left, limiting = balance_at(figures, now_us, five_hour_since, family)
-                measure_(
-                    _new(
-                        Admitted,
-                        (
-                            candidate,
-                            tier,
-                            headroom,
-                            readmitted,
-                            score,
-                            limiting,
-                            left,
-                            False,
-                            False,
-                            "",
-                        ),
-                    )
+            elif balanced and held is not None:
+                score, left, limiting = balance_of_windows(held[4], held[5], now_us)
+                verdict = _new(
+                    Admitted,
+                    (
+                        candidate,
+                        tier,
+                        headroom,
+                        readmitted,
+                        score,
+                        limiting,
+                        left,
+                        False,
+                        False,
+                        "",
+                    ),
                 )
+                if left > _ADMISSION_FLOOR:
+                    # ``balance.spread_band`` inlined (a score above the floor is
+                    # positive): a call per plan saved.
+                    key = -floor(log(score) / _LOG_SPREAD)
+                    verdicts = group(key)
+                    if verdicts is None:
+                        measured[key] = [verdict]
+                    else:
+                        verdicts.append(verdict)
+                else:
+                    spend(verdict)
+                    spent_key(-score)
             else:
-                measure_(
-                    _new(
-                        Admitted,
-                        (candidate, tier, headroom, readmitted, None, None, None, False, False, ""),
-                    )
+                verdict = _new(
+                    Admitted,
+                    (candidate, tier, headroom, readmitted, None, None, None, False, False, ""),
                 )
-        return Alternatives(measured, unknown, excluded)
+                # Banded: by 10-point band of fullness (a measured band is never None).
+                key = headroom[6] or 0
+                verdicts = group(key)
+                if verdicts is None:
+                    measured[key] = [verdict]
+                else:
+                    verdicts.append(verdict)
+        return Alternatives(measured, unknown, excluded, spent, spent_keys)
 
     def _refusing(self, reading: Reading | None) -> Excluded:
         """A fresh reading refuses: for the turn's family only when the reading serves

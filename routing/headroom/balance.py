@@ -10,10 +10,16 @@ it 10,000 times; ``balance_of`` is that implementation asked with datetimes.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from math import floor, inf, log
 from typing import NamedTuple
 
 from routing.headroom.classification import Tier, classify_headroom, instants_at
-from routing.headroom.precomputed import Precomputed, deciding_windows, precomputed_of
+from routing.headroom.precomputed import (
+    DecidingWindow,
+    Precomputed,
+    deciding_windows,
+    precomputed_of,
+)
 from routing.headroom.reading import SEVEN_DAY, Reading
 
 # A window about to reset is worth more than its remaining figure, but not without
@@ -24,6 +30,10 @@ PACE_FLOOR = 0.05
 # admitted only strictly above ADMISSION_FLOOR.
 INCUMBENT_FLOOR = 2.0
 ADMISSION_FLOOR = 5.0
+# The balanced ranking: admitted plans whose scores fall in one band this factor wide
+# rank as equals (``spread_band``).
+SPREAD = 1.25
+_LOG_SPREAD = log(SPREAD)
 _US_PER_SECOND = 1_000_000
 
 
@@ -48,14 +58,24 @@ def balance_at(
 
     Only for a measured (serving, usable) reading: every deciding window present
     carries a figure. The 5h figure counts while it counts for banded (at or after
-    ``five_hour_since``). An unknown reset counts as a whole window left (the least
-    the figure can be worth).
+    ``five_hour_since``).
     """
     deciding = figures[10].get(family)
     if deciding is None:
         deciding = deciding_windows(figures, family)
-    # Without the 5h window once its figure no longer counts.
-    windows, remaining = deciding[figures[0] < five_hour_since]
+    # Without the 5h window once its figure no longer counts. (A conditional, not an
+    # index by the comparison: a bool index leaves the tuple's fast path.)
+    windows, remaining = deciding[1] if figures[0] < five_hour_since else deciding[0]
+    return balance_of_windows(windows, remaining, now)
+
+
+def balance_of_windows(
+    windows: tuple[DecidingWindow, ...], remaining: float, now: int
+) -> tuple[float, float, str]:
+    """``balance_at`` of the deciding ``windows`` that count (and ``remaining``, their
+    lowest remaining percent) at ``now`` (µs), as the classification keeps them beside
+    a measured reading's headroom (``headroom_held``): the ranking's hot path. An
+    unknown reset counts as a whole window left (the least the figure can be worth)."""
     best_score, best_name = 0.0, ""
     for name, left, resets_at, duration in windows:
         if resets_at is None:
@@ -80,6 +100,15 @@ def balance_of(
         return None
     instants = instants_at(now, max_age)
     return Balance._make(balance_at(precomputed_of(reading), instants[0], instants[2], family))
+
+
+def spread_band(score: float) -> float:
+    """The band of an admitted plan's score (bands a factor of ``SPREAD`` wide: 1.25**k
+    up to 1.25**(k+1)); within a band the load-balance order decides (fewest agents
+    first). Agents that leave a refusing plan together then spread over the plans that
+    score about as well instead of all landing on the single best one (each arrival
+    raises that plan's agent count), the way a ramp admits a herd a few at a time."""
+    return floor(log(score) / _LOG_SPREAD) if score > 0 else -inf
 
 
 def admitted(balance: Balance) -> bool:

@@ -35,13 +35,19 @@ candidate_row = partial(_new, Candidate)
 _agent_count = itemgetter(2)
 
 
-def in_load_balance_order(candidates: list[Candidate]) -> list[Candidate]:
+class LoadBalanced(list[Candidate]):
+    """Candidates in load-balance order, as ``in_load_balance_order`` returns them: the
+    ranking takes them so without checking (``ranking.rank_candidates``)."""
+
+
+def in_load_balance_order(candidates: list[Candidate]) -> LoadBalanced:
     """``candidates``, given in name order, in load-balance order: fewest agents first,
-    name order within a count. Sorts the list in place and returns it.
+    name order within a count. Sorts the list in place and returns it as
+    ``LoadBalanced`` (a copy of the list, not of the candidates).
 
     A stable sort on the agent count of rows in their source's name order: the
     database's (its collation) or the caller's. Sorting 10,000 rows by (count, name)
     in the database costs more than the query around it.
     """
     candidates.sort(key=_agent_count)
-    return candidates
+    return LoadBalanced(candidates)

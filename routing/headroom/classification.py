@@ -15,7 +15,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple, cast
 
-from routing.headroom.precomputed import Precomputed, WindowFigures, precomputed_of
+from routing.headroom.precomputed import (
+    Precomputed,
+    WindowFigures,
+    deciding_windows,
+    precomputed_of,
+)
 from routing.headroom.reading import Reading, ReadingStatus, micros
 from routing.headroom.windows import turn_windows
 
@@ -207,7 +212,14 @@ def headroom_held(
         return held_headroom
     headroom = _headroom_at(reading, precomputed, instants, family)
     held_from, held_until = _holds_between(precomputed, now, max_age, family)
-    held[family] = (held_from, held_until, max_age, headroom)
+    # A measured reading's balanced windows as they count while this holds (the 5h
+    # figure's edge is one of its bounds): the balanced ranking reads them from here.
+    if headroom[0] is _MEASURED:
+        both = deciding_windows(precomputed, family)
+        windows, remaining = both[1] if precomputed[0] < instants[2] else both[0]
+    else:
+        windows, remaining = (), 100.0
+    held[family] = (held_from, held_until, max_age, headroom, windows, remaining)
     return headroom
 
 

@@ -46,29 +46,24 @@ class Precomputed(NamedTuple):
     core_blocked: bool
     windows: dict[str, WindowFigures]
     # The classification's memo (``classification.headroom_held``): family -> (from,
-    # until, max_age µs, headroom). Filled as rankings ask; a cache, never evidence.
-    held: dict[str | None, tuple[int, int, int, Any]]
+    # until, max_age µs, headroom, and for a measured one the balanced score's windows
+    # and their lowest remaining percent as they count meanwhile). Filled as rankings
+    # ask; a cache, never evidence.
+    held: dict[str | None, tuple[int, int, int, Any, tuple[DecidingWindow, ...], float]]
     # The balanced score's windows per family (``balance.balance_at``), built on use:
     # with the 5h window and without it (once its figure no longer counts), each with
     # the lowest remaining percent among them.
     deciding: dict[str | None, tuple[Deciding, Deciding]]
 
 
-class DecidingWindow(NamedTuple):
-    """A window a measured reading's balanced score is judged on, for one family."""
-
-    name: str
-    remaining: float
-    reset: int | None  # µs
-    duration: float  # seconds
-
-
-class Deciding(NamedTuple):
-    """The windows a balanced score is judged on, and the lowest remaining percent of
-    them (never above 100)."""
-
-    windows: tuple[DecidingWindow, ...]
-    remaining: float
+# A window a measured reading's balanced score is judged on, for one family: its name,
+# remaining percent, reset (µs, None: unknown) and duration (seconds). Plain tuples, not
+# named ones: the balanced ranking unpacks 10,000 readings' windows, and Python unpacks
+# and indexes an exact tuple on a fast path a named tuple does not take.
+DecidingWindow = tuple[str, float, "int | None", float]
+# The windows a balanced score is judged on, and the lowest remaining percent of them
+# (never above 100).
+Deciding = tuple[tuple[DecidingWindow, ...], float]
 
 
 _WEEK_SECONDS = WEEK.total_seconds()
@@ -136,15 +131,15 @@ def deciding_windows(precomputed: Precomputed, family: str | None) -> tuple[Deci
     if found is None:
         windows = precomputed[8]
         every = tuple(
-            DecidingWindow(name, window[4], window[1], window[5])
+            (name, window[4], window[1], window[5])
             for name in turn_windows(family)
             if (window := windows.get(name)) is not None and window[4] is not None
         )
-        without_five = tuple(w for w in every if w.name != FIVE_HOUR)
+        without_five = tuple(w for w in every if w[0] != FIVE_HOUR)
         found = precomputed[10][family] = (_deciding(every), _deciding(without_five))
     return found
 
 
 def _deciding(windows: tuple[DecidingWindow, ...]) -> Deciding:
     # Never above 100, as a score's floor reads it.
-    return Deciding(windows, min([100.0, *(w.remaining for w in windows)]))
+    return (windows, min([100.0, *(w[1] for w in windows)]))

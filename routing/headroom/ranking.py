@@ -12,20 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from math import floor, log
-from operator import gt, itemgetter, neg, not_, truediv
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from routing.eligibility import Admission, Admitted, Candidate, Judged, Reason
-from routing.headroom.balance import ADMISSION_FLOOR
-from routing.headroom.classification import Tier
+from routing.headroom.candidates import LoadBalanced
 from routing.headroom.reading import Reading
 
 BANDED, BALANCED = "banded", "balanced"  # trinity.models.RoutingStrategy's values
-# Balanced: admitted plans whose scores fall in one band this factor wide rank as equals.
-SPREAD = 1.25
-_LOG_SPREAD = log(SPREAD)
 
 
 # A ranked plan is its admitted verdict (``eligibility.Admitted``): the candidate, its
@@ -63,54 +58,26 @@ def dropped_of(excluded: tuple[Judged, ...]) -> tuple[Candidate, ...]:
     )
 
 
-# Hot-path aliases: ranking 10,000 candidates runs the loop below 10,000 times.
-_MEASURED = Tier.MEASURED
-_new = tuple.__new__
-
-
 def _by_key(items: list[Ranked], keys: list[Any]) -> Iterator[Ranked]:
     # Stable: equal keys keep the order given (the load-balance order).
     return map(items.__getitem__, sorted(range(len(keys)), key=keys.__getitem__))
 
 
-# The fields the balanced order reads of a verdict, as C-level getters: it runs no
-# Python code per plan past their judgement (``map`` and ``compress`` over these,
-# then one sort of plain numbers).
-_SCORE, _LEFT = itemgetter(4), itemgetter(6)
+_AGENT_COUNT = itemgetter(2)  # a candidate's
 
 
-def _balanced(measured: list[Ranked]) -> tuple[Iterator[Ranked], Iterator[Ranked]]:
-    """The measured plans the hysteresis admits (strictly above 5 % of their tightest
-    window left), by band of their score, highest first; and the others, by score.
-
-    The bands are a factor of ``SPREAD`` wide (1.25**k up to 1.25**(k+1)); within one
-    the load-balance order decides (fewest agents first). Agents that leave a refusing
-    plan together then spread over the plans that score about as well instead of all
-    landing on the single best one (each arrival raises that plan's agent count), the
-    way a ramp admits a herd a few at a time. (Strictly above 5 % left, a score is
-    positive: its log is defined.)"""
-    admitted = list(map(gt, map(_LEFT, measured), repeat(ADMISSION_FLOOR)))
-    scored = list(compress(measured, admitted))
-    spent = list(compress(measured, map(not_, admitted)))
-    bands = map(floor, map(truediv, map(log, map(_SCORE, scored)), repeat(_LOG_SPREAD)))
-    return _by_key(scored, list(map(neg, bands))), _by_key(
-        spent, list(map(neg, map(_SCORE, spent)))
-    )
+def _in_count_order(candidates: Sequence[Candidate]) -> bool:
+    """Whether ``candidates`` come by agent count, fewest first (as in load-balance
+    order): known of ``in_load_balance_order``'s, else checked (in C, a sort that
+    finds them sorted in one pass)."""
+    if type(candidates) is LoadBalanced:
+        return True
+    counts = list(map(_AGENT_COUNT, candidates))
+    return counts == sorted(counts)
 
 
-def _banded(measured: list[Ranked]) -> list[Ranked]:
-    """The measured plans by 10-point band of fullness, then agent count, the order
-    given within both: in (band, agent count) buckets (a measured band is never None),
-    a handful of keys to sort instead of thousands of plans."""
-    buckets: dict[tuple[int | None, int], list[Ranked]] = {}
-    for verdict in measured:
-        key = (verdict[2][6], verdict[0][2])
-        bucket = buckets.get(key)
-        if bucket is None:
-            buckets[key] = [verdict]
-        else:
-            bucket.append(verdict)
-    return [verdict for key in sorted(buckets) for verdict in buckets[key]]
+def _verdict_agent_count(verdict: Ranked) -> int:
+    return verdict[0][2]
 
 
 def rank_candidates(
@@ -132,13 +99,22 @@ def rank_candidates(
     readmission ranks as unknown (its figures describe the window that reset).
     """
     balanced = strategy == BALANCED
-    measured, unknown, excluded = admission.alternatives(candidates, readings, balanced=balanced)
+    found = admission.alternatives(candidates, readings, balanced=balanced)
+    measured, excluded = found.measured, found.excluded
+    if not balanced and not _in_count_order(candidates):
+        # Banded ranks by agent count within a band: given out of load-balance order,
+        # each band is put in it (stable: the order given within one count).
+        for verdicts in measured.values():
+            verdicts.sort(key=_verdict_agent_count)
     last_resort = tuple(j[0] for j in excluded if j[1][2])  # refused, still a last resort
-    # Balanced: admitted by score, unknown, then the not admitted by score (a nearly
-    # spent plan is still a plan before the key). Banded: measured, then unknown.
-    if balanced:
-        scored, spent = _balanced(measured)
-        ordered = (*scored, *unknown, *spent)
-    else:
-        ordered = (*_banded(measured), *unknown)
+    # Balanced: admitted by band of their score, highest first (``balance.spread_band``:
+    # the load-balance order within one), unknown, then the measured ones below the
+    # hysteresis floor by score (a nearly spent plan is still a plan before the key).
+    # Banded: measured by band of fullness, then agent count; then unknown (nothing is
+    # spent). Each group by the key it came with (``eligibility.Alternatives``).
+    ordered = (
+        *chain.from_iterable(map(measured.__getitem__, sorted(measured))),
+        *found.unknown,
+        *_by_key(found.spent, found.spent_keys),
+    )
     return Ranking(ordered, last_resort, tuple(excluded))

@@ -345,3 +345,29 @@ def test_plans_that_score_about_as_well_take_agents_fewest_first() -> None:
 
     assert [r.candidate.subscription_id for r in ranking.ranked] == [2, 1, 3]
     assert [round(r.score or 0) for r in ranking.ranked] == [58, 66, 40]
+
+
+def test_the_ranking_scores_as_balance_of_while_the_kept_classification_holds() -> None:
+    # The ranking reads a measured plan's windows from the classification it keeps on
+    # the reading (``headroom_held``); asked again as the 5h figure stops counting and
+    # as a reset nears, on the same reading, it still scores as ``balance_of`` does.
+    subject = reading(
+        five_hour=60.0,
+        seven_day=20.0,
+        five_hour_resets_in=2 * HOUR,
+        seven_day_resets_in=3 * DAY,
+        extra={"seven_day_sonnet": window(30.0, resets_in=2 * DAY)},
+    )
+    candidate = _c(1)
+    for family in (None, "seven_day_sonnet"):
+        for later in (timedelta(0), 29 * MINUTE, 30 * MINUTE, 31 * MINUTE, 50 * MINUTE, -MINUTE):
+            now = T0 + later
+            admission = Admission(now=now, provider="anthropic", max_age=MAX_AGE, family=family)
+            ranked = rank_candidates([candidate], {1: subject}, admission, strategy=BALANCED)
+            expected = balance_of(replace(subject), now=now, max_age=MAX_AGE, family=family)
+            assert expected is not None
+            found = ranked.ranked[0]
+            assert (found.score, found.remaining, found.limiting_window) == tuple(expected), (
+                family,
+                later,
+            )

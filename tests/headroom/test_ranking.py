@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from routing.eligibility import Admission, Candidate
+from routing.headroom.candidates import in_load_balance_order
 from routing.headroom.classification import Tier
 from routing.headroom.ranking import rank_candidates
 from routing.headroom.reading import Reading, ReadingStatus
@@ -29,11 +30,16 @@ def test_measured_candidates_rank_by_band_then_agent_count_then_given_order() ->
         4: reading(five_hour=0, seven_day=10.0),  # band 1, 2 agents
         5: reading(five_hour=0, seven_day=20.0),  # band 2 (the edge), 0 agents
     }
-    ranking = rank_candidates(
-        candidates, readings, Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
-    )
+    admission = Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    ranking = rank_candidates(candidates, readings, admission)
     assert [r.candidate.subscription_id for r in ranking.ranked] == [2, 3, 4, 1, 5]
     assert all(r.tier is Tier.MEASURED for r in ranking.ranked)
+    # Given out of load-balance order (above) each band is put in it; given in it (as
+    # every source gives them), the order is taken as it comes: the same ranking.
+    in_order = in_load_balance_order(list(candidates))
+    assert [c.subscription_id for c in in_order] == [1, 5, 2, 3, 4]
+    ranked = rank_candidates(in_order, readings, admission).ranked
+    assert [r.candidate.subscription_id for r in ranked] == [2, 3, 4, 1, 5]
 
 
 def test_a_stale_five_hour_figure_no_longer_pushes_a_candidate_down() -> None:

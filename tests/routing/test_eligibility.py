@@ -418,11 +418,12 @@ def test_the_selection_judges_each_plan_as_admit_does() -> None:
     found = admission.alternatives([p.candidate for p in plans], readings)
 
     one_by_one = [_judge(p, Role.ALTERNATIVE, tried=frozenset({6})) for p in plans]
-    admitted = [*found.measured, *found.unknown]
+    measured = [v for group in found.measured.values() for v in group]
+    admitted = [*measured, *found.unknown]
     by_plan: dict[Candidate, Admitted | Excluded] = {v.candidate: v for v in admitted}
     by_plan |= {j.candidate: j.verdict for j in found.excluded}
     assert [by_plan[p.candidate] for p in plans] == one_by_one
-    assert [v.candidate for v in found.measured] == [plans[3].candidate]
+    assert [v.candidate for v in measured] == [plans[3].candidate]
     assert [v.candidate for v in found.unknown] == [plans[4].candidate]
     assert [_reason(v) for v in one_by_one] == [
         "assigned",
