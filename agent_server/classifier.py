@@ -2,7 +2,7 @@
 Messages API's answer, or a failed Codex turn with the provider answer the forwarder
 kept) into a typed error code and the reset it carried. Pure: no I/O, `now` is
 passed in. (What the platform makes of that code is
-`subscriptions/classifier.py`'s question.)
+`routing/attempt_refusal.py`'s question.)
 
 The HTTP status the provider answered (the CLI's `api_error_status`) is read first and
 the text second, because the CLI's sentences are UI copy that changes between

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-import subscriptions.policy as policy
+import routing.policy as policy
 from agents import lifecycle, services
 from agents.models import (
     CLI_TOOLS,

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 from django.utils.dateparse import parse_datetime
 
-from agents.rung import Rung
+from routing.rung import Rung
 from trinity.crypto import Secret
 from trinity.http import ProcessClient
 from trinity.redaction import redact

@@ -18,13 +18,14 @@ from django.db import transaction
 
 from agents.client import AgentServerClient, AgentServerUnavailable, ReloadRefused
 from agents.models import Agent, AuthMode, Isolation, ProcessState, Runtime, isolation_recorded
-from agents.rung import Rung, RungKind
 from agents.runtimes import SpawnSpec, get_runtime
 from agents.runtimes.base import Spawned, StartConflict
-from subscriptions.policy import agent_key_verdict
+from routing.policy import agent_key_verdict
+from routing.providers import key_label, platform_key
+from routing.rung import Rung, RungKind
 from trinity.celery import app as celery_app
+from trinity.crypto import Secret
 from trinity.markers import marker_claim, marker_release
-from trinity.platform_keys import key_label, platform_key
 from trinity.redaction import redact
 from trinity.selectors import system_settings_get
 
@@ -52,7 +53,7 @@ def baseline_rung(agent: Agent) -> Rung | None:
     of the agent's provider (``Agent.provider``: never another provider's) where the
     key verdict allows it (the system's fallback on, that key configured, the agent's
     policy and flag not forbidding it), else None. The verdict is the routing
-    policy's (``subscriptions.policy``: the only module of subscriptions agents
+    policy's (``routing.policy``: the only module of subscriptions agents
     imports, pure, no models, no I/O), so the boot credential and the walk agree.
     """
     subscription = agent.subscription
@@ -113,9 +114,18 @@ def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
             # own .env cannot override.
             "TRINITY_AGENT_ALLOWED_TOOLS": ",".join(agent.allowed_tools),
         },
-        credentials=rung.env() if rung is not None else {},
+        credentials=_boot_credentials(rung),
     )
     return auth_mode(rung), spec
+
+
+def _boot_credentials(rung: Rung | None) -> dict[str, Secret]:
+    """The environment entry the agent boots with for ``rung`` ({} for none). The
+    routing core types a rung's secret by protocol; the spawn takes trinity's
+    ``Secret`` (the same value, still never printed)."""
+    if rung is None:
+        return {}
+    return {name: Secret(secret.reveal()) for name, secret in rung.env().items()}
 
 
 def client_for(agent: Agent) -> AgentServerClient:

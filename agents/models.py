@@ -7,10 +7,10 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from agents.rung import RungKind
+from routing.providers import ANTHROPIC, OPENAI
+from routing.rung import RungKind
 from trinity.crypto import EncryptedSecretField
 from trinity.models import RoutingPolicy as RoutingPolicy  # its home is trinity (settings)
-from trinity.platform_keys import ANTHROPIC, OPENAI
 
 
 class Runtime(models.TextChoices):

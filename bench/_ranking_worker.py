@@ -56,6 +56,11 @@ def main() -> None:
 
     with throwaway_postgres(os.environ["BENCH_DATABASE_URL"]) as url:
         boot(database_url=url)
+        # Both sides share one Redis database: keys of their own, so neither reads the
+        # other's snapshots (two checkouts may store them in different forms).
+        from django.core.cache import caches
+
+        caches["default"].key_prefix = f"trinity-bench-{os.getpid()}"
         figures, ids = _figures(ranking)
         _serve(figures, ids)
 
@@ -64,14 +69,8 @@ def _figures(ranking: Any) -> tuple[dict[str, Callable[[], object]], list[int]]:
     from django.contrib.auth.models import User
 
     from agents.models import Agent
-    from subscriptions.headroom.selection import candidates_filtered, fresh_for, rank_alternatives
     from subscriptions.headroom.store import snapshots_read, snapshots_write
     from trinity.crypto import Secret
-
-    try:
-        from subscriptions.headroom.ranking import rank_candidates
-    except ImportError:  # a checkout from before the rules were split by question
-        from subscriptions.headroom.ranking import rank_candidates
 
     size, now = ranking.N, ranking.NOW
     rng = random.Random(7)
@@ -88,22 +87,63 @@ def _figures(ranking: Any) -> tuple[dict[str, Callable[[], object]], list[int]]:
     agent = Agent.objects.create(
         name="bench-agent", owner=owner, model="claude-sonnet-4-5", shared_secret=token
     )
-    candidates = candidates_filtered(provider="anthropic", exclude_ids=(agent.pk,), now=now)
+    sql, rank = _checkout_api(agent, now)
+    candidates = sql()
     cached = snapshots_read([c.subscription_id for c in candidates]).readings
-    family, max_age = "seven_day_sonnet", fresh_for()
+    from subscriptions.headroom.selection import rank_alternatives
+
     figures: dict[str, Callable[[], object]] = {
         "e2e_balanced": lambda: rank_alternatives(agent=agent, now=now, strategy="balanced"),
         "e2e_banded": lambda: rank_alternatives(agent=agent, now=now, strategy="banded"),
-        "sql": lambda: candidates_filtered(provider="anthropic", exclude_ids=(agent.pk,), now=now),
+        "sql": sql,
         "store": lambda: snapshots_read([c.subscription_id for c in candidates]),
-        "rank_balanced": lambda: rank_candidates(
-            candidates, cached, now=now, max_age=max_age, family=family, strategy="balanced"
-        ),
-        "rank_banded": lambda: rank_candidates(
-            candidates, cached, now=now, max_age=max_age, family=family, strategy="banded"
-        ),
+        "rank_balanced": lambda: rank(candidates, cached, "balanced"),
+        "rank_banded": lambda: rank(candidates, cached, "banded"),
     }
     return figures, ids
+
+
+def _checkout_api(agent: Any, now: Any) -> tuple[Callable[[], Any], Callable[..., Any]]:
+    """The checkout's query of the provider's plans and its ranking call, whichever
+    layout it has: the routing core's (``admit`` judging every plan) or the one before
+    it (a filtered query, the ranking given ``now`` and the freshness limit)."""
+    try:
+        from routing.eligibility import Admission
+        from routing.headroom.ranking import rank_candidates
+        from subscriptions.plan_facts import candidates_read, fresh_for
+    except ImportError:
+        from subscriptions.headroom.ranking import rank_candidates  # type: ignore[no-redef]
+
+        from subscriptions.headroom.selection import (  # type: ignore[attr-defined]
+            candidates_filtered,
+            fresh_for,  # type: ignore[no-redef]
+        )
+
+        def sql_before() -> Any:
+            return candidates_filtered(provider="anthropic", exclude_ids=(agent.pk,), now=now)
+
+        def rank_before(candidates: Any, cached: Any, strategy: str) -> Any:
+            return rank_candidates(
+                candidates,
+                cached,
+                now=now,
+                max_age=fresh_for(),
+                family="seven_day_sonnet",
+                strategy=strategy,
+            )
+
+        return sql_before, rank_before
+    admission = Admission(
+        now=now, provider="anthropic", max_age=fresh_for(), family="seven_day_sonnet"
+    )
+
+    def sql() -> Any:  # as the selection asks it (the plan terms only for a policy that reads them)
+        return candidates_read(provider="anthropic", now=now, terms=admission.hard_stop_only)
+
+    def rank(candidates: Any, cached: Any, strategy: str) -> Any:
+        return rank_candidates(candidates, cached, admission, strategy=strategy)
+
+    return sql, rank
 
 
 def _serve(figures: dict[str, Callable[[], object]], ids: list[int]) -> None:

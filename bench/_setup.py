@@ -295,7 +295,7 @@ def fleet_create(
     from knox.models import AuthToken
 
     from agents.models import Agent, AuthMode, ProcessState, Runtime
-    from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+    from routing.headroom.reading import Reading, ReadingStatus, WindowReading
     from subscriptions.headroom.store import snapshots_write
     from subscriptions.models import Subscription
     from trinity.crypto import Secret

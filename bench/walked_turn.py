@@ -180,7 +180,7 @@ def run(
 
 
 def exhausted_readings(fleet: Fleet, *, now: datetime) -> None:
-    from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+    from routing.headroom.reading import Reading, ReadingStatus, WindowReading
     from subscriptions.headroom.store import snapshots_write
 
     five = WindowReading(97.0, now + timedelta(hours=1), "allowed_warning")

@@ -2,9 +2,9 @@
 previous turn while that credential is eligible, so the session's prompt cache on
 that account stays warm.
 
-The decision is ``subscriptions.policy.affinity_target`` (pure); eligibility of the
+The decision is ``routing.policy.affinity_target`` (pure); eligibility of the
 plan is ``subscriptions.pool.affinity_rung``; the planner
-(``subscriptions/planner/plan.py::_affinity``) spends the reads only on chat turns
+(``routing/planner/plan.py::_affinity``) spends the reads only on chat turns
 that carry a session id. A turn served by
 affinity on a plan other than the assignment commits no switch: sessions of one agent
 on two plans would otherwise flip its assignment back and forth.

@@ -34,7 +34,7 @@ from execution.selectors import (
     usage_report,
     usage_totals,
 )
-from subscriptions.walk import Stop
+from routing.walk import Stop
 from trinity import clock
 from trinity.api import MAX_ID
 from trinity.errors import InvalidInput

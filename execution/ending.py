@@ -12,8 +12,8 @@ from agents.client import TurnOutcome
 from execution import parking
 from execution.models import Execution, Status
 from execution.turn_state import TurnState
+from routing.planner import Fail, Park
 from subscriptions.key_spend import BudgetClosed, key_budget_notify
-from subscriptions.planner import Fail, Park
 from trinity import clock
 from trinity.notifications import notification_send
 from trinity.redaction import redact

@@ -2,8 +2,10 @@
 (a cache read, a query, the agent's start) and adds it to the turn's evidence.
 
 The served path asks three: the breaker (one cache GET), readiness (in memory when the
-agent is up) and the assignment's cached evidence (one cache round trip). Ranking, the
-key rung's state and the secrets are read only when the planner routes or walks.
+agent is up) and the assignment's verdict (its row in memory, one cache round trip).
+Ranking, the key rung's state and the secrets are read only when the planner routes or
+walks. Whether a plan may serve is never decided here: the gatherers read facts and
+``routing.eligibility`` (``Admission``, ``admit``) judges them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import Any
 
 from django.db import DatabaseError
 
@@ -19,14 +22,11 @@ from agents import lifecycle
 from agents.models import Agent, AuthMode, ProcessState
 from execution import affinity
 from execution.turn_state import TurnState
-from subscriptions import breaker, leases, pool
-from subscriptions.headroom.placement import settled
-from subscriptions.headroom.selection import rank_alternatives
-from subscriptions.headroom.store import snapshots_read, turn_evidence_read
-from subscriptions.planner import (
+from routing.eligibility import Admission, Admitted, PlanFacts, Role, forbidden
+from routing.headroom.placement import settled
+from routing.planner import (
     AgentFacts,
     Ask,
-    AssignedVerdict,
     Current,
     Evidence,
     KeyState,
@@ -35,8 +35,16 @@ from subscriptions.planner import (
     Previous,
     SettingsFacts,
 )
+from routing.providers import key_label
+from subscriptions import breaker, leases, pool
+from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.plan_facts import (
+    candidate_of_plan,
+    plan_facts_read,
+    selection_read,
+    session_plan_read,
+)
 from trinity import clock
-from trinity.platform_keys import key_label
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +112,13 @@ def _agent_facts(state: TurnState, need: Need, now: datetime) -> Evidence:
         moved_from=None if settled(moved_at, now=now) else moved_from,
     )
     legacy = Legacy(assignment=agent.subscription_id)
-    return replace(state.evidence, ready="", agent=facts, legacy=legacy)
+    subscription = agent.subscription if agent.subscription_id is not None else None
+    assigned = None
+    if subscription is not None:
+        # A rule that forbids the assignment is known from its row (no cache read).
+        turn = state.evidence.turn
+        assigned = forbidden(candidate_of_plan(subscription, None), facts, turn, now=now)
+    return replace(state.evidence, ready="", agent=facts, legacy=legacy, assigned=assigned)
 
 
 def _unready(state: TurnState) -> str:
@@ -143,28 +157,20 @@ def _settings(state: TurnState, need: Need, now: datetime) -> Evidence:
     return replace(state.evidence, settings=facts)
 
 
-def _expected_turn(state: TurnState, now: datetime) -> timedelta:
-    """How long the turn is expected to run from ``now``, for the forecasts."""
-    return pool.forecast_turn_length(now=now, budget_end=state.evidence.turn.budget_end)
+def _admission(state: TurnState, now: datetime, **out: Any) -> Admission:
+    """What ``admit`` reads of this turn and its agent at ``now``."""
+    agent = state.evidence.agent
+    assert agent is not None  # noqa: S101 - asked only once the agent is ready
+    return Admission.of(agent, state.evidence.turn, now=now, **out)
 
 
 def _assigned(state: TurnState, need: Need, now: datetime) -> Evidence:
-    """The assignment's snapshot, refusal mark and forecast (one cache round trip),
-    judged for the turn's model family; the forecast only when it is not refusing."""
-    origin = state.agent.subscription_id
-    assert origin is not None  # noqa: S101 - the planner asks only with an assignment
-    family = state.evidence.turn.family
-    read = turn_evidence_read(origin)
-    refusing = pool.assigned_refusing(read, now=now, family=family)
-    forecast_out = not refusing and pool.assigned_forecast_exhausted(
-        read,
-        now=now,
-        expected_turn=_expected_turn(state, now),
-        family=family,
-    )
-    throttled = refusing and pool.refusing_only_throttled(read, now=now, family=family)
-    placeable = not refusing and pool.assigned_placeable(read, now=now, family=family)
-    verdict = AssignedVerdict(refusing, forecast_out, throttled, placeable)
+    """The assignment's verdict (``admit``): its row (in memory with the agent) and its
+    snapshot, refusal mark and forecast (one cache round trip)."""
+    subscription = state.agent.subscription
+    assert subscription is not None  # noqa: S101 - the planner asks only with an assignment
+    facts = plan_facts_read(subscription)
+    verdict = _admission(state, now).judge(facts, Role.ASSIGNED)
     return replace(state.evidence, assigned=verdict)
 
 
@@ -180,15 +186,11 @@ def _affinity(state: TurnState, need: Need, now: datetime) -> Evidence:
 
 
 def _affinity_plan(state: TurnState, need: Need, now: datetime) -> Evidence:
-    """The session's plan as a rung while it may serve this turn (a cache read)."""
-    rung = pool.affinity_rung(
-        agent=state.agent,
-        subscription_id=need.ids[0],
-        now=now,
-        family=state.evidence.turn.family,
-        expected_turn=_expected_turn(state, now),
-    )
-    kept = state.keep(rung) if rung is not None else None
+    """The session's plan as a rung while ``admit`` lets the turn stay on it (one query,
+    one cache round trip)."""
+    facts, rung = session_plan_read(need.ids[0], provider=state.agent.provider)
+    verdict = _admission(state, now).judge(facts, Role.SESSION)
+    kept = state.keep(rung) if rung is not None and isinstance(verdict, Admitted) else None
     if kept is not None:
         logger.info("turn %s: session stays on %s", state.execution.pk, kept.name)
     return replace(state.evidence, affinity_plan=kept)
@@ -207,14 +209,13 @@ def at_capacity_ids(state: TurnState, now: datetime) -> set[int]:
 
 
 def _selection(state: TurnState, need: Need, now: datetime) -> Evidence:
-    selection = rank_alternatives(
-        agent=state.agent,
-        exclude_ids=[*need.ids, *at_capacity_ids(state, now)],
-        now=now,
-        model=state.execution.model or None,
-        strategy=state.settings().routing_strategy,  # already read: no second query
+    """Every plan of the provider judged for this turn (``ids``: tried already; the
+    plans serving their cap are read here) and the admitted ones ranked."""
+    admission = _admission(
+        state, now, tried=frozenset(need.ids), at_capacity=at_capacity_ids(state, now)
     )
-    return state.evidence.learn(selection=selection)
+    strategy = state.settings().routing_strategy  # already read: no second query
+    return state.evidence.learn(selection=selection_read(admission, strategy=strategy))
 
 
 def _key(state: TurnState, need: Need, now: datetime) -> Evidence:
@@ -251,14 +252,16 @@ def _rungs(state: TurnState, need: Need, now: datetime) -> Evidence:
 
 
 def _forecast(state: TurnState, need: Need, now: datetime) -> Evidence:
-    """Whether the plan a forecast would route to runs out as well (one cache read)."""
+    """Whether the plan a forecast would route to runs out as well: ``admit`` on its
+    ranked row and its cached snapshot and forecast (one cache round trip)."""
     pk = need.ids[0]
-    out = pool.forecast_exhausted(
-        pk,
-        now=now,
-        expected_turn=_expected_turn(state, now),
-        family=state.evidence.turn.family,
-    )
+    selection = state.evidence.last_selection
+    ranked = selection.ranked if selection is not None else ()
+    candidate = next(r.candidate for r in ranked if r.candidate.subscription_id == pk)
+    cached = turn_evidence_read(pk)
+    facts = PlanFacts(candidate, cached.reading, cached.forecast, cached.reachable)
+    verdict = _admission(state, now).judge(facts, Role.ALTERNATIVE)
+    out = not isinstance(verdict, Admitted) or verdict.forecast_out
     return state.evidence.learn(forecast_out={**state.evidence.facts.forecast_out, pk: out})
 
 

@@ -1,6 +1,6 @@
 """Where an agent's next turn would run, and why: the routing explainer.
 
-The explainer is the planner (``subscriptions/planner``) run on fresh evidence with
+The explainer is the planner (``routing/planner``) run on fresh evidence with
 no side effects. It starts the turn as the executor would (never saved), answers each
 ``Need`` with the executor's own gatherers read-only (``execution.evidence.evidence_read``:
 the breaker read, never the trial claim; the agent's row, never its start), and takes
@@ -25,30 +25,21 @@ from typing import Any
 from django.conf import settings
 
 from agents.models import Agent
-from agents.rung import RungKind
 from execution.deadlines import DEADLINE_SLACK
 from execution.evidence import at_capacity_ids, evidence_read
 from execution.models import Execution, Trigger
 from execution.turn import MAX_STEPS
 from execution.turn_state import TurnState, turn_state_start
-from subscriptions import breaker, pool
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.balance import balance_of
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Headroom, Tier, classify_headroom
-from subscriptions.headroom.exhaustion_forecast import Forecast, earliest_exhaustion
-from subscriptions.headroom.forecast_store import headroom_forecasts_read
-from subscriptions.headroom.limited_now import reading_says_limited
-from subscriptions.headroom.ranking import BALANCED
-from subscriptions.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
-from subscriptions.headroom.recovery import earliest_known_reset
-from subscriptions.headroom.refusal_windows import refusal_blocks
-from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
-from subscriptions.headroom.throttle import THROTTLE
-from subscriptions.headroom.windows import turn_windows
-from subscriptions.models import Subscription
-from subscriptions.planner import (
+from routing.eligibility import FORBIDDEN, Admitted, Candidate, Excluded, Reason
+from routing.headroom.alternatives import Selection
+from routing.headroom.balance import balance_of
+from routing.headroom.classification import Headroom, Tier, classify_headroom
+from routing.headroom.exhaustion_forecast import Forecast, earliest_exhaustion
+from routing.headroom.ranking import BALANCED
+from routing.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading
+from routing.headroom.recovery import earliest_known_reset
+from routing.headroom.windows import turn_windows
+from routing.planner import (
     Ask,
     Attempt,
     BudgetRefused,
@@ -63,7 +54,13 @@ from subscriptions.planner import (
     Send,
     plan,
 )
-from subscriptions.walk import LAST_RESORT_MIN_AGE_AUTONOMOUS, Stop, Why
+from routing.rung import RungKind
+from routing.walk import Stop, Why
+from subscriptions import breaker, pool
+from subscriptions.headroom.forecast_store import headroom_forecasts_read
+from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.models import Subscription
+from subscriptions.plan_facts import fresh_for
 
 # What every simulated attempt answers: a quota refusal (the walk's order is what it
 # would do if every rung before refused).
@@ -73,16 +70,9 @@ PROVIDER_OUTAGE = Stop.PROVIDER_OUTAGE.value
 AT_CAPACITY = Stop.AT_CAPACITY.value
 
 
-class Excluded:
-    """Why a subscription of the agent's provider is not on the walk's path."""
-
-    REFUSING = "refusing"  # a fresh reading says it refuses: never tried
-    FAMILY_BLOCKED = "family_blocked"  # refused (or reads blocked) for this model family
-    THROTTLED = "throttled"  # a 429 without quota evidence: a short backoff
-    SKIP_LISTED = "skip_listed"  # refused in the skip window and nothing readmits it yet
-    AT_CAPACITY = "at_capacity"  # serving its concurrency cap
-    POLICY = "policy"  # the agent's routing policy does not allow it
-    NOT_OFFERED = "not_offered"  # the pool's filter left it out for another reason
+# Why an admitted plan is still off the turn's path: the walk stopped before it (its
+# rung cap). Every other exclusion is ``admit``'s reason (``routing.eligibility.Reason``).
+NOT_OFFERED = "not_offered"
 
 
 @dataclass(frozen=True)
@@ -140,6 +130,8 @@ class AssignedLine:
     ``decided_by``: ``reading`` (a usable cached reading decided), ``refusal`` (a
     refusal in the skip window did, without a usable reading), ``no_evidence``, or
     ``unreachable`` (the cache did not answer: the turn dispatches as assigned).
+    ``excluded`` is ``admit``'s reason when it may not serve (``paused``, ``policy``,
+    ``refusing``, ``throttled``; "" when it may), ``detail`` its words;
     ``policy_refusal`` is why the agent's policy forbids it ("" when it may run there).
     """
 
@@ -147,6 +139,8 @@ class AssignedLine:
     name: str
     refusing: bool
     decided_by: str
+    excluded: str = ""
+    detail: str = ""
     forecast_exhausted: bool = False
     at_capacity: bool = False
     policy_refusal: str = ""
@@ -297,23 +291,6 @@ def _key_line(state: pool.KeyRungState) -> KeyLine:
         reopens_at=reopens,
         fingerprint=state.fingerprint,
     )
-
-
-def _decided_by(evidence: TurnEvidence, refusing: bool, family: str | None, now: datetime) -> str:
-    """Which evidence the assignment's verdict went by (a label; the verdict decided)."""
-    if not evidence.reachable:
-        return "unreachable"
-    mark = evidence.refusal
-    decided = reading_says_limited(
-        evidence.reading,
-        now=now,
-        max_age=fresh_for(),
-        last_refusal_at=mark.at if mark is not None else None,
-        family=family,
-    )
-    if decided is not None:
-        return "reading"
-    return "refusal" if refusing else "no_evidence"
 
 
 @dataclass
@@ -533,7 +510,9 @@ def _pre_dispatch(drive: Drive, assigned: AssignedLine | None) -> str:
     sends = _sent(drive)
     if not sends:
         stop = _walk_stop(drive)
-        return stop if stop in (PROVIDER_OUTAGE, AT_CAPACITY, Stop.POLICY) else "no_assignment"
+        if stop in (PROVIDER_OUTAGE, AT_CAPACITY, *FORBIDDEN):
+            return stop  # e.g. "paused": nothing else could take the turn
+        return "no_assignment"
     first = sends[0]
     if first.why is Why.POLICY:
         return "policy"
@@ -546,8 +525,10 @@ def _pre_dispatch(drive: Drive, assigned: AssignedLine | None) -> str:
     if assigned is None:
         return "no_assignment"
     if first.why in (Why.PRE_DISPATCH, Why.API_KEY):
+        if assigned.excluded and not assigned.refusing:
+            return assigned.excluded  # a rule keeps the turn off it: "paused"
         return "routed" if assigned.refusing else "forecast"
-    if not assigned.refusing and not assigned.forecast_exhausted:
+    if not assigned.excluded and not assigned.forecast_exhausted:
         return "serving"
     found = drive.evidence.settings
     switching = found.switching_stop if found is not None else None
@@ -558,20 +539,27 @@ def _assigned_line(st: _State, state: TurnState) -> AssignedLine:
     """The assignment and the verdict the planner went by (gathered if it did not ask)."""
     agent = st.agent
     assert agent.subscription_id is not None  # noqa: S101 - only asked with an assignment
+    if state.evidence.agent is None:  # the turn ended before readiness (the breaker)
+        evidence_read(state, Need(Ask.READY), st.now)
     if state.evidence.assigned is None:
         evidence_read(state, Need(Ask.ASSIGNED), st.now)
     verdict = state.evidence.assigned
     assert verdict is not None  # noqa: S101 - just gathered
     evidence = turn_evidence_read(agent.subscription_id)
     mark = evidence.refusal
+    excluded = verdict if isinstance(verdict, Excluded) else None
     return AssignedLine(
         subscription_id=agent.subscription_id,
         name=agent.subscription.name if agent.subscription is not None else "",
-        refusing=verdict.refusing,
-        decided_by=_decided_by(evidence, verdict.refusing, st.family, st.now),
-        forecast_exhausted=verdict.forecast_out,
+        refusing=excluded is not None and excluded.not_serving,
+        decided_by=verdict.decided_by,
+        excluded=excluded.reason.value if excluded is not None else "",
+        detail=excluded.detail if excluded is not None else "",
+        forecast_exhausted=isinstance(verdict, Admitted) and verdict.forecast_out,
         at_capacity=agent.subscription_id in st.at_capacity,
-        policy_refusal=state.evidence.agent.policy_refusal if state.evidence.agent else "",
+        policy_refusal=excluded.detail
+        if excluded is not None and excluded.reason is Reason.POLICY
+        else "",
         figures=_figures(st, agent.subscription_id, evidence.reading),
         last_refusal_at=mark.at if mark is not None else None,
         last_refusal_kind=mark.failure_kind if mark is not None else None,
@@ -583,8 +571,7 @@ def _assigned_line(st: _State, state: TurnState) -> AssignedLine:
 def _candidates(selection: Selection) -> dict[int, Candidate]:
     return {
         **{r.candidate.subscription_id: r.candidate for r in selection.ranked},
-        **{c.subscription_id: c for c in selection.last_resort},
-        **{c.subscription_id: c for c in selection.dropped},
+        **{j.candidate.subscription_id: j.candidate for j in selection.excluded},
     }
 
 
@@ -612,34 +599,6 @@ def _rung_line(
     )
 
 
-def _refused_line(
-    candidate: Candidate, figures: Figures, family: str | None, autonomous: bool
-) -> ExcludedLine:
-    """A skip-listed candidate off the path: why its refusal keeps it out."""
-    window = candidate.last_failure_window or None
-    if window == THROTTLE:
-        reason, detail = Excluded.THROTTLED, "throttled (a 429 without quota evidence): backing off"
-    elif window and window not in (FIVE_HOUR, SEVEN_DAY) and refusal_blocks(window, family):
-        reason, detail = Excluded.FAMILY_BLOCKED, f"refused for {window}, which this model spends"
-    else:
-        reason, detail = Excluded.SKIP_LISTED, "refused in the skip window"
-        if window:
-            detail += f" ({window})"
-    if autonomous:
-        minutes = int(LAST_RESORT_MIN_AGE_AUTONOMOUS.total_seconds() // 60)
-        detail += f"; an autonomous turn waits {minutes} minutes after a refusal"
-    return ExcludedLine(
-        candidate.subscription_id,
-        candidate.name,
-        reason,
-        detail,
-        figures,
-        candidate.last_failure_at,
-        candidate.last_failure_resets_at,
-        window,
-    )
-
-
 def _excluded(
     st: _State,
     selection: Selection,
@@ -647,41 +606,33 @@ def _excluded(
     sends: list[Send],
     readings: dict[int, Reading],
 ) -> list[ExcludedLine]:
-    """Every subscription of the provider off the turn's path, with why (the planner
-    ranked: ``selection`` is what it chose among)."""
+    """Every subscription of the provider off the turn's path, with ``admit``'s reason
+    (the planner ranked: ``selection`` carries each plan's verdict). A label, never a
+    decision: an admitted plan off the path is one the walk's rung cap stopped before."""
     on_path = {_sid(send) for send in sends}
-    dropped = {c.subscription_id for c in selection.dropped}
-    skip_listed = {c.subscription_id: c for c in selection.last_resort}
-    ranked = {r.candidate.subscription_id: r for r in selection.ranked}
+    judged = {j.candidate.subscription_id: j for j in selection.excluded}
     lines = []
     for row in rows:
         pk = row.pk
         if pk == st.agent.subscription_id or pk in on_path:
             continue
         figures = _figures(st, pk, readings.get(pk))
-        if pk in dropped:
-            family_only = figures.limiting_window not in (None, FIVE_HOUR, SEVEN_DAY)
-            detail = "a fresh reading says it refuses"
-            if figures.limiting_window:
-                detail += f" ({figures.limiting_window})"
-            reason = Excluded.FAMILY_BLOCKED if family_only else Excluded.REFUSING
-            lines.append(ExcludedLine(pk, row.name, reason, detail, figures))
-        elif pk in skip_listed:
-            lines.append(_refused_line(skip_listed[pk], figures, st.family, st.autonomous))
-        elif pk in st.at_capacity:
-            detail = f"serving its concurrency cap ({row.max_concurrency})"
-            lines.append(ExcludedLine(pk, row.name, Excluded.AT_CAPACITY, detail, figures))
-        elif not pool.policy_allows(st.agent, row):
-            detail = (
-                f"its policy ({st.agent.routing_policy}) allows only plans that refuse past "
-                f"their quota; this one's overage: {row.overage}"
-            )
-            lines.append(ExcludedLine(pk, row.name, Excluded.POLICY, detail, figures))
-        elif pk not in ranked:
-            detail = "the pool's filter left it out"
-            lines.append(ExcludedLine(pk, row.name, Excluded.NOT_OFFERED, detail, figures))
-        else:
-            # Ranked, yet the walk stopped before it (the rung cap).
+        found = judged.get(pk)
+        if found is None:
             detail = "ranked after the walk's rung cap"
-            lines.append(ExcludedLine(pk, row.name, Excluded.NOT_OFFERED, detail, figures))
+            lines.append(ExcludedLine(pk, row.name, NOT_OFFERED, detail, figures))
+            continue
+        candidate, verdict = found
+        lines.append(
+            ExcludedLine(
+                pk,
+                row.name,
+                verdict.reason.value,
+                verdict.detail,
+                figures,
+                candidate.last_failure_at,
+                candidate.last_failure_resets_at,
+                candidate.last_failure_window or None,
+            )
+        )
     return lines

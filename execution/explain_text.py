@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agents.rung import RungKind
 from execution.explain import AT_CAPACITY, PROVIDER_OUTAGE, Explanation, Figures
+from routing.rung import RungKind
+from routing.walk import Stop, Why
 from subscriptions import breaker, pool
-from subscriptions.walk import Stop, Why
 
 # The human-readable form (the command prints it; the API carries it as ``summary``).
 

@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.models import Agent
-from agents.rung import RungKind
 from execution.models import Execution, Status
+from routing.rung import RungKind
 from subscriptions.key_spend import (
     ZERO,
     BudgetClosed,

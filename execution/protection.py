@@ -7,11 +7,11 @@ from decimal import Decimal
 
 from agents.client import TurnOutcome
 from agents.models import Agent
-from agents.rung import Rung, RungKind
 from execution import key_reservation
 from execution.turn_state import TurnState
+from routing.attempt_refusal import classify_attempt_refusal
+from routing.rung import Rung, RungKind
 from subscriptions import breaker, leases
-from subscriptions.classifier import classify_attempt_refusal
 from subscriptions.key_spend import BudgetClosed
 from trinity import clock
 

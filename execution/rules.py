@@ -12,7 +12,7 @@ from typing import Any
 from croniter import croniter  # type: ignore[import-untyped]  # no stubs shipped
 
 # Whether an exhausted turn parks is the planner's rule (pure, beside the turn's order).
-from subscriptions.planner.park import park_until as park_until
+from routing.planner.park import park_until as park_until
 
 # Five fields, minute first: croniter also accepts a sixth (seconds) and a seventh
 # (year) field, which would let a schedule fire more often than once a minute.

@@ -9,14 +9,14 @@ from dataclasses import replace
 
 from agents import lifecycle
 from agents.client import AgentServerNotConnected, AgentServerUnavailable, TurnOutcome
-from agents.rung import Rung, RungKind
 from execution.deadlines import budget_end
 from execution.protection import key_reserve, key_settle, lease_take
 from execution.turn_state import TurnState
+from routing.planner import Attempt, BudgetRefused, Busy, Outcome, Record, Send, Unreachable
+from routing.rung import Rung, RungKind
+from routing.walk import Why
 from subscriptions.codex_refresh import codex_wire_rung
-from subscriptions.planner import Attempt, BudgetRefused, Busy, Outcome, Record, Send, Unreachable
 from subscriptions.services import assignment_commit, record_rate_limit_event
-from subscriptions.walk import Why
 from trinity import clock, metrics
 from trinity.logging_json import log_context_update
 

@@ -14,11 +14,11 @@ from django.db.models import Count, Sum
 
 from agents.client import TurnOutcome
 from agents.models import Agent
-from agents.rung import Rung, RungKind
 from execution.models import Execution, Status
 from execution.turn_state import TurnState
+from routing.planner import Finish, Notice
+from routing.rung import Rung, RungKind
 from subscriptions.headroom.feed import headroom_reading_observe
-from subscriptions.planner import Finish, Notice
 from subscriptions.services import assignment_commit, switch_record
 from trinity import clock
 from trinity.notifications import notification_send

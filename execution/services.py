@@ -2,7 +2,7 @@
 now or hand it to a worker, claim it there, reap the lost ones.
 
 The dispatch itself is the executor's (``execution/turn.py``), which loops on the
-turn planner (``subscriptions/planner``): every routing decision is made there. One
+turn planner (``routing/planner``): every routing decision is made there. One
 dispatch loop serves task and chat, sync and async.
 """
 
@@ -22,7 +22,7 @@ from execution.ending import finish_failed
 from execution.models import Execution, Schedule, Status
 from execution.served import KEY_NOTICE_TTL as KEY_NOTICE_TTL
 from execution.turn import turn_dispatch
-from subscriptions.planner import EXHAUSTED_STOPS as EXHAUSTED_STOPS
+from routing.planner import EXHAUSTED_STOPS as EXHAUSTED_STOPS
 from trinity import clock, metrics
 from trinity.errors import TooManyTurns
 from trinity.logging_json import log_context

@@ -1,6 +1,6 @@
 """The executor of a turn: gather evidence, ask the planner, apply its action, loop.
 
-Every routing decision is the planner's (``subscriptions/planner``): this module and
+Every routing decision is the planner's (``routing/planner``): this module and
 the ones it calls only read what the planner asks for (``execution/evidence.py``),
 send what it says to send (``execution/sending.py``) and finish the row as it says
 (``execution/served.py``, ``execution/ending.py``). Each rung is a trial: the same
@@ -28,7 +28,7 @@ from execution.protection import key_settle, protection_release
 from execution.sending import record, send
 from execution.served import served
 from execution.turn_state import TurnState, turn_state_start
-from subscriptions.planner import Fail, Finish, Need, Park, Record, Send, plan
+from routing.planner import Fail, Finish, Need, Park, Record, Send, plan
 from trinity import clock, metrics
 from trinity.logging_json import log_context
 

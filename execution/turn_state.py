@@ -1,6 +1,6 @@
 """The executor's side of one running turn: the rows and secrets it holds, and what it
 must give back (a lease, a breaker trial, a key reservation). The planner's side is
-``state.evidence`` (``subscriptions/planner``); this holds what the planner never sees.
+``state.evidence`` (``routing/planner``); this holds what the planner never sees.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 
 from agents.client import TurnOutcome
 from agents.models import Agent, WaitPolicy
-from agents.rung import Rung
 from execution.deadlines import budget_end
 from execution.models import Execution
-from subscriptions.headroom.windows import family_window
+from routing.headroom.windows import family_window
+from routing.planner import Evidence, RungRef, TurnFacts
+from routing.rung import Rung
 from subscriptions.key_spend import Reservation
-from subscriptions.planner import Evidence, RungRef, TurnFacts
+from subscriptions.plan_facts import with_settings
 from trinity.models import SystemSettings
 from trinity.selectors import system_settings_get
 
@@ -88,14 +89,16 @@ class TurnState:
 
 def turn_state_start(execution: Execution, agent: Agent) -> TurnState:
     """The state of a turn about to run: the facts its row and agent give (no query)."""
-    facts = TurnFacts(
-        provider=agent.provider,
-        autonomous=execution.autonomous,
-        created_at=execution.created_at,
-        budget_end=budget_end(execution),
-        session_id=execution.session_id,
-        family=family_window(execution.model or agent.model or ""),
-        waits=agent.wait_policy == WaitPolicy.WAIT,
-        max_wait_seconds=agent.max_wait_seconds,
+    facts = with_settings(
+        TurnFacts(
+            provider=agent.provider,
+            autonomous=execution.autonomous,
+            created_at=execution.created_at,
+            budget_end=budget_end(execution),
+            session_id=execution.session_id,
+            family=family_window(execution.model or agent.model or ""),
+            waits=agent.wait_policy == WaitPolicy.WAIT,
+            max_wait_seconds=agent.max_wait_seconds,
+        )
     )
     return TurnState(execution=execution, agent=agent, evidence=Evidence(turn=facts))

@@ -16,16 +16,17 @@ from rest_framework.views import APIView
 from agents import lifecycle
 from agents.api import AgentRefOutput
 from agents.selectors import agent_get_visible
+from routing import providers
+from routing.providers import platform_key_configured
 from subscriptions import services
 from subscriptions.models import Provider, Subscription
 from subscriptions.pool import key_refusal_view
 from subscriptions.retry import platform_key_retry_now, subscription_retry_now
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
-from trinity import clock, platform_keys
+from trinity import clock
 from trinity import services as trinity_services
 from trinity.api import MAX_ID, AdminForWrites, IsAdmin, name_field
 from trinity.models import RoutingPolicy, RoutingStrategy
-from trinity.platform_keys import platform_key_configured
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
 
@@ -49,6 +50,8 @@ class SubscriptionOutput(serializers.ModelSerializer[Subscription]):
             "billing_class",
             "overage",
             "max_concurrency",
+            "paused_at",
+            "paused_by",
             "agent_count",
             "agents",
             "created_at",
@@ -88,10 +91,31 @@ class SubscriptionListApi(APIView):
 
 
 class SubscriptionDetailApi(APIView):
+    """GET one plan; PATCH ``{paused}`` pauses or resumes it; DELETE removes it. Writes
+    are an admin's: the pool is shared by every operator's agents."""
+
     permission_classes = [AdminForWrites]
+
+    class Input(serializers.Serializer[Any]):
+        paused = serializers.BooleanField(
+            help_text="true: no turn, walk or placement uses the plan; false: resume it"
+        )
 
     @extend_schema(responses=SubscriptionOutput)
     def get(self, request: Request, pk: int) -> Response:
+        subscription = subscription_get_visible(user=request.user, pk=pk)
+        return Response(SubscriptionOutput(subscription).data)
+
+    @extend_schema(request=Input, responses=SubscriptionOutput)
+    def patch(self, request: Request, pk: int) -> Response:
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.subscription_pause_set(
+            subscription=subscription_get_visible(user=request.user, pk=pk),
+            paused=data.validated_data["paused"],
+            actor=request.user.get_username(),
+            now=clock.now(),
+        )
         subscription = subscription_get_visible(user=request.user, pk=pk)
         return Response(SubscriptionOutput(subscription).data)
 
@@ -219,7 +243,7 @@ class ApiKeyFallbackApi(SwitchSettingApi):
         # switch is every provider's: one key of either provider makes it bite).
         return {
             "enabled": row.subscription_api_key_fallback,
-            "key_configured": any(platform_key_configured(row, p) for p in platform_keys.SLOTS),
+            "key_configured": any(platform_key_configured(row, p) for p in providers.SLOTS),
         }
 
 
@@ -328,7 +352,7 @@ class PlatformApiKeyRetryApi(APIView):
     Anthropic key's path, or the OpenAI key's (``provider``)."""
 
     permission_classes = [IsAdmin]
-    provider: ClassVar[str] = platform_keys.ANTHROPIC
+    provider: ClassVar[str] = providers.ANTHROPIC
 
     @extend_schema(request=None, responses={200: RetryOutput, 409: CONFLICT})
     def post(self, request: Request) -> Response:
@@ -342,7 +366,7 @@ class OpenAIPlatformKeyRetryApi(PlatformApiKeyRetryApi):
     """POST: retry the OpenAI platform key now (admin): clear its refusals (never the
     Anthropic key's), audit it. 409 without an OpenAI key."""
 
-    provider = platform_keys.OPENAI
+    provider = providers.OPENAI
 
 
 class PlatformApiKeyApi(APIView):
@@ -351,16 +375,16 @@ class PlatformApiKeyApi(APIView):
     agents' last rung) at ``OpenAIPlatformKeyApi``'s."""
 
     permission_classes = [IsAdmin]
-    provider: ClassVar[str] = platform_keys.ANTHROPIC
+    provider: ClassVar[str] = providers.ANTHROPIC
 
     class Input(serializers.Serializer[Any]):
         key = serializers.CharField(write_only=True, max_length=4096)
 
     def render(self) -> dict[str, Any]:
         row = system_settings_get()
-        _, fingerprint = platform_keys.platform_key(row, self.provider)
+        _, fingerprint = providers.platform_key(row, self.provider)
         return {
-            "configured": platform_keys.platform_key_configured(row, self.provider),
+            "configured": providers.platform_key_configured(row, self.provider),
             "fingerprint": fingerprint,
             "refusal": key_refusal_view(row, now=clock.now(), provider=self.provider),
         }
@@ -410,7 +434,7 @@ class OpenAIPlatformKeyApi(PlatformApiKeyApi):
     """The OpenAI platform key: Codex agents' last rung, set and cleared beside the
     Anthropic key and never offered to a Claude agent."""
 
-    provider = platform_keys.OPENAI
+    provider = providers.OPENAI
 
 
 class OpenAIKeyBudgetsOutput(serializers.Serializer[Any]):

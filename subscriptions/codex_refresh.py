@@ -32,7 +32,8 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
-from agents.rung import Rung, RungKind
+from routing.rung import Rung, RungKind
+from routing.secret import SecretValue
 from subscriptions.codex_credential import CodexCredential, codex_credential_load
 from subscriptions.models import Provider, Subscription
 from trinity.crypto import Secret, fingerprint
@@ -77,7 +78,7 @@ class Fresh:
     code: str = ""
 
 
-def codex_tokens(secret: Secret) -> CodexCredential:
+def codex_tokens(secret: SecretValue) -> CodexCredential:
     """The stored credential, every token of it registered with redaction (a refresh
     token has no shape the redaction patterns would know)."""
     credential = codex_credential_load(secret.reveal())

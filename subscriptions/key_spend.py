@@ -41,11 +41,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Greatest
 
 from agents.models import Agent
-from subscriptions.models import FLEET_SCOPE, BudgetPeriod, KeySpend
-from subscriptions.policy import tightest_budget
-from trinity.models import SystemSettings
-from trinity.notifications import notification_send
-from trinity.platform_keys import (
+from routing.policy import tightest_budget
+from routing.providers import (
     ANTHROPIC,
     OPENAI,
     fleet_key_budgets,
@@ -54,6 +51,9 @@ from trinity.platform_keys import (
     key_slot,
     platform_key_configured,
 )
+from subscriptions.models import FLEET_SCOPE, BudgetPeriod, KeySpend
+from trinity.models import SystemSettings
+from trinity.notifications import notification_send
 
 logger = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agents_visible_to
+from routing.providers import fleet_scope_provider, is_fleet_scope
 from subscriptions.key_spend import key_budget_lines
 from trinity import clock
-from trinity.platform_keys import fleet_scope_provider, is_fleet_scope
 from trinity.selectors import system_settings_get
 
 

@@ -21,6 +21,10 @@ class Subscription(models.Model):
     billing_class = models.CharField(max_length=20, default="plan", editable=False)
     overage = models.CharField(max_length=20, default="refuse", editable=False)
     max_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    # Paused by an admin (when, and who): no turn, walk or placement uses the plan
+    # until it is resumed (``routing.eligibility``: ``Reason.PAUSED``). NULL: in service.
+    paused_at = models.DateTimeField(null=True, blank=True, editable=False)
+    paused_by = models.CharField(max_length=150, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -2,13 +2,13 @@
 serve, is the key rung open, and the rungs' secrets (one query for all of them).
 
 Nothing here probes a provider or writes; the decisions are the pure rules'
-(``subscriptions/headroom/``, ``subscriptions/walk.py``) and the planner's.
+(``subscriptions/headroom/``, ``routing/walk.py``) and the planner's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -17,106 +17,19 @@ from django.conf import settings
 from django.db.models import Q
 
 from agents.models import Agent
-from agents.rung import Rung, RungKind
-from subscriptions import billing, policy
-from subscriptions.headroom.balance import balance_of, incumbent_holds
-from subscriptions.headroom.exhaustion_forecast import exhausted_before
-from subscriptions.headroom.forecast_store import headroom_forecasts_read
-from subscriptions.headroom.limited_now import resolve_rate_limited_now
-from subscriptions.headroom.placement import EVERY as PLACEMENT_EVERY
-from subscriptions.headroom.placement import placeable, placement_pick
-from subscriptions.headroom.refusal_windows import refusal_blocks
-from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import TurnEvidence, snapshots_read, turn_evidence_read
-from subscriptions.headroom.throttle import THROTTLE
-from subscriptions.headroom.windows import turn_windows
+from routing import policy, providers
+from routing.headroom.placement import EVERY as PLACEMENT_EVERY
+from routing.headroom.placement import placement_pick
+from routing.providers import key_label, platform_key
+from routing.rung import Rung, RungKind
+from routing.walk import KEY_RATE_LIMIT_PAUSE, Stop, key_refused_recently
+from subscriptions.headroom.store import snapshots_read
 from subscriptions.key_spend import BudgetClosed, key_budget_closed
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
+from subscriptions.plan_facts import fresh_for
 from subscriptions.selectors import skip_window_start
-from subscriptions.walk import KEY_RATE_LIMIT_PAUSE, Stop, key_refused_recently
-from trinity import platform_keys
 from trinity.markers import marker_claim
 from trinity.models import SystemSettings
-from trinity.platform_keys import key_label, platform_key
-
-
-def assigned_refusing(evidence: TurnEvidence, *, now: datetime, family: str | None = None) -> bool:
-    """Whether the assigned subscription is known not to serve now (pre-dispatch).
-
-    Three-state, the same rule the display uses: a usable reading decides in both
-    directions; without one, a rate-limit refusal inside the 2h window does, unless
-    its reset (or the reading's blocked window's) has already elapsed. ``family`` is
-    the turn's family window: its block in the reading refuses, and a refusal that
-    named another family's window is no evidence about this turn (``refusal_blocks``).
-    An unreachable cache knows nothing, so the turn dispatches as assigned.
-    """
-    if not evidence.reachable:
-        return False
-    mark = evidence.refusal
-    if mark is not None and mark.at <= skip_window_start(now):
-        mark = None  # aged out of the window the events count in
-    if mark is not None and not refusal_blocks(mark.limiting_window, family):
-        mark = None  # another family's block: this turn spends none of that window
-    return resolve_rate_limited_now(
-        evidence.reading,
-        now=now,
-        max_age=fresh_for(),
-        events_say_limited=lambda: mark is not None and mark.failure_kind == FailureKind.RATE_LIMIT,
-        last_refusal_at=mark.at if mark is not None else None,
-        refusal_resets_at=mark.resets_at if mark is not None else None,
-        family=family,
-        refusal_window=mark.limiting_window or None if mark is not None else None,
-    )
-
-
-def refusing_only_throttled(
-    evidence: TurnEvidence, *, now: datetime, family: str | None = None
-) -> bool:
-    """Whether the plan ``assigned_refusing`` refuses does so only on a throttle's short
-    backoff: its refusal mark is a throttle, and without the mark it would serve."""
-    mark = evidence.refusal
-    if mark is None or mark.limiting_window != THROTTLE:
-        return False
-    return not assigned_refusing(replace(evidence, refusal=None), now=now, family=family)
-
-
-def forecast_turn_length(*, now: datetime, budget_end: datetime) -> timedelta:
-    """How long a turn starting ``now`` is expected to run, for the forecast:
-    ``TRINITY_FORECAST_TURN_SECONDS``, never past the turn's own budget."""
-    expected = timedelta(seconds=settings.TRINITY_FORECAST_TURN_SECONDS)
-    return max(timedelta(0), min(expected, budget_end - now))
-
-
-def assigned_forecast_exhausted(
-    evidence: TurnEvidence, *, now: datetime, expected_turn: timedelta, family: str | None
-) -> bool:
-    """Whether the assigned plan is forecast to run out before a turn starting ``now``
-    ends (pre-dispatch): one of the windows the turn spends (the core two and its
-    model ``family``'s) runs out strictly before ``now + expected_turn`` at its recent
-    burn rate. Reads only the evidence the turn already fetched; no forecast, an
-    unreachable cache or a zero expected length says no.
-    """
-    if not evidence.reachable or expected_turn <= timedelta(0):
-        return False
-    return exhausted_before(
-        evidence.forecast,
-        now=now,
-        ends_at=now + expected_turn,
-        windows=turn_windows(family),
-        max_age=fresh_for(),
-    )
-
-
-def forecast_exhausted(
-    subscription_id: int, *, now: datetime, expected_turn: timedelta, family: str | None
-) -> bool:
-    """``assigned_forecast_exhausted`` for another plan (one cache read): the
-    alternative a forecast would route a turn to must not be running out as well."""
-    forecast = headroom_forecasts_read([subscription_id]).get(subscription_id)
-    evidence = TurnEvidence(reachable=True, forecast=forecast)
-    return assigned_forecast_exhausted(
-        evidence, now=now, expected_turn=expected_turn, family=family
-    )
 
 
 class KeyClosed(StrEnum):
@@ -148,12 +61,6 @@ class KeyRungState:
     @property
     def available(self) -> bool:
         return self.closed is None
-
-
-def assigned_placeable(evidence: TurnEvidence, *, now: datetime, family: str | None) -> bool:
-    """Whether placement may look for a better plan than this assignment (it has a
-    balanced measure: ``placement.placeable``)."""
-    return placeable(evidence.reading, now=now, max_age=fresh_for(), family=family)
 
 
 def placement_due(agent_id: int) -> bool:
@@ -218,7 +125,7 @@ def key_refusals_of(fingerprint: str, *, provider: str) -> Q:
     with it, the only key there was then), never against the OpenAI key.
     """
     whose = Q(credential_fingerprint=fingerprint)
-    if provider == platform_keys.ANTHROPIC:
+    if provider == providers.ANTHROPIC:
         whose |= Q(credential_fingerprint="")
     return whose & Q(credential_kind=CredentialKind.API_KEY)
 
@@ -231,7 +138,7 @@ def key_latest_refusal(
     only legacy rows could match an OpenAI key). Whose refusal is whose:
     ``key_refusals_of``."""
     secret, fingerprint = platform_key(system, provider)
-    if secret is None and provider != platform_keys.ANTHROPIC:
+    if secret is None and provider != providers.ANTHROPIC:
         return None
     return (
         RateLimitEvent.objects.filter(
@@ -319,70 +226,25 @@ def key_rung(system: SystemSettings, *, provider: str) -> Rung | None:
     return Rung(RungKind.API_KEY, secret, name=key_label(provider), provider=provider)
 
 
-# The routing policy's verdicts (``subscriptions/policy.py``) in the shapes the
+# The routing policy's verdicts (``routing/policy.py``) in the shapes the
 # dispatch loop and the explainer read: thin adapters, kept with their signatures.
 
 
-def policy_allows(agent: Agent, subscription: Subscription) -> bool:
-    """Whether ``agent``'s routing policy lets a turn run on ``subscription``
-    (``policy.agent_plan_verdict``)."""
-    return policy.agent_plan_verdict(agent, subscription).allowed
-
-
 def assignment_policy_refusal(agent: Agent) -> str:
-    """Why ``agent``'s policy forbids starting on its own assignment, or "" when it
-    may (``policy.agent_start_verdict``), in the operator's words. The text names no
-    secret."""
+    """Why ``agent``'s policy forbids its turns when it has no assignment at all, or ""
+    when it may run (``policy.agent_start_verdict``), in the operator's words. An
+    assignment's own verdict is ``admit``'s (``plan_facts``). The text names no secret."""
+    if agent.subscription_id is not None:
+        return ""
     refusal = policy.agent_start_verdict(agent).refusal
     if refusal is None:
         return ""
-    return plan_refusal_text(refusal, agent.subscription)
+    return plan_refusal_text(refusal)
 
 
-def plan_refusal_text(refusal: policy.PlanRefusal, subscription: Subscription | None) -> str:
-    """The operator's sentence for a plan verdict's ``refusal`` of ``subscription``."""
-    if refusal is policy.PlanRefusal.NO_PLAN or subscription is None:
-        return (
-            "its routing policy is subscription-only and it has no subscription; "
-            "it never bills the platform API key"
-        )
-    entry = billing.classify(subscription.provider, subscription.plan_type)
+def plan_refusal_text(refusal: policy.PlanRefusal) -> str:
+    """The operator's sentence for the policy's refusal of a turn with no plan."""
     return (
-        f"its routing policy is subscription-only and its subscription {subscription.name!r} "
-        f"({entry.label}, overage: {subscription.overage}) is not a plan that refuses "
-        "past its quota"
+        "its routing policy is subscription-only and it has no subscription; "
+        "it never bills the platform API key"
     )
-
-
-def affinity_rung(
-    *,
-    agent: Agent,
-    subscription_id: int,
-    now: datetime,
-    family: str | None = None,
-    expected_turn: timedelta = timedelta(0),
-) -> Rung | None:
-    """The rung of ``subscription_id`` when a chat turn of ``agent`` may stay on it,
-    else None. It must still exist with a token and be of the agent's provider; the
-    policy must allow it; and, from one cache read, it must not be known to refuse
-    (the pre-dispatch rule, for the turn's model ``family``), must hold by the
-    hysteresis floor (a plan in use leaves strictly below 2 % remaining), and must not
-    be forecast to run out within ``expected_turn``. No usable reading fails open:
-    the session stays, and a refusal moves it.
-    """
-    row = (
-        Subscription.objects.filter(pk=subscription_id, provider=agent.provider)
-        .only("pk", "name", "token", "provider", "plan_type", "billing_class", "overage")
-        .first()
-    )
-    if row is None or not row.token or not policy_allows(agent, row):
-        return None
-    evidence = turn_evidence_read(row.pk)
-    if assigned_refusing(evidence, now=now, family=family):
-        return None
-    balance = balance_of(evidence.reading, now=now, max_age=fresh_for(), family=family)
-    if balance is not None and not incumbent_holds(balance):
-        return None
-    if assigned_forecast_exhausted(evidence, now=now, expected_turn=expected_turn, family=family):
-        return None
-    return Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name, row.provider)

@@ -16,16 +16,16 @@ from datetime import datetime
 
 from django.db import transaction
 
+from routing import providers
+from routing.providers import key_label, platform_key
 from subscriptions.headroom.sampler import ProbeTooSoon, headroom_refresh
 from subscriptions.headroom.store import refusal_marker_delete
 from subscriptions.models import RateLimitEvent, Subscription
 from subscriptions.pool import key_refusals_of
 from subscriptions.selectors import skip_window_start
-from trinity import platform_keys
 from trinity.errors import Conflict
 from trinity.models import SystemSettings
 from trinity.notifications import notification_send
-from trinity.platform_keys import key_label, platform_key
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def subscription_retry_now(*, subscription: Subscription, actor: str, now: datet
 
 @transaction.atomic
 def platform_key_retry_now(
-    *, actor: str, now: datetime, provider: str = platform_keys.ANTHROPIC
+    *, actor: str, now: datetime, provider: str = providers.ANTHROPIC
 ) -> RetryResult:
     """Clear ``provider``'s configured platform key's refusals inside the skip window
     (those made with it, by fingerprint, and for the Anthropic key legacy rows of

@@ -11,9 +11,9 @@ from django.db.models import Q
 from agents import tasks as agent_tasks
 from agents.models import Agent, ProcessState
 from agents.runtimes import get_runtime
-from subscriptions import billing
+from routing import billing
+from routing.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.first_look import first_look_after_commit
-from subscriptions.headroom.refusal_windows import refusal_limit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
@@ -115,6 +115,43 @@ def subscription_delete(*, subscription: Subscription) -> None:
     transaction.on_commit(forget_tokens)
     for agent_id, _ in agents:
         _apply_credentials_after_commit(agent_id)
+
+
+@transaction.atomic
+def subscription_pause_set(
+    *, subscription: Subscription, paused: bool, actor: str, now: datetime
+) -> Subscription:
+    """Pause ``subscription`` (no turn, walk or placement uses it from the next decision
+    on: ``routing.eligibility``'s ``Reason.PAUSED``) or resume it. A conditional update:
+    pausing a paused plan keeps its first pause (who and when), resuming a plan in
+    service changes nothing, and neither says anything. A change is told once to every
+    operator (a pool notice: their agents' turns move off it or may use it again).
+
+    Turns already running on it finish there; agents assigned to it keep the
+    assignment, and their next turn starts on the best plan it may use (committed when
+    it serves), or fails when none can take it. Returns the row as it reads after."""
+    if paused:
+        changed = Subscription.objects.filter(pk=subscription.pk, paused_at__isnull=True).update(
+            paused_at=now, paused_by=actor
+        )
+    else:
+        changed = Subscription.objects.filter(pk=subscription.pk, paused_at__isnull=False).update(
+            paused_at=None, paused_by=""
+        )
+    subscription.refresh_from_db(fields=["paused_at", "paused_by"])
+    if changed:
+        verb = "paused" if paused else "resumed"
+        notification_send(
+            kind=f"subscription_{verb}",
+            title=f"Subscription {subscription.name!r} {verb} by {actor}",
+            body=f"{actor} {verb} {subscription.name!r} at {now:%Y-%m-%d %H:%M:%S} UTC: "
+            + ("no turn uses it until it is resumed." if paused else "turns may use it again."),
+            subscription_id=subscription.pk,
+            data={"actor": actor, "subscription": subscription.name, "at": now.isoformat()},
+            now=now,
+        )
+        logger.info("%s %s subscription %s", actor, verb, subscription.name)
+    return subscription
 
 
 def _assignment_write(*, agent: Agent, expected: int | None, subscription_id: int | None) -> None:

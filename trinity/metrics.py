@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 PLAN = "plan"
 KEY = "key"
 NONE = "none"
-# The rung kinds of agents/rung.py as the metrics name them: an operator reads
+# The rung kinds of routing/rung.py as the metrics name them: an operator reads
 # "plan" and "key", not the model's field values.
 CREDENTIAL = {"subscription": PLAN, "api_key": KEY}
 

@@ -21,7 +21,7 @@ def validate_alert_threshold(value: int) -> None:
 class RoutingPolicy(models.TextChoices):
     """How an agent's turns may be paid for (``agents.Agent.routing_policy``): the
     names and labels only. What each allows is decided in one place, the verdicts of
-    ``subscriptions/policy.py`` (which spells these values, since it imports no
+    ``routing/policy.py`` (which spells these values, since it imports no
     models; a test pins that they agree)."""
 
     THRIFTY = "thrifty", "Thrifty: plans first, the API key last"
@@ -53,7 +53,7 @@ class SystemSettings(models.Model):
     )
     platform_api_key = EncryptedSecretField(null=True, blank=True, editable=False)
     platform_api_key_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
-    # The OpenAI key: the last rung of Codex agents only (``trinity.platform_keys``).
+    # The OpenAI key: the last rung of Codex agents only (``routing.providers``).
     openai_platform_api_key = EncryptedSecretField(null=True, blank=True, editable=False)
     openai_platform_api_key_fingerprint = models.CharField(max_length=4, blank=True, editable=False)
     # The policy a new agent gets when it is created without one.

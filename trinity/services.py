@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from knox.models import AuthToken
 
-from trinity import platform_keys
+from routing import providers
 from trinity.crypto import Secret, fingerprint
 from trinity.errors import InvalidInput, NotFound
 from trinity.models import SystemSettings, validate_alert_threshold
@@ -104,20 +104,20 @@ def validate_openai_platform_key(key: str) -> str:
 
 
 _VALIDATORS = {
-    platform_keys.ANTHROPIC: validate_platform_api_key,
-    platform_keys.OPENAI: validate_openai_platform_key,
+    providers.ANTHROPIC: validate_platform_api_key,
+    providers.OPENAI: validate_openai_platform_key,
 }
 
 
-def _slot(provider: str) -> platform_keys.KeySlot:
-    slot = platform_keys.key_slot(provider)
+def _slot(provider: str) -> providers.KeySlot:
+    slot = providers.key_slot(provider)
     if slot is None:
         raise InvalidInput(f"No platform key is kept for provider {provider!r}.", field="provider")
     return slot
 
 
 @transaction.atomic
-def platform_api_key_set(*, key: str, provider: str = platform_keys.ANTHROPIC) -> SystemSettings:
+def platform_api_key_set(*, key: str, provider: str = providers.ANTHROPIC) -> SystemSettings:
     """Set (or replace) ``provider``'s platform key, validated for that provider.
 
     Raises InvalidInput for a value that is not that provider's key (the message says
@@ -133,7 +133,7 @@ def platform_api_key_set(*, key: str, provider: str = platform_keys.ANTHROPIC) -
 
 
 @transaction.atomic
-def platform_api_key_clear(*, provider: str = platform_keys.ANTHROPIC) -> SystemSettings:
+def platform_api_key_clear(*, provider: str = providers.ANTHROPIC) -> SystemSettings:
     """Remove ``provider``'s platform key (the other provider's stays)."""
     slot = _slot(provider)
     row = system_settings_get()

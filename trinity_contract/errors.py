@@ -2,7 +2,7 @@
 
 The agent server answers every refused turn with one of these codes
 (``agent_server.contract.ErrorBody``); the platform reads the code first and the
-text second (``subscriptions/classifier.py``). A code outside this set is an agent
+text second (``routing/attempt_refusal.py``). A code outside this set is an agent
 server off contract, and only its text is read.
 """
 

@@ -2,7 +2,7 @@
 
 The agent server reads the Claude Code CLI's error sentence when the CLI reports no
 HTTP status (``agent_server/classifier.py``); the platform reads an answer's detail
-when its code is off contract (``subscriptions/classifier.py``) and tells a throttle
+when its code is off contract (``routing/attempt_refusal.py``) and tells a throttle
 from an exhausted plan by it. Both read these compiled patterns, in the order of
 ``error_code_from_text``, so what one side calls a rate limit the other does too.
 

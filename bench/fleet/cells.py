@@ -76,8 +76,12 @@ def period_start(spec: SubscriptionSpec, window: str, period: int) -> float:
 
 
 def usable(spec: SubscriptionSpec, at: datetime) -> bool:
-    """Whether ``spec`` can serve at ``at``: registered and not revoked."""
-    return spec.present(at) and (spec.revoked_at is None or at < spec.revoked_at)
+    """Whether ``spec`` can serve at ``at``: registered, not revoked, not paused."""
+    return (
+        spec.present(at)
+        and (spec.revoked_at is None or at < spec.revoked_at)
+        and not spec.paused_at(at)
+    )
 
 
 def _boundaries(trace: Trace) -> np.ndarray:
@@ -88,7 +92,8 @@ def _boundaries(trace: Trace) -> np.ndarray:
     start, end = to_unix(fleet.start), max(to_unix(fleet.end), last + 1.0)
     found = [start, end]
     for spec in fleet.subscriptions:
-        for instant in (spec.added_at, spec.removed_at, spec.revoked_at):
+        paused = [edge for span in spec.paused for edge in span]
+        for instant in (spec.added_at, spec.removed_at, spec.revoked_at, *paused):
             if instant is not None:
                 found.append(to_unix(instant))
         for window in spec.windows:

@@ -24,10 +24,10 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from agents.rung import Rung, RungKind
 from bench.fleet.policies import Policy, TurnResult, TurnRun
 from bench.fleet.trace import Trace, Turn
 from bench.fleet.world import ResetRecord, World, from_unix
+from routing.rung import Rung, RungKind
 
 # A switch back to where the agent came from within this long is a ping-pong.
 PING_PONG_WITHIN = timedelta(hours=2)

@@ -1,7 +1,11 @@
 """The fleet benchmark's in-memory seam: what a turn reads from and writes to
 Postgres and the cache, kept in memory in the shapes the real reads return
-(``TurnEvidence``, ``Candidate``, ``Selection``). The rules are never re-implemented
-here: each method calls the product's rule functions over memory instead of rows.
+(``Candidate``, ``PlanFacts``, ``Selection``). Facts only: no rule is re-implemented
+here, and nothing is judged. Every verdict on a plan is the product's
+(``routing.eligibility``: ``admit`` and the selection it judges), given the facts
+these methods read from memory instead of rows; ``tests/fleet/test_same_verdicts.py``
+gives this memory and the product's gatherers the same facts and asserts the same
+verdicts.
 """
 
 from __future__ import annotations
@@ -12,17 +16,18 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from bench.fleet.world import World
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import Candidate, candidate_of, in_load_balance_order
-from subscriptions.headroom.placement import EVERY as PLACEMENT_EVERY
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading, reading_replaces
-from subscriptions.headroom.refusal_windows import refusal_limit
-from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import RefusalMark, TurnEvidence
+from routing import billing
+from routing.eligibility import Admission, Candidate, PlanFacts
+from routing.headroom.alternatives import Selection, select
+from routing.headroom.candidates import candidate_of, in_load_balance_order
+from routing.headroom.exhaustion_forecast import Forecast
+from routing.headroom.placement import EVERY as PLACEMENT_EVERY
+from routing.headroom.reading import Reading, reading_replaces
+from routing.headroom.refusal_windows import refusal_limit
+from routing.walk import key_refused_recently
+from subscriptions.headroom.store import RefusalMark
 from subscriptions.models import CredentialKind, FailureKind
 from subscriptions.selectors import skip_window_start
-from subscriptions.walk import key_refused_recently
 
 
 @dataclass(frozen=True)
@@ -41,12 +46,14 @@ class MemoryPool:
     """What the dispatch loop reads and writes around the walk, in memory.
 
     Each method answers what its real counterpart answers, in the same shape:
-    ``turn_evidence`` is ``store.turn_evidence_read``, ``candidates`` is
-    ``selection.candidates_filtered`` (agent count and the latest refusal in the skip
-    window, load-balance order), ``key_rung_available`` is ``pool.key_rung_available``
-    over the key's events, ``record_refusal`` is ``record_rate_limit_event`` (the event
-    and the refusal mark beside the snapshot), ``readings_record`` keeps what
-    ``headroom_readings_record`` keeps, ``notify`` dedups as ``notification_send``.
+    ``plan_facts`` is ``plan_facts.plan_facts_read`` (the plan's row, its snapshot,
+    refusal mark and forecast), ``candidates`` is ``plan_facts.candidates_read``
+    (every present plan, its agent count and its latest refusal in the skip window,
+    load-balance order), ``selection`` is ``plan_facts.selection_read``,
+    ``key_rung_available`` is ``pool.key_rung_available`` over the key's events,
+    ``record_refusal`` is ``record_rate_limit_event`` (the event and the refusal mark
+    beside the snapshot), ``readings_record`` keeps what ``headroom_readings_record``
+    keeps, ``notify`` dedups as ``notification_send``.
     """
 
     def __init__(self, world: World, assignment: dict[str, int | None], *, strategy: str) -> None:
@@ -154,40 +161,59 @@ class MemoryPool:
                     latest = event
         return latest
 
-    def turn_evidence(self, subscription_id: int, now: datetime) -> TurnEvidence:
+    def plan_facts(
+        self, subscription_id: int, now: datetime, *, forecast: Forecast | None = None
+    ) -> PlanFacts:
+        """``plan_facts_read``: the plan's row, its refusal mark while the mark lives,
+        its snapshot, and ``forecast`` (the sampler's, kept by the policy)."""
         held = self.marks.get(subscription_id)
         mark = held[0] if held is not None and now < held[1] else None
-        return TurnEvidence(
-            reachable=True, reading=self.snapshots.get(subscription_id), refusal=mark
+        candidate = self._candidate(subscription_id, 0, mark, now)
+        return PlanFacts(candidate, self.snapshots.get(subscription_id), forecast)
+
+    def _candidate(
+        self,
+        pk: int,
+        agent_count: int,
+        refusal: RefusalMark | RefusalEvent | None,
+        now: datetime,
+    ) -> Candidate:
+        """``pk``'s row facts at ``now``, with ``refusal`` (its mark, or its latest event)."""
+        spec = self.world.fleet.subscriptions[pk - 1]
+        entry = billing.classify(spec.provider, spec.plan_type)
+        at = refusal.at if isinstance(refusal, RefusalMark) else None
+        if isinstance(refusal, RefusalEvent):
+            at = refusal.occurred_at
+        return candidate_of(
+            (
+                pk,
+                self.world.subscriptions[pk].name,
+                agent_count,
+                at,
+                refusal.resets_at if refusal is not None else None,
+                refusal.limiting_window if refusal is not None else None,
+                refusal.failure_kind if refusal is not None else None,
+                spec.paused_at(now),
+                spec.plan_type,
+                entry.billing_class,
+                entry.overage,
+            )
         )
 
     def last_failure_at(self, subscription_id: int, now: datetime) -> datetime | None:
         event = self._latest_in_window(subscription_id, now)
         return event.occurred_at if event is not None else None
 
-    def candidates(self, *, exclude_ids: set[int], now: datetime) -> list[Candidate]:
+    def candidates(self, now: datetime) -> list[Candidate]:
+        """Every plan present at ``now``, as ``candidates_read`` gives them."""
         counts: dict[int, int] = {}
         for assigned in self.assignment.values():
             if assigned is not None:
                 counts[assigned] = counts.get(assigned, 0) + 1
-        rows = []
-        for pk in self.world.present_ids(now):
-            if pk in exclude_ids:
-                continue
-            subscription = self.world.subscriptions[pk]
-            latest = self._latest_in_window(pk, now)
-            rows.append(
-                candidate_of(
-                    (
-                        pk,
-                        subscription.name,
-                        counts.get(pk, 0),
-                        latest.occurred_at if latest is not None else None,
-                        latest.resets_at if latest is not None else None,
-                        latest.limiting_window if latest is not None else None,
-                    )
-                )
-            )
+        rows = [
+            self._candidate(pk, counts.get(pk, 0), self._latest_in_window(pk, now), now)
+            for pk in self.world.present_ids(now)
+        ]
         rows.sort(key=lambda c: c.name)
         return in_load_balance_order(rows)
 
@@ -204,15 +230,8 @@ class MemoryPool:
             failure_kind=latest.failure_kind, occurred_at=latest.occurred_at, now=now
         )
 
-    def selection(self, *, exclude_ids: set[int], now: datetime, family: str | None) -> Selection:
-        """``rank_alternatives``: the candidates minus ``exclude_ids``, ranked by the
-        stored readings with the real ranking, for the turn's model family."""
-        ranking = rank_candidates(
-            self.candidates(exclude_ids=exclude_ids, now=now),
-            self.snapshots,
-            now=now,
-            max_age=fresh_for(),
-            family=family,
-            strategy=self.strategy,
-        )
-        return Selection(ranking.ranked, ranking.last_resort, ranking.dropped, now=now)
+    def selection(self, admission: Admission) -> Selection:
+        """``selection_read``: every present plan judged by ``admission`` and the admitted
+        ones ranked by the stored readings with the real ranking."""
+        now = admission.now
+        return select(self.candidates(now), self.snapshots, admission, strategy=self.strategy)

@@ -26,13 +26,13 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from agents.client import TurnOutcome
-from agents.rung import Rung, RungKind
 from bench.fleet.trace import Trace, Turn
 from bench.fleet.world import World
+from routing.attempt_refusal import classify_attempt_refusal
+from routing.headroom.reading import Reading
+from routing.headroom.windows import family_window, turn_windows
+from routing.rung import Rung, RungKind
 from simulator.state import WINDOW_DURATIONS
-from subscriptions.classifier import classify_attempt_refusal
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.windows import family_window, turn_windows
 
 # What a policy's turn is to the engine: it yields the instant to resume it at.
 TurnRun = Generator[datetime, None, "TurnResult"]
@@ -151,19 +151,23 @@ class Policy(ABC):
         """Send the turn's remaining requests on ``rung``, each at its instant (yielded
         first, so other turns interleave), until one is refused; returns the last
         outcome (served, or the refusal). A plan removed meanwhile is not sent to: its
-        credential is gone, which the turn meets as an auth refusal."""
+        credential is gone, which the turn meets as an auth refusal. Nor is one an admin
+        paused, when the turn would start there (a turn already on it finishes)."""
         model = self.trace.model_of(turn)
         outcome: TurnOutcome | None = None
+        first = True
         while not result.complete:
             index = result.next
             part = turn.parts[index]
             at = max(turn.at + timedelta(seconds=part.offset), result.now)
             yield at
             result.now = at
-            if rung.subscription_id is not None and not self.world.present(
-                rung.subscription_id, at
+            pk = rung.subscription_id
+            if pk is not None and (
+                not self.world.present(pk, at) or (first and self.world.paused(pk, at))
             ):
                 return self.world.withdrawn(rung, at)
+            first = False
             # A plan that serves the request could serve it; only the key's requests
             # need to ask the world (a quota check of every plan).
             could = rung.kind is not RungKind.API_KEY or self.world.could_serve(model, at)

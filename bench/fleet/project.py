@@ -1,5 +1,5 @@
 """This project's policy in the fleet benchmark: the turn planner itself
-(``subscriptions/planner``), fed from memory.
+(``routing/planner``), fed from memory.
 
 ``ProjectTurn`` is ``execution/turn.py``'s loop with an in-memory evidence source: it
 asks ``plan`` for the next action, answers each ``Need`` from ``MemoryPool`` and the
@@ -24,35 +24,31 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from agents.rung import Rung, RungKind
 from bench.fleet.memory import MemoryPool
 from bench.fleet.policies import Policy, TurnResult, TurnRun
-from bench.fleet.trace import Trace, Turn
+from bench.fleet.trace import PROVIDER, Trace, Turn
 from bench.fleet.world import World
 from execution.deadlines import turn_timeout
 from execution.ending import EXHAUSTED_NOTICE_TTL
 from execution.served import KEY_NOTICE_TTL
-from subscriptions import pool
-from subscriptions.headroom.exhaustion_forecast import (
+from routing.eligibility import Admission, Admitted, Excluded, PlanFacts, Role, forbidden
+from routing.headroom.exhaustion_forecast import (
     LOOKBACK,
     Forecast,
     UsagePoint,
     forecast_compute,
 )
-from subscriptions.headroom.placement import placement_pick, settled
-from subscriptions.headroom.probe_cadence import probe_due
-from subscriptions.headroom.ranking import BALANCED, BANDED
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.rebalance_plan import rebalance_plan
-from subscriptions.headroom.selection import fresh_for
-from subscriptions.headroom.store import TurnEvidence
-from subscriptions.headroom.windows import family_window
-from subscriptions.planner import (
+from routing.headroom.placement import placement_pick, settled
+from routing.headroom.probe_cadence import probe_due
+from routing.headroom.ranking import BALANCED, BANDED
+from routing.headroom.reading import Reading
+from routing.headroom.rebalance_plan import rebalance_plan
+from routing.headroom.windows import family_window
+from routing.planner import (
     KEY_RUNG,
     Action,
     AgentFacts,
     Ask,
-    AssignedVerdict,
     Attempt,
     Current,
     Evidence,
@@ -71,6 +67,8 @@ from subscriptions.planner import (
     TurnFacts,
     plan,
 )
+from routing.rung import Rung, RungKind
+from subscriptions.plan_facts import fresh_for, with_settings
 
 # A turn never takes more steps than this (the planner ends every turn far sooner).
 MAX_STEPS = 500
@@ -162,9 +160,14 @@ class ProjectPolicy(Policy):
             for a in self.trace.fleet.agents
             if (current := self.assignment[a.name]) is not None
         ]
-        candidates = self.pool.candidates(exclude_ids=set(), now=now)
+        candidates = self.pool.candidates(now)
         for move in rebalance_plan(
-            agents, candidates, self.pool.snapshots, now=now, max_age=fresh_for()
+            agents,
+            candidates,
+            self.pool.snapshots,
+            now=now,
+            max_age=fresh_for(),
+            provider=PROVIDER,
         ):
             self.pool.commit(
                 agent=str(move.agent),
@@ -239,12 +242,14 @@ class ProjectTurn:
 
     def run(self) -> TurnRun:
         evidence = Evidence(
-            turn=TurnFacts(
-                provider="anthropic",
-                autonomous=self.turn.autonomous,
-                created_at=self.now,
-                budget_end=self.now + self.policy.budget,
-                family=self.family,
+            turn=with_settings(
+                TurnFacts(
+                    provider=PROVIDER,
+                    autonomous=self.turn.autonomous,
+                    created_at=self.now,
+                    budget_end=self.now + self.policy.budget,
+                    family=self.family,
+                )
             )
         )
         for _ in range(MAX_STEPS):
@@ -269,9 +274,14 @@ class ProjectTurn:
             return replace(evidence, admitted=True)  # no provider outage in the world
         if ask is Ask.READY:
             origin = self.policy.assignment[self.agent]
-            return replace(
-                evidence, ready="", agent=self._agent(origin), legacy=Legacy(assignment=origin)
-            )
+            agent = self._agent(origin)
+            assigned = None
+            if origin is not None:
+                # A rule that forbids the assignment is known from its row.
+                candidate = self.pool.plan_facts(origin, self.now).candidate
+                assigned = forbidden(candidate, agent, evidence.turn, now=self.now)
+            legacy = Legacy(assignment=origin)
+            return replace(evidence, ready="", agent=agent, legacy=legacy, assigned=assigned)
         if ask is Ask.SETTINGS:
             return replace(evidence, settings=SettingsFacts(True, True, None))
         if ask is Ask.ASSIGNED:
@@ -288,11 +298,8 @@ class ProjectTurn:
     def _step_fact(self, evidence: Evidence, need: Need) -> Evidence:
         ask, now = need.ask, self.now
         if ask is Ask.SELECTION:
-            current = self.policy.assignment[self.agent]
-            excluded = {*need.ids, *([current] if current is not None else [])}
-            return evidence.learn(
-                selection=self.pool.selection(exclude_ids=excluded, now=now, family=self.family)
-            )
+            admission = self._admission(evidence, tried=frozenset(need.ids))
+            return evidence.learn(selection=self.pool.selection(admission))
         if ask is Ask.KEY:
             return evidence.learn(key=KeyState(self.pool.key_rung_available(now)))
         if ask is Ask.CURRENT:
@@ -301,7 +308,7 @@ class ProjectTurn:
             return evidence.learn(current=Current(current, name))
         if ask is Ask.FORECAST:
             pk = need.ids[0]
-            out = {**evidence.facts.forecast_out, pk: self._forecast_out(pk)}
+            out = {**evidence.facts.forecast_out, pk: self._forecast_out(evidence, pk)}
             return evidence.learn(forecast_out=out)
         if ask is Ask.READINGS:
             snapshots = self.pool.snapshots
@@ -334,27 +341,30 @@ class ProjectTurn:
             else None,
         )
 
-    def _assigned(self, evidence: Evidence) -> AssignedVerdict:
-        """``execution/evidence.py``'s judgment of the assignment's cached evidence."""
-        origin = evidence.agent.origin if evidence.agent is not None else None
-        if origin is None:
-            return AssignedVerdict(False, False)
-        read = replace(
-            self.pool.turn_evidence(origin, self.now),
-            forecast=self.policy.forecast_of(origin, self.now),
-        )
-        refusing = pool.assigned_refusing(read, now=self.now, family=self.family)
-        forecast_out = not refusing and pool.assigned_forecast_exhausted(
-            read, now=self.now, expected_turn=self._expected_turn(), family=self.family
-        )
-        placeable = not refusing and pool.assigned_placeable(read, now=self.now, family=self.family)
-        return AssignedVerdict(refusing, forecast_out, placeable=placeable)
+    def _admission(self, evidence: Evidence, **out: frozenset[int]) -> Admission:
+        """What ``admit`` reads of this turn and its agent now."""
+        assert evidence.agent is not None
+        return Admission.of(evidence.agent, evidence.turn, now=self.now, **out)
 
-    def _forecast_out(self, pk: int) -> bool:
-        read = TurnEvidence(reachable=True, forecast=self.policy.forecast_of(pk, self.now))
-        return pool.assigned_forecast_exhausted(
-            read, now=self.now, expected_turn=self._expected_turn(), family=self.family
+    def _assigned(self, evidence: Evidence) -> Admitted | Excluded:
+        """``execution/evidence.py``'s verdict on the assignment: ``admit`` on its facts."""
+        origin = evidence.agent.origin if evidence.agent is not None else None
+        assert origin is not None  # the planner asks only with an assignment
+        forecast = self.policy.forecast_of(origin, self.now)
+        facts = self.pool.plan_facts(origin, self.now, forecast=forecast)
+        return self._admission(evidence).judge(facts, Role.ASSIGNED)
+
+    def _forecast_out(self, evidence: Evidence, pk: int) -> bool:
+        """Whether the plan a forecast would route to runs out as well (``admit`` on its
+        ranked row, its snapshot and its forecast, as ``execution/evidence.py`` asks)."""
+        selection = evidence.last_selection
+        ranked = selection.ranked if selection is not None else ()
+        candidate = next(r.candidate for r in ranked if r.candidate.subscription_id == pk)
+        facts = PlanFacts(
+            candidate, self.pool.snapshots.get(pk), self.policy.forecast_of(pk, self.now)
         )
+        verdict = self._admission(evidence).judge(facts, Role.ALTERNATIVE)
+        return not isinstance(verdict, Admitted) or verdict.forecast_out
 
     def _placement(self, ids: tuple[int, ...]) -> int | None:
         origin = self.policy.assignment[self.agent]
@@ -366,9 +376,6 @@ class ProjectTurn:
             max_age=fresh_for(),
             family=self.family,
         )
-
-    def _expected_turn(self) -> timedelta:
-        return pool.forecast_turn_length(now=self.now, budget_end=self.turn.at + self.policy.budget)
 
     # Actions
 
@@ -384,6 +391,9 @@ class ProjectTurn:
         return self.world.subscriptions[ref.subscription_id].rung
 
     def _send(self, evidence: Evidence, send: Send) -> Generator[datetime, None, Evidence]:
+        pk = send.rung.subscription_id if send.rung is not None else None
+        # The planner never starts a turn on a plan an admin paused, nor walks to one.
+        assert pk is None or not self.world.paused(pk, self.now), f"sent to paused {pk}"
         outcome = yield from self.policy._try(
             self.result, self._rung(send.rung, evidence), self.turn
         )

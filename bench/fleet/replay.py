@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agents.rung import RungKind
 from bench.fleet.engine import RequestRecord
 from bench.fleet.trace import Trace
 from bench.fleet.world import World
+from routing.rung import RungKind
 
 MTOK = 1e6
 

@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from agents.rung import RungKind
 from bench.fleet.bounds import Bounds
 from bench.fleet.engine import Run, TurnRecord, simulate
 from bench.fleet.lineup import POLICIES
@@ -15,6 +14,7 @@ from bench.fleet.project import ProjectPolicy
 from bench.fleet.replay import Replay, schedule_replay
 from bench.fleet.trace import Trace
 from bench.fleet.world import to_unix
+from routing.rung import RungKind
 from simulator.state import WINDOW_DURATIONS
 
 LOWER_LABEL = "lower bound (MILP)"

@@ -6,8 +6,9 @@ was read from a version-2 file gives the same bytes back. Every instant is an aw
 ISO-8601 string; tokens are whole numbers.
 
 The fleet line names the subscriptions (plan type; when it was added, revoked and
-removed; per quota window its capacity, its first reset and what was used of it when
-the trace starts or the plan is added), the agents (model, assigned subscription) and
+removed, and in version 2 the spans an admin paused it; per quota window its capacity,
+its first reset and what was used of it when the trace starts or the plan is added),
+the agents (model, assigned subscription) and
 the platform key's prices (one blended ``key_usd_per_mtok`` and, in version 2,
 ``key_prices`` per model family). What a line leaves out has a default: a window's
 capacity comes from its plan type (``PLAN_CAPACITY``), its first reset is one window
@@ -93,7 +94,9 @@ class SubscriptionSpec:
     """One plan. ``added_at``: registered during the trace (None: from its start; its
     windows' ``first_reset`` is then the first reset after ``added_at``).
     ``revoked_at``: the provider refuses its token from then on (an auth refusal).
-    ``removed_at``: the operator deleted it; from then on it is no candidate at all."""
+    ``removed_at``: the operator deleted it; from then on it is no candidate at all.
+    ``paused``: the spans ``[since, until)`` an admin paused it (``until`` None: to the
+    end): it stays registered, and no turn may start on it or walk to it meanwhile."""
 
     name: str
     plan_type: str
@@ -102,12 +105,17 @@ class SubscriptionSpec:
     provider: str = PROVIDER
     added_at: datetime | None = None
     removed_at: datetime | None = None
+    paused: tuple[tuple[datetime, datetime | None], ...] = ()
 
     def present(self, at: datetime) -> bool:
         """Whether the plan is registered at ``at`` (added and not yet removed)."""
         if self.added_at is not None and at < self.added_at:
             return False
         return self.removed_at is None or at < self.removed_at
+
+    def paused_at(self, at: datetime) -> bool:
+        """Whether an admin has the plan paused at ``at``."""
+        return any(since <= at and (until is None or at < until) for since, until in self.paused)
 
 
 @dataclass(frozen=True)
@@ -290,6 +298,7 @@ def _subscription(
     if not isinstance(given, dict):
         raise TraceError(f"{where}.windows: expected an object")
     added_at, revoked_at, removed_at = _lifetime(raw, span, version, where)
+    paused = _pauses(raw.get("paused"), span, version, where)
     start = added_at or span[0]
     windows = {
         name: _window(
@@ -308,7 +317,37 @@ def _subscription(
         provider=provider,
         added_at=added_at,
         removed_at=removed_at,
+        paused=paused,
     )
+
+
+def _pauses(
+    raw: Any, span: tuple[datetime, datetime], version: int, where: str
+) -> tuple[tuple[datetime, datetime | None], ...]:
+    """The plan's pauses: ``[[since, until], ...]`` (``until`` null: to the end), in the
+    trace's span, in order, none overlapping the next."""
+    if raw is None:
+        return ()
+    if version < 2:
+        raise TraceError(f"{where}.paused: a version-2 field in a version-1 trace")
+    if not isinstance(raw, list):
+        raise TraceError(f"{where}.paused: expected a list of [since, until] pairs")
+    found: list[tuple[datetime, datetime | None]] = []
+    for i, pair in enumerate(raw):
+        here = f"{where}.paused[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise TraceError(f"{here}: expected [since, until]")
+        since = _instant(pair[0], f"{here}[0]")
+        until = _optional_instant(pair[1], f"{here}[1]")
+        if not span[0] <= since < span[1]:
+            raise TraceError(f"{here}: outside the trace's [start, end)")
+        if until is not None and until <= since:
+            raise TraceError(f"{here}: until is not after since")
+        previous = found[-1][1] if found else None
+        if found and (previous is None or since < previous):
+            raise TraceError(f"{here}: starts before the previous pause ends")
+        found.append((since, until))
+    return tuple(found)
 
 
 def _fleet(raw: Any) -> Fleet:
@@ -506,6 +545,8 @@ def fleet_json(fleet: Fleet) -> dict[str, Any]:
                 "added_at": _iso(s.added_at),
                 "revoked_at": _iso(s.revoked_at),
                 "removed_at": _iso(s.removed_at),
+                # Only where there are some: a trace without pauses keeps its bytes.
+                **({"paused": [[_iso(a), _iso(b)] for a, b in s.paused]} if s.paused else {}),
                 "windows": {
                     name: {
                         "capacity": w.capacity,

@@ -31,13 +31,13 @@ from datetime import UTC, datetime
 
 from agent_server.classifier import classify_runtime_refusal, parse_unified_reset
 from agents.client import TurnOutcome
-from agents.rung import Rung, RungKind
 from bench.fleet.trace import Fleet, SubscriptionSpec
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.rung import Rung, RungKind
 from simulator.app import OAUTH_REVOKED, RATE_LIMITED
 from simulator.ratelimit import PREFIX, unified_headers
 from simulator.state import Credential, Simulator, Window, iso
 from subscriptions.headroom.collectors.anthropic import parse_usage_body
-from subscriptions.headroom.reading import Reading, ReadingStatus
 from trinity.crypto import Secret
 
 KEY_TOKEN = "sk-ant-api03-fleet-bench-platform-key"  # noqa: S105 - a simulated key
@@ -195,6 +195,11 @@ class World:
         """Whether the plan is registered at ``at`` (a candidate for any policy)."""
         return self.fixed or self.fleet.subscriptions[subscription_id - 1].present(at)
 
+    def paused(self, subscription_id: int, at: datetime) -> bool:
+        """Whether an admin has the plan paused at ``at``: no turn may start on it or
+        walk to it (one already running on it finishes there)."""
+        return self.fleet.subscriptions[subscription_id - 1].paused_at(at)
+
     def present_ids(self, at: datetime) -> list[int]:
         """The plans registered at ``at``, in fleet order."""
         if self.fixed:
@@ -235,8 +240,9 @@ class World:
         return _served(model, tokens, rung)
 
     def withdrawn(self, rung: Rung, at: datetime) -> TurnOutcome:
-        """What a turn meets on a plan the operator removed while it ran: its credential
-        is gone, an auth refusal, and nothing reaches the provider."""
+        """What a turn meets on a plan the operator removed while it ran, or one an
+        admin paused that it is about to start on: an auth refusal, and nothing reaches
+        the provider."""
         return _refused(401, f"authentication_error: {OAUTH_REVOKED}", None, at, rung)
 
     def could_serve(self, model: str, at: datetime) -> bool:
@@ -246,6 +252,7 @@ class World:
         return any(
             not s.credential.revoked
             and self.present(pk, at)
+            and not self.paused(pk, at)
             and self.sim.check_quota(s.credential, model).allowed
             for pk, s in self.subscriptions.items()
         )

@@ -1,4 +1,4 @@
-// The billing catalog, mirrored from subscriptions/billing.py (a Python test keeps the
+// The billing catalog, mirrored from routing/billing.py (a Python test keeps the
 // two equal). The server validates plan types; this only fills the form's choices.
 import catalog from "./plan-catalog.json";
 

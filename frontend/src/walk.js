@@ -3,7 +3,7 @@
 // (GET /api/agents). A field the server did not send is shown as unknown, never
 // guessed.
 
-/** Why a rung was tried (subscriptions/walk.py Why). */
+/** Why a rung was tried (routing/walk.py Why). */
 export const WHY_LABELS = {
   assigned: "its assigned subscription",
   pre_dispatch: "routed before dispatch: its subscription was known not to serve",
@@ -142,7 +142,7 @@ export function hasSwitch(lastSwitch) {
   return Boolean(lastSwitch && typeof lastSwitch === "object" && "to" in lastSwitch);
 }
 
-/** Why a refused turn's walk stopped (subscriptions/walk.py Stop), in words. */
+/** Why a refused turn's walk stopped (routing/walk.py Stop), in words. */
 export const STOP_LABELS = {
   not_a_credential_refusal: "Not a quota or credential refusal, so nothing was switched.",
   no_subscription: "The agent has no subscription, so there was nothing to walk from.",

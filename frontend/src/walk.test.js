@@ -40,7 +40,7 @@ describe("readAttempt", () => {
     expect(readAttempt({ credential_kind: "api_key", why: "something_new", outcome: "served" }).why).toBe("something_new");
   });
 
-  it("names every reason the walk gives (subscriptions/walk.py Why)", () => {
+  it("names every reason the walk gives (routing/walk.py Why)", () => {
     for (const why of ["assigned", "pre_dispatch", "ranked", "readmitted", "last_resort", "api_key", "concurrent_switch", "retry", "placement"]) {
       expect(readAttempt({ credential_kind: "subscription", why, outcome: "served" }).why).not.toBe(why);
     }

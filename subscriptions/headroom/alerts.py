@@ -11,9 +11,9 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
-from subscriptions.headroom.alert_crossings import AlertCrossing, AlertLevel, alert_crossings
-from subscriptions.headroom.instances import window_instance
-from subscriptions.headroom.reading import Reading
+from routing.headroom.alert_crossings import AlertCrossing, AlertLevel, alert_crossings
+from routing.headroom.instances import window_instance
+from routing.headroom.reading import Reading
 from trinity.models import Notification
 from trinity.notifications import notification_send
 

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.api import AgentRefOutput
-from subscriptions.headroom.exhaustion_forecast import Forecast
+from routing.headroom.exhaustion_forecast import Forecast
 from subscriptions.headroom.forecast_store import headroom_forecasts_get
 from subscriptions.headroom.sampler import headroom_refresh
 from subscriptions.headroom.selectors import (

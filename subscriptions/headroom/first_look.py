@@ -12,8 +12,8 @@ import logging
 from celery import Task, shared_task
 from django.db import transaction
 
+from routing.headroom.reading import ReadingStatus
 from subscriptions.headroom import sampler
-from subscriptions.headroom.reading import ReadingStatus
 from subscriptions.models import Subscription
 from trinity import clock
 from trinity.selectors import system_settings_get

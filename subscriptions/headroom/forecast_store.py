@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 
-from subscriptions.headroom.exhaustion_forecast import (
+from routing.headroom.exhaustion_forecast import (
     LOOKBACK,
     Forecast,
     UsagePoint,
@@ -25,7 +25,7 @@ from subscriptions.headroom.exhaustion_forecast import (
     forecast_key,
     forecast_to_json,
 )
-from subscriptions.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading, ReadingStatus
+from routing.headroom.reading import FIVE_HOUR, SEVEN_DAY, Reading, ReadingStatus
 from subscriptions.models import HeadroomSample
 from trinity.markers import STORE_ERRORS
 

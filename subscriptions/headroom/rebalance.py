@@ -20,12 +20,12 @@ from datetime import datetime
 from django.conf import settings
 
 from agents.models import Agent
-from subscriptions import policy
-from subscriptions.headroom.balance import Balance
-from subscriptions.headroom.rebalance_plan import Rebalance, rebalance_plan
-from subscriptions.headroom.selection import candidates_filtered, fresh_for
+from routing import policy
+from routing.headroom.balance import Balance
+from routing.headroom.rebalance_plan import Rebalance, rebalance_plan
+from routing.headroom.windows import family_window
 from subscriptions.headroom.store import snapshots_read
-from subscriptions.headroom.windows import family_window
+from subscriptions.plan_facts import candidates_read, fresh_for
 from subscriptions.services import assignment_commit
 from trinity.models import RoutingStrategy
 from trinity.selectors import system_settings_get
@@ -104,9 +104,7 @@ def _group_rebalance(
 ) -> bool:
     """Plan and apply the moves of one provider's agents that share a hard-stop rule,
     into ``report``; False (nothing moved) when the store is unreachable."""
-    candidates = candidates_filtered(
-        provider=provider, exclude_ids=(), now=now, only_hard_stop=hard_stop
-    )
+    candidates = candidates_read(provider=provider, now=now)
     snapshots = snapshots_read(c.subscription_id for c in candidates)
     if not snapshots.reachable:
         return False
@@ -118,6 +116,8 @@ def _group_rebalance(
         snapshots.readings,
         now=now,
         max_age=fresh_for(),
+        provider=provider,
+        routing_policy=policy.SUBSCRIPTION_ONLY if hard_stop else policy.THRIFTY,
     )
     for move in moves:
         _move_apply(move, by_key[move.agent], names, report=report, now=now)

@@ -25,15 +25,15 @@ import httpx
 from django.conf import settings
 from django.db import connections, transaction
 
+from routing.headroom.probe_cadence import probe_due
+from routing.headroom.reading import Reading, ReadingStatus, reading_replaces, window_to_json
 from subscriptions.codex_refresh import codex_fresh_secret
 from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.collectors.common import Collected, from_iso
 from subscriptions.headroom.forecast_store import headroom_forecasts_update
-from subscriptions.headroom.probe_cadence import probe_due
-from subscriptions.headroom.reading import Reading, ReadingStatus, reading_replaces, window_to_json
-from subscriptions.headroom.selection import last_failure_subquery
 from subscriptions.headroom.store import Snapshots, snapshot_read, snapshots_read, snapshots_write
 from subscriptions.models import HeadroomSample, Provider, Subscription
+from subscriptions.plan_facts import last_failure_subquery
 from trinity import metrics
 from trinity.errors import DomainError
 from trinity.markers import marker_claim, marker_release, marker_set, markers_read

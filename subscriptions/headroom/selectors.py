@@ -11,16 +11,16 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
-from subscriptions.headroom.classification import Gate, Tier, classify_headroom
-from subscriptions.headroom.limited_now import reading_says_limited, resolve_rate_limited_now
-from subscriptions.headroom.reading import Reading, WindowReading
-from subscriptions.headroom.selection import (
+from routing.headroom.classification import Gate, Tier, classify_headroom
+from routing.headroom.limited_now import reading_says_limited, resolve_rate_limited_now
+from routing.headroom.reading import Reading, WindowReading
+from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
+from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
+from subscriptions.plan_facts import (
     fresh_for,
     last_failure_subquery,
     latest_failure_subquery,
 )
-from subscriptions.headroom.store import Snapshots, SnapshotState, snapshot_read, snapshots_read
-from subscriptions.models import FailureKind, HeadroomSample, RateLimitEvent, Subscription
 from subscriptions.selectors import (
     is_admin,
     is_subscription_rate_limited,

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agents.client import parse_turn_response
-from subscriptions.classifier import QuotaEvidence, classify_attempt_refusal
+from routing.attempt_refusal import QuotaEvidence, classify_attempt_refusal
 from tests.agent_server.conftest import StartServer
 
 pytestmark = pytest.mark.e2e

@@ -24,7 +24,7 @@ from agents.client import (
     ReloadRefused,
     parse_turn_response,
 )
-from agents.rung import Rung, RungKind
+from routing.rung import Rung, RungKind
 from trinity.crypto import Secret
 from trinity_contract.errors import ERROR_STATUS
 from trinity_contract.proof import health_proof

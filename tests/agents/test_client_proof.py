@@ -19,7 +19,7 @@ import pytest
 
 from agents import client as client_module
 from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
-from agents.rung import Rung, RungKind
+from routing.rung import Rung, RungKind
 from tests.agents.standin import SECRET, StandIn, close, serve
 from trinity.crypto import Secret
 

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from agents import lifecycle
 from agents.models import RUNTIME_PROVIDER, AuthMode, Runtime
-from agents.rung import Rung, RungKind
+from routing.rung import Rung, RungKind
 from subscriptions.codex_refresh import codex_wire_rung
 from subscriptions.models import Provider
 from subscriptions.services import subscription_register

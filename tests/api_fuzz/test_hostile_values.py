@@ -109,6 +109,8 @@ class Row:
     fields: dict[str, str]  # field -> kind
     client: str = "admin"
     failures: list[str] = field(default_factory=list)
+    # Which seeded object the path's ``{id}`` names.
+    id_of: str = "{id}"
 
 
 ROWS = [
@@ -214,6 +216,13 @@ ROWS = [
             "token": "sk-ant-oat01-" + "a" * 40,
         },
         {"name": "name", "provider": "choice", "plan_type": "choice", "token": "text"},
+    ),
+    Row(
+        "patch",
+        "/api/subscriptions/{id}",
+        {"paused": True},
+        {"paused": "boolean"},
+        id_of="{subscription}",
     ),
     Row(
         "put",
@@ -338,6 +347,7 @@ def seeded(owner: Any, admin_user: Any) -> dict[str, Any]:
         "{name}": "bot",
         "{id}": str(channel.pk),
         "{schedule}": "nightly",
+        "{subscription}": str(subscription.pk),
         "subscription_id": subscription.pk,
     }
 
@@ -350,8 +360,8 @@ def test_every_hostile_value_is_a_4xx_naming_the_field_and_writes_nothing(
     owner_client: APIClient,
 ) -> None:
     client = admin_client_api if row.client == "admin" else owner_client
-    url = row.path
-    for placeholder in ("{name}", "{id}", "{schedule}"):
+    url = row.path.replace("{id}", seeded[row.id_of])
+    for placeholder in ("{name}", "{schedule}"):
         url = url.replace(placeholder, seeded[placeholder])
     base = {k: seeded.get(k, v) if k == "subscription_id" else v for k, v in row.body.items()}
     failures = []

@@ -9,7 +9,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from execution.models import Execution, Status
-from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+from routing.headroom.reading import Reading, ReadingStatus, WindowReading
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, HeadroomSample, Subscription
 from tests.agents.factories import AgentFactory, UserFactory
@@ -142,6 +142,33 @@ def test_the_openai_key_is_set_beside_the_anthropic_key_and_never_shown(
     assert openai_key not in panel.received_text()
 
 
+def test_an_admin_pauses_a_plan_and_every_page_load_shows_it_until_it_is_resumed(
+    panel: Panel, admin_user: User
+) -> None:
+    plan = SubscriptionFactory.create(name="team-max")
+    page = panel.page
+    panel.sign_in("admin", PASSWORD)
+    row = page.locator("tr[data-subscription='team-max']")
+    expect(row.get_by_test_id("paused")).to_have_count(0)
+
+    with page.expect_response(
+        lambda r: r.url.endswith(f"/api/subscriptions/{plan.pk}") and r.request.method == "PATCH"
+    ) as patch:
+        row.get_by_role("button", name="Pause team-max").click()
+    assert patch.value.status == 200
+    expect(page.get_by_role("status").first).to_contain_text("Paused team-max: no turn")
+    expect(row.get_by_test_id("paused")).to_have_text("Paused")
+    expect(row.get_by_test_id("paused-by")).to_contain_text("paused by admin")
+    assert Subscription.objects.get(pk=plan.pk).paused_at is not None
+
+    page.reload()
+    expect(row.get_by_test_id("paused")).to_have_text("Paused")
+    row.get_by_role("button", name="Resume team-max").click()
+    expect(row.get_by_test_id("paused")).to_have_count(0)
+    expect(row.get_by_role("button", name="Pause team-max")).to_be_visible()
+    assert Subscription.objects.get(pk=plan.pk).paused_at is None
+
+
 def test_a_non_admin_sees_no_admin_controls(panel: Panel) -> None:
     operator = UserFactory.create(username="operator")
     AgentFactory.create(
@@ -152,7 +179,7 @@ def test_a_non_admin_sees_no_admin_controls(panel: Panel) -> None:
     expect(page.get_by_test_id("signed-in-as")).to_have_text("Signed in as operator")
 
     expect(page.locator("tr[data-subscription='shared-max']")).to_be_visible()
-    for name in ("Add subscription", "Rotate token", "Delete"):
+    for name in ("Add subscription", "Rotate token", "Delete", "Pause shared-max"):
         expect(page.get_by_role("button", name=name)).to_have_count(0)
 
     panel.open("settings")

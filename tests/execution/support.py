@@ -13,8 +13,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from routing import billing
 from simulator.control import SimulatorControl
-from subscriptions import billing
 from subscriptions import services as subscription_services
 from subscriptions.models import Subscription
 from tests import procs

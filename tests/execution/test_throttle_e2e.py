@@ -21,8 +21,8 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from routing.headroom.throttle import THROTTLE
 from simulator.control import SimulatorControl
-from subscriptions.headroom.throttle import THROTTLE
 from subscriptions.models import RateLimitEvent
 from tests.execution.support import agent_on, messages_sent, register_plan
 from trinity import clock

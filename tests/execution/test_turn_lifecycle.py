@@ -17,9 +17,9 @@ from agents import lifecycle
 from agents.models import Agent
 from execution import services, tasks
 from execution.models import Execution, Status
+from routing.planner import lookups as planner_lookups
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
-from subscriptions.planner import lookups as planner_lookups
 from tests.agents.factories import AgentFactory
 from tests.execution.support import wait_until
 from tests.subscriptions.factories import plan_token

@@ -21,8 +21,8 @@ from execution.api import ExecutionOutput
 from execution.models import Execution, Status
 from execution.served import served
 from execution.turn_state import turn_state_start
-from subscriptions.planner import AgentFacts, Finish
-from subscriptions.walk import Why
+from routing.planner import AgentFacts, Finish
+from routing.walk import Why
 from tests.agents.factories import AgentFactory
 from tests.subscriptions.factories import SubscriptionFactory
 

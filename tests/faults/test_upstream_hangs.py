@@ -15,8 +15,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from execution.models import Execution
+from routing.attempt_refusal import classify_attempt_refusal
 from simulator.control import SimulatorControl
-from subscriptions.classifier import classify_attempt_refusal
 from subscriptions.models import RateLimitEvent
 from tests.faults.harness import agent_on, register_plan, task, wait_until
 from trinity import services as trinity_services

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from agents.rung import RungKind
 from bench.fleet.policies import Policy, TurnResult
 from bench.fleet.trace import AgentSpec, Fleet, Request, SubscriptionSpec, Trace, Turn, WindowSpec
+from routing.rung import RungKind
 
 START = datetime(2030, 1, 7, tzinfo=UTC)
 SONNET = "claude-sonnet-4-5"
@@ -26,6 +26,7 @@ def plan(
     weekly_reset: timedelta = timedelta(days=7),
     added_at: datetime | None = None,
     removed_at: datetime | None = None,
+    paused: tuple[tuple[datetime, datetime | None], ...] = (),
 ) -> SubscriptionSpec:
     """A plan whose windows hold plenty unless told otherwise."""
     weekly = START + weekly_reset
@@ -40,6 +41,7 @@ def plan(
         },
         added_at=added_at,
         removed_at=removed_at,
+        paused=paused,
     )
 
 

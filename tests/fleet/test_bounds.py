@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agents.client import TurnOutcome
-from agents.rung import Rung
 from bench.fleet.achievable import achievable_replay
 from bench.fleet.bounds import CALM, bounds_for, bounds_solve, sidecar_of, thinned
 from bench.fleet.cells import FlatRequest, requests_of
@@ -33,6 +32,7 @@ from bench.fleet.trace import (
     trace_write,
 )
 from bench.fleet.world import World
+from routing.rung import Rung
 
 START = datetime(2030, 1, 7, tzinfo=UTC)
 HAIKU = "claude-haiku-4-5"

@@ -14,7 +14,6 @@ from datetime import timedelta
 
 import pytest
 
-from agents.rung import RungKind
 from bench.fleet.bounds import bounds_solve
 from bench.fleet.engine import simulate
 from bench.fleet.generate import small
@@ -24,7 +23,8 @@ from bench.fleet.replay import Replay
 from bench.fleet.report import BASELINES, check, compare
 from bench.fleet.tables import HEADER, prices, table, targets
 from bench.fleet.world import World
-from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+from routing.headroom.reading import Reading, ReadingStatus, WindowReading
+from routing.rung import RungKind
 from tests.fleet.support import split_trace
 
 

@@ -13,13 +13,13 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from agents.rung import RungKind
 from bench.fleet.trace import AgentSpec, Fleet, SubscriptionSpec, WindowSpec
 from bench.fleet.world import PhasedWindow, World, from_unix
+from routing.attempt_refusal import classify_attempt_refusal
+from routing.headroom.reading import ReadingStatus
+from routing.rung import RungKind
 from simulator.app import create_app
-from subscriptions.classifier import classify_attempt_refusal
 from subscriptions.headroom.collectors import anthropic
-from subscriptions.headroom.reading import ReadingStatus
 from trinity.crypto import Secret
 
 START = datetime(2030, 1, 7, tzinfo=UTC)

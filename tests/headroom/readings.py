@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+from routing.headroom.reading import Reading, ReadingStatus, WindowReading
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from subscriptions.headroom.alert_crossings import AlertLevel, alert_crossings
-from subscriptions.headroom.reading import Reading, ReadingStatus, WindowReading
+from routing.headroom.alert_crossings import AlertLevel, alert_crossings
+from routing.headroom.reading import Reading, ReadingStatus, WindowReading
 from tests.headroom.readings import T0, reading
 
 

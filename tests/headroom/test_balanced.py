@@ -9,19 +9,19 @@ from datetime import timedelta
 
 import pytest
 
-from subscriptions.headroom.balance import (
+from routing.eligibility import Admission, Candidate
+from routing.headroom.balance import (
     Balance,
     admitted,
     balance_of,
     incumbent_holds,
 )
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.hysteresis import Move, hysteresis_move
-from subscriptions.headroom.ranking import BALANCED, rank_candidates
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.rebalance_plan import rebalance_plan
-from subscriptions.headroom.recovery import Verdict
+from routing.headroom.classification import Tier
+from routing.headroom.hysteresis import Move, hysteresis_move
+from routing.headroom.ranking import BALANCED, rank_candidates
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.rebalance_plan import rebalance_plan
+from routing.headroom.recovery import Verdict
 from tests.headroom.readings import T0, limited, reading, window
 
 HOUR = timedelta(hours=1)
@@ -196,7 +196,12 @@ def test_balanced_ranks_admitted_by_score_then_unknown_then_spent() -> None:
         # 99 % used: spent, a lower score than 3's.
         7: reading(five_hour=0, seven_day=99.0, seven_day_resets_in=3 * DAY),
     }
-    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE, strategy=BALANCED)
+    ranking = rank_candidates(
+        candidates,
+        readings,
+        Admission(now=T0, provider="anthropic", max_age=MAX_AGE),
+        strategy=BALANCED,
+    )
     assert [(r.candidate.subscription_id, r.tier) for r in ranking.ranked] == [
         (1, Tier.MEASURED),
         (2, Tier.MEASURED),
@@ -209,7 +214,9 @@ def test_balanced_ranks_admitted_by_score_then_unknown_then_spent() -> None:
     assert first.score == pytest.approx(100.0) and first.limiting_window == "five_hour"
     assert ranking.ranked[3].score is None
     assert [c.subscription_id for c in ranking.dropped] == [5]
-    banded = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE)
+    banded = rank_candidates(
+        candidates, readings, Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    )
     assert [r.candidate.subscription_id for r in banded.ranked] == [2, 6, 1, 3, 7, 4]
     assert all(r.score is None for r in banded.ranked)
 
@@ -222,7 +229,12 @@ def test_balanced_keeps_the_skip_list_rules_of_banded() -> None:
         2: limited(age=50 * MINUTE, resets_in=-MINUTE),  # its window reset after the failure
         4: reading(seven_day=60.0),
     }
-    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE, strategy=BALANCED)
+    ranking = rank_candidates(
+        candidates,
+        readings,
+        Admission(now=T0, provider="anthropic", max_age=MAX_AGE),
+        strategy=BALANCED,
+    )
     assert [(r.candidate.subscription_id, r.tier, r.readmitted) for r in ranking.ranked] == [
         (1, Tier.MEASURED, Verdict.SERVING_NOW),
         (4, Tier.MEASURED, None),
@@ -237,7 +249,9 @@ def _plan(
     failed: frozenset[int] = frozenset(),
 ) -> list[tuple[str, int, int, Move]]:
     candidates = [_c(pk, failed=T0 - 30 * MINUTE if pk in failed else None) for pk in (1, 2, 3, 4)]
-    moves = rebalance_plan(agents, candidates, readings, now=T0, max_age=MAX_AGE)
+    moves = rebalance_plan(
+        agents, candidates, readings, now=T0, max_age=MAX_AGE, provider="anthropic"
+    )
     return [(str(m.agent), m.from_id, m.to.candidate.subscription_id, m.move) for m in moves]
 
 
@@ -322,7 +336,38 @@ def test_plans_that_score_about_as_well_take_agents_fewest_first() -> None:
         2: reading(five_hour=0, seven_day=42.0, seven_day_resets_in=WEEK),
         3: reading(five_hour=0, seven_day=60.0, seven_day_resets_in=WEEK),
     }
-    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE, strategy=BALANCED)
+    ranking = rank_candidates(
+        candidates,
+        readings,
+        Admission(now=T0, provider="anthropic", max_age=MAX_AGE),
+        strategy=BALANCED,
+    )
 
     assert [r.candidate.subscription_id for r in ranking.ranked] == [2, 1, 3]
     assert [round(r.score or 0) for r in ranking.ranked] == [58, 66, 40]
+
+
+def test_the_ranking_scores_as_balance_of_while_the_kept_classification_holds() -> None:
+    # The ranking reads a measured plan's windows from the classification it keeps on
+    # the reading (``headroom_held``); asked again as the 5h figure stops counting and
+    # as a reset nears, on the same reading, it still scores as ``balance_of`` does.
+    subject = reading(
+        five_hour=60.0,
+        seven_day=20.0,
+        five_hour_resets_in=2 * HOUR,
+        seven_day_resets_in=3 * DAY,
+        extra={"seven_day_sonnet": window(30.0, resets_in=2 * DAY)},
+    )
+    candidate = _c(1)
+    for family in (None, "seven_day_sonnet"):
+        for later in (timedelta(0), 29 * MINUTE, 30 * MINUTE, 31 * MINUTE, 50 * MINUTE, -MINUTE):
+            now = T0 + later
+            admission = Admission(now=now, provider="anthropic", max_age=MAX_AGE, family=family)
+            ranked = rank_candidates([candidate], {1: subject}, admission, strategy=BALANCED)
+            expected = balance_of(replace(subject), now=now, max_age=MAX_AGE, family=family)
+            assert expected is not None
+            found = ranked.ranked[0]
+            assert (found.score, found.remaining, found.limiting_window) == tuple(expected), (
+                family,
+                later,
+            )

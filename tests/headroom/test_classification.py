@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Gate, Tier, classify_headroom, reading_gate
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.recovery import recovery_verdict
+from routing.eligibility import Admission, Candidate
+from routing.headroom.classification import Gate, Tier, classify_headroom, reading_gate
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.recovery import recovery_verdict
 from tests.headroom.readings import T0, limited, reading, window
 
 HOUR = timedelta(hours=1)
@@ -233,7 +233,9 @@ def test_the_ranking_judges_windows_in_order_to_the_microsecond(
 ) -> None:
     assert reading_gate(subject, now=T0, max_age=MAX_AGE, family=family) is gate, case
     ranking = rank_candidates(
-        [Candidate(1, "a", 0)], {1: subject}, now=T0, max_age=MAX_AGE, family=family
+        [Candidate(1, "a", 0)],
+        {1: subject},
+        Admission(now=T0, provider="anthropic", max_age=MAX_AGE, family=family),
     )
     assert ranking.ranked[0].headroom.gate is gate, case
 
@@ -248,7 +250,11 @@ def test_instants_compare_as_instants_whatever_their_time_zone() -> None:
 
 def test_the_precomputed_form_is_no_part_of_a_readings_identity() -> None:
     ranked, fresh = reading(), reading()
-    rank_candidates([Candidate(1, "a", 0)], {1: ranked}, now=T0, max_age=MAX_AGE)
+    rank_candidates(
+        [Candidate(1, "a", 0)],
+        {1: ranked},
+        Admission(now=T0, provider="anthropic", max_age=MAX_AGE),
+    )
     assert ranked._precomputed is not None and fresh._precomputed is None
     assert ranked == fresh
     assert repr(ranked) == repr(fresh)

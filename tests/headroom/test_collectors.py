@@ -9,10 +9,10 @@ import httpx
 import pytest
 from pytest_django.fixtures import Settings
 
+from routing.headroom.reading import ReadingStatus
 from simulator.control import SimulatorControl
 from subscriptions.headroom import collectors
 from subscriptions.headroom.collectors import anthropic, common, openai_codex
-from subscriptions.headroom.reading import ReadingStatus
 from tests.headroom.factories import served
 from tests.headroom.readings import T0
 from trinity.crypto import Secret

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from subscriptions.headroom.exhaustion_forecast import (
+from routing.headroom.exhaustion_forecast import (
     LOOKBACK,
     Forecast,
     UsagePoint,
@@ -19,7 +19,7 @@ from subscriptions.headroom.exhaustion_forecast import (
     forecast_to_json,
     window_exhaustion,
 )
-from subscriptions.headroom.windows import turn_windows
+from routing.headroom.windows import turn_windows
 from tests.headroom.readings import T0
 
 MIN = timedelta(minutes=1)

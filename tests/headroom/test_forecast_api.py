@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from subscriptions.headroom.exhaustion_forecast import (
+from routing.headroom.exhaustion_forecast import (
     Forecast,
     WindowForecast,
     forecast_key,

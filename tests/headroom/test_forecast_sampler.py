@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 import pytest
 from django.core.cache import cache
 
+from routing.headroom.exhaustion_forecast import forecast_key
+from routing.headroom.reading import Reading, ReadingStatus
 from simulator.control import SimulatorControl
-from subscriptions.headroom.exhaustion_forecast import forecast_key
 from subscriptions.headroom.forecast_store import headroom_forecasts_read
-from subscriptions.headroom.reading import Reading, ReadingStatus
 from subscriptions.headroom.sampler import headroom_readings_record, headroom_sweep
 from subscriptions.headroom.store import snapshot_read, turn_evidence_read
 from subscriptions.models import Subscription

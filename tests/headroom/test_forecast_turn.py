@@ -12,14 +12,17 @@ from django.contrib.auth.models import User
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
+from routing.eligibility import Admitted
+from routing.facts import TurnFacts
+from routing.headroom.exhaustion_forecast import Forecast, WindowForecast
 from simulator.control import SimulatorControl
-from subscriptions import pool
-from subscriptions.headroom.exhaustion_forecast import Forecast, WindowForecast
 from subscriptions.headroom.sampler import headroom_refresh
 from subscriptions.headroom.store import TurnEvidence, turn_evidence_read
 from subscriptions.models import RateLimitEvent, Subscription
+from subscriptions.plan_facts import with_settings
 from tests.execution.support import agent_on, messages_sent, register_plan, task
 from tests.headroom.readings import T0
+from tests.routing.verdicts import assignment_verdict
 from trinity import clock
 
 MIN = timedelta(minutes=1)
@@ -130,10 +133,8 @@ def _running_out_in(minutes: float) -> TurnEvidence:
 def test_the_assigned_plan_is_forecast_exhausted_only_before_the_turn_would_end(
     evidence: TurnEvidence, expected_turn: timedelta, exhausted: bool
 ) -> None:
-    assert (
-        pool.assigned_forecast_exhausted(evidence, now=T0, expected_turn=expected_turn, family=None)
-        is exhausted
-    )
+    verdict = assignment_verdict(evidence, now=T0, expected_turn=expected_turn)
+    assert isinstance(verdict, Admitted) and verdict.forecast_out is exhausted
 
 
 @pytest.mark.parametrize(
@@ -150,5 +151,12 @@ def test_the_expected_turn_is_the_setting_capped_by_the_budget(
     settings: Settings, setting: int, budget_left: float, expected: int
 ) -> None:
     settings.TRINITY_FORECAST_TURN_SECONDS = setting
-    length = pool.forecast_turn_length(now=T0, budget_end=T0 + timedelta(seconds=budget_left))
-    assert length == timedelta(seconds=expected)
+    turn = with_settings(
+        TurnFacts(
+            provider="anthropic",
+            autonomous=False,
+            created_at=T0,
+            budget_end=T0 + timedelta(seconds=budget_left),
+        )
+    )
+    assert turn.expected_turn(T0) == timedelta(seconds=expected)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from subscriptions.headroom.instances import (
+from routing.headroom.instances import (
     RESET_MATCH,
     refused_after_reset,
     same_reset,

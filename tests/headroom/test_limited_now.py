@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from subscriptions.headroom.limited_now import resolve_rate_limited_now
-from subscriptions.headroom.reading import Reading, ReadingStatus
+from routing.headroom.limited_now import resolve_rate_limited_now
+from routing.headroom.reading import Reading, ReadingStatus
 from tests.headroom.readings import T0, limited, reading
 
 HOUR = timedelta(hours=1)

@@ -8,14 +8,14 @@ from datetime import timedelta
 
 import pytest
 
-from subscriptions.headroom.placement import (
+from routing.headroom.placement import (
     DWELL,
     placeable,
     placement_pick,
     settled,
     standing_of,
 )
-from subscriptions.headroom.reading import Reading, ReadingStatus
+from routing.headroom.reading import Reading, ReadingStatus
 from tests.headroom.readings import T0, limited, reading, window
 
 FRESH = timedelta(hours=1)

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from subscriptions.headroom.probe_cadence import probe_due
-from subscriptions.headroom.reading import Reading
+from routing.headroom.probe_cadence import probe_due
+from routing.headroom.reading import Reading
 from tests.headroom.readings import T0, limited, reading
 
 SECOND = timedelta(seconds=1)

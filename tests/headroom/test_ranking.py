@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.recovery import Verdict
+from routing.eligibility import Admission, Candidate
+from routing.headroom.candidates import in_load_balance_order
+from routing.headroom.classification import Tier
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.recovery import Verdict
 from tests.headroom.readings import T0, limited, reading
 
 HOUR = timedelta(hours=1)
@@ -29,9 +30,16 @@ def test_measured_candidates_rank_by_band_then_agent_count_then_given_order() ->
         4: reading(five_hour=0, seven_day=10.0),  # band 1, 2 agents
         5: reading(five_hour=0, seven_day=20.0),  # band 2 (the edge), 0 agents
     }
-    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE)
+    admission = Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    ranking = rank_candidates(candidates, readings, admission)
     assert [r.candidate.subscription_id for r in ranking.ranked] == [2, 3, 4, 1, 5]
     assert all(r.tier is Tier.MEASURED for r in ranking.ranked)
+    # Given out of load-balance order (above) each band is put in it; given in it (as
+    # every source gives them), the order is taken as it comes: the same ranking.
+    in_order = in_load_balance_order(list(candidates))
+    assert [c.subscription_id for c in in_order] == [1, 5, 2, 3, 4]
+    ranked = rank_candidates(in_order, readings, admission).ranked
+    assert [r.candidate.subscription_id for r in ranked] == [2, 3, 4, 1, 5]
 
 
 def test_a_stale_five_hour_figure_no_longer_pushes_a_candidate_down() -> None:
@@ -40,10 +48,14 @@ def test_a_stale_five_hour_figure_no_longer_pushes_a_candidate_down() -> None:
         1: reading(five_hour=95.0, seven_day=30.0, age=31 * MINUTE),  # ranks on 30
         2: reading(five_hour=0, seven_day=50.0),
     }
-    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE)
+    ranking = rank_candidates(
+        candidates, readings, Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    )
     assert [r.candidate.subscription_id for r in ranking.ranked] == [1, 2]
     fresh = {**readings, 1: reading(five_hour=95.0, seven_day=30.0, age=30 * MINUTE)}
-    ranking = rank_candidates(candidates, fresh, now=T0, max_age=MAX_AGE)
+    ranking = rank_candidates(
+        candidates, fresh, Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    )
     assert [r.candidate.subscription_id for r in ranking.ranked] == [2, 1]
 
 
@@ -55,7 +67,9 @@ def test_unknown_follow_measured_in_load_balance_order_and_fresh_refusals_drop()
         4: reading(age=2 * HOUR),  # stale: unknown
         5: Reading(fetched_at=T0, status=ReadingStatus.INVALID_TOKEN),
     }
-    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE)
+    ranking = rank_candidates(
+        candidates, readings, Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    )
     assert [(r.candidate.subscription_id, r.tier) for r in ranking.ranked] == [
         (2, Tier.MEASURED),
         (1, Tier.UNKNOWN),
@@ -74,7 +88,9 @@ def test_skip_listed_candidates_rank_only_when_readmitted() -> None:
         # 3: no reading: absence of evidence readmits nothing
         4: reading(seven_day=60.0),
     }
-    ranking = rank_candidates(candidates, readings, now=T0, max_age=MAX_AGE)
+    ranking = rank_candidates(
+        candidates, readings, Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    )
     assert [(r.candidate.subscription_id, r.tier, r.readmitted) for r in ranking.ranked] == [
         (1, Tier.MEASURED, Verdict.SERVING_NOW),
         (4, Tier.MEASURED, None),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from subscriptions.headroom.reading import Reading, ReadingStatus, reading_replaces
+from routing.headroom.reading import Reading, ReadingStatus, reading_replaces
 from tests.headroom.readings import T0, limited, reading
 
 

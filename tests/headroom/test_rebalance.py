@@ -11,8 +11,8 @@ import time_machine
 from django.test import override_settings
 
 from agents.models import Agent, RoutingPolicy
+from routing.headroom.reading import Reading
 from simulator.control import SimulatorControl
-from subscriptions.headroom.reading import Reading
 from subscriptions.headroom.rebalance import assignments_rebalance
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.tasks import sweep_headroom

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from subscriptions.headroom.reading import Reading, ReadingStatus
-from subscriptions.headroom.recovery import Verdict, earliest_known_reset, recovery_verdict
+from routing.headroom.reading import Reading, ReadingStatus
+from routing.headroom.recovery import Verdict, earliest_known_reset, recovery_verdict
 from tests.headroom.readings import T0, limited, reading
 
 HOUR = timedelta(hours=1)

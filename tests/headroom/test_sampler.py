@@ -14,10 +14,10 @@ from django.db import connections
 from django.test import override_settings
 from pytest_django.fixtures import Settings
 
+from routing.headroom.reading import ReadingStatus
 from simulator.control import SimulatorControl
 from subscriptions.headroom import collectors, sampler
 from subscriptions.headroom.collectors.common import Collected
-from subscriptions.headroom.reading import ReadingStatus
 from subscriptions.headroom.sampler import (
     ProbeTooSoon,
     headroom_history_prune,

@@ -1,4 +1,5 @@
-"""Filter in the DB, rank by cached headroom, and never block a turn on the store."""
+"""Every plan of the provider from the DB, judged by ``admit`` and ranked by cached
+headroom, and never a turn blocked on the store."""
 
 from __future__ import annotations
 
@@ -11,17 +12,16 @@ from django.db import connection
 from django.test import override_settings
 
 from agents.models import Agent
+from routing.eligibility import Reason
+from routing.headroom import alternatives
+from routing.headroom.classification import Tier
+from routing.headroom.recovery import Verdict
 from simulator.control import SimulatorControl
-from subscriptions.headroom import selection
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.recovery import Verdict
-from subscriptions.headroom.selection import (
-    assignment_auto,
-    candidates_filtered,
-    rank_alternatives,
-)
+from subscriptions import plan_facts
+from subscriptions.headroom.selection import assignment_auto, rank_alternatives
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, Subscription
+from subscriptions.plan_facts import candidates_read
 from subscriptions.selectors import has_recent_subscription_failures
 from tests.agents.factories import AgentFactory
 from tests.headroom.factories import plan_on, served
@@ -55,7 +55,7 @@ def test_the_filter_skip_lists_exactly_what_has_recent_subscription_failures_say
         subscription=event.subscription, occurred_at=T0 - age - timedelta(minutes=5)
     )
 
-    [candidate] = candidates_filtered(provider="anthropic", exclude_ids=(), now=T0)
+    [candidate] = candidates_read(provider="anthropic", now=T0)
 
     assert event.subscription_id is not None
     expected = has_recent_subscription_failures(subscription_id=event.subscription_id, now=T0)
@@ -64,7 +64,7 @@ def test_the_filter_skip_lists_exactly_what_has_recent_subscription_failures_say
         assert candidate.last_failure_at == event.occurred_at != older.occurred_at
 
 
-def test_candidates_are_the_other_subscriptions_of_the_provider_in_load_balance_order(
+def test_candidates_are_every_plan_of_the_provider_in_load_balance_order(
     django_assert_num_queries: Any,
 ) -> None:
     own = SubscriptionFactory.create(name="own")
@@ -77,16 +77,20 @@ def test_candidates_are_the_other_subscriptions_of_the_provider_in_load_balance_
     AgentFactory.create_batch(2, subscription=busy)
 
     with django_assert_num_queries(1):
-        candidates = candidates_filtered(
-            provider="anthropic", exclude_ids=[own.pk, tried.pk], now=T0
-        )
+        candidates = candidates_read(provider="anthropic", now=T0)
 
     assert [(c.name, c.agent_count) for c in candidates] == [
         (quiet_a.name, 0),
         (quiet_b.name, 0),
+        (tried.name, 0),
+        (own.name, 1),
         (busy.name, 2),
     ]
-    assert agent.subscription_id == own.pk
+    # The SQL only narrows by provider: the selection judges the rest, and says why.
+    chosen = rank_alternatives(agent=agent, exclude_ids=[tried.pk], now=T0)
+    assert chosen.order() == [quiet_a.pk, quiet_b.pk, busy.pk]
+    excluded = {j.candidate.name: j.verdict.reason for j in chosen.excluded}
+    assert excluded == {own.name: Reason.ASSIGNED, tried.name: Reason.TRIED}
 
 
 def test_the_postgres_query_returns_exactly_the_orm_reference_rows() -> None:
@@ -111,12 +115,18 @@ def test_the_postgres_query_returns_exactly_the_orm_reference_rows() -> None:
         subscription=None, credential_kind="api_key", occurred_at=T0 - SECOND
     )
 
-    fast = candidates_filtered(provider="anthropic", exclude_ids=[excluded.pk], now=T0)
+    fast = candidates_read(provider="anthropic", now=T0)
 
-    queryset = Subscription.objects.filter(provider="anthropic").exclude(pk=excluded.pk)
-    assert fast == selection._candidates_orm(queryset, T0)
+    queryset = Subscription.objects.filter(provider="anthropic")
+    assert fast == plan_facts._candidates_orm(queryset, T0)
+    # Without the policy's terms (no rule of a thrifty agent reads them): the same rows,
+    # the three terms None, in both shapes.
+    lean = candidates_read(provider="anthropic", now=T0, terms=False)
+    assert lean == plan_facts._candidates_orm(queryset, T0, terms=False)
+    assert lean == [c._replace(plan_type=None, billing_class=None, overage=None) for c in fast]
     assert [(row.name, row.agent_count) for row in fast][0] == ("a", 0)
-    assert [row.agent_count for row in fast] == [0, 1, 1, 2, 3]
+    assert [row.agent_count for row in fast] == [0, 0, 1, 1, 2, 3]
+    assert {row.name for row in fast} == {"a", "b", "C", "c", excluded.name, "d_2"}
     by_name = {row.name: row for row in fast}
     assert by_name["a"].last_failure_at == T0 - timedelta(minutes=5)
     assert by_name["a"].last_failure_window == "seven_day_sonnet"
@@ -247,7 +257,7 @@ class TestRankAlternatives:
 
         assert chosen.fallback == "store_unreachable"
         assert chosen.order() == [quiet.pk, busy.pk, skipped.pk]
-        assert "DB order" in caplog.text
+        assert "judging 4 plans unread" in caplog.text
         assert chosen.reason()["fallback"] == "store_unreachable"
 
     def test_a_ranking_failure_returns_db_order_and_warns(
@@ -257,10 +267,14 @@ class TestRankAlternatives:
         b, a = SubscriptionFactory.create(name="b"), SubscriptionFactory.create(name="a")
         snapshots_write({b.pk: reading(seven_day=1.0), a.pk: reading(seven_day=90.0)})
 
-        def broken(*args: object, **kwargs: object) -> None:
-            raise ZeroDivisionError("ranking bug")
+        real = alternatives.rank_candidates
 
-        monkeypatch.setattr(selection, "rank_candidates", broken)
+        def broken(candidates: Any, readings: Any, *args: Any, **kwargs: Any) -> Any:
+            if readings:  # a bug on the readings' path: judged without them, it ranks
+                raise ZeroDivisionError("ranking bug")
+            return real(candidates, readings, *args, **kwargs)
+
+        monkeypatch.setattr(alternatives, "rank_candidates", broken)
         agent = AgentFactory.create(subscription=own)
 
         with caplog.at_level(logging.WARNING):
@@ -327,41 +341,47 @@ class TestAssignmentAuto:
         assert [c.subscription_id for c in result.selection.dropped] == [refusing.pk]
 
 
-def test_the_postgres_query_keeps_every_filter_and_the_orm_order() -> None:
-    # The hard-stop filter and the exclusions reach the query as the queryset's own
-    # WHERE; a filter that joins another table goes through an id subquery instead.
+def test_the_postgres_query_keeps_the_orm_order_and_every_microsecond() -> None:
+    # The provider's WHERE reaches the query as the queryset's own; the instants come
+    # back to the microsecond (the query carries them as integer microseconds).
     plans = [SubscriptionFactory.create(name=n) for n in ("b", "a", "C", "c")]
     for count, plan in zip((1, 0, 2, 0), plans, strict=True):
         AgentFactory.create_batch(count, subscription=plan)
-    # Instants to the microsecond: the query carries them as integer microseconds.
     RateLimitEventFactory.create(
         subscription=plans[2],
         occurred_at=T0 - SECOND + timedelta(microseconds=7),
         resets_at=T0 + timedelta(hours=1, microseconds=3),
         limiting_window="five_hour",
+        failure_kind=FailureKind.RATE_LIMIT,
     )
-    hard_stop = Subscription.objects.filter(
-        provider="anthropic",
-        plan_type__in=selection.billing.hard_stop_plan_types("anthropic"),
-        billing_class=selection.billing.PLAN,
-        overage=selection.billing.REFUSE,
-    )
-    everyone = Subscription.objects.filter(provider="anthropic").exclude(pk=plans[0].pk)
-    joined = Subscription.objects.filter(provider="anthropic", agents__isnull=False).distinct()
+    SubscriptionFactory.create(name="codex", provider="openai-codex")
+    everyone = Subscription.objects.filter(provider="anthropic")
 
-    for queryset in (hard_stop, everyone, joined):
-        assert selection._candidates_postgres(queryset, T0) == selection._candidates_orm(
-            queryset, T0
-        )
-    assert [c.name for c in selection._candidates_postgres(everyone, T0)] == ["a", "c", "C"]
-    assert [c.name for c in selection._candidates_postgres(joined, T0)] == ["b", "C"]
-    refused = selection._candidates_postgres(everyone, T0)[-1]
+    fast = plan_facts._candidates_postgres(everyone, T0)
+
+    assert fast == plan_facts._candidates_orm(everyone, T0)
+    assert [c.name for c in fast] == ["a", "c", "b", "C"]
+    refused = fast[-1]
     assert refused.last_failure_at == T0 - SECOND + timedelta(microseconds=7)
     assert refused.last_failure_resets_at == T0 + timedelta(hours=1, microseconds=3)
     assert refused.last_failure_window == "five_hour"
-    assert [
-        c.name
-        for c in candidates_filtered(
-            provider="anthropic", exclude_ids=(), now=T0, only_hard_stop=True
-        )
-    ] == [c.name for c in selection._candidates_orm(hard_stop, T0)]
+    assert refused.last_failure_kind == FailureKind.RATE_LIMIT
+    assert (refused.paused, refused.plan_type, refused.overage) == (False, "max-20x", "refuse")
+
+
+def test_a_paused_plan_is_in_no_order_a_turn_reads_however_good_its_reading() -> None:
+    # Placement takes its targets from the ranked plans, a walk and pre-dispatch too:
+    # a paused plan is excluded with its reason, never ranked, never a last resort.
+    own = SubscriptionFactory.create(name="own")
+    best = SubscriptionFactory.create(name="a-best", paused_at=T0 - timedelta(minutes=1))
+    other = SubscriptionFactory.create(name="b-other")
+    snapshots_write({best.pk: reading(seven_day=1.0), other.pk: reading(seven_day=60.0)})
+    agent = AgentFactory.create(subscription=own)
+
+    chosen = rank_alternatives(agent=agent, now=T0)
+
+    assert chosen.order() == [other.pk]
+    assert {j.candidate.name: j.verdict.reason for j in chosen.excluded} == {
+        "own": Reason.ASSIGNED,
+        "a-best": Reason.PAUSED,
+    }

@@ -12,14 +12,14 @@ import time_machine
 from django.core.cache import cache
 from django.test import override_settings
 
-from subscriptions.headroom import store
-from subscriptions.headroom.reading import (
+from routing.headroom.reading import (
     Reading,
     ReadingStatus,
     reading_decode,
     reading_encode,
     reading_to_json,
 )
+from subscriptions.headroom import store
 from subscriptions.headroom.store import (
     SNAPSHOT_TTL_SECONDS,
     SnapshotState,
@@ -110,20 +110,22 @@ def test_a_snapshot_key_carries_a_seven_day_ttl_on_redis() -> None:
 def test_reading_many_snapshots_is_one_mget(monkeypatch: pytest.MonkeyPatch) -> None:
     ids = list(range(1, 51))
     snapshots_write({pk: reading() for pk in ids[::2]})
-    raw = cache.client.get_client(write=False)  # type: ignore[attr-defined]
-    sent: list[tuple[Any, ...]] = []
-    real = raw.execute_command
+    pool = cache.client.get_client(write=False).connection_pool  # type: ignore[attr-defined]
+    connection_class = pool.connection_class
+    sent: list[bytes] = []
+    real = connection_class.send_packed_command
 
-    def spy(*args: Any, **options: Any) -> Any:
-        sent.append(args)
-        return real(*args, **options)  # the real Redis still answers
+    def spy(self: Any, command: Any, check_health: bool = True) -> Any:
+        sent.append(b"".join(command))
+        return real(self, command, check_health)  # the real Redis still answers
 
-    monkeypatch.setattr(raw, "execute_command", spy)
+    monkeypatch.setattr(connection_class, "send_packed_command", spy)
 
     snapshots = snapshots_read(ids)
 
-    assert [args[0] for args in sent] == ["MGET"]
-    assert len(sent[0]) == 1 + len(ids)
+    # One command on the wire: an array of MGET and every key.
+    assert len(sent) == 1
+    assert sent[0].startswith(f"*{1 + len(ids)}\r\n$4\r\nMGET\r\n".encode())
     assert sorted(snapshots.readings) == ids[::2]
 
 

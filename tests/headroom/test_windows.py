@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from subscriptions.headroom.windows import family_window, turn_windows, window_duration
+from routing.headroom.windows import family_window, turn_windows, window_duration
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from agents.rung import RungKind
-from subscriptions.planner import (
+from routing.planner import (
     KEY_RUNG,
     PRE_DISPATCH_STAGE,
     ROUTED_KEY,
     ROUTED_PLAN,
     Ask,
-    AssignedVerdict,
     Evidence,
     Fail,
     Finish,
@@ -28,7 +26,8 @@ from subscriptions.planner import (
     TurnFacts,
     plan,
 )
-from subscriptions.walk import Stop, Why
+from routing.rung import RungKind
+from routing.walk import Stop, Why
 from tests.planner.world import (
     AUTH,
     MODEL,
@@ -156,7 +155,7 @@ def test_a_forecast_out_plan_is_routed_around_only_to_a_plan_not_running_out(
 def test_a_failed_pre_dispatch_read_dispatches_as_assigned() -> None:
     agent = World().agent()
     opened = Evidence(turn=turn(), admitted=True, ready="", agent=agent)
-    reading = plan(replace(opened, assigned=AssignedVerdict(True, False)), now=T0)
+    reading = plan(replace(opened, assigned=World(refusing=True).assigned()), now=T0)
     assert reading == Need(Ask.SETTINGS, stage=PRE_DISPATCH_STAGE)
 
     # The same turn once a read of the stage failed (a database error): it is skipped.
@@ -360,6 +359,51 @@ def test_a_policy_with_no_plan_it_allows_refuses_the_turn() -> None:
         run.end.detail
         == "Agent 'bot': its plan bills overage, and no plan it allows can serve now."
     )
+
+
+# A rule that forbids the assignment (paused by an admin): never sent there
+
+
+@pytest.mark.parametrize(
+    ("ranked", "sent_on", "why"),
+    [((2, 3), ["plan-2"], Why.PRE_DISPATCH), ((), ["platform API key"], Why.API_KEY)],
+)
+def test_a_paused_assignment_is_left_for_the_best_plan_or_the_key(
+    ranked: tuple[int, ...], sent_on: list[str], why: Why
+) -> None:
+    run = drive(World(paused=True, ranked=ranked))
+
+    assert run.sent_on == sent_on
+    assert run.sends[0].why is why and run.sends[0].routed
+    # Its row said so when the agent was ready: no cache read of the assignment.
+    assert Ask.ASSIGNED not in [n.ask for n in run.needs]
+    assert isinstance(run.end, Finish)
+    if ranked:
+        switch = run.end.switch
+        assert switch is not None and switch.commit  # the agent moves off the paused plan
+        assert switch.reason["refused"] == "its subscription 'plan-1' is paused"
+
+
+@pytest.mark.parametrize("stop", [Stop.PINNED, Stop.AUTO_SWITCH_OFF])
+def test_a_paused_assignment_of_an_agent_that_may_not_leave_it_refuses_the_turn_unsent(
+    stop: Stop,
+) -> None:
+    run = drive(World(paused=True, switching_stop=stop))
+
+    assert run.sends == []
+    assert isinstance(run.end, Fail)
+    assert (run.end.error_code, run.end.walk_stop) == ("billing", "paused")
+    assert run.end.detail == (
+        "Agent 'bot': its subscription 'plan-1' is paused, and no other credential it may "
+        "use can serve now."
+    )
+
+
+def test_a_paused_assignment_with_nothing_to_take_the_turn_refuses_it() -> None:
+    run = drive(World(paused=True, ranked=(), key=KeyState(False)))
+
+    assert run.sends == []
+    assert isinstance(run.end, Fail) and run.end.walk_stop == "paused"
 
 
 # The single retry after a provider error

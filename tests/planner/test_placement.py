@@ -7,17 +7,16 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from subscriptions.headroom.placement import DWELL
-from subscriptions.planner import (
+from routing.headroom.placement import DWELL
+from routing.planner import (
     PLACEMENT_STAGE,
     PRE_DISPATCH_STAGE,
     Ask,
-    AssignedVerdict,
     Evidence,
     Finish,
     plan,
 )
-from subscriptions.walk import Stop, Why
+from routing.walk import Stop, Why
 from tests.planner.world import ORIGIN, RATE_LIMITED, T0, World, drive, plan_rung, turn
 
 
@@ -90,7 +89,7 @@ def test_a_failed_read_of_the_assignment_skips_placement() -> None:
             admitted=True,
             ready="",
             agent=world.agent(),
-            assigned=AssignedVerdict(False, False, placeable=True),
+            assigned=world.assigned(),
         )
         skipped = replace(opened, skipped=frozenset({stage}))
         action = plan(skipped, now=T0)

@@ -9,18 +9,16 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agents.rung import RungKind
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import NO_EVIDENCE, Tier
-from subscriptions.headroom.ranking import Ranked
-from subscriptions.headroom.reading import Reading
-from subscriptions.planner import (
+from routing.eligibility import Admitted, Candidate, Excluded, Reason
+from routing.headroom.alternatives import Selection
+from routing.headroom.classification import NO_EVIDENCE, Tier
+from routing.headroom.ranking import Ranked
+from routing.headroom.reading import Reading
+from routing.planner import (
     KEY_RUNG,
     Action,
     AgentFacts,
     Ask,
-    AssignedVerdict,
     Attempt,
     BudgetRefused,
     Busy,
@@ -41,7 +39,8 @@ from subscriptions.planner import (
     TurnFacts,
     plan,
 )
-from subscriptions.walk import Stop
+from routing.rung import RungKind
+from routing.walk import Stop
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 ORIGIN = 1
@@ -79,7 +78,10 @@ class World:
     ready: str = ""
     origin: int | None = ORIGIN
     routing_policy: str = "thrifty"
+    # Why the policy forbids the assignment (its verdict is then ``policy``).
     policy_refusal: str = ""
+    # An admin paused the assignment.
+    paused: bool = False
     on_api_key: bool = False
     auto_switch: bool = True
     key_configured: bool = True
@@ -116,6 +118,24 @@ class World:
     outcomes: dict[tuple[str, int | None], list[Outcome]] = field(default_factory=dict)
     default_outcome: Outcome = SERVED
 
+    def assigned(self) -> Admitted | Excluded:
+        """The assignment's verdict, as ``admit`` would give it for these fields."""
+        if self.paused:
+            return Excluded(Reason.PAUSED, f"its subscription 'plan-{self.origin}' is paused")
+        if self.policy_refusal:
+            return Excluded(Reason.POLICY, self.policy_refusal)
+        if self.throttled:
+            return Excluded(Reason.THROTTLED, "throttled")
+        if self.refusing:
+            return Excluded(Reason.REFUSING, "a fresh reading says it refuses")
+        return Admitted(
+            Candidate(ORIGIN, f"plan-{ORIGIN}", 0),
+            Tier.MEASURED if self.placeable else Tier.UNKNOWN,
+            NO_EVIDENCE,
+            forecast_out=self.forecast_out,
+            placeable=self.placeable,
+        )
+
     def agent(self) -> AgentFacts:
         baseline = plan_rung(self.origin) if self.origin is not None else None
         return AgentFacts(
@@ -123,7 +143,8 @@ class World:
             origin=self.origin,
             baseline=baseline,
             routing_policy=self.routing_policy,
-            policy_refusal=self.policy_refusal,
+            # Only an agent without a plan carries the policy's refusal itself.
+            policy_refusal=self.policy_refusal if self.origin is None else "",
             on_api_key=self.on_api_key,
             moved_at=self.moved_at,
             moved_from=self.moved_from,
@@ -168,15 +189,15 @@ def _answer(world: World, evidence: Evidence, need: Need, now: datetime) -> Evid
     if ask is Ask.READY:
         agent = None if world.ready else world.agent()
         legacy = Legacy(assignment=world.origin)
-        return replace(evidence, ready=world.ready, agent=agent, legacy=legacy)
+        # Readiness judges the assignment's row: a verdict only when a rule forbids it.
+        verdict = world.assigned() if world.origin is not None else None
+        forbidden = verdict if isinstance(verdict, Excluded) and verdict.forbidden else None
+        return replace(evidence, ready=world.ready, agent=agent, legacy=legacy, assigned=forbidden)
     if ask is Ask.SETTINGS:
         settings = SettingsFacts(world.auto_switch, world.key_configured, world.switching_stop)
         return replace(evidence, settings=settings)
     if ask is Ask.ASSIGNED:
-        verdict = AssignedVerdict(
-            world.refusing, world.forecast_out, world.throttled, world.placeable
-        )
-        return replace(evidence, assigned=verdict)
+        return replace(evidence, assigned=world.assigned())
     if ask is Ask.AFFINITY:
         return replace(evidence, previous=world.previous)
     if ask is Ask.AFFINITY_PLAN:

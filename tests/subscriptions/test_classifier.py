@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from subscriptions.classifier import classify_attempt_refusal
+from routing.attempt_refusal import classify_attempt_refusal
 
 
 @pytest.mark.parametrize(

@@ -167,7 +167,7 @@ def test_a_resend_on_an_expiring_plan_refreshes_from_the_stored_tokens(
 ) -> None:
     """A turn sending on the same plan again holds only its wire form (no refresh
     token): due, the stored tokens are read and refreshed, once."""
-    from agents.rung import Rung, RungKind
+    from routing.rung import Rung, RungKind
     from subscriptions.codex_refresh import codex_wire_rung
     from trinity.crypto import Secret
 

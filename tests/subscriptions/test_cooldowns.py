@@ -10,17 +10,17 @@ from datetime import datetime, timedelta
 import pytest
 import time_machine
 
-from subscriptions import pool
-from subscriptions.classifier import QuotaEvidence, classify_attempt_refusal
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.recovery import Verdict
-from subscriptions.headroom.selection import candidates_filtered
+from routing.attempt_refusal import QuotaEvidence, classify_attempt_refusal
+from routing.eligibility import Admission, Candidate
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.recovery import Verdict
+from routing.headroom.throttle import THROTTLE, THROTTLE_STREAK_GAP, throttle_backoff
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read
-from subscriptions.headroom.throttle import THROTTLE, THROTTLE_STREAK_GAP, throttle_backoff
 from subscriptions.models import FailureKind, RateLimitEvent
+from subscriptions.plan_facts import candidates_read
 from subscriptions.services import record_rate_limit_event
 from tests.headroom.readings import T0, limited, reading
+from tests.routing.verdicts import assigned_refusing
 from tests.subscriptions.factories import SubscriptionFactory
 
 SECOND = timedelta(seconds=1)
@@ -170,7 +170,7 @@ def test_pre_dispatch_keeps_a_throttled_plan_out_until_its_backoff_ends(
         )
     with time_machine.travel(T0 + after, tick=False):
         evidence = turn_evidence_read(subscription.pk)
-        assert pool.assigned_refusing(evidence, now=T0 + after) is refusing
+        assert assigned_refusing(evidence, now=T0 + after) is refusing
 
 
 # Readmission at the reset the refusal carried
@@ -200,7 +200,9 @@ def _refused(resets_at: datetime | None, *, ago: timedelta = 10 * MINUTE) -> Can
 def test_a_refusal_keeps_the_plan_out_until_the_reset_it_named(
     resets_at: datetime | None, readmitted: bool
 ) -> None:
-    ranking = rank_candidates([_refused(resets_at)], {}, now=T0, max_age=MAX_AGE)
+    ranking = rank_candidates(
+        [_refused(resets_at)], {}, Admission(now=T0, provider="anthropic", max_age=MAX_AGE)
+    )
     if readmitted:
         assert [(r.candidate.subscription_id, r.readmitted) for r in ranking.ranked] == [
             (1, Verdict.WINDOW_RESET)
@@ -230,10 +232,12 @@ def test_a_far_reset_never_keeps_a_plan_out_longer_than_the_2h_window(
         )
     now = T0 + after
     with time_machine.travel(now, tick=False):
-        [candidate] = candidates_filtered(provider=subscription.provider, exclude_ids=(), now=now)
-        ranking = rank_candidates([candidate], {}, now=now, max_age=MAX_AGE)
+        [candidate] = candidates_read(provider=subscription.provider, now=now)
+        ranking = rank_candidates(
+            [candidate], {}, Admission(now=now, provider="anthropic", max_age=MAX_AGE)
+        )
         evidence = turn_evidence_read(subscription.pk)
-        assert pool.assigned_refusing(evidence, now=now) is skip_listed
+        assert assigned_refusing(evidence, now=now) is skip_listed
     assert (candidate.last_failure_at is not None) is skip_listed
     assert [c.subscription_id for c in ranking.last_resort] == ([subscription.pk] * skip_listed)
     assert RateLimitEvent.objects.count() == 1

@@ -20,18 +20,19 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents.models import Agent
-from execution.explain import Excluded, Explanation, routing_explain
+from execution.explain import Explanation, routing_explain
 from execution.explain_text import explanation_text
-from simulator.control import SimulatorControl
-from subscriptions import breaker, leases
-from subscriptions import services as subscription_services
-from subscriptions.headroom.exhaustion_forecast import (
+from routing.eligibility import Reason
+from routing.headroom.exhaustion_forecast import (
     Forecast,
     WindowForecast,
     forecast_key,
     forecast_to_json,
 )
-from subscriptions.headroom.reading import Reading
+from routing.headroom.reading import Reading
+from simulator.control import SimulatorControl
+from subscriptions import breaker, leases
+from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, Subscription
 from subscriptions.pool import KeyClosed, key_rung_state
@@ -218,7 +219,7 @@ class TestWhereTheNextTurnRuns:
 
         assert e.pre_dispatch == "no_alternative"
         assert e.first is not None and e.first.name == "mine"
-        assert [(x.name, x.reason) for x in e.excluded] == [("other", Excluded.REFUSING)]
+        assert [(x.name, x.reason) for x in e.excluded] == [("other", Reason.REFUSING)]
         assert e.excluded[0].figures.limiting_window == "five_hour"
         assert e.excluded[0].figures.resets_at == T0 + timedelta(hours=1)
 
@@ -292,7 +293,7 @@ class TestSkipListed:
             else _order(e) == [("mine", "assigned")]
         )
         excluded = [(x.name, x.reason) for x in e.excluded]
-        assert excluded == ([] if taken else [("refused", Excluded.SKIP_LISTED)])
+        assert excluded == ([] if taken else [("refused", Reason.SKIP_LISTED)])
         if not taken:
             assert "an autonomous turn waits 30 minutes after a refusal" in e.excluded[0].detail
 
@@ -332,7 +333,7 @@ class TestPolicy:
         assert e.assigned is not None and "subscription-only" in e.assigned.policy_refusal
         assert e.pre_dispatch == "policy"
         assert _order(e) == [("hard-stop", "policy")]  # never the key
-        assert [(x.name, x.reason) for x in e.excluded] == [("metered", Excluded.POLICY)]
+        assert [(x.name, x.reason) for x in e.excluded] == [("metered", Reason.POLICY)]
         assert e.key.closed == KeyClosed.POLICY
 
     def test_subscription_only_with_no_plan_it_allows_is_refused_before_any_attempt(
@@ -375,7 +376,7 @@ class TestFamilyBlocks:
         assert _order(e) == [("mine", "assigned"), ("b", "last_resort")]
         assert e.rungs[1].last_refusal_window == "seven_day_sonnet"
         autonomous = _explain(opus, autonomous=True)
-        assert [(x.name, x.reason) for x in autonomous.excluded] == [("b", Excluded.FAMILY_BLOCKED)]
+        assert [(x.name, x.reason) for x in autonomous.excluded] == [("b", Reason.FAMILY_BLOCKED)]
 
     def test_a_reading_whose_family_window_is_blocked_drops_it_for_that_family(self) -> None:
         blocked = window(100.0, resets_in=timedelta(days=2), status="rejected")
@@ -384,7 +385,7 @@ class TestFamilyBlocks:
 
         e = _explain(agent)
 
-        assert [(x.name, x.reason) for x in e.excluded] == [("b", Excluded.FAMILY_BLOCKED)]
+        assert [(x.name, x.reason) for x in e.excluded] == [("b", Reason.FAMILY_BLOCKED)]
         assert e.excluded[0].figures.limiting_window == "seven_day_sonnet"
         agent.model = "claude-opus-4-1"
         assert ("b", "ranked") in _order(_explain(agent))
@@ -410,7 +411,7 @@ class TestCapsAndBreaker:
 
         e = _explain(agent)
         assert _order(e) == [("mine", "assigned"), ("free", "ranked")]
-        assert [(x.name, x.reason) for x in e.excluded] == [("busy", Excluded.AT_CAPACITY)]
+        assert [(x.name, x.reason) for x in e.excluded] == [("busy", Reason.AT_CAPACITY)]
 
         self._hold(subs["mine"])
         e = _explain(agent)

@@ -19,10 +19,10 @@ from execution.explain import (
 )
 from execution.explain_text import explanation_text
 from execution.models import Execution, Status
+from routing.planner import Attempt, Event, Evidence, KeyState, Need, Outcome, Send
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import Subscription
-from subscriptions.planner import Attempt, Event, Evidence, KeyState, Need, Outcome, Send
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import T0, limited, reading
 from tests.planner import world as tables

@@ -11,13 +11,14 @@ from datetime import datetime, timedelta
 import pytest
 import time_machine
 
-from subscriptions import pool
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import Tier
-from subscriptions.headroom.ranking import rank_candidates
-from subscriptions.headroom.reading import Reading
-from subscriptions.headroom.recovery import Verdict
-from subscriptions.headroom.refusal_windows import refusal_blocks, refusal_window
+from routing.eligibility import Admission, Candidate
+from routing.headroom.classification import Tier
+from routing.headroom.ranking import rank_candidates
+from routing.headroom.reading import Reading
+from routing.headroom.recovery import Verdict
+from routing.headroom.refusal_windows import refusal_blocks, refusal_window
+from routing.headroom.throttle import THROTTLE
+from routing.headroom.windows import family_window
 from subscriptions.headroom.store import (
     RefusalMark,
     TurnEvidence,
@@ -25,11 +26,10 @@ from subscriptions.headroom.store import (
     snapshots_write,
     turn_evidence_read,
 )
-from subscriptions.headroom.throttle import THROTTLE
-from subscriptions.headroom.windows import family_window
 from subscriptions.models import FailureKind, RateLimitEvent
 from subscriptions.services import record_rate_limit_event
 from tests.headroom.readings import T0, reading, window
+from tests.routing.verdicts import assigned_refusing
 from tests.subscriptions.factories import SubscriptionFactory
 
 MINUTE = timedelta(minutes=1)
@@ -238,7 +238,9 @@ def test_the_walks_skip_list_holds_a_subscription_only_for_the_blocked_family(
     # The reading predates the refusal: only the refusal says anything now.
     readings = {1: reading(age=30 * MINUTE)}
     ranking = rank_candidates(
-        [_failed(1, window_name)], readings, now=T0, max_age=MAX_AGE, family=family
+        [_failed(1, window_name)],
+        readings,
+        Admission(now=T0, provider="anthropic", max_age=MAX_AGE, family=family),
     )
     assert [c.subscription_id for c in ranking.last_resort] == ([1] if skip_listed else [])
     if not skip_listed:
@@ -250,8 +252,12 @@ def test_the_walks_skip_list_holds_a_subscription_only_for_the_blocked_family(
 def test_a_fresh_reading_with_the_family_blocked_drops_only_that_familys_turn() -> None:
     blocked = {1: _with_family(sonnet_resets_in=5 * 24 * HOUR, sonnet_status="rejected")}
     candidates = [_failed(1, SONNET)]
-    sonnet = rank_candidates(candidates, blocked, now=T0, max_age=MAX_AGE, family=SONNET)
-    opus = rank_candidates(candidates, blocked, now=T0, max_age=MAX_AGE, family=OPUS)
+    sonnet = rank_candidates(
+        candidates, blocked, Admission(now=T0, provider="anthropic", max_age=MAX_AGE, family=SONNET)
+    )
+    opus = rank_candidates(
+        candidates, blocked, Admission(now=T0, provider="anthropic", max_age=MAX_AGE, family=OPUS)
+    )
     assert [c.subscription_id for c in sonnet.dropped] == [1]
     assert [r.candidate.subscription_id for r in opus.ranked] == [1]
 
@@ -264,7 +270,9 @@ def test_a_family_blocked_subscription_is_readmitted_for_its_family_from_its_res
     reset_in: timedelta, readmitted: bool
 ) -> None:
     ranking = rank_candidates(
-        [_failed(1, SONNET, resets_at=T0 + reset_in)], {}, now=T0, max_age=MAX_AGE, family=SONNET
+        [_failed(1, SONNET, resets_at=T0 + reset_in)],
+        {},
+        Admission(now=T0, provider="anthropic", max_age=MAX_AGE, family=SONNET),
     )
     if readmitted:
         assert [(r.candidate.subscription_id, r.readmitted) for r in ranking.ranked] == [
@@ -301,15 +309,15 @@ def test_pre_dispatch_routes_around_a_family_block_only_for_that_family(
     window_name: str, family: str | None, refusing: bool
 ) -> None:
     with time_machine.travel(T0, tick=False):
-        assert pool.assigned_refusing(_evidence(window_name), now=T0, family=family) is refusing
+        assert assigned_refusing(_evidence(window_name), now=T0, family=family) is refusing
 
 
 def test_pre_dispatch_reads_a_fresh_family_block_in_the_reading_for_that_family_only() -> None:
     blocked = _with_family(sonnet_resets_in=5 * 24 * HOUR, sonnet_status="rejected")
     evidence = TurnEvidence(reachable=True, reading=blocked)
     with time_machine.travel(T0, tick=False):
-        assert pool.assigned_refusing(evidence, now=T0, family=SONNET) is True
-        assert pool.assigned_refusing(evidence, now=T0, family=OPUS) is False
+        assert assigned_refusing(evidence, now=T0, family=SONNET) is True
+        assert assigned_refusing(evidence, now=T0, family=OPUS) is False
 
 
 # Recording: the event and the mark carry the window
@@ -368,12 +376,12 @@ def test_without_a_reading_the_window_stays_unknown_and_blocks_every_family() ->
         )
         evidence = turn_evidence_read(subscription.pk)
         assert evidence.refusal is not None and evidence.refusal.limiting_window == ""
-        assert pool.assigned_refusing(evidence, now=T0, family=OPUS) is True
+        assert assigned_refusing(evidence, now=T0, family=OPUS) is True
 
 
 @pytest.mark.django_db
 def test_the_walks_candidates_carry_the_latest_refusals_window() -> None:
-    from subscriptions.headroom.selection import candidates_filtered
+    from subscriptions.plan_facts import candidates_read
 
     subscription = SubscriptionFactory.create()
     with time_machine.travel(T0, tick=False):
@@ -386,7 +394,7 @@ def test_the_walks_candidates_carry_the_latest_refusals_window() -> None:
             limiting_window=SONNET,
             now=T0 - MINUTE,
         )
-        [candidate] = candidates_filtered(provider=subscription.provider, exclude_ids=(), now=T0)
+        [candidate] = candidates_read(provider=subscription.provider, now=T0)
     assert candidate.last_failure_window == SONNET
 
 

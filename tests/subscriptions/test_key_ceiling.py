@@ -17,9 +17,10 @@ from rest_framework.test import APIClient
 from agents import lifecycle
 from agents.models import Agent, Runtime
 from execution.explain import routing_explain
-from subscriptions import policy, pool
+from routing import policy
+from routing.policy import KeyRefusal, key_verdict, tightest_budget
+from subscriptions import pool
 from subscriptions.key_spend import agent_budgets, key_budget_closed, key_spend_reserve
-from subscriptions.policy import KeyRefusal, key_verdict, tightest_budget
 from tests.agents.factories import AgentFactory
 from trinity import services as trinity_services
 from trinity.selectors import system_settings_get

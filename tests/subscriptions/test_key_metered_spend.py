@@ -19,7 +19,7 @@ from execution import key_reservation
 from execution.models import Execution, Status
 from execution.protection import key_settle
 from execution.turn_state import turn_state_start
-from subscriptions.classifier import classify_attempt_refusal
+from routing.attempt_refusal import classify_attempt_refusal
 from subscriptions.key_spend import (
     Budget,
     Reservation,

@@ -19,7 +19,8 @@ from rest_framework.test import APIClient
 
 from agents import lifecycle
 from agents.models import Agent
-from agents.rung import RungKind
+from routing.policy import KeyRefusal, agent_key_verdict
+from routing.rung import RungKind
 from subscriptions import pool
 from subscriptions.key_spend import (
     Reservation,
@@ -29,7 +30,6 @@ from subscriptions.key_spend import (
     key_spend_reserve,
 )
 from subscriptions.models import FLEET_SCOPE, FailureKind, KeySpend, RateLimitEvent
-from subscriptions.policy import KeyRefusal, agent_key_verdict
 from subscriptions.retry import platform_key_retry_now
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory

@@ -11,16 +11,20 @@ import pytest
 
 from agents import lifecycle
 from agents.models import Agent, RoutingPolicy
-from agents.rung import RungKind
-from subscriptions import billing, policy, pool
-from subscriptions.billing import PlanEntry
-from subscriptions.headroom.selection import candidates_filtered, rank_alternatives
+from routing import billing, policy
+from routing.billing import PlanEntry
+from routing.eligibility import Excluded, Reason
+from routing.rung import RungKind
+from routing.walk import Stop
+from subscriptions import pool
+from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, Subscription
+from subscriptions.plan_facts import candidates_read
 from subscriptions.services import record_rate_limit_event
-from subscriptions.walk import Stop
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import limited, reading
+from tests.routing.verdicts import agent_assignment_verdict, session_rung
 from tests.subscriptions.factories import SubscriptionFactory
 from trinity import clock
 from trinity import services as trinity_services
@@ -128,9 +132,10 @@ def test_the_plan_verdict(
 
 
 @pytest.mark.parametrize("policy_", [THRIFTY, ONLY, PINNED])
-def test_the_sql_form_of_the_plan_verdict_is_the_verdict(policy_: str) -> None:
-    # ``only_hard_stop`` filters candidates in SQL; it must refuse what the verdict
-    # refuses, for every curated type and an uncurated one.
+def test_the_shortcut_of_the_plan_verdict_is_the_verdict(policy_: str) -> None:
+    # ``only_hard_stop`` is the shortcut ``admit`` takes (a plan's terms are read only
+    # under a policy that restricts plans); it must refuse what the verdict refuses,
+    # for every curated type and an uncurated one.
     entries = [*billing.CATALOG.values(), UNCURATED]
     verdicts = [policy.plan_verdict(routing_policy=policy_, plan=_terms(e)) for e in entries]
     refused = [e for e, verdict in zip(entries, verdicts, strict=True) if not verdict.allowed]
@@ -238,19 +243,22 @@ class TestPolicyReads:
         self, plans: dict[str, Subscription], policy_: str, expected: list[str]
     ) -> None:
         agent = AgentFactory.create(routing_policy=policy_)
-        names = [r.candidate.name for r in rank_alternatives(agent=agent, now=T0).ranked]
-        assert sorted(names) == expected
-        # An explicit keyword wins over the agent's policy.
-        forced = rank_alternatives(agent=agent, now=T0, only_hard_stop=True)
-        assert sorted(r.candidate.name for r in forced.ranked) == ["max", "pro"]
+        chosen = rank_alternatives(agent=agent, now=T0)
+        assert sorted(r.candidate.name for r in chosen.ranked) == expected
+        # Every other plan is there too, with the verdict that kept it out.
+        refused = {j.candidate.name for j in chosen.excluded if j.verdict.reason is Reason.POLICY}
+        assert refused == {"ent", "max", "pro", "stale"} - set(expected)
 
-    def test_the_filter_keeps_only_hard_stops_and_still_excludes(
+    def test_the_policy_excludes_in_admit_not_in_the_query(
         self, plans: dict[str, Subscription]
     ) -> None:
-        kept = candidates_filtered(
-            provider="anthropic", exclude_ids=[plans["max"].pk], now=T0, only_hard_stop=True
-        )
-        assert [c.name for c in kept] == ["pro"]
+        agent = AgentFactory.create(routing_policy=ONLY)
+        # The query narrows by provider only: every plan is a candidate.
+        assert len(candidates_read(provider="anthropic", now=T0)) == 4
+        chosen = rank_alternatives(agent=agent, exclude_ids=[plans["max"].pk], now=T0)
+        assert chosen.order() == [plans["pro"].pk]
+        reasons = {j.candidate.name: j.verdict.reason for j in chosen.excluded}
+        assert reasons == {"ent": Reason.POLICY, "stale": Reason.POLICY, "max": Reason.TRIED}
 
     @pytest.mark.parametrize(
         ("policy_", "plan", "refused"),
@@ -270,7 +278,12 @@ class TestPolicyReads:
         agent = AgentFactory.create(
             routing_policy=policy_, subscription=plans[plan] if plan else None
         )
-        why = pool.assignment_policy_refusal(agent)
+        if plan is None:  # no plan: the policy's own refusal, on the agent
+            why = pool.assignment_policy_refusal(agent)
+        else:  # a plan: ``admit``'s verdict on the assignment
+            verdict = agent_assignment_verdict(agent, now=T0)
+            policy_says = isinstance(verdict, Excluded) and verdict.reason is Reason.POLICY
+            why = verdict.detail if isinstance(verdict, Excluded) and policy_says else ""
         assert bool(why) is refused
         if refused:
             assert "subscription-only" in why
@@ -308,8 +321,9 @@ class TestPolicyReads:
     ) -> None:
         odd = SubscriptionFactory.create(plan_type="max-20x", overage="bill_overage")
         agent = AgentFactory.create(routing_policy=ONLY, subscription=odd)
-        assert not pool.policy_allows(agent, odd)
-        assert "overage: bill_overage" in pool.assignment_policy_refusal(agent)
+        verdict = agent_assignment_verdict(agent, now=T0)
+        assert isinstance(verdict, Excluded) and verdict.reason is Reason.POLICY
+        assert "overage: bill_overage" in verdict.detail
 
 
 @pytest.mark.django_db
@@ -347,7 +361,7 @@ class TestAffinityRung:
         cache.clear()
 
     def stays(self, agent: Agent, plan: Subscription) -> bool:
-        rung = pool.affinity_rung(agent=agent, subscription_id=plan.pk, now=clock.now())
+        rung = session_rung(agent, plan.pk, now=clock.now())
         assert rung is None or (rung.kind, rung.subscription_id) == (RungKind.SUBSCRIPTION, plan.pk)
         return rung is not None
 

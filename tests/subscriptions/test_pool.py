@@ -1,5 +1,6 @@
-"""The reads around the walk: one three-state rule for display, pre-dispatch and
-ranking, and the key rung's gates. Real database and cache."""
+"""The reads around the walk: one three-state rule for display, pre-dispatch (the
+assignment's verdict, ``admit``) and ranking, and the key rung's gates. Real database
+and cache."""
 
 from __future__ import annotations
 
@@ -9,20 +10,16 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 
 from agents.models import Agent
-from subscriptions.headroom.reading import Reading
+from routing.headroom.reading import Reading
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.selectors import headroom_usage_get
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read
 from subscriptions.models import FailureKind, Subscription
-from subscriptions.pool import (
-    assigned_refusing,
-    key_rung_available,
-    key_rung_state,
-    subscription_rungs,
-)
+from subscriptions.pool import key_rung_available, key_rung_state, subscription_rungs
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import T0, limited, reading
+from tests.routing.verdicts import assigned_refusing
 from tests.subscriptions.factories import SubscriptionFactory
 from trinity import services as trinity_services
 from trinity.selectors import system_settings_get

@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agents.rung import RungKind
-from subscriptions.classifier import AttemptRefusal
-from subscriptions.headroom.alternatives import Selection
-from subscriptions.headroom.candidates import Candidate
-from subscriptions.headroom.classification import NO_EVIDENCE, Tier
-from subscriptions.headroom.ranking import Ranked
-from subscriptions.headroom.recovery import Verdict
-from subscriptions.walk import (
+from routing.attempt_refusal import AttemptRefusal
+from routing.eligibility import Candidate
+from routing.headroom.alternatives import Selection
+from routing.headroom.classification import NO_EVIDENCE, Tier
+from routing.headroom.ranking import Ranked
+from routing.headroom.recovery import Verdict
+from routing.rung import RungKind
+from routing.walk import (
     KEY_RATE_LIMIT_PAUSE,
     LAST_RESORT_MIN_AGE_AUTONOMOUS,
     REISSUE_FLOOR,

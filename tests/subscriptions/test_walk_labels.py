@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from subscriptions.walk import Why
+from routing.walk import Why
 
 WALK_JS = Path(__file__).resolve().parents[2] / "frontend" / "src" / "walk.js"
 

@@ -31,7 +31,7 @@ from django.db import connection
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
-from subscriptions.headroom.exhaustion_forecast import forecast_key
+from routing.headroom.exhaustion_forecast import forecast_key
 from subscriptions.headroom.forecast_store import headroom_forecasts_read
 from subscriptions.headroom.store import (
     RefusalMark,

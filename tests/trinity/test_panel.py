@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.contrib.staticfiles import finders
 from django.test import Client, override_settings
 
-from subscriptions import billing
+from routing import billing
 from subscriptions.models import Provider
 from tests.agents.factories import UserFactory
 

@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
+from routing import providers
 from subscriptions.models import Provider
-from trinity import platform_keys
 from trinity import services as trinity_services
 from trinity.errors import InvalidInput
 from trinity.selectors import system_settings_get
@@ -27,27 +27,27 @@ BUDGETS_URL = "/api/settings/platform-api-key/openai-codex/budgets"
 
 
 def test_the_accessors_provider_values_are_the_subscription_providers() -> None:
-    assert set(platform_keys.SLOTS) == set(Provider.values)
+    assert set(providers.SLOTS) == set(Provider.values)
     # The Anthropic key's fleet ledger keeps the scope its spend always had.
     from subscriptions.models import FLEET_SCOPE
 
-    assert platform_keys.fleet_scope(Provider.ANTHROPIC) == FLEET_SCOPE
-    assert platform_keys.fleet_scope(Provider.OPENAI_CODEX) != FLEET_SCOPE
+    assert providers.fleet_scope(Provider.ANTHROPIC) == FLEET_SCOPE
+    assert providers.fleet_scope(Provider.OPENAI_CODEX) != FLEET_SCOPE
 
 
 def test_each_provider_reads_its_own_key_and_an_unknown_provider_none() -> None:
     system = system_settings_get()
-    assert platform_keys.platform_key(system, "anthropic") == (None, "")
-    assert platform_keys.platform_key(system, "openai-codex") == (None, "")
+    assert providers.platform_key(system, "anthropic") == (None, "")
+    assert providers.platform_key(system, "openai-codex") == (None, "")
 
     trinity_services.platform_api_key_set(key=OPENAI_KEY, provider="openai-codex")
     system = system_settings_get()
 
-    secret, fingerprint = platform_keys.platform_key(system, "openai-codex")
+    secret, fingerprint = providers.platform_key(system, "openai-codex")
     assert secret is not None and secret.reveal() == OPENAI_KEY and fingerprint == "open"
-    assert platform_keys.platform_key(system, "anthropic") == (None, "")
+    assert providers.platform_key(system, "anthropic") == (None, "")
     assert not system.platform_api_key_configured  # the Anthropic key's flag
-    assert platform_keys.platform_key(system, "mistral") == (None, "")
+    assert providers.platform_key(system, "mistral") == (None, "")
 
 
 def test_set_replace_and_clear_one_key_leave_the_other_alone() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import agents.client
-import subscriptions.classifier
+import routing.attempt_refusal
 from agent_server import app, classifier, contract, errors
 from trinity_contract import errors as shared_errors
 from trinity_contract import proof, refusal_text
@@ -28,7 +28,7 @@ def test_both_sides_use_the_shared_codes_statuses_and_proof() -> None:
     assert contract.ErrorBody.model_fields["error_code"].annotation is shared_errors.ErrorCode
     assert errors.ERROR_STATUS is shared_errors.ERROR_STATUS
     assert app.ERROR_STATUS is shared_errors.ERROR_STATUS
-    assert subscriptions.classifier.ERROR_CODES is shared_errors.ERROR_CODES
+    assert routing.attempt_refusal.ERROR_CODES is shared_errors.ERROR_CODES
     assert shared_errors.ERROR_CODES == set(shared_errors.ERROR_STATUS)
     assert app.health_proof is proof.health_proof
     assert agents.client.proof_matches is proof.proof_matches
@@ -36,7 +36,7 @@ def test_both_sides_use_the_shared_codes_statuses_and_proof() -> None:
 
 def test_both_classifiers_read_the_shared_patterns() -> None:
     assert classifier.error_code_from_text is refusal_text.error_code_from_text
-    platform = subscriptions.classifier
+    platform = routing.attempt_refusal
     assert platform.error_code_from_text is refusal_text.error_code_from_text
     assert platform.BILLING_TEXT is refusal_text.BILLING_TEXT
     assert platform.KILL_TEXT is refusal_text.KILL_TEXT
@@ -73,7 +73,7 @@ def test_both_classifiers_read_the_shared_patterns() -> None:
 )
 def test_the_two_classifiers_agree_on_every_text(text: str, code: str) -> None:
     runtime = classifier.classify_runtime_refusal(api_error_status=None, text=text, now=NOW)
-    attempt = subscriptions.classifier.classify_attempt_refusal(error_code="", detail=text)
+    attempt = routing.attempt_refusal.classify_attempt_refusal(error_code="", detail=text)
     assert runtime.error_code == attempt.error_code == code
 
 

@@ -160,6 +160,27 @@ describe("RoutingExplain", () => {
     );
   });
 
+  it("says the assignment is paused, why the turn starts elsewhere, and the other paused plans", async () => {
+    const assigned = {
+      ...explanation().assigned,
+      refusing: false,
+      excluded: "paused",
+      detail: "its subscription 'plan-a' is paused",
+      figures: figures(),
+    };
+    const excluded = [
+      { ...explanation().excluded[0], name: "plan-c", reason: "paused", detail: "paused by an admin", figures: figures({ resets_at: null }) },
+    ];
+    mockFetch({ [URL]: json(200, explanation({ assigned, excluded, pre_dispatch: "paused" })) });
+    wrapper = mount(RoutingExplain, { props: { agentName: "bot", now: NOW } });
+    await wrapper.find("button").trigger("click");
+    await settle();
+    const text = wrapper.find("[data-testid=routing-assigned]").text();
+    expect(text).toContain("plan-a: paused by an admin: the turn starts on the best plan it may use");
+    expect(text).toContain("its subscription 'plan-a' is paused");
+    expect(wrapper.find("[data-testid=routing-excluded]").text()).toBe("plan-c: paused by an admin");
+  });
+
   it("shows the server's refusal and loads again on refresh", async () => {
     let answer = json(404, { detail: "No agent named 'bot'." });
     const { calls } = mockFetch({ [URL]: () => answer });

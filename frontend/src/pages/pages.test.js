@@ -184,6 +184,56 @@ describe("SubscriptionsPage", () => {
     expect(wrapper.find("[role=status]").text()).toBe(`Retried ${SUBS[0].name}: 2 refusal(s) cleared; it serves (fresh reading).`);
   });
 
+  it("pauses a subscription for an admin and says what that means", async () => {
+    const paused = { ...SUBS[0], paused_at: "2030-01-01T11:00:00Z", paused_by: "root" };
+    const { calls } = mockFetch({
+      "GET /api/subscriptions": json(200, SUBS),
+      "GET /api/agents": json(200, AGENTS),
+      [`PATCH /api/subscriptions/${SUBS[0].id}`]: json(200, paused),
+    });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });
+    await settle();
+    const button = wrapper.find(`[data-testid=pause-${SUBS[0].id}]`);
+    expect(button.text()).toBe("Pause");
+    expect(button.attributes("aria-label")).toBe(`Pause ${SUBS[0].name}`);
+    await button.trigger("click");
+    await settle();
+    const patch = calls.find((c) => c.method === "PATCH");
+    expect(patch.url).toBe(`/api/subscriptions/${SUBS[0].id}`);
+    expect(patch.body).toEqual({ paused: true });
+    expect(wrapper.find("[role=status]").text()).toBe(
+      `Paused ${SUBS[0].name}: no turn, walk or placement uses it until it is resumed. Its agents' next turns run on the best plan they may use.`
+    );
+  });
+
+  it("shows a paused subscription, who paused it, and offers to resume it", async () => {
+    const paused = { ...SUBS[0], paused_at: new Date(Date.now() - 5 * 60_000).toISOString(), paused_by: "root" };
+    const { calls } = mockFetch({
+      "GET /api/subscriptions": json(200, [paused, SUBS[1]]),
+      "GET /api/agents": json(200, AGENTS),
+      [`PATCH /api/subscriptions/${SUBS[0].id}`]: json(200, { ...paused, paused_at: null, paused_by: "" }),
+    });
+    wrapper = mount(SubscriptionsPage, { props: { user: ADMIN } });
+    await settle();
+    const [first, second] = wrapper.findAll("tr[data-subscription]");
+    expect(first.find("[data-testid=paused]").text()).toBe("Paused");
+    expect(first.find("[data-testid=paused-by]").text()).toMatch(/^paused by root 5 min(utes)? ago: no turn uses it$/);
+    expect(second.find("[data-testid=paused]").exists()).toBe(false);
+    await first.find(`[data-testid=pause-${SUBS[0].id}]`).trigger("click");
+    await settle();
+    expect(calls.find((c) => c.method === "PATCH").body).toEqual({ paused: false });
+    expect(wrapper.find("[role=status]").text()).toBe(`Resumed ${SUBS[0].name}: turns may use it again.`);
+  });
+
+  it("offers no retry and no pause to an operator, and still shows a pause", async () => {
+    const paused = { ...SUBS[0], paused_at: "2030-01-01T11:00:00Z", paused_by: "root" };
+    mockFetch({ "GET /api/subscriptions": json(200, [paused]), "GET /api/agents": json(200, AGENTS) });
+    wrapper = mount(SubscriptionsPage, { props: { user: OPERATOR } });
+    await settle();
+    expect(wrapper.find(`[data-testid=pause-${SUBS[0].id}]`).exists()).toBe(false);
+    expect(wrapper.find("[data-testid=paused]").text()).toBe("Paused");
+  });
+
   it("offers no retry to an operator", async () => {
     mockFetch({ "GET /api/subscriptions": json(200, SUBS), "GET /api/agents": json(200, AGENTS) });
     wrapper = mount(SubscriptionsPage, { props: { user: OPERATOR } });

@@ -15,6 +15,13 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from routing.headroom.reading import (
+    CORE_WINDOWS,
+    REJECTED,
+    Reading,
+    ReadingStatus,
+    WindowReading,
+)
 from subscriptions.headroom.collectors.common import (
     Collected,
     drift,
@@ -27,13 +34,6 @@ from subscriptions.headroom.collectors.common import (
     transport_failure,
     usage_throttled,
     window_status,
-)
-from subscriptions.headroom.reading import (
-    CORE_WINDOWS,
-    REJECTED,
-    Reading,
-    ReadingStatus,
-    WindowReading,
 )
 from trinity.crypto import Secret
 

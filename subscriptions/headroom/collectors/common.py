@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import httpx
 
-from subscriptions.headroom.reading import ALLOWED, REJECTED, Reading, ReadingStatus
+from routing.headroom.reading import ALLOWED, REJECTED, Reading, ReadingStatus
 
 logger = logging.getLogger("subscriptions.headroom.collectors")
 

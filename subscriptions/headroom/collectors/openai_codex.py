@@ -14,6 +14,12 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from routing.headroom.reading import (
+    REJECTED,
+    Reading,
+    ReadingStatus,
+    WindowReading,
+)
 from subscriptions.codex_refresh import codex_tokens
 from subscriptions.headroom.collectors.common import (
     Collected,
@@ -25,12 +31,6 @@ from subscriptions.headroom.collectors.common import (
     transport_failure,
     usage_throttled,
     window_status,
-)
-from subscriptions.headroom.reading import (
-    REJECTED,
-    Reading,
-    ReadingStatus,
-    WindowReading,
 )
 from trinity.crypto import Secret
 from trinity_contract.codex import window_name

@@ -13,11 +13,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from routing import providers
+from routing.providers import ANTHROPIC
 from subscriptions.models import Subscription
 from subscriptions.retry import RetryResult, platform_key_retry_now, subscription_retry_now
-from trinity import clock, platform_keys
+from trinity import clock
 from trinity.errors import Conflict
-from trinity.platform_keys import ANTHROPIC
 
 
 class Command(BaseCommand):
@@ -40,7 +41,7 @@ class Command(BaseCommand):
         actor = options["actor"] or f"{getpass.getuser()} (manage.py)"
         now = clock.now()
         if options["platform_key"] or options["openai_platform_key"]:
-            provider = platform_keys.OPENAI if options["openai_platform_key"] else ANTHROPIC
+            provider = providers.OPENAI if options["openai_platform_key"] else ANTHROPIC
             try:
                 result = platform_key_retry_now(actor=actor, now=now, provider=provider)
             except Conflict as exc:
