@@ -3,7 +3,7 @@ previous turn while that credential is eligible, so the session's prompt cache o
 that account stays warm.
 
 The decision is ``routing.policy.affinity_target`` (pure); eligibility of the
-plan is ``subscriptions.pool.affinity_rung``; the planner
+plan is ``admit``'s on ``subscriptions.plan_facts.session_plan_read``; the planner
 (``routing/planner/plan.py::_affinity``) spends the reads only on chat turns
 that carry a session id. A turn served by
 affinity on a plan other than the assignment commits no switch: sessions of one agent

@@ -18,8 +18,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from agents.models import Agent, WaitPolicy
-from execution import handover, rules
+from execution import handover
 from execution.models import Execution, Status
+from routing.planner.park import park_until
 from trinity.notifications import notification_send
 from trinity.redaction import redact
 
@@ -36,7 +37,7 @@ def parks_until(
     *, execution: Execution, agent: Agent, resets_at: datetime | None, now: datetime
 ) -> datetime | None:
     """The instant ``execution`` would park until under ``agent``'s wait policy, or None."""
-    return rules.park_until(
+    return park_until(
         autonomous=execution.autonomous,
         waits=agent.wait_policy == WaitPolicy.WAIT,
         max_wait_seconds=agent.max_wait_seconds,

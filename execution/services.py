@@ -17,8 +17,8 @@ from django.db import transaction
 from agents.models import Agent
 from execution import handover, key_reservation, parking
 from execution.deadlines import DEADLINE_SLACK, turn_timeout
-from execution.ending import EXHAUSTED_NOTICE_TTL as EXHAUSTED_NOTICE_TTL
-from execution.ending import finish_failed
+from execution.finishing import EXHAUSTED_NOTICE_TTL as EXHAUSTED_NOTICE_TTL
+from execution.finishing import finish_failed
 from execution.models import Execution, Schedule, Status
 from execution.served import KEY_NOTICE_TTL as KEY_NOTICE_TTL
 from execution.turn import turn_dispatch

@@ -5,7 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from execution import handover, parking, schedules, services
+from execution import handover, parking, services
+from execution.schedules.services import schedules_fire
 from trinity import clock
 
 # A worker runs the whole turn, walk included: its hard limit is the longest turn
@@ -55,4 +56,4 @@ def resend_parked_turns() -> int:
 @shared_task(name="execution.fire_schedules", soft_time_limit=50, time_limit=60)
 def fire_schedules() -> int:
     """Fire the due agent schedules as queued ``schedule`` turns."""
-    return schedules.schedules_fire(now=clock.now())
+    return schedules_fire(now=clock.now())

@@ -1,9 +1,9 @@
 """The executor of a turn: gather evidence, ask the planner, apply its action, loop.
 
 Every routing decision is the planner's (``routing/planner``): this module and
-the ones it calls only read what the planner asks for (``execution/evidence.py``),
+the ones it calls only read what the planner asks for (``execution/gathering.py``),
 send what it says to send (``execution/sending.py``) and finish the row as it says
-(``execution/served.py``, ``execution/ending.py``). Each rung is a trial: the same
+(``execution/served.py``, ``execution/finishing.py``). Each rung is a trial: the same
 execution id re-issued with ``auth_override``; nothing in the database or the agent
 changes until a trial serves, and then the plan that served is committed once.
 
@@ -21,8 +21,8 @@ import time
 from django.db import DatabaseError
 
 from agents.models import Agent
-from execution.ending import ended, finish_after_database_loss, finish_failed
-from execution.evidence import evidence_gather
+from execution.finishing import ended, finish_after_database_loss, finish_failed
+from execution.gathering import evidence_gather
 from execution.models import Execution, Status
 from execution.protection import key_settle, protection_release
 from execution.sending import record, send

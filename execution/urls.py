@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from execution import api, explain_api, schedules_api
+from execution import api
+from execution.explain import api as explain_api
+from execution.schedules import api as schedules_api
 
 urlpatterns = [
     path("agents/<slug:name>/task", api.AgentTaskApi.as_view(), name="agent-task"),

@@ -19,8 +19,8 @@ from agents.selectors import agent_get_visible
 from routing import providers
 from routing.providers import platform_key_configured
 from subscriptions import services
+from subscriptions.key_refusals import key_refusal_view
 from subscriptions.models import Provider, Subscription
-from subscriptions.pool import key_refusal_view
 from subscriptions.retry import platform_key_retry_now, subscription_retry_now
 from subscriptions.selectors import subscription_get_visible, subscriptions_visible_to
 from trinity import clock

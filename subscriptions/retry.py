@@ -20,8 +20,8 @@ from routing import providers
 from routing.providers import key_label, platform_key
 from subscriptions.headroom.sampler import ProbeTooSoon, headroom_refresh
 from subscriptions.headroom.store import refusal_marker_delete
+from subscriptions.key_refusals import key_refusals_of
 from subscriptions.models import RateLimitEvent, Subscription
-from subscriptions.pool import key_refusals_of
 from subscriptions.selectors import skip_window_start
 from trinity.errors import Conflict
 from trinity.models import SystemSettings
@@ -70,7 +70,7 @@ def platform_key_retry_now(
 ) -> RetryResult:
     """Clear ``provider``'s configured platform key's refusals inside the skip window
     (those made with it, by fingerprint, and for the Anthropic key legacy rows of
-    unknown key: ``pool.key_refusals_of``; never the other provider's key's) and audit
+    unknown key: ``key_refusals.key_refusals_of``; never the other provider's key's) and audit
     the retry. Nothing is sent: a probe of the key would bill it. Raises Conflict
     without that key, having written nothing (the settings row is read, never
     created, here)."""

@@ -74,3 +74,8 @@ def subscription_get_visible(*, user: AbstractBaseUser | AnonymousUser, pk: int)
     if subscription is None:
         raise NotFound(f"No subscription with id {pk}.")
     return subscription
+
+
+def subscription_count(provider: str) -> int:
+    """How many plans of ``provider`` the pool holds (one count query)."""
+    return Subscription.objects.filter(provider=provider).count()

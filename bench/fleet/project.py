@@ -29,7 +29,7 @@ from bench.fleet.policies import Policy, TurnResult, TurnRun
 from bench.fleet.trace import PROVIDER, Trace, Turn
 from bench.fleet.world import World
 from execution.deadlines import turn_timeout
-from execution.ending import EXHAUSTED_NOTICE_TTL
+from execution.finishing import EXHAUSTED_NOTICE_TTL
 from execution.served import KEY_NOTICE_TTL
 from routing.eligibility import Admission, Admitted, Excluded, PlanFacts, Role, forbidden
 from routing.headroom.exhaustion_forecast import (

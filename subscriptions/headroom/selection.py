@@ -1,6 +1,6 @@
 """Where an agent may go, asked of its row outside a turn: the auto-assignment of a new
 agent, the benchmarks, the tests. A turn asks with its own facts instead
-(``execution/evidence.py``); both read the same selection (``plan_facts.selection_read``:
+(``execution/gathering.py``); both read the same selection (``plan_facts.selection_read``:
 every plan of the provider judged by ``routing.eligibility.admit``, the admitted ones
 ranked by cached headroom). Nothing here probes or decides.
 """

@@ -333,7 +333,7 @@ def test_the_table_covers_every_write_operation_with_a_body() -> None:
 
 @pytest.fixture
 def seeded(owner: Any, admin_user: Any) -> dict[str, Any]:
-    from execution.schedules import schedule_create
+    from execution.schedules.services import schedule_create
     from trinity import clock
     from trinity.notification_channels import notification_channel_create
 

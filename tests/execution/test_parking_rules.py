@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from execution.rules import park_until
+from routing.planner.park import park_until
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 HOUR = 3600

@@ -15,8 +15,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from agents.models import Agent
-from execution import schedules
 from execution.models import Execution, Schedule, Status, Trigger
+from execution.schedules import services as schedules
 from tests.agents.factories import AgentFactory
 from trinity.celery import app
 

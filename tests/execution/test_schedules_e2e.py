@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 
-from execution import schedules, tasks
+from execution import tasks
 from execution.models import Execution, Status, Trigger
+from execution.schedules import services as schedules
 from simulator.control import SimulatorControl
 from tests.execution.support import agent_on, messages_sent, register_plan
 from trinity import clock

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from execution.rules import InvalidCron, cron_check, fire_plan, next_fire_after
+from execution.schedules.cron import InvalidCron, cron_check, fire_plan, next_fire_after
 
 
 def at(hour: int, minute: int, second: int = 0, *, day: int = 1) -> datetime:

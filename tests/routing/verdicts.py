@@ -1,5 +1,5 @@
 """The assignment's verdict for a test that holds what the cache read
-(``TurnEvidence``): ``admit`` on it, as the executor asks (``execution/evidence.py``)."""
+(``TurnEvidence``): ``admit`` on it, as the executor asks (``execution/gathering.py``)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent
 from execution.models import Execution, Schedule
-from execution.schedules import schedule_create
+from execution.schedules.services import schedule_create
 from subscriptions.key_spend import key_spend_reserve
 from subscriptions.models import Subscription
 from subscriptions.services import record_rate_limit_event

@@ -17,8 +17,10 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from agents.models import Agent
-from execution import rules, schedules, services
+from execution import services
 from execution.models import Execution, Schedule, Status, Trigger
+from execution.schedules import services as schedules
+from execution.schedules.cron import cron_smallest_gap
 from tests.agents.factories import AgentFactory
 from trinity.errors import TooManyTurns
 
@@ -125,12 +127,12 @@ URL = "/api/agents/bot/schedules"
     ],
 )
 def test_the_smallest_gap_of_a_cron_covers_its_whole_pattern(cron: str, gap_minutes: int) -> None:
-    assert rules.cron_smallest_gap(cron) == timedelta(minutes=gap_minutes)
+    assert cron_smallest_gap(cron) == timedelta(minutes=gap_minutes)
 
 
 @pytest.mark.parametrize("cron", ["0 0 29 2 *", "59 23 31 12 *"])
 def test_a_cron_that_fires_once_in_its_leap_year_window_has_no_gap(cron: str) -> None:
-    assert rules.cron_smallest_gap(cron) is None
+    assert cron_smallest_gap(cron) is None
 
 
 @pytest.mark.django_db

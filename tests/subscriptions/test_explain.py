@@ -20,8 +20,8 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents.models import Agent
-from execution.explain import Explanation, routing_explain
-from execution.explain_text import explanation_text
+from execution.explain.explanation import Explanation, routing_explain
+from execution.explain.text import explanation_text
 from routing.eligibility import Reason
 from routing.headroom.exhaustion_forecast import (
     Forecast,
@@ -34,8 +34,8 @@ from simulator.control import SimulatorControl
 from subscriptions import breaker, leases
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshots_write
+from subscriptions.key_rung_state import KeyClosed, key_rung_state
 from subscriptions.models import FailureKind, Subscription
-from subscriptions.pool import KeyClosed, key_rung_state
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.execution.support import register_plan

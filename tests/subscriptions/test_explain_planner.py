@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from agents.models import Agent, WaitPolicy
-from execution.explain import (
+from execution.explain.explanation import (
     QUOTA,
     Explanation,
     explain_drive,
     routing_explain,
 )
-from execution.explain_text import explanation_text
+from execution.explain.text import explanation_text
 from execution.models import Execution, Status
 from routing.planner import Attempt, Event, Evidence, KeyState, Need, Outcome, Send
 from subscriptions import services as subscription_services

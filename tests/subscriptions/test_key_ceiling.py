@@ -16,10 +16,10 @@ from rest_framework.test import APIClient
 
 from agents import lifecycle
 from agents.models import Agent, Runtime
-from execution.explain import routing_explain
+from execution.explain.explanation import routing_explain
 from routing import policy
 from routing.policy import KeyRefusal, key_verdict, tightest_budget
-from subscriptions import pool
+from subscriptions.key_rung_state import KeyClosed, key_rung_state
 from subscriptions.key_spend import agent_budgets, key_budget_closed, key_spend_reserve
 from tests.agents.factories import AgentFactory
 from trinity import services as trinity_services
@@ -127,14 +127,14 @@ class TestTheSwitchOffKeepsEveryCallerOffTheKey:
 
     def test_the_walks_key_rung_is_closed_by_the_switch(self) -> None:
         agent: Agent = AgentFactory.create(use_platform_api_key=True)
-        state = pool.key_rung_state(agent=agent, system=system_settings_get(), now=NOW)
-        assert state.closed is pool.KeyClosed.FALLBACK_OFF
+        state = key_rung_state(agent=agent, system=system_settings_get(), now=NOW)
+        assert state.closed is KeyClosed.FALLBACK_OFF
 
     def test_the_explainer_does_not_route_an_unassigned_agent_to_the_key(self) -> None:
         agent: Agent = AgentFactory.create(use_platform_api_key=True)
         explanation = routing_explain(agent=agent, now=NOW)
         assert explanation.first is None
-        assert explanation.key.closed == pool.KeyClosed.FALLBACK_OFF
+        assert explanation.key.closed == KeyClosed.FALLBACK_OFF
 
     def test_the_api_reports_the_effective_value_not_the_agents_wish(
         self, owner: User, owner_client: APIClient

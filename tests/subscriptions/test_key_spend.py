@@ -15,7 +15,7 @@ from agents.models import Agent
 from execution import key_reservation
 from execution.models import Execution, Status
 from execution.services import executions_reap
-from subscriptions import pool
+from subscriptions.key_rung_state import KeyClosed, key_rung_available, key_rung_state
 from subscriptions.key_spend import (
     Budget,
     BudgetClosed,
@@ -220,14 +220,14 @@ def test_a_consumed_budget_closes_the_key_rung_for_the_walk(
 ) -> None:
     trinity_services.platform_api_key_set(key="sk-ant-api03-" + "k" * 40)
     system = system_settings_get()
-    assert pool.key_rung_state(agent=agent, system=system, now=NOW).available
+    assert key_rung_state(agent=agent, system=system, now=NOW).available
     agent.key_budget_daily_usd = D("0.50")
     key_spend_reserve(agent=agent, system=system, usd=D("0.50"), now=NOW)
 
-    state = pool.key_rung_state(agent=agent, system=system, now=NOW)
+    state = key_rung_state(agent=agent, system=system, now=NOW)
 
-    assert state.closed is pool.KeyClosed.BUDGET and state.budget is not None
-    assert not pool.key_rung_available(agent=agent, system=system, now=NOW)
+    assert state.closed is KeyClosed.BUDGET and state.budget is not None
+    assert not key_rung_available(agent=agent, system=system, now=NOW)
 
 
 # A turn's reservation

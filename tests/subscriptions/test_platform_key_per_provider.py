@@ -21,7 +21,8 @@ from agents import lifecycle
 from agents.models import Agent
 from routing.policy import KeyRefusal, agent_key_verdict
 from routing.rung import RungKind
-from subscriptions import pool
+from subscriptions.key_refusals import key_latest_refusal, key_refusal_view
+from subscriptions.key_rung_state import KeyClosed, key_rung_state
 from subscriptions.key_spend import (
     Reservation,
     agent_scope,
@@ -31,6 +32,7 @@ from subscriptions.key_spend import (
 )
 from subscriptions.models import FLEET_SCOPE, FailureKind, KeySpend, RateLimitEvent
 from subscriptions.retry import platform_key_retry_now
+from subscriptions.rung_secrets import key_rung
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from trinity import services as trinity_services
@@ -80,8 +82,8 @@ class TestTheKeyRungIsTheProvidersOwn:
     def test_each_provider_gets_its_own_key_named_for_which_key_it_is(self) -> None:
         system = _set_keys()
 
-        anthropic = pool.key_rung(system, provider="anthropic")
-        openai = pool.key_rung(system, provider=OPENAI)
+        anthropic = key_rung(system, provider="anthropic")
+        openai = key_rung(system, provider=OPENAI)
 
         assert anthropic is not None and openai is not None
         assert anthropic.kind is openai.kind is RungKind.API_KEY
@@ -102,14 +104,14 @@ class TestTheKeyRungIsTheProvidersOwn:
         self, anthropic: bool, openai: bool, provider: str
     ) -> None:
         system = _set_keys(anthropic=anthropic, openai=openai)
-        assert pool.key_rung(system, provider=provider) is None
+        assert key_rung(system, provider=provider) is None
 
     def test_a_claude_agent_with_only_the_openai_key_has_no_key_at_all(self, agent: Agent) -> None:
         system = _set_keys(anthropic=False)
 
         assert agent_key_verdict(agent, system).refusal is KeyRefusal.NO_KEY
-        state = pool.key_rung_state(agent=agent, system=system, now=NOW)
-        assert state.closed is pool.KeyClosed.NO_KEY
+        state = key_rung_state(agent=agent, system=system, now=NOW)
+        assert state.closed is KeyClosed.NO_KEY
         assert lifecycle.baseline_rung(agent) is None
         _, spec = lifecycle.spawn_spec(agent)
         assert spec.credentials == {}
@@ -119,7 +121,7 @@ class TestTheKeyRungIsTheProvidersOwn:
     ) -> None:
         system = _set_keys()
 
-        assert pool.key_rung_state(agent=agent, system=system, now=NOW).available
+        assert key_rung_state(agent=agent, system=system, now=NOW).available
         baseline = lifecycle.baseline_rung(agent)
         assert baseline is not None and baseline.kind is RungKind.API_KEY
         assert baseline.secret.reveal() == ANTHROPIC_KEY
@@ -136,12 +138,12 @@ class TestARefusalBelongsToItsKey:
         system = _set_keys()
         _key_refused("open")
 
-        assert pool.key_rung_state(agent=agent, system=system, now=NOW).available
-        assert pool.key_latest_refusal(system, now=NOW, provider="anthropic") is None
-        assert pool.key_refusal_view(system, now=NOW, provider="anthropic") is None
-        latest = pool.key_latest_refusal(system, now=NOW, provider=OPENAI)
+        assert key_rung_state(agent=agent, system=system, now=NOW).available
+        assert key_latest_refusal(system, now=NOW, provider="anthropic") is None
+        assert key_refusal_view(system, now=NOW, provider="anthropic") is None
+        latest = key_latest_refusal(system, now=NOW, provider=OPENAI)
         assert latest == (FailureKind.AUTH, NOW - MINUTE)
-        view = pool.key_refusal_view(system, now=NOW, provider=OPENAI)
+        view = key_refusal_view(system, now=NOW, provider=OPENAI)
         assert view is not None and view["fingerprint"] == "open"
         assert view["reopens_at"] == NOW - MINUTE + timedelta(hours=2)
 
@@ -149,10 +151,10 @@ class TestARefusalBelongsToItsKey:
         system = _set_keys()
         _key_refused("kkkk")
 
-        state = pool.key_rung_state(agent=agent, system=system, now=NOW)
-        assert state.closed is pool.KeyClosed.REFUSED_RECENTLY and state.fingerprint == "kkkk"
-        assert pool.key_latest_refusal(system, now=NOW, provider=OPENAI) is None
-        assert pool.key_refusal_view(system, now=NOW, provider=OPENAI) is None
+        state = key_rung_state(agent=agent, system=system, now=NOW)
+        assert state.closed is KeyClosed.REFUSED_RECENTLY and state.fingerprint == "kkkk"
+        assert key_latest_refusal(system, now=NOW, provider=OPENAI) is None
+        assert key_refusal_view(system, now=NOW, provider=OPENAI) is None
 
     def test_a_refusal_of_unknown_key_counts_against_the_anthropic_key_only(
         self, agent: Agent
@@ -162,15 +164,15 @@ class TestARefusalBelongsToItsKey:
         system = _set_keys()
         _key_refused("")
 
-        assert not pool.key_rung_state(agent=agent, system=system, now=NOW).available
-        assert pool.key_latest_refusal(system, now=NOW, provider=OPENAI) is None
+        assert not key_rung_state(agent=agent, system=system, now=NOW).available
+        assert key_latest_refusal(system, now=NOW, provider=OPENAI) is None
 
     def test_without_an_openai_key_no_refusal_is_the_openai_keys(self) -> None:
         system = _set_keys(openai=False)
         _key_refused("")
         _key_refused("open")
-        assert pool.key_latest_refusal(system, now=NOW, provider=OPENAI) is None
-        assert pool.key_refusal_view(system, now=NOW, provider=OPENAI) is None
+        assert key_latest_refusal(system, now=NOW, provider=OPENAI) is None
+        assert key_refusal_view(system, now=NOW, provider=OPENAI) is None
 
     def test_the_settings_api_shows_each_keys_own_refusal(
         self, admin_client_api: APIClient
@@ -282,7 +284,7 @@ class TestBudgetsPerProvider:
         key_spend_reserve(agent=agent, system=system, usd=D("0.50"), now=NOW, provider=OPENAI)
 
         assert key_budget_closed(agent=agent, system=system, now=NOW, provider=OPENAI)
-        assert pool.key_rung_state(agent=agent, system=system, now=NOW).available
+        assert key_rung_state(agent=agent, system=system, now=NOW).available
 
     def test_the_agents_own_budget_stays_the_agents(self, agent: Agent) -> None:
         # One agent has one provider: its cap is its own whichever key it bills.

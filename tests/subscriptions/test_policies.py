@@ -16,11 +16,12 @@ from routing.billing import PlanEntry
 from routing.eligibility import Excluded, Reason
 from routing.rung import RungKind
 from routing.walk import Stop
-from subscriptions import pool
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.store import snapshots_write
+from subscriptions.key_rung_state import key_rung_available
 from subscriptions.models import FailureKind, Subscription
 from subscriptions.plan_facts import candidates_read
+from subscriptions.policy_refusals import assignment_policy_refusal, switching_stop
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import limited, reading
@@ -279,7 +280,7 @@ class TestPolicyReads:
             routing_policy=policy_, subscription=plans[plan] if plan else None
         )
         if plan is None:  # no plan: the policy's own refusal, on the agent
-            why = pool.assignment_policy_refusal(agent)
+            why = assignment_policy_refusal(agent)
         else:  # a plan: ``admit``'s verdict on the assignment
             verdict = agent_assignment_verdict(agent, now=T0)
             policy_says = isinstance(verdict, Excluded) and verdict.reason is Reason.POLICY
@@ -314,7 +315,7 @@ class TestPolicyReads:
     ) -> None:
         trinity_services.system_setting_set(name="auto_switch_subscriptions", value=auto_switch)
         agent = AgentFactory.create(routing_policy=policy_)
-        assert pool.switching_stop(agent=agent, system=system_settings_get()) is stop
+        assert switching_stop(agent=agent, system=system_settings_get()) is stop
 
     def test_a_plan_whose_columns_say_it_bills_overage_is_refused_though_its_type_is_curated(
         self,
@@ -336,7 +337,7 @@ class TestTheKeyUnderAPolicy:
     def test_the_key_rung_follows_the_policy(self, policy_: str, open_: bool) -> None:
         agent = AgentFactory.create(routing_policy=policy_)
         system = system_settings_get()
-        assert pool.key_rung_available(agent=agent, system=system, now=T0) is open_
+        assert key_rung_available(agent=agent, system=system, now=T0) is open_
 
     @pytest.mark.parametrize(("policy_", "kind"), [(THRIFTY, RungKind.API_KEY), (ONLY, None)])
     def test_an_agent_without_a_subscription_boots_on_the_key_only_if_its_policy_allows(

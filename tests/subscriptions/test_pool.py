@@ -14,8 +14,9 @@ from routing.headroom.reading import Reading
 from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.selectors import headroom_usage_get
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read
+from subscriptions.key_rung_state import key_rung_available, key_rung_state
 from subscriptions.models import FailureKind, Subscription
-from subscriptions.pool import key_rung_available, key_rung_state, subscription_rungs
+from subscriptions.rung_secrets import subscription_rungs
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import T0, limited, reading
@@ -212,7 +213,7 @@ def test_the_walk_loads_every_candidate_token_in_one_query(
 def test_a_placement_look_is_claimed_once_per_interval_per_agent() -> None:
     from django.test import override_settings
 
-    from subscriptions.pool import placement_due
+    from subscriptions.placement_look import placement_due
 
     assert placement_due(7) is True
     assert placement_due(7) is False  # another turn of the same agent, moments later

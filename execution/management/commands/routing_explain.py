@@ -18,8 +18,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
 from agents.selectors import agent_only
-from execution.explain import routing_explain
-from execution.explain_text import explanation_text
+from execution.explain.explanation import routing_explain
+from execution.explain.text import explanation_text
 from trinity import clock
 from trinity.errors import Ambiguous, NotFound
 

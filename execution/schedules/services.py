@@ -16,8 +16,15 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from agents.models import Agent
-from execution import rules, services
+from execution import services
 from execution.models import Schedule, Trigger
+from execution.schedules.cron import (
+    InvalidCron,
+    cron_check,
+    cron_smallest_gap,
+    fire_plan,
+    next_fire_after,
+)
 from trinity.errors import Conflict, InvalidInput, QuotaExceeded
 
 logger = logging.getLogger(__name__)
@@ -32,11 +39,11 @@ def _checked_cron(cron: str) -> str:
     or fires more often than ``TRINITY_SCHEDULE_MIN_INTERVAL_SECONDS`` anywhere in its
     pattern (each fire is a turn billed to someone's quota)."""
     try:
-        normalised = rules.cron_check(cron)
-    except rules.InvalidCron as exc:
+        normalised = cron_check(cron)
+    except InvalidCron as exc:
         raise InvalidInput(str(exc), field="cron") from None
     minimum = timedelta(seconds=settings.TRINITY_SCHEDULE_MIN_INTERVAL_SECONDS)
-    gap = rules.cron_smallest_gap(normalised)
+    gap = cron_smallest_gap(normalised)
     if gap is not None and gap < minimum:
         raise InvalidInput(
             f"{normalised!r} fires {_span(gap)} apart at its closest; a schedule may fire "
@@ -77,7 +84,7 @@ def _schedule_cap_check(agent: Agent) -> None:
 
 
 def _next_fire(schedule: Schedule, now: datetime) -> datetime | None:
-    return rules.next_fire_after(schedule.cron, after=now) if schedule.enabled else None
+    return next_fire_after(schedule.cron, after=now) if schedule.enabled else None
 
 
 @transaction.atomic
@@ -185,7 +192,7 @@ def _schedule_fire(*, schedule: Schedule, now: datetime) -> bool:
     """Claim one due schedule and queue its turn; False when another claimer won."""
     due_at = schedule.next_fire_at
     assert due_at is not None
-    following = rules.fire_plan(schedule.cron, due_at=due_at, now=now)
+    following = fire_plan(schedule.cron, due_at=due_at, now=now)
     # Under concurrent claimers the loser's UPDATE waits for the winner's row lock,
     # then re-reads next_fire_at, no longer matches, and updates nothing.
     claimed = Schedule.objects.filter(pk=schedule.pk, enabled=True, next_fire_at=due_at).update(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from execution.explain import AT_CAPACITY, PROVIDER_OUTAGE, Explanation, Figures
+from execution.explain.explanation import AT_CAPACITY, PROVIDER_OUTAGE, Explanation, Figures
 from routing.rung import RungKind
 from routing.walk import Stop, Why
-from subscriptions import breaker, pool
+from subscriptions import breaker
+from subscriptions.key_rung_state import KeyClosed
 
 # The human-readable form (the command prints it; the API carries it as ``summary``).
 
@@ -61,13 +62,13 @@ _STOP_TEXT = {
     PROVIDER_OUTAGE: "provider outage: the turn fails fast (upstream_error)",
 }
 _KEY_CLOSED_TEXT = {
-    pool.KeyClosed.FALLBACK_OFF.value: "the API-key fallback is off",
-    pool.KeyClosed.NO_KEY.value: "no platform API key is configured",
-    pool.KeyClosed.POLICY.value: "the agent's subscription-only policy never bills the key",
-    pool.KeyClosed.AGENT_OPTED_OUT.value: "the agent may never bill the key",
-    pool.KeyClosed.NOT_A_CLAUDE_RUNTIME.value: "the agent's runtime cannot use the key",
-    pool.KeyClosed.REFUSED_RECENTLY.value: "the key was refused recently",
-    pool.KeyClosed.BUDGET.value: "a key budget is used up",
+    KeyClosed.FALLBACK_OFF.value: "the API-key fallback is off",
+    KeyClosed.NO_KEY.value: "no platform API key is configured",
+    KeyClosed.POLICY.value: "the agent's subscription-only policy never bills the key",
+    KeyClosed.AGENT_OPTED_OUT.value: "the agent may never bill the key",
+    KeyClosed.NOT_A_CLAUDE_RUNTIME.value: "the agent's runtime cannot use the key",
+    KeyClosed.REFUSED_RECENTLY.value: "the key was refused recently",
+    KeyClosed.BUDGET.value: "a key budget is used up",
 }
 
 

@@ -1,6 +1,6 @@
 """``GET /api/agents/{name}/routing``: where the agent's next turn would run, and why.
 
-A thin view over ``execution.explain.routing_explain`` (the planner on read-only
+A thin view over ``execution.explain.explanation.routing_explain`` (the planner on read-only
 evidence): the agent's owner or an admin (anyone else gets the same 404 as for an
 unknown agent). Read-only: it never probes a provider and writes nothing.
 """
@@ -17,8 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agent_get_visible
-from execution.explain import routing_explain
-from execution.explain_text import explanation_text
+from execution.explain.explanation import routing_explain
+from execution.explain.text import explanation_text
 from trinity import clock
 
 

@@ -2,7 +2,7 @@
 
 The explainer is the planner (``routing/planner``) run on fresh evidence with
 no side effects. It starts the turn as the executor would (never saved), answers each
-``Need`` with the executor's own gatherers read-only (``execution.evidence.evidence_read``:
+``Need`` with the executor's own gatherers read-only (``execution.gathering.evidence_read``:
 the breaker read, never the trial claim; the agent's row, never its start), and takes
 every ``Send`` to refuse on quota (a full cap refuses the lease, a closed key budget the
 reservation: both read, never taken). The rungs it sends on, in order, are the turn's
@@ -26,7 +26,7 @@ from django.conf import settings
 
 from agents.models import Agent
 from execution.deadlines import DEADLINE_SLACK
-from execution.evidence import at_capacity_ids, evidence_read
+from execution.gathering import at_capacity_ids, evidence_read
 from execution.models import Execution, Trigger
 from execution.turn import MAX_STEPS
 from execution.turn_state import TurnState, turn_state_start
@@ -56,9 +56,11 @@ from routing.planner import (
 )
 from routing.rung import RungKind
 from routing.walk import Stop, Why
-from subscriptions import breaker, pool
+from subscriptions import breaker
 from subscriptions.headroom.forecast_store import headroom_forecasts_read
 from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.key_refusals import key_reopens_at
+from subscriptions.key_rung_state import KeyRungState, key_rung_state
 from subscriptions.models import Subscription
 from subscriptions.plan_facts import fresh_for
 
@@ -275,10 +277,10 @@ def _figures(st: _State, subscription_id: int, reading: Reading | None) -> Figur
     )
 
 
-def _key_line(state: pool.KeyRungState) -> KeyLine:
+def _key_line(state: KeyRungState) -> KeyLine:
     reopens = None
     if state.refused_at is not None:
-        reopens = pool.key_reopens_at(failure_kind=state.failure_kind, refused_at=state.refused_at)
+        reopens = key_reopens_at(failure_kind=state.failure_kind, refused_at=state.refused_at)
     detail = ""
     if state.budget is not None:
         detail, reopens = state.budget.reason, state.budget.reopens_at
@@ -407,7 +409,7 @@ def routing_explain(
     session_id: str = "",
 ) -> Explanation:
     """Where ``agent``'s next turn would run at ``now`` and why, without running it: the
-    planner, asked on evidence gathered read-only (``execution.evidence.evidence_read``).
+    planner, asked on evidence gathered read-only (``execution.gathering.evidence_read``).
 
     ``autonomous`` explains a schedule/agent/mcp turn; ``model`` a turn on that model,
     else the agent's; ``session_id`` a chat turn of that session (its previous plan's
@@ -488,7 +490,7 @@ def _explanation(
         ends="park" if isinstance(end, Park) else "fail",
         parks_until=park.until if park is not None else None,
         excluded=_excluded(st, selection, rows, sends, readings) if selection else [],
-        key=_key_line(pool.key_rung_state(agent=st.agent, system=state.settings(), now=now)),
+        key=_key_line(key_rung_state(agent=st.agent, system=state.settings(), now=now)),
         ranking_fallback=(selection.fallback or None) if selection is not None else None,
     )
 

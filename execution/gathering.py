@@ -36,14 +36,19 @@ from routing.planner import (
     SettingsFacts,
 )
 from routing.providers import key_label
-from subscriptions import breaker, leases, pool
+from subscriptions import breaker, leases
 from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.key_rung_state import key_rung_state
+from subscriptions.placement_look import placement_due, placement_target
 from subscriptions.plan_facts import (
     candidate_of_plan,
     plan_facts_read,
     selection_read,
     session_plan_read,
 )
+from subscriptions.policy_refusals import assignment_policy_refusal, switching_stop
+from subscriptions.rung_secrets import key_rung, subscription_rungs
+from subscriptions.selectors import subscription_count
 from trinity import clock
 
 logger = logging.getLogger(__name__)
@@ -106,7 +111,7 @@ def _agent_facts(state: TurnState, need: Need, now: datetime) -> Evidence:
         origin=agent.subscription_id,
         baseline=state.keep(baseline) if baseline is not None else None,
         routing_policy=agent.routing_policy,
-        policy_refusal=pool.assignment_policy_refusal(agent),
+        policy_refusal=assignment_policy_refusal(agent),
         on_api_key=agent.on_api_key_since is not None,
         moved_at=moved_at,
         moved_from=None if settled(moved_at, now=now) else moved_from,
@@ -145,13 +150,13 @@ def _unready(state: TurnState) -> str:
 def _settings(state: TurnState, need: Need, now: datetime) -> Evidence:
     system = state.settings()
     # The key of this agent's provider only: a Claude agent never holds the OpenAI key.
-    key = pool.key_rung(system, provider=state.agent.provider)
+    key = key_rung(system, provider=state.agent.provider)
     if key is not None:
         state.keep(key)
     facts = SettingsFacts(
         auto_switch=system.auto_switch_subscriptions,
         key_configured=key is not None,
-        switching_stop=pool.switching_stop(agent=state.agent, system=system),
+        switching_stop=switching_stop(agent=state.agent, system=system),
         key_name=key_label(state.agent.provider),
     )
     return replace(state.evidence, settings=facts)
@@ -197,7 +202,7 @@ def _affinity_plan(state: TurnState, need: Need, now: datetime) -> Evidence:
 
 
 def _pool_size(state: TurnState, need: Need, now: datetime) -> Evidence:
-    return replace(state.evidence, pool_size=pool.subscription_count(state.agent.provider))
+    return replace(state.evidence, pool_size=subscription_count(state.agent.provider))
 
 
 def at_capacity_ids(state: TurnState, now: datetime) -> set[int]:
@@ -219,7 +224,7 @@ def _selection(state: TurnState, need: Need, now: datetime) -> Evidence:
 
 
 def _key(state: TurnState, need: Need, now: datetime) -> Evidence:
-    found = pool.key_rung_state(agent=state.agent, system=state.settings(), now=now)
+    found = key_rung_state(agent=state.agent, system=state.settings(), now=now)
     return state.evidence.learn(key=KeyState(found.available, found.budget))
 
 
@@ -243,7 +248,7 @@ def _rungs(state: TurnState, need: Need, now: datetime) -> Evidence:
     wanted = need.ids[0]
     after = order[order.index(wanted) + 1 :] if wanted in order else []
     batch = [*need.ids, *(i for i in after if i not in known)][:RUNG_BATCH]
-    found = pool.subscription_rungs(batch)
+    found = subscription_rungs(batch)
     for rung in found.values():
         state.keep(rung)
     rungs = {**evidence.rungs, **{pk: rung.name for pk, rung in found.items()}}
@@ -269,13 +274,13 @@ def _placement(state: TurnState, need: Need, now: datetime) -> Evidence:
     """Where placement would move the agent (one cache read of the snapshots)."""
     origin = state.agent.subscription_id
     assert origin is not None  # noqa: S101 - placement is asked only with an assignment
-    target = pool.placement_target(origin, need.ids, now=now, family=state.evidence.turn.family)
+    target = placement_target(origin, need.ids, now=now, family=state.evidence.turn.family)
     return state.evidence.learn(placement=target)
 
 
 def _placement_due(state: TurnState, need: Need, now: datetime) -> Evidence:
     """Claim the agent's placement look (one cache add)."""
-    return state.evidence.learn(placement_due=pool.placement_due(state.agent.pk))
+    return state.evidence.learn(placement_due=placement_due(state.agent.pk))
 
 
 def _placement_due_read(state: TurnState, need: Need, now: datetime) -> Evidence:

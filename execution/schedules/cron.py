@@ -1,7 +1,8 @@
-"""Pure rules for autonomous turns: when a schedule fires next, whether a turn parks.
+"""Pure rules for schedules: whether a cron expression is valid, when it fires next.
 
 No Django, no Redis: each takes ``now`` (or the instant to start from), so the tests
-read as tables.
+read as tables. Whether an exhausted turn parks is the planner's rule
+(``routing/planner/park.py``).
 """
 
 from __future__ import annotations
@@ -10,9 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter  # type: ignore[import-untyped]  # no stubs shipped
-
-# Whether an exhausted turn parks is the planner's rule (pure, beside the turn's order).
-from routing.planner.park import park_until as park_until
 
 # Five fields, minute first: croniter also accepts a sixth (seconds) and a seventh
 # (year) field, which would let a schedule fire more often than once a minute.

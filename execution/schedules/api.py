@@ -12,8 +12,8 @@ from rest_framework.views import APIView
 
 from agents.models import Agent
 from agents.selectors import agent_get_visible
-from execution import schedules
 from execution.models import Schedule
+from execution.schedules import services
 from trinity import clock
 from trinity.errors import NotFound
 
@@ -70,7 +70,7 @@ class ScheduleListApi(APIView):
         )
         data = ScheduleInput(data=request.data)
         data.is_valid(raise_exception=True)
-        schedule = schedules.schedule_create(agent=agent, now=clock.now(), **data.validated_data)
+        schedule = services.schedule_create(agent=agent, now=clock.now(), **data.validated_data)
         return Response(ScheduleOutput(schedule).data, status=status.HTTP_201_CREATED)
 
 
@@ -90,7 +90,7 @@ class ScheduleDetailApi(APIView):
         found = _schedule_get(agent, schedule)
         data = ScheduleInput(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        updated = schedules.schedule_update(
+        updated = services.schedule_update(
             schedule=found, changes=dict(data.validated_data), now=clock.now()
         )
         return Response(ScheduleOutput(updated).data)
@@ -100,5 +100,5 @@ class ScheduleDetailApi(APIView):
         agent = agent_get_visible(
             user=request.user, name=name, owner=request.query_params.get("owner")
         )
-        schedules.schedule_delete(schedule=_schedule_get(agent, schedule))
+        services.schedule_delete(schedule=_schedule_get(agent, schedule))
         return Response(status=status.HTTP_204_NO_CONTENT)

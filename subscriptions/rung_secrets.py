@@ -1,0 +1,34 @@
+"""The rungs a turn sends on, with their secrets: the plans' tokens (one query for all
+of them) and the platform key of the agent's provider. Reads only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from routing.providers import key_label, platform_key
+from routing.rung import Rung, RungKind
+from subscriptions.models import Subscription
+from trinity.models import SystemSettings
+
+
+def subscription_rungs(ids: Iterable[int]) -> dict[int, Rung]:
+    """The rungs of ``ids`` with their tokens, in one query (the walk's candidates)."""
+    wanted = list(ids)
+    if not wanted:
+        return {}
+    rows = Subscription.objects.filter(pk__in=wanted).only("pk", "name", "token", "provider")
+    return {
+        row.pk: Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name, row.provider)
+        for row in rows
+        if row.token
+    }
+
+
+def key_rung(system: SystemSettings, *, provider: str) -> Rung | None:
+    """The rung of ``provider``'s platform key (named for which key it is), or None when
+    that provider has none configured. A turn asks with its agent's provider."""
+    secret, _ = platform_key(system, provider)
+    if secret is None:
+        return None
+    return Rung(RungKind.API_KEY, secret, name=key_label(provider), provider=provider)
