@@ -50,7 +50,7 @@ class MemoryPool:
     refusal mark and forecast), ``candidates`` is ``plan_facts.candidates_read``
     (every present plan, its agent count and its latest refusal in the skip window,
     load-balance order), ``selection`` is ``plan_facts.selection_read``,
-    ``key_rung_available`` is ``pool.key_rung_available`` over the key's events,
+    ``key_rung_available`` is ``key_rung_state.key_rung_available`` over the key's events,
     ``record_refusal`` is ``record_rate_limit_event`` (the event and the refusal mark
     beside the snapshot), ``readings_record`` keeps what ``headroom_readings_record``
     keeps, ``notify`` dedups as ``notification_send``.
@@ -65,7 +65,7 @@ class MemoryPool:
         self.snapshots: dict[int, Reading] = {}
         self.dedup: dict[str, datetime] = {}
         self.notifications = 0
-        # Until when each agent's placement look is claimed (``pool.placement_due``).
+        # Until when each agent's placement look is claimed (``placement_look.placement_due``).
         self.placement_claims: dict[str, datetime] = {}
         # When each agent's assignment last moved and what it left (``Agent.last_switch``).
         self.moved: dict[str, tuple[datetime, int]] = {}
@@ -131,7 +131,7 @@ class MemoryPool:
         return True
 
     def placement_due(self, agent: str, now: datetime) -> bool:
-        """``pool.placement_due``: claim the agent's look for ``placement.EVERY``."""
+        """``placement_look.placement_due``: claim the agent's look for ``placement.EVERY``."""
         held = self.placement_claims.get(agent)
         if held is not None and now < held:
             return False

@@ -90,7 +90,7 @@ class ProjectPolicy(Policy):
     strategy = BALANCED
     # Whether the sweep also rebalances (``assignments_rebalance``; balanced only).
     rebalances = False
-    # Whether placement may look at an agent (``pool.placement_due``); off, the row
+    # Whether placement may look at an agent (``placement_look.placement_due``); off, the row
     # shows what placement buys.
     places = True
 
@@ -347,7 +347,7 @@ class ProjectTurn:
         return Admission.of(evidence.agent, evidence.turn, now=self.now, **out)
 
     def _assigned(self, evidence: Evidence) -> Admitted | Excluded:
-        """``execution/evidence.py``'s verdict on the assignment: ``admit`` on its facts."""
+        """``execution/gathering.py``'s verdict on the assignment: ``admit`` on its facts."""
         origin = evidence.agent.origin if evidence.agent is not None else None
         assert origin is not None  # the planner asks only with an assignment
         forecast = self.policy.forecast_of(origin, self.now)
@@ -356,7 +356,7 @@ class ProjectTurn:
 
     def _forecast_out(self, evidence: Evidence, pk: int) -> bool:
         """Whether the plan a forecast would route to runs out as well (``admit`` on its
-        ranked row, its snapshot and its forecast, as ``execution/evidence.py`` asks)."""
+        ranked row, its snapshot and its forecast, as ``execution/gathering.py`` asks)."""
         selection = evidence.last_selection
         ranked = selection.ranked if selection is not None else ()
         candidate = next(r.candidate for r in ranked if r.candidate.subscription_id == pk)
