@@ -323,6 +323,8 @@ def fleet_create(
         [
             Agent(
                 name=f"agent-{i:03d}",
+                # bulk_create skips the save() that sets the unique runtime key.
+                runtime_key=f"agent-{i:03d}",
                 owner=owner,
                 runtime=Runtime.ANTHROPIC_API,
                 model=TURN_MODEL,
