@@ -52,6 +52,9 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location("ranking", Path(__file__).with_name("ranking.py"))
     assert spec is not None and spec.loader is not None
     ranking = importlib.util.module_from_spec(spec)
+    # Registered before it runs, as importlib's recipe has it: a dataclass looks its
+    # module up there.
+    sys.modules[spec.name] = ranking
     spec.loader.exec_module(ranking)
 
     with throwaway_postgres(os.environ["BENCH_DATABASE_URL"]) as url:

@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -32,6 +33,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from simulator.process import ListeningProcess, SimulatorProcess  # noqa: E402 - needs ROOT on the path
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from subscriptions.models import Subscription
 
 
 def boot(*, database_url: str | None = None, redis_url: str | None = None) -> Path:
@@ -294,16 +300,27 @@ def fleet_create(
     from django.contrib.auth.models import User
     from knox.models import AuthToken
 
-    from agents.models import Agent, AuthMode, ProcessState, Runtime
-    from routing.headroom.reading import Reading, ReadingStatus, WindowReading
-    from subscriptions.headroom.store import snapshots_write
-    from subscriptions.models import Subscription
-    from trinity.crypto import Secret
-
     tokens = [
         f"sk-ant-oat01-bench-{i:04d}-{secrets.token_urlsafe(24)}" for i in range(subscriptions)
     ]
-    rows = Subscription.objects.bulk_create(
+    rows = _plans_create(tokens)
+    owner = User.objects.create(username="bench-owner")
+    api_token = AuthToken.objects.create(user=owner)[1]
+    _agents_create(rows[:agents], owner=owner, endpoint=endpoint, handle=handle, secret=secret)
+    _serving_readings(rows, now=now)
+    return Fleet(
+        api_token=api_token,
+        agents=[(f"agent-{i:03d}", rows[i].pk, tokens[i]) for i in range(agents)],
+        tokens={row.pk: token for row, token in zip(rows, tokens, strict=True)},
+    )
+
+
+def _plans_create(tokens: list[str]) -> list[Subscription]:
+    """A subscription (``plan-<i>``) per token, in order; returns the rows."""
+    from subscriptions.models import Subscription
+    from trinity.crypto import Secret
+
+    return Subscription.objects.bulk_create(
         [
             Subscription(
                 name=f"plan-{i:04d}",
@@ -316,29 +333,44 @@ def fleet_create(
         ],
         batch_size=500,
     )
-    owner = User.objects.create(username="bench-owner")
-    api_token = AuthToken.objects.create(user=owner)[1]
+
+
+def _agents_create(
+    plans: list[Subscription], *, owner: User, endpoint: str, handle: str, secret: str
+) -> None:
+    """Agent i (``agent-<i>``) on ``plans[i]``, recorded as running at ``endpoint``."""
+    from agents.models import Agent, AuthMode, ProcessState, Runtime
+    from trinity.crypto import Secret
+
     shared = Secret(secret)
     Agent.objects.bulk_create(
         [
             Agent(
                 name=f"agent-{i:03d}",
+                # bulk_create skips the save() that sets the unique runtime key.
+                runtime_key=f"agent-{i:03d}",
                 owner=owner,
                 runtime=Runtime.ANTHROPIC_API,
                 model=TURN_MODEL,
-                subscription=rows[i],
+                subscription=plan,
                 endpoint=endpoint,
                 process_handle=handle,
                 process_state=ProcessState.RUNNING,
                 auth_mode=AuthMode.SUBSCRIPTION,
                 shared_secret=shared,
             )
-            for i in range(agents)
+            for i, plan in enumerate(plans)
         ],
         batch_size=500,
     )
-    # Fresh, serving readings (0-60 % used): the pre-dispatch check dispatches as
-    # assigned, and a walk ranks by measured headroom.
+
+
+def _serving_readings(plans: list[Subscription], *, now: datetime) -> None:
+    """Fresh, serving readings (0-60 % used) in the store: the pre-dispatch check
+    dispatches as assigned, and a walk ranks by measured headroom."""
+    from routing.headroom.reading import Reading, ReadingStatus, WindowReading
+    from subscriptions.headroom.store import snapshots_write
+
     five_resets, seven_resets = now + timedelta(hours=3), now + timedelta(days=3)
     snapshots_write(
         {
@@ -351,13 +383,8 @@ def fleet_create(
                 },
                 source="probe",
             )
-            for i, row in enumerate(rows)
+            for i, row in enumerate(plans)
         }
-    )
-    return Fleet(
-        api_token=api_token,
-        agents=[(f"agent-{i:03d}", rows[i].pk, tokens[i]) for i in range(agents)],
-        tokens={row.pk: token for row, token in zip(rows, tokens, strict=True)},
     )
 
 

@@ -171,103 +171,133 @@ class StormResult:
 
     def table(self) -> list[str]:
         """The figures, each beside its target and the ratio, like the other benches."""
-        plan = self.plan
-        rows: list[tuple[str, str, str, str, str]] = []
-
-        def exact(label: str, measured: int, target: int, unit: str = "") -> None:
-            ratio = f"{measured / target:.2f}" if target else ("0" if measured == 0 else "inf")
-            verdict = "ok" if measured == target else "MISSED"
-            rows.append((label, f"{measured}{unit}", f"{target}{unit}", ratio, verdict))
-
-        def timing(label: str, values: list[float], q: float, target: float | None) -> None:
-            if not values:
-                rows.append((label, "n/a", "", "", ""))
-                return
-            measured = quantile(values, q)
-            if target is None:
-                rows.append((label, f"{measured:.2f} ms", "none", "", "reported"))
-                return
-            ratio = measured / target
-            verdict = "ok" if ratio <= 1 else "OVER"
-            rows.append((label, f"{measured:.2f} ms", f"{target:g} ms", f"{ratio:.2f}", verdict))
-
-        completed_pct = 100.0 * self.completed / plan.turns
-        rows.append(
-            (
-                "turns completed",
-                f"{self.completed}/{plan.turns} ({completed_pct:.1f} %)",
-                "100 %",
-                f"{completed_pct / 100:.2f}",
-                "ok" if self.completed == plan.turns else "MISSED",
-            )
-        )
-        exact("agents committed exactly once to the serving plan", self.committed_once, plan.agents)
-        counts = sorted(self.commits.values()) or [0]
-        rows.append(
-            (
-                "  commits per agent (min / max)",
-                f"{counts[0]} / {counts[-1]}",
-                "1 / 1",
-                "",
-                "ok" if counts[0] == counts[-1] == 1 else "MISSED",
-            )
-        )
-        exact("lost turns (sent, no finished row)", len(self.lost), 0)
-        exact("duplicated turns (rows per sent turn > 1)", len(self.duplicated), 0)
-        exact("upstream requests no attempt explains", self.upstream_unaccounted, 0)
-        exact("attempts the upstream never saw", self.attempts_unseen, 0)
-        exact("duplicate notifications", self.duplicate_notifications, 0)
-        exact("5xx answers", self.answers_5xx, 0)
-        timing(
-            "added, in the web thread, p50", self.added_in_thread_ms, 0.5, TARGET_ADDED_MEDIAN_MS
-        )
-        timing("added, in the web thread, p99", self.added_in_thread_ms, 0.99, TARGET_ADDED_P99_MS)
-        timing(
-            "  of it, turns served on the first attempt, p50",
-            self.added_plain_in_thread_ms,
-            0.5,
-            None,
-        )
-        timing(
-            "  of it, turns served on the first attempt, p99",
-            self.added_plain_in_thread_ms,
-            0.99,
-            None,
-        )
-        timing("added, as the client was answered, p50", self.added_answered_ms, 0.5, None)
-        timing("added, as the client was answered, p99", self.added_answered_ms, 0.99, None)
-        timing("agent server's own time (served attempt), p50", self.agent_ms, 0.5, None)
-        async_ms = [s * 1000 for s in self.async_turn_s]
-        timing("async turn, queued to finished, p50", async_ms, 0.5, None)
-        timing("async turn, queued to finished, p99", async_ms, 0.99, None)
-        width = max(len(r[0]) for r in rows)
-        sync = sum(1 for s in self.sent if not s.run_async)
+        rows = self._correctness_rows() + self._latency_rows()
+        width = max(len(row.label) for row in rows)
         lines = [
-            f"storm: {plan.turns} turns ({sync} sync, {plan.turns - sync} async) across "
-            f"{plan.agents} agents ({plan.cli_agents} on the Claude Code CLI), 3 of 4 plans "
-            f"refusing; {plan.web_processes} gunicorn processes x {plan.web_threads} threads, "
-            f"1 Celery worker x {plan.worker_concurrency}; {self.wall_seconds:.1f} s; {machine()}",
+            self._headline(),
             f"  {'figure':<{width}}  {'measured':>22}  {'target':>8}  ratio  verdict",
         ]
-        for label, measured, target, ratio, verdict in rows:
-            lines.append(f"  {label:<{width}}  {measured:>22}  {target:>8}  {ratio:>5}  {verdict}")
-        sync_served = sum(1 for s in self.sent if not s.run_async and s.status == 200) or 1
-        if self.cpu_seconds:
-            cpu = self.cpu_seconds
-            busy = sum(cpu.values()) / ((os.cpu_count() or 1) * max(self.wall_seconds, 1e-9))
-            lines.append(
-                "  CPU during the storm: "
-                + ", ".join(f"{part} {seconds:.1f} s" for part, seconds in cpu.items())
-                + f"; {busy:.0%} of the machine's cores over the storm's wall time"
-            )
-            lines.append(
-                f"  web CPU per sync turn served: {cpu.get('web', 0) * 1000 / sync_served:.1f} ms"
-            )
+        lines += [
+            f"  {row.label:<{width}}  {row.measured:>22}  {row.target:>8}  {row.ratio:>5}  "
+            f"{row.verdict}"
+            for row in rows
+        ]
+        lines += self._cpu_lines()
         lines.append(f"  notifications by kind: {dict(sorted(self.notifications.items()))}")
         for number, code, detail in self.failures[:10]:
             lines.append(f"  failed turn {number}: {code}: {detail}")
         lines.append(f"  (logs under {self.logs})")
         return lines
+
+    def _headline(self) -> str:
+        """The storm's size, what served it, its wall time and the machine's load."""
+        plan = self.plan
+        sync = sum(1 for s in self.sent if not s.run_async)
+        return (
+            f"storm: {plan.turns} turns ({sync} sync, {plan.turns - sync} async) across "
+            f"{plan.agents} agents ({plan.cli_agents} on the Claude Code CLI), 3 of 4 plans "
+            f"refusing; {plan.web_processes} gunicorn processes x {plan.web_threads} threads, "
+            f"1 Celery worker x {plan.worker_concurrency}; {self.wall_seconds:.1f} s; {machine()}"
+        )
+
+    def _correctness_rows(self) -> list[Row]:
+        """The figures with exact targets: completion, commits, lost and duplicated turns,
+        the upstream's agreement with the rows, notifications, 5xx."""
+        plan = self.plan
+        completed_pct = 100.0 * self.completed / plan.turns
+        counts = sorted(self.commits.values()) or [0]
+        return [
+            Row(
+                "turns completed",
+                f"{self.completed}/{plan.turns} ({completed_pct:.1f} %)",
+                "100 %",
+                f"{completed_pct / 100:.2f}",
+                "ok" if self.completed == plan.turns else "MISSED",
+            ),
+            exact_row(
+                "agents committed exactly once to the serving plan",
+                self.committed_once,
+                plan.agents,
+            ),
+            Row(
+                "  commits per agent (min / max)",
+                f"{counts[0]} / {counts[-1]}",
+                "1 / 1",
+                "",
+                "ok" if counts[0] == counts[-1] == 1 else "MISSED",
+            ),
+            exact_row("lost turns (sent, no finished row)", len(self.lost), 0),
+            exact_row("duplicated turns (rows per sent turn > 1)", len(self.duplicated), 0),
+            exact_row("upstream requests no attempt explains", self.upstream_unaccounted, 0),
+            exact_row("attempts the upstream never saw", self.attempts_unseen, 0),
+            exact_row("duplicate notifications", self.duplicate_notifications, 0),
+            exact_row("5xx answers", self.answers_5xx, 0),
+        ]
+
+    def _latency_rows(self) -> list[Row]:
+        """The added latency against the served turn's budget, and the times beside it
+        that have no target."""
+        in_thread, plain = self.added_in_thread_ms, self.added_plain_in_thread_ms
+        first_attempt = "  of it, turns served on the first attempt"
+        answered = "added, as the client was answered"
+        async_ms = [s * 1000 for s in self.async_turn_s]
+        return [
+            timing_row("added, in the web thread, p50", in_thread, 0.5, TARGET_ADDED_MEDIAN_MS),
+            timing_row("added, in the web thread, p99", in_thread, 0.99, TARGET_ADDED_P99_MS),
+            timing_row(f"{first_attempt}, p50", plain, 0.5, None),
+            timing_row(f"{first_attempt}, p99", plain, 0.99, None),
+            timing_row(f"{answered}, p50", self.added_answered_ms, 0.5, None),
+            timing_row(f"{answered}, p99", self.added_answered_ms, 0.99, None),
+            timing_row("agent server's own time (served attempt), p50", self.agent_ms, 0.5, None),
+            timing_row("async turn, queued to finished, p50", async_ms, 0.5, None),
+            timing_row("async turn, queued to finished, p99", async_ms, 0.99, None),
+        ]
+
+    def _cpu_lines(self) -> list[str]:
+        """Where the CPU went during the storm, and the web's share per sync turn served;
+        none when it was not measured."""
+        if not self.cpu_seconds:
+            return []
+        cpu = self.cpu_seconds
+        sync_served = sum(1 for s in self.sent if not s.run_async and s.status == 200) or 1
+        busy = sum(cpu.values()) / ((os.cpu_count() or 1) * max(self.wall_seconds, 1e-9))
+        return [
+            "  CPU during the storm: "
+            + ", ".join(f"{part} {seconds:.1f} s" for part, seconds in cpu.items())
+            + f"; {busy:.0%} of the machine's cores over the storm's wall time",
+            f"  web CPU per sync turn served: {cpu.get('web', 0) * 1000 / sync_served:.1f} ms",
+        ]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the storm's table: a figure as measured, beside its target."""
+
+    label: str
+    measured: str
+    target: str = ""
+    ratio: str = ""
+    verdict: str = ""
+
+
+def exact_row(label: str, measured: int, target: int, unit: str = "") -> Row:
+    """A count whose target is exact: ok when equal, MISSED otherwise."""
+    ratio = f"{measured / target:.2f}" if target else ("0" if measured == 0 else "inf")
+    verdict = "ok" if measured == target else "MISSED"
+    return Row(label, f"{measured}{unit}", f"{target}{unit}", ratio, verdict)
+
+
+def timing_row(label: str, values: list[float], q: float, target: float | None) -> Row:
+    """The ``q``-quantile of ``values`` (ms) beside ``target``, or reported with none;
+    n/a when nothing was measured."""
+    if not values:
+        return Row(label, "n/a")
+    measured = quantile(values, q)
+    if target is None:
+        return Row(label, f"{measured:.2f} ms", "none", "", "reported")
+    ratio = measured / target
+    verdict = "ok" if ratio <= 1 else "OVER"
+    return Row(label, f"{measured:.2f} ms", f"{target:g} ms", f"{ratio:.2f}", verdict)
 
 
 # Processes
@@ -666,22 +696,72 @@ def _collect(
     webs: list[Web],
     var_dir: Path,
 ) -> StormResult:
-    from agents.models import Agent
-    from execution.models import Execution, Status
-    from trinity.models import Notification
+    """The storm's figures from what was sent, the Execution rows, the notifications,
+    the simulator's request log and the processes' logs (wall time and CPU unset)."""
+    rows = _execution_rows(fleet.agents)
+    turns = _turn_tally(sent, rows, plan.turns)
+    commits = _commit_tally(fleet.agents, rows)
+    unaccounted, unseen = _upstream_mismatch(control, rows, fleet.cli)
+    access = _access_times(webs)
+    latencies = _latencies(sent, rows, _agent_times(var_dir, fleet.agents), access)
+    return StormResult(
+        plan=plan,
+        sent=sent,
+        completed=turns.completed,
+        failed=turns.failed,
+        lost=turns.lost,
+        duplicated=turns.duplicated,
+        commits=commits.commits,
+        assigned=commits.assigned,
+        switch_notices=commits.switch_notices,
+        duplicate_notifications=commits.duplicate_notifications,
+        notifications=commits.notifications,
+        upstream_unaccounted=unaccounted,
+        attempts_unseen=unseen,
+        answers_5xx=_answers_5xx(sent, access),
+        mismatched_answers=turns.mismatched_answers,
+        added_in_thread_ms=latencies.in_thread_ms,
+        added_answered_ms=latencies.answered_ms,
+        added_plain_in_thread_ms=latencies.plain_in_thread_ms,
+        agent_ms=latencies.agent_ms,
+        async_turn_s=latencies.async_turn_s,
+        wall_seconds=0.0,
+        failures=turns.failures,
+    )
+
+
+def _execution_rows(agents: Sequence[str]) -> list[dict[str, Any]]:
+    """Every Execution row of the storm's agents, as the fields the figures read."""
+    from execution.models import Execution
 
     fields = (
         "pk", "agent_name", "message", "status", "error_code", "attempts",
         "subscription_switch", "created_at", "finished_at",
     )  # fmt: skip
-    rows: list[dict[str, Any]] = [
-        dict(row) for row in Execution.objects.filter(agent_name__in=fleet.agents).values(*fields)
-    ]
+    return [dict(row) for row in Execution.objects.filter(agent_name__in=agents).values(*fields)]
+
+
+@dataclass(frozen=True)
+class TurnTally:
+    """What the Execution rows say of the turns sent, each turn found by the number its
+    message carries."""
+
+    completed: int  # one row, succeeded
+    failed: dict[str, int]  # rows that did not succeed, by error code (or status)
+    lost: list[int]  # sent, no finished row
+    duplicated: list[int]  # more than one row; -1 for each row of no sent turn
+    mismatched_answers: int  # a sync answer naming another turn's execution
+    failures: list[tuple[int, str, str]]  # turn, code, detail (its first 300 characters)
+
+
+def _turn_tally(sent: list[Sent], rows: list[dict[str, Any]], turns: int) -> TurnTally:
+    from execution.models import Status
+
     by_turn: dict[int, list[dict[str, Any]]] = defaultdict(list)
     strays = 0
     for row in rows:
         match = MARKER.search(row["message"])
-        if match is None or int(match.group(1)) >= plan.turns:
+        if match is None or int(match.group(1)) >= turns:
             strays += 1
             continue
         by_turn[int(match.group(1))].append(row)
@@ -696,6 +776,30 @@ def _collect(
     failed = Counter(
         r["error_code"] or r["status"] for r in rows if r["status"] != Status.SUCCEEDED
     )
+    # A sync answer is the finished Execution; a 2xx that is not "succeeded" is counted
+    # by ``completed`` already.
+    answered_other = sum(
+        1
+        for s in sent
+        if s.execution_id
+        and by_turn[s.number]
+        and s.execution_id != str(by_turn[s.number][0]["pk"])
+    )
+    return TurnTally(
+        completed=completed,
+        failed=dict(failed),
+        lost=lost,
+        duplicated=duplicated,
+        mismatched_answers=answered_other,
+        failures=_failures(rows),
+    )
+
+
+def _failures(rows: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
+    """Each row that did not succeed as (turn number or -1, error code, the first 300
+    characters of its detail), in order."""
+    from execution.models import Execution, Status
+
     failures = sorted(
         (int(m.group(1)) if (m := MARKER.search(r["message"])) else -1, r["error_code"], detail)
         for r, detail in (
@@ -704,23 +808,29 @@ def _collect(
             if r["status"] != Status.SUCCEEDED
         )
     )
-    answered_other = sum(
-        1
-        for s in sent
-        if s.execution_id
-        and by_turn[s.number]
-        and s.execution_id != str(by_turn[s.number][0]["pk"])
-    )
-    # A sync answer is the finished Execution; a 2xx that is not "succeeded" is counted
-    # by ``completed`` already.
+    return [(n, c, d[:300]) for n, c, d in failures]
 
-    commits = {name: 0 for name in fleet.agents}
+
+@dataclass(frozen=True)
+class CommitTally:
+    """Where each agent ended up, how often it was committed, and what it was told."""
+
+    commits: dict[str, int]  # agent -> turns that committed a switch
+    assigned: dict[str, str]  # agent -> its plan's name now
+    switch_notices: dict[str, int]  # agent -> "subscription_switched" notifications
+    duplicate_notifications: int
+    notifications: dict[str, int]  # by kind
+
+
+def _commit_tally(agents: Sequence[str], rows: list[dict[str, Any]]) -> CommitTally:
+    from agents.models import Agent
+    from trinity.models import Notification
+
+    commits = {name: 0 for name in agents}
     for row in rows:
         if (row["subscription_switch"] or {}).get("committed"):
             commits[row["agent_name"]] += 1
-    assigned = dict(
-        Agent.objects.filter(name__in=fleet.agents).values_list("name", "subscription__name")
-    )
+    assigned = dict(Agent.objects.filter(name__in=agents).values_list("name", "subscription__name"))
     # A duplicate is a second notice about the same thing: the same kind, agent, plan
     # and dedup key (one headroom alert for each of three plans is three, not two
     # duplicates). Switch notices are counted per agent as well, below.
@@ -732,12 +842,27 @@ def _collect(
         name: sum(
             1 for kind, agent, *_ in notices if (kind, agent) == ("subscription_switched", name)
         )
-        for name in fleet.agents
+        for name in agents
     }
+    return CommitTally(
+        commits=commits,
+        assigned={k: v or "" for k, v in assigned.items()},
+        switch_notices=switch_notices,
+        duplicate_notifications=sum(c - 1 for c in per_notice.values() if c > 1),
+        notifications=dict(Counter(kind for kind, *_ in notices)),
+    )
 
-    # The upstream's view: every Messages request, by credential, served or refused,
-    # and streaming (the CLI) or not (the direct runtime), against the attempts the
-    # rows recorded. One request per attempt on both runtimes.
+
+def _upstream_mismatch(
+    control: Any, rows: list[dict[str, Any]], cli: frozenset[str]
+) -> tuple[int, int]:
+    """(Messages requests no recorded attempt explains, recorded attempts the upstream
+    never saw).
+
+    The upstream's view: every Messages request, by credential, served or refused,
+    and streaming (the CLI) or not (the direct runtime), against the attempts the
+    rows recorded. One request per attempt on both runtimes.
+    """
     seen = Counter(
         (r["credential"], r["status"] == 200, bool(r["stream"]))
         for r in control.requests()
@@ -746,26 +871,43 @@ def _collect(
     expected: Counter[tuple[str | None, bool, bool]] = Counter()
     for row in rows:
         for attempt in row["attempts"] or []:
-            key = (attempt["name"], attempt["outcome"] == "served", row["agent_name"] in fleet.cli)
+            key = (attempt["name"], attempt["outcome"] == "served", row["agent_name"] in cli)
             expected[key] += 1
-    unaccounted = sum((seen - expected).values())
-    unseen = sum((expected - seen).values())
+    return sum((seen - expected).values()), sum((expected - seen).values())
 
-    # Latency of the sync turns: the web's time (as gunicorn's thread measured it, and
-    # as the client was answered) less the agent server's own time for the served
-    # attempt (its JSON log lines for that execution id, ms resolution).
-    agent_times = _agent_times(var_dir, fleet.agents)
-    access = _access_times(webs)
-    answers_5xx = sum(1 for s in sent if s.status >= 500) + sum(
-        1
-        for n, (status, _) in access.items()
-        if status >= 500 and n not in {s.number for s in sent if s.status >= 500}
+
+def _answers_5xx(sent: list[Sent], access: dict[int, tuple[int, float]]) -> int:
+    """5xx answers: those the client got, and those gunicorn logged for turns the
+    client saw answered otherwise (or not at all)."""
+    client_5xx = {s.number for s in sent if s.status >= 500}
+    return sum(1 for s in sent if s.status >= 500) + sum(
+        1 for n, (status, _) in access.items() if status >= 500 and n not in client_5xx
     )
+
+
+@dataclass
+class Latencies:
+    """The sync turns' latency, less the agent server's own time, and the async turns'."""
+
+    in_thread_ms: list[float] = field(default_factory=list)  # gunicorn's request time
+    answered_ms: list[float] = field(default_factory=list)  # as the client was answered
+    plain_in_thread_ms: list[float] = field(default_factory=list)  # served on the first try
+    agent_ms: list[float] = field(default_factory=list)  # the agent server's, served attempt
+    async_turn_s: list[float] = field(default_factory=list)  # queued to finished
+
+
+def _latencies(
+    sent: list[Sent],
+    rows: list[dict[str, Any]],
+    agent_times: dict[str, list[tuple[datetime, datetime, bool]]],
+    access: dict[int, tuple[int, float]],
+) -> Latencies:
+    """Latency of the sync turns: the web's time (as gunicorn's thread measured it, and
+    as the client was answered) less the agent server's own time for the served
+    attempt (its JSON log lines for that execution id, ms resolution); and each async
+    turn's time from its row's creation to its end."""
     rows_by_id = {str(r["pk"]): r for r in rows}
-    in_thread: list[float] = []
-    answered: list[float] = []
-    plain: list[float] = []
-    agent_ms: list[float] = []
+    found = Latencies()
     for s in sent:
         if s.run_async or s.status != 200 or s.number not in access:
             continue
@@ -774,41 +916,18 @@ def _collect(
             continue
         begin, end, _ = attempts[-1]
         own = (end - begin).total_seconds() * 1000
-        agent_ms.append(own)
-        in_thread.append(access[s.number][1] - own)
-        answered.append(s.seconds * 1000 - own)
+        found.agent_ms.append(own)
+        found.in_thread_ms.append(access[s.number][1] - own)
+        found.answered_ms.append(s.seconds * 1000 - own)
         served_row = rows_by_id.get(s.execution_id)
         if served_row is not None and len(served_row["attempts"] or []) == 1:
-            plain.append(access[s.number][1] - own)
-    async_turn_s = [
+            found.plain_in_thread_ms.append(access[s.number][1] - own)
+    found.async_turn_s = [
         (r["finished_at"] - r["created_at"]).total_seconds()
         for s in sent
         if s.run_async and (r := rows_by_id.get(s.execution_id)) is not None and r["finished_at"]
     ]
-    return StormResult(
-        plan=plan,
-        sent=sent,
-        completed=completed,
-        failed=dict(failed),
-        lost=lost,
-        duplicated=duplicated,
-        commits=commits,
-        assigned={k: v or "" for k, v in assigned.items()},
-        switch_notices=switch_notices,
-        duplicate_notifications=sum(c - 1 for c in per_notice.values() if c > 1),
-        notifications=dict(Counter(kind for kind, *_ in notices)),
-        upstream_unaccounted=unaccounted,
-        attempts_unseen=unseen,
-        answers_5xx=answers_5xx,
-        mismatched_answers=answered_other,
-        added_in_thread_ms=in_thread,
-        added_answered_ms=answered,
-        added_plain_in_thread_ms=plain,
-        agent_ms=agent_ms,
-        async_turn_s=async_turn_s,
-        wall_seconds=0.0,
-        failures=[(n, c, d[:300]) for n, c, d in failures],
-    )
+    return found
 
 
 def cpu_of(roots: Sequence[int]) -> float:
@@ -849,91 +968,139 @@ def storm_run(plan: StormPlan, *, database_url: str, redis_url: str, workdir: Pa
     """Run the storm on the database and Redis Django uses in this process (their URLs
     for the processes started here); returns its figures once everything it started
     is stopped and every Redis key it made is deleted."""
-    from django.test import override_settings
-
-    from simulator.process import SimulatorProcess
-
     workdir.mkdir(parents=True, exist_ok=True)
     var_dir = workdir / "var"
     var_dir.mkdir(exist_ok=True)
-    pids: list[int] = []
     with ExitStack() as stack:
         keys_left = stack.enter_context(redis_keys_removed(redis_url))
-        sim = stack.enter_context(
-            SimulatorProcess(log_path=workdir / "simulator.log", log_level="warning")
-        )
-        assert sim.pid is not None
-        pids.append(sim.pid)
-        # Agent servers are spawned here, by the platform's start, with JSON logs (the
-        # turn's execution id on every line) under this storm's own directory.
-        stack.enter_context(
-            override_settings(
-                TRINITY_ANTHROPIC_BASE_URL=sim.base_url,
-                TRINITY_CODEX_BASE_URL=sim.base_url,
-                VAR_DIR=var_dir,
-                LOG_FORMAT="json",
-            )
-        )
-        fleet = fleet_create(sim.control, plan)
-        stack.callback(agents_stop, fleet.agents)
-        environ = platform_environ(
+        started = _processes_start(
+            stack,
+            plan,
             database_url=database_url,
             redis_url=redis_url,
-            simulator_url=sim.base_url,
+            workdir=workdir,
             var_dir=var_dir,
         )
-        # Web and worker boot while the agent servers start.
-        webs = [
-            web_start(environ=environ, workdir=workdir, index=i, threads=plan.web_threads)
-            for i in range(plan.web_processes)
-        ]
-        worker, worker_name = worker_start(
-            environ=environ, workdir=workdir, concurrency=plan.worker_concurrency
-        )
-        for proc in [w.proc for w in webs] + [worker]:
-            pids.append(proc.pid)
-            stack.callback(_stop_group, proc)
-        agents_start(fleet.agents)
-        from agents.models import Agent
-
-        agent_pids = [
-            int(h) for h in Agent.objects.filter(name__in=fleet.agents).values_list(
-                "process_handle", flat=True
-            ) if h
-        ]  # fmt: skip
-        pids += agent_pids
-        boot_deadline = time.monotonic() + BOOT_SECONDS
-        for web in webs:
-            web_await(web, deadline=boot_deadline)
-        worker_await(worker, worker_name, deadline=boot_deadline)
-        _warm_up(webs, fleet, plan.web_threads)
-        sim.control.clear_requests()  # the upstream's log holds the storm's requests only
-
-        parts = {
-            "web": [w.proc.pid for w in webs],
-            "worker": [worker.pid],
-            "agent servers": agent_pids,
-            "simulator": [sim.pid],
-        }
-        cpu_before = {part: cpu_of(roots) for part, roots in parts.items()}
-        client_before = time.process_time()
-        storm_start = time.monotonic()
-        deadline = storm_start + plan.max_seconds
-        sent = asyncio.run(_fire(fleet, plan, webs, deadline))
-        _await_async(sent, redis_url, deadline)
-        wall = time.monotonic() - storm_start
-        cpu = {p: cpu_of(roots) - cpu_before[p] for p, roots in parts.items()}
-        cpu["client (this process)"] = time.process_time() - client_before
-        result = _collect(
-            plan=plan, fleet=fleet, sent=sent, control=sim.control, webs=webs, var_dir=var_dir
-        )
-        result.wall_seconds = wall
-        result.cpu_seconds = cpu
+        pids = started.pids()
+        _warm_up(started.webs, started.fleet, plan.web_threads)
+        started.sim.control.clear_requests()  # the upstream's log holds the storm's requests only
+        result = _storm_measured(started, plan, redis_url=redis_url, var_dir=var_dir)
         result.logs = workdir
     # Everything is stopped now (ExitStack, in reverse order): the worker and webs,
     # the agent servers, the simulator, then the storm's Redis keys deleted.
     result.processes_left = [pid for pid in pids if _alive(pid)]
     result.redis_keys_left = keys_left[0] if keys_left else 0
+    return result
+
+
+@dataclass(frozen=True)
+class StormProcesses:
+    """What ``_processes_start`` started: the simulator, the fleet's agent servers, the
+    web processes and the Celery worker."""
+
+    sim: Any  # simulator.process.SimulatorProcess, running
+    fleet: Fleet
+    webs: list[Web]
+    worker: subprocess.Popen[bytes]
+    agent_pids: list[int]
+
+    def parts(self) -> dict[str, list[int]]:
+        """The roots of each part's process tree, whose CPU is measured."""
+        return {
+            "web": [w.proc.pid for w in self.webs],
+            "worker": [self.worker.pid],
+            "agent servers": self.agent_pids,
+            "simulator": [self.sim.pid],
+        }
+
+    def pids(self) -> list[int]:
+        """Every process started, each of which must be gone at the end."""
+        return [self.sim.pid, *(w.proc.pid for w in self.webs), self.worker.pid, *self.agent_pids]
+
+
+def _processes_start(
+    stack: ExitStack,
+    plan: StormPlan,
+    *,
+    database_url: str,
+    redis_url: str,
+    workdir: Path,
+    var_dir: Path,
+) -> StormProcesses:
+    """Start the simulator, the fleet's agent servers, the webs and the worker, each
+    stopped when ``stack`` closes; returns once every one answers."""
+    from django.test import override_settings
+
+    from agents.models import Agent
+    from simulator.process import SimulatorProcess
+
+    sim = stack.enter_context(
+        SimulatorProcess(log_path=workdir / "simulator.log", log_level="warning")
+    )
+    assert sim.pid is not None
+    # Agent servers are spawned here, by the platform's start, with JSON logs (the
+    # turn's execution id on every line) under this storm's own directory.
+    stack.enter_context(
+        override_settings(
+            TRINITY_ANTHROPIC_BASE_URL=sim.base_url,
+            TRINITY_CODEX_BASE_URL=sim.base_url,
+            VAR_DIR=var_dir,
+            LOG_FORMAT="json",
+        )
+    )
+    fleet = fleet_create(sim.control, plan)
+    stack.callback(agents_stop, fleet.agents)
+    environ = platform_environ(
+        database_url=database_url, redis_url=redis_url, simulator_url=sim.base_url, var_dir=var_dir
+    )
+    # Web and worker boot while the agent servers start.
+    webs = [
+        web_start(environ=environ, workdir=workdir, index=i, threads=plan.web_threads)
+        for i in range(plan.web_processes)
+    ]
+    worker, worker_name = worker_start(
+        environ=environ, workdir=workdir, concurrency=plan.worker_concurrency
+    )
+    for proc in [w.proc for w in webs] + [worker]:
+        stack.callback(_stop_group, proc)
+    agents_start(fleet.agents)
+    agent_pids = [
+        int(h) for h in Agent.objects.filter(name__in=fleet.agents).values_list(
+            "process_handle", flat=True
+        ) if h
+    ]  # fmt: skip
+    boot_deadline = time.monotonic() + BOOT_SECONDS
+    for web in webs:
+        web_await(web, deadline=boot_deadline)
+    worker_await(worker, worker_name, deadline=boot_deadline)
+    return StormProcesses(sim=sim, fleet=fleet, webs=webs, worker=worker, agent_pids=agent_pids)
+
+
+def _storm_measured(
+    started: StormProcesses, plan: StormPlan, *, redis_url: str, var_dir: Path
+) -> StormResult:
+    """Fire every turn, wait for the async ones, and collect the figures with the
+    storm's wall time and each part's CPU during it."""
+    parts = started.parts()
+    cpu_before = {part: cpu_of(roots) for part, roots in parts.items()}
+    client_before = time.process_time()
+    storm_start = time.monotonic()
+    deadline = storm_start + plan.max_seconds
+    sent = asyncio.run(_fire(started.fleet, plan, started.webs, deadline))
+    _await_async(sent, redis_url, deadline)
+    wall = time.monotonic() - storm_start
+    cpu = {p: cpu_of(roots) - cpu_before[p] for p, roots in parts.items()}
+    cpu["client (this process)"] = time.process_time() - client_before
+    result = _collect(
+        plan=plan,
+        fleet=started.fleet,
+        sent=sent,
+        control=started.sim.control,
+        webs=started.webs,
+        var_dir=var_dir,
+    )
+    result.wall_seconds = wall
+    result.cpu_seconds = cpu
     return result
 
 

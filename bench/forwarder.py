@@ -191,62 +191,102 @@ def main() -> None:
     token = f"sk-ant-oat01-bench-{secrets.token_hex(8)}"
     with SimulatorProcess(log_path=workdir / "simulator.log", log_level="warning") as sim:
         sim.control.register(token, kind="oauth", label="bench")
-        host, port = "127.0.0.1", int(sim.base_url.rsplit(":", 1)[1])
         # The forwarder on a loop of its own, as in the agent server; the taps on another.
         forwarder_loop, tap_loop = LoopThread(), LoopThread()
         forwarder = Forwarder(upstream=sim.base_url, redactor=Redactor())
         forwarder_loop.run(forwarder.start())
-        forwarder_port = int(forwarder.base_url.rsplit(":", 1)[1])
-
-        def taps() -> tuple[Tap, Tap]:
-            direct, forwarded = Tap((host, port)), Tap((host, forwarder_port))
-            tap_loop.run(direct.start())
-            tap_loop.run(forwarded.start())
-            return direct, forwarded
+        ports = int(sim.base_url.rsplit(":", 1)[1]), int(forwarder.base_url.rsplit(":", 1)[1])
 
         # Grants are two dict operations; taking them from this thread is safe under
         # the GIL, and keeps the bench's bookkeeping off the forwarder's loop.
         with forwarder.grant(shape="bearer", secret=token) as grant:
-            direct, forwarded = taps()
-            home = workdir / "home"
-            for i in range(args.pairs):
-                order = [("direct", direct), ("forwarded", forwarded)]
-                for side, tap in order if i % 2 == 0 else reversed(order):
-                    home.mkdir(exist_ok=True)
-                    cli_turn(
-                        binary,
-                        base_url=tap.url,
-                        env_name="CLAUDE_CODE_OAUTH_TOKEN",
-                        secret=token if side == "direct" else grant.capability,
-                        home=home,
-                    )
-                    shutil.rmtree(home)
+            direct, forwarded = tap_pair(tap_loop, *ports)
+            cli_pairs(
+                binary,
+                direct,
+                forwarded,
+                credentials=(token, grant.capability),
+                pairs=args.pairs,
+                home=workdir / "home",
+            )
             report(f"real CLI, {args.pairs} interleaved pairs", direct, forwarded)
 
-            direct, forwarded = taps()
-
-            async def many() -> None:
-                async with httpx.AsyncClient(timeout=30) as client:
-                    for i in range(args.requests):
-                        sides = [
-                            (direct.url, {"authorization": f"Bearer {token}"}),
-                            (forwarded.url, {"authorization": f"Bearer {grant.capability}"}),
-                        ]
-                        for url, headers in sides if i % 2 == 0 else reversed(sides):
-                            await client_request(client, url, headers)
-
-            async def thread_cpu() -> float:
-                return time.thread_time()
-
-            cpu_before = forwarder_loop.run(thread_cpu())
-            asyncio.run(many())
-            cpu_ms = (forwarder_loop.run(thread_cpu()) - cpu_before) * 1000 / args.requests
+            direct, forwarded = tap_pair(tap_loop, *ports)
+            cpu_before = thread_cpu(forwarder_loop)
+            asyncio.run(
+                client_pairs(
+                    direct, forwarded, credentials=(token, grant.capability), requests=args.requests
+                )
+            )
+            cpu_ms = (thread_cpu(forwarder_loop) - cpu_before) * 1000 / args.requests
             report(f"httpx client, {args.requests} interleaved pairs", direct, forwarded)
             # The forwarder's own CPU per request, on its thread: what it adds on an
             # idle machine, whatever the load moves the wall-clock figures by.
             print(line("  forwarder CPU per request (its thread)", cpu_ms, TARGET_MS, "ms"))
         forwarder_loop.run(forwarder.aclose())
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def tap_pair(loop: LoopThread, simulator_port: int, forwarder_port: int) -> tuple[Tap, Tap]:
+    """Two fresh taps served on ``loop``: the direct one to the simulator, the other to
+    the forwarder."""
+    host = "127.0.0.1"
+    direct, forwarded = Tap((host, simulator_port)), Tap((host, forwarder_port))
+    loop.run(direct.start())
+    loop.run(forwarded.start())
+    return direct, forwarded
+
+
+def cli_pairs(
+    binary: str,
+    direct: Tap,
+    forwarded: Tap,
+    *,
+    credentials: tuple[str, str],
+    pairs: int,
+    home: Path,
+) -> None:
+    """``pairs`` CLI turns through each tap, in ABBA order, each from an empty ``home``:
+    the direct one with the real token, the forwarded one with the capability
+    (``credentials``, in that order)."""
+    token, capability = credentials
+    for i in range(pairs):
+        order = [("direct", direct), ("forwarded", forwarded)]
+        for side, tap in order if i % 2 == 0 else reversed(order):
+            home.mkdir(exist_ok=True)
+            cli_turn(
+                binary,
+                base_url=tap.url,
+                env_name="CLAUDE_CODE_OAUTH_TOKEN",
+                secret=token if side == "direct" else capability,
+                home=home,
+            )
+            shutil.rmtree(home)
+
+
+async def client_pairs(
+    direct: Tap, forwarded: Tap, *, credentials: tuple[str, str], requests: int
+) -> None:
+    """``requests`` streamed Messages requests through each tap, in ABBA order: the
+    direct one with the real token, the forwarded one with the capability."""
+    token, capability = credentials
+    async with httpx.AsyncClient(timeout=30) as client:
+        for i in range(requests):
+            sides = [
+                (direct.url, {"authorization": f"Bearer {token}"}),
+                (forwarded.url, {"authorization": f"Bearer {capability}"}),
+            ]
+            for url, headers in sides if i % 2 == 0 else reversed(sides):
+                await client_request(client, url, headers)
+
+
+def thread_cpu(loop: LoopThread) -> float:
+    """The CPU seconds ``loop``'s thread has used so far."""
+
+    async def now() -> float:
+        return time.thread_time()
+
+    return float(loop.run(now()))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -176,19 +177,39 @@ def main() -> None:
 def run(*, database_url: str | None) -> None:
     boot(database_url=database_url)
     from django.contrib.auth.models import User
-    from django.core.cache import cache
 
-    from agents.models import Agent
-    from routing.eligibility import Admission, Candidate
-    from routing.headroom.ranking import BALANCED, BANDED, rank_candidates
-    from subscriptions.headroom import store
-    from subscriptions.headroom.selection import rank_alternatives
-    from subscriptions.headroom.store import snapshot_key, snapshots_read, snapshots_write
-    from subscriptions.models import RateLimitEvent, Subscription
-    from subscriptions.plan_facts import candidates_read, fresh_for
     from trinity.crypto import Secret
 
     rng = random.Random(7)
+    inputs = ranking_inputs(rng)
+    rank_one_call(inputs)
+    token = Secret("sk-ant-oat01-bench-" + "x" * 40)
+    fleet_empty()
+    User.objects.filter(username="bench").delete()
+    owner = User.objects.create(username="bench")
+    for size, target in E2E_TARGETS:
+        fleet_figures(size, target, inputs=inputs, owner=owner, token=token, rng=rng)
+    fleet_empty()
+    owner.delete()
+
+
+@dataclass(frozen=True)
+class RankingInputs:
+    """The N candidates in load-balance order, their readings and the admission they
+    are ranked under; every tenth subscription refused at ``failed_at``."""
+
+    ids: list[int]
+    candidates: list[Any]  # routing's Candidate
+    readings: dict[int, object]
+    admission: Any  # routing's Admission
+    failed_at: datetime
+
+
+def ranking_inputs(rng: random.Random) -> RankingInputs:
+    """N candidates with agent counts drawn from ``rng``, and their readings."""
+    from routing.eligibility import Admission, Candidate
+    from subscriptions.plan_facts import fresh_for
+
     ids = list(range(1, N + 1))
     failed_at = NOW - timedelta(minutes=30)
     # In load-balance order and allocated in that order, as candidates_read builds them
@@ -205,6 +226,15 @@ def run(*, database_url: str | None) -> None:
     admission = Admission(
         now=NOW, provider="anthropic", max_age=fresh_for(), family="seven_day_sonnet"
     )
+    return RankingInputs(ids, candidates, readings, admission, failed_at)
+
+
+def rank_one_call(inputs: RankingInputs) -> None:
+    """``rank_candidates`` over every candidate in one call, banded and balanced: timed,
+    and printed under the run's headline."""
+    from routing.headroom.ranking import BALANCED, rank_candidates
+
+    candidates, readings, admission = inputs.candidates, inputs.readings, inputs.admission
 
     def rank() -> object:
         return rank_candidates(candidates, readings, admission)
@@ -223,82 +253,122 @@ def run(*, database_url: str | None) -> None:
     print(line("rank_candidates, one call: CPU (median)", rank_cpu, TARGET_MS, "ms"))
     print(line("rank_candidates, balanced strategy: wall (median)", balanced_median, None, "ms"))
 
-    token = Secret("sk-ant-oat01-bench-" + "x" * 40)
 
-    def empty() -> None:
-        # Raw deletes, children first: no collection of 10,000 rows (and no decrypting
-        # of secrets another run wrote with another key).
-        for model in (RateLimitEvent, Agent, Subscription):
-            model.objects.all()._raw_delete(model.objects.db)
+def fleet_empty() -> None:
+    """No subscription, agent or refusal left in the database."""
+    from agents.models import Agent
+    from subscriptions.models import RateLimitEvent, Subscription
 
-    empty()
-    User.objects.filter(username="bench").delete()
-    owner = User.objects.create(username="bench")
+    # Raw deletes, children first: no collection of 10,000 rows (and no decrypting
+    # of secrets another run wrote with another key).
+    for model in (RateLimitEvent, Agent, Subscription):
+        model.objects.all()._raw_delete(model.objects.db)
 
-    def fleet(size: int, target: float) -> None:
-        # A fresh fleet of ``size`` in the database and the store.
-        empty()
-        store._decoded.clear()
-        fleet_ids = ids[:size]
-        fleet_create(fleet_ids, owner=owner, token=token, failed_at=failed_at, rng=rng)
-        snapshots_write({pk: readings[pk] for pk in fleet_ids if pk in readings})
-        agent = Agent.objects.create(
-            name="bench-agent", owner=owner, model="claude-sonnet-4-5", shared_secret=token
-        )
 
-        def cold() -> object:
-            store._decoded.clear()  # every value decoded again, as after a sweep
-            return snapshots_read(fleet_ids)
+def fleet_figures(
+    size: int,
+    target: float,
+    *,
+    inputs: RankingInputs,
+    owner: Any,
+    token: Any,
+    rng: random.Random,
+) -> None:
+    """A fresh fleet of ``size`` in the database and the store, its selection end to end
+    timed against ``target`` and printed; its snapshots deleted after."""
+    from django.core.cache import cache
 
-        cold_median, _, _ = timed(cold, runs=10)
-        warm_median, _, _ = timed(lambda: snapshots_read(fleet_ids), runs=10)
-        sql_median, _, _ = timed(lambda: candidates_read(provider="anthropic", now=NOW), runs=10)
-        e2e_median, e2e_p95, e2e_cpu = timed(
-            lambda: rank_alternatives(agent=agent, now=NOW, strategy=BANDED), runs=20
-        )
-        e2e_balanced, _, _ = timed(
-            lambda: rank_alternatives(agent=agent, now=NOW, strategy=BALANCED), runs=20
-        )
+    from agents.models import Agent
+    from subscriptions.headroom import store
+    from subscriptions.headroom.selection import rank_alternatives
+    from subscriptions.headroom.store import snapshot_key, snapshots_write
 
-        def e2e_cold() -> object:
-            store._decoded.clear()
-            return rank_alternatives(agent=agent, now=NOW, strategy=BANDED)
+    fleet_empty()
+    store._decoded.clear()
+    fleet_ids = inputs.ids[:size]
+    fleet_create(fleet_ids, owner=owner, token=token, failed_at=inputs.failed_at, rng=rng)
+    snapshots_write({pk: inputs.readings[pk] for pk in fleet_ids if pk in inputs.readings})
+    agent = Agent.objects.create(
+        name="bench-agent", owner=owner, model="claude-sonnet-4-5", shared_secret=token
+    )
+    fleet_timed(fleet_ids, agent).print(size, target)
+    reason = rank_alternatives(agent=agent, now=NOW).reason()
+    print(
+        f"  ranked {reason['candidate_count']:,}, last resort "
+        f"{reason['last_resort_count']:,}, dropped {reason['dropped_count']:,}; first: "
+        f"tier={reason['tier']} 7d={reason['seven_day']} age={reason['reading_age_seconds']}s"
+    )
+    cache.delete_many([snapshot_key(pk) for pk in fleet_ids])
 
-        cold_e2e, _, _ = timed(e2e_cold, runs=10)
+
+@dataclass(frozen=True)
+class FleetFigures:
+    """Selection over one fleet, end to end and by part (ms, wall medians unless named)."""
+
+    sql: float
+    store_cold: float
+    store_warm: float
+    e2e: float
+    e2e_p95: float
+    e2e_cpu: float  # CPU median
+    e2e_balanced: float
+    e2e_cold_store: float
+
+    def print(self, size: int, target: float) -> None:
+        """The figures of a fleet of ``size``, end to end against ``target``."""
         print(f"-- {size:,} subscriptions, {size // 2:,} agents, 10 % skip-listed")
-        print(line(f"  candidates_read (SQL), {size:,}", sql_median, None, "ms"))
-        print(
-            line(f"  store read of {size:,}, cold (every value decoded)", cold_median, None, "ms")
-        )
-        print(line(f"  store read of {size:,}, warm (decoded once)", warm_median, None, "ms"))
+        print(line(f"  candidates_read (SQL), {size:,}", self.sql, None, "ms"))
         print(
             line(
-                f"  rank_alternatives {size:,}, end to end: wall (median)", e2e_median, target, "ms"
+                f"  store read of {size:,}, cold (every value decoded)", self.store_cold, None, "ms"
             )
         )
-        print(line(f"  rank_alternatives {size:,}, end to end: wall (p95)", e2e_p95, None, "ms"))
-        print(line(f"  rank_alternatives {size:,}, end to end: CPU (median)", e2e_cpu, None, "ms"))
-        print(
-            line(
-                f"  rank_alternatives {size:,}, balanced: wall (median)", e2e_balanced, target, "ms"
-            )
-        )
-        print(
-            line(f"  rank_alternatives {size:,}, cold store: wall (median)", cold_e2e, None, "ms")
-        )
-        reason = rank_alternatives(agent=agent, now=NOW).reason()
-        print(
-            f"  ranked {reason['candidate_count']:,}, last resort "
-            f"{reason['last_resort_count']:,}, dropped {reason['dropped_count']:,}; first: "
-            f"tier={reason['tier']} 7d={reason['seven_day']} age={reason['reading_age_seconds']}s"
-        )
-        cache.delete_many([snapshot_key(pk) for pk in fleet_ids])
+        print(line(f"  store read of {size:,}, warm (decoded once)", self.store_warm, None, "ms"))
+        e2e = f"  rank_alternatives {size:,}"
+        print(line(f"{e2e}, end to end: wall (median)", self.e2e, target, "ms"))
+        print(line(f"{e2e}, end to end: wall (p95)", self.e2e_p95, None, "ms"))
+        print(line(f"{e2e}, end to end: CPU (median)", self.e2e_cpu, None, "ms"))
+        print(line(f"{e2e}, balanced: wall (median)", self.e2e_balanced, target, "ms"))
+        print(line(f"{e2e}, cold store: wall (median)", self.e2e_cold_store, None, "ms"))
 
-    for size, target in E2E_TARGETS:
-        fleet(size, target)
 
-    empty()
-    owner.delete()
+def fleet_timed(fleet_ids: list[int], agent: Any) -> FleetFigures:
+    """The store read (cold and warm), the SQL, and ``rank_alternatives`` for ``agent``
+    (banded, balanced, and banded from a cold store), each timed."""
+    from routing.headroom.ranking import BALANCED, BANDED
+    from subscriptions.headroom import store
+    from subscriptions.headroom.selection import rank_alternatives
+    from subscriptions.headroom.store import snapshots_read
+    from subscriptions.plan_facts import candidates_read
+
+    def cold() -> object:
+        store._decoded.clear()  # every value decoded again, as after a sweep
+        return snapshots_read(fleet_ids)
+
+    def e2e_cold() -> object:
+        store._decoded.clear()
+        return rank_alternatives(agent=agent, now=NOW, strategy=BANDED)
+
+    cold_median, _, _ = timed(cold, runs=10)
+    warm_median, _, _ = timed(lambda: snapshots_read(fleet_ids), runs=10)
+    sql_median, _, _ = timed(lambda: candidates_read(provider="anthropic", now=NOW), runs=10)
+    e2e_median, e2e_p95, e2e_cpu = timed(
+        lambda: rank_alternatives(agent=agent, now=NOW, strategy=BANDED), runs=20
+    )
+    e2e_balanced, _, _ = timed(
+        lambda: rank_alternatives(agent=agent, now=NOW, strategy=BALANCED), runs=20
+    )
+    cold_e2e, _, _ = timed(e2e_cold, runs=10)
+    return FleetFigures(
+        sql=sql_median,
+        store_cold=cold_median,
+        store_warm=warm_median,
+        e2e=e2e_median,
+        e2e_p95=e2e_p95,
+        e2e_cpu=e2e_cpu,
+        e2e_balanced=e2e_balanced,
+        e2e_cold_store=cold_e2e,
+    )
 
 
 # What the side-by-side run asks each worker for, with its target (ms, wall).

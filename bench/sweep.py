@@ -21,8 +21,10 @@ import logging
 import secrets
 import time
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from _setup import backends, boot, line
 
@@ -37,11 +39,9 @@ HANG_MS = (HANG_TIMEOUT_S + 3) * 1000
 def main() -> None:
     workdir = boot()
     from django.conf import settings
-    from django.core.cache import cache
 
     from simulator.process import SimulatorProcess
     from subscriptions.headroom.sampler import headroom_sweep
-    from subscriptions.headroom.store import snapshot_key
     from subscriptions.models import HeadroomSample, Subscription
     from trinity.crypto import Secret
 
@@ -80,57 +80,27 @@ def main() -> None:
         f"statuses {report.statuses}, simulator answers {dict(served)}, "
         f"history rows {HeadroomSample.objects.count():,}"
     )
-    cache.delete_many(
-        [snapshot_key(pk) for pk in Subscription.objects.values_list("pk", flat=True)]
-    )
+    snapshots_delete()
     hanging_providers(workdir)
 
 
 def hanging_providers(workdir: Path) -> None:
     """One sweep of 1,000 fresh subscriptions, 200 of them hanging past the timeout."""
     from django.conf import settings
-    from django.core.cache import cache
-    from django.db.models import Count, Max
 
     from simulator.process import SimulatorProcess
     from subscriptions.headroom.sampler import configured_bounds, headroom_sweep
-    from subscriptions.headroom.store import snapshot_key
-    from subscriptions.models import HeadroomSample, Subscription
-    from trinity.crypto import Secret
+    from subscriptions.models import Subscription
 
     # 200 "timeout" warnings, one per hung plan, are the expected outcome, not news.
     logging.getLogger("subscriptions.headroom.collectors").setLevel(logging.ERROR)
     Subscription.objects.all().delete()
     settings.TRINITY_HEADROOM_PROBE_TIMEOUT_SECONDS = HANG_TIMEOUT_S
     bounds = configured_bounds()
-    concurrency = settings.TRINITY_HEADROOM_CONCURRENCY
     with SimulatorProcess(log_path=workdir / "simulator-hang.log", log_level="warning") as sim:
         settings.TRINITY_ANTHROPIC_BASE_URL = sim.base_url
         sim.control.set_latency(LATENCY_MS, scope="all")
-        names = [f"hang-{i:04d}" for i in range(N)]
-        hanging = {name for i, name in enumerate(names) if i % HANGING_EVERY == 0}
-        tokens = [Secret(f"sk-ant-oat01-bench-{secrets.token_urlsafe(24)}") for _ in names]
-        for name, token in zip(names, tokens, strict=True):
-            # labelled, so the simulator's log counts requests per plan exactly
-            sim.control.register(
-                token.reveal(),
-                kind="oauth",
-                label=name,
-                usage_delay_ms=HANG_MS if name in hanging else None,
-            )
-        Subscription.objects.bulk_create(
-            [
-                Subscription(
-                    name=name,
-                    provider="anthropic",
-                    plan_type="max-20x",
-                    token=token,
-                    token_fingerprint=token.fingerprint,
-                )
-                for name, token in zip(names, tokens, strict=True)
-            ],
-            batch_size=500,
-        )
+        hanging = hanging_fleet_create(sim.control)
         started_at = datetime.now(tz=UTC)
         start = time.perf_counter()
         report = headroom_sweep(clock=lambda: datetime.now(tz=UTC))
@@ -138,18 +108,8 @@ def hanging_providers(workdir: Path) -> None:
         # The hung handlers log their request when they finally answer.
         time.sleep(HANG_MS / 1000)
         per_plan = Counter(str(r["credential"]) for r in sim.control.requests())
-
-    rows = HeadroomSample.objects.select_related("subscription")
-    answering = rows.exclude(subscription__name__in=hanging)
-    stored = answering.filter(status="ok").count()
-    last_answer = answering.aggregate(last=Max("fetched_at"))["last"]
-    timed_out = rows.filter(subscription__name__in=hanging, detail="timeout").count()
-    most_rows = (
-        HeadroomSample.objects.values("subscription_id")
-        .annotate(n=Count("id"))
-        .aggregate(most=Max("n"))["most"]
-    )
-    stamps = HeadroomSample.objects.values("fetched_at").distinct().count()
+    history = sweep_history(hanging, started_at=started_at)
+    concurrency = settings.TRINITY_HEADROOM_CONCURRENCY
     floor = (
         len(hanging) * HANG_TIMEOUT_S / concurrency
         + (N - len(hanging)) / concurrency * LATENCY_MS / 1000
@@ -160,14 +120,90 @@ def hanging_providers(workdir: Path) -> None:
     )
     print(line("one sweep with 200 hanging providers", elapsed, float(bounds.sweep), "s"))
     print(line("latency floor with the hanging ones", floor, None, "s"))
-    last_s = (last_answer - started_at).total_seconds() if last_answer else float("nan")
-    print(line("last answering reading taken after", last_s, None, "s"))
+    print(line("last answering reading taken after", history.last_answer_s, None, "s"))
     print(
-        f"  answering stored {stored:,} of {N - len(hanging):,}; hung timed out {timed_out} of "
-        f"{len(hanging)}; most probes of one plan: simulator {max(per_plan.values())}, "
-        f"history {most_rows}; distinct reading instants {stamps:,}; "
-        f"report probed {report.probed:,} late {report.late} busy {report.busy}"
+        f"  answering stored {history.stored:,} of {N - len(hanging):,}; hung timed out "
+        f"{history.timed_out} of {len(hanging)}; most probes of one plan: simulator "
+        f"{max(per_plan.values())}, history {history.most_rows}; distinct reading instants "
+        f"{history.stamps:,}; report probed {report.probed:,} late {report.late} "
+        f"busy {report.busy}"
     )
+    snapshots_delete()
+
+
+def hanging_fleet_create(control: Any) -> set[str]:
+    """N subscriptions (``hang-<i>``), registered with the simulator under their names;
+    every HANGING_EVERY-th one's usage endpoint answers after HANG_MS. Returns the
+    hanging ones' names."""
+    from subscriptions.models import Subscription
+    from trinity.crypto import Secret
+
+    names = [f"hang-{i:04d}" for i in range(N)]
+    hanging = {name for i, name in enumerate(names) if i % HANGING_EVERY == 0}
+    tokens = [Secret(f"sk-ant-oat01-bench-{secrets.token_urlsafe(24)}") for _ in names]
+    for name, token in zip(names, tokens, strict=True):
+        # labelled, so the simulator's log counts requests per plan exactly
+        control.register(
+            token.reveal(),
+            kind="oauth",
+            label=name,
+            usage_delay_ms=HANG_MS if name in hanging else None,
+        )
+    Subscription.objects.bulk_create(
+        [
+            Subscription(
+                name=name,
+                provider="anthropic",
+                plan_type="max-20x",
+                token=token,
+                token_fingerprint=token.fingerprint,
+            )
+            for name, token in zip(names, tokens, strict=True)
+        ],
+        batch_size=500,
+    )
+    return hanging
+
+
+@dataclass(frozen=True)
+class SweepHistory:
+    """What the history rows say of the sweep with hanging providers."""
+
+    stored: int  # answering plans' ok readings
+    timed_out: int  # hanging plans' readings recorded as timed out
+    last_answer_s: float  # the last answering reading's instant, after the sweep began
+    most_rows: int  # most readings of one plan
+    stamps: int  # distinct reading instants
+
+
+def sweep_history(hanging: set[str], *, started_at: datetime) -> SweepHistory:
+    from django.db.models import Count, Max
+
+    from subscriptions.models import HeadroomSample
+
+    rows = HeadroomSample.objects.select_related("subscription")
+    answering = rows.exclude(subscription__name__in=hanging)
+    last_answer = answering.aggregate(last=Max("fetched_at"))["last"]
+    return SweepHistory(
+        stored=answering.filter(status="ok").count(),
+        timed_out=rows.filter(subscription__name__in=hanging, detail="timeout").count(),
+        last_answer_s=((last_answer - started_at).total_seconds() if last_answer else float("nan")),
+        most_rows=(
+            HeadroomSample.objects.values("subscription_id")
+            .annotate(n=Count("id"))
+            .aggregate(most=Max("n"))["most"]
+        ),
+        stamps=HeadroomSample.objects.values("fetched_at").distinct().count(),
+    )
+
+
+def snapshots_delete() -> None:
+    """The store's snapshot of every subscription, deleted."""
+    from django.core.cache import cache
+
+    from subscriptions.headroom.store import snapshot_key
+    from subscriptions.models import Subscription
+
     cache.delete_many(
         [snapshot_key(pk) for pk in Subscription.objects.values_list("pk", flat=True)]
     )

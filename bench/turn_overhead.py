@@ -139,24 +139,37 @@ def measure(
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Interleaved wall times in ms per target (the first WARMUP rounds dropped), and
     each web's worker CPU per measured turn in ms."""
+    with ExitStack() as clients:
+        targets = turn_senders(clients, fleet, server_url=server_url, secret=secret, webs=webs)
+        samples, cpu_start = interleaved(targets, fleet, webs, pairs=pairs, max_seconds=max_seconds)
+    measured = max(len(samples["direct"]), 1)
+    cpu = {
+        label: (web.cpu_seconds() - cpu_start.get(label, 0.0)) * 1000 / measured
+        for label, web in webs.items()
+    }
+    return samples, cpu
+
+
+def turn_senders(
+    clients: ExitStack,
+    fleet: Fleet,
+    *,
+    server_url: str,
+    secret: str,
+    webs: dict[str, WebProcess],
+) -> list[tuple[str, Send]]:
+    """A served turn sent to the agent server directly, then through each web; their
+    HTTP clients closed with ``clients``."""
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
-    direct = httpx.Client(
-        base_url=server_url,
-        headers={"Authorization": f"Bearer {secret}"},
-        timeout=30.0,
-        trust_env=False,
-        limits=limits,
-    )
-    clients = {
-        label: httpx.Client(
-            base_url=web.base_url,
-            headers={"Authorization": f"Token {fleet.api_token}"},
+    direct = clients.enter_context(
+        httpx.Client(
+            base_url=server_url,
+            headers={"Authorization": f"Bearer {secret}"},
             timeout=30.0,
             trust_env=False,
             limits=limits,
         )
-        for label, web in webs.items()
-    }
+    )
 
     def send_direct(agent: tuple[str, int, str]) -> httpx.Response:
         response = direct.post("/api/task", json=direct_body(token=agent[2]))
@@ -164,46 +177,63 @@ def measure(
             raise SystemExit(f"direct turn answered {response.status_code}: {response.text[:300]}")
         return response
 
-    def sender(client: httpx.Client) -> Send:
-        def send(agent: tuple[str, int, str]) -> httpx.Response:
-            response = client.post(f"/api/agents/{agent[0]}/task", json={"message": TURN_MESSAGE})
-            body = response.json()
-            if response.status_code != 200 or body.get("served_by_kind") != "subscription":
-                raise SystemExit(f"web turn answered {response.status_code}: {response.text[:300]}")
-            return response
-
-        return send
-
     targets: list[tuple[str, Send]] = [("direct", send_direct)]
-    targets += [(label, sender(client)) for label, client in clients.items()]
+    for label, web in webs.items():
+        client = clients.enter_context(
+            httpx.Client(
+                base_url=web.base_url,
+                headers={"Authorization": f"Token {fleet.api_token}"},
+                timeout=30.0,
+                trust_env=False,
+                limits=limits,
+            )
+        )
+        targets.append((label, web_sender(client)))
+    return targets
+
+
+def web_sender(client: httpx.Client) -> Send:
+    """A turn through ``client``'s web, which must be served on a subscription."""
+
+    def send(agent: tuple[str, int, str]) -> httpx.Response:
+        response = client.post(f"/api/agents/{agent[0]}/task", json={"message": TURN_MESSAGE})
+        body = response.json()
+        if response.status_code != 200 or body.get("served_by_kind") != "subscription":
+            raise SystemExit(f"web turn answered {response.status_code}: {response.text[:300]}")
+        return response
+
+    return send
+
+
+def interleaved(
+    targets: list[tuple[str, Send]],
+    fleet: Fleet,
+    webs: dict[str, WebProcess],
+    *,
+    pairs: int,
+    max_seconds: float,
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Wall ms per target over WARMUP + ``pairs`` rounds (the warm-up dropped), the
+    order rotating each round, within ``max_seconds``; and each web's worker CPU seconds
+    when the warm-up ended."""
     samples: dict[str, list[float]] = {label: [] for label, _ in targets}
     cpu_start: dict[str, float] = {}
     deadline = time.monotonic() + max_seconds
-    try:
-        for i in range(WARMUP + pairs):
-            if i == WARMUP:
-                cpu_start = {label: web.cpu_seconds() for label, web in webs.items()}
-            if time.monotonic() > deadline:
-                print(f"  stopped at the {max_seconds:g} s cap after {i - WARMUP} pairs")
-                break
-            agent = fleet.agents[i % len(fleet.agents)]
-            shift = i % len(targets)
-            for label, send in targets[shift:] + targets[:shift]:
-                start = time.perf_counter()
-                send(agent)
-                elapsed = (time.perf_counter() - start) * 1000
-                if i >= WARMUP:
-                    samples[label].append(elapsed)
-    finally:
-        direct.close()
-        for client in clients.values():
-            client.close()
-    measured = max(len(samples["direct"]), 1)
-    cpu = {
-        label: (web.cpu_seconds() - cpu_start.get(label, 0.0)) * 1000 / measured
-        for label, web in webs.items()
-    }
-    return samples, cpu
+    for i in range(WARMUP + pairs):
+        if i == WARMUP:
+            cpu_start = {label: web.cpu_seconds() for label, web in webs.items()}
+        if time.monotonic() > deadline:
+            print(f"  stopped at the {max_seconds:g} s cap after {i - WARMUP} pairs")
+            break
+        agent = fleet.agents[i % len(fleet.agents)]
+        shift = i % len(targets)
+        for label, send in targets[shift:] + targets[:shift]:
+            start = time.perf_counter()
+            send(agent)
+            elapsed = (time.perf_counter() - start) * 1000
+            if i >= WARMUP:
+                samples[label].append(elapsed)
+    return samples, cpu_start
 
 
 def concurrent_turns(web: WebProcess, fleet: Fleet, count: int) -> tuple[int, float]:

@@ -39,6 +39,8 @@ import httpx
 from _setup import (
     TURN_MESSAGE,
     Fleet,
+    TurnRig,
+    WebProcess,
     backends,
     boot,
     cpu_and_wall_profiles,
@@ -58,6 +60,9 @@ SUBSCRIPTIONS = 500
 AGENTS = 200
 WARMUP = 10
 TARGET_ADDED_MS = 10.0
+
+Step = Callable[[int], None]  # one timed call, given the index of the agent it is for
+Labelled = tuple[str, Step]
 
 
 def main() -> None:
@@ -93,90 +98,104 @@ def run(
 ) -> None:
     with ExitStack() as stack:
         rig = stack.enter_context(turn_rig(workdir, subscriptions=SUBSCRIPTIONS, agents=AGENTS))
-        sim, server, secret, fleet = rig.sim, rig.server, rig.secret, rig.fleet
         webs = {"web": rig.web("web"), **rig.candidates(candidates)}
         for web in webs.values():
             stack.enter_context(web)
+        assigned_plans_exhausted(rig)
+        steps = turn_steps(stack, rig, webs)
+        samples, next_agent = interleaved(steps, list(webs), turns=turns, max_seconds=max_seconds)
+        report(samples, list(webs))
+        if profiled:
+            profile(rig.fleet, first=next_agent, count=profiled)
+        print(f"  (logs under {workdir})")
 
-        # The plans the agents start on refuse, though their last readings (fresh, at
-        # 97 %) say they still serve: they ran out since. The 300 never assigned serve,
-        # with more headroom than those, so the walk's first pick serves.
-        exhausted_readings(fleet, now=datetime.now(tz=UTC))
-        for _, _, token in fleet.agents:
-            sim.control.register(token, kind="oauth")
-            sim.control.set_usage(token, "five_hour", percent=100)
-        serving = fleet.tokens[max(fleet.tokens)]
 
-        direct = httpx.Client(
-            base_url=server.base_url,
-            headers={"Authorization": f"Bearer {secret}"},
-            timeout=30.0,
+def assigned_plans_exhausted(rig: TurnRig) -> None:
+    """The plans the agents start on refuse, though their last readings (fresh, at
+    97 %) say they still serve: they ran out since. The 300 never assigned serve,
+    with more headroom than those, so the walk's first pick serves."""
+    exhausted_readings(rig.fleet, now=datetime.now(tz=UTC))
+    for _, _, token in rig.fleet.agents:
+        rig.sim.control.register(token, kind="oauth")
+        rig.sim.control.set_usage(token, "five_hour", percent=100)
+
+
+def turn_steps(stack: ExitStack, rig: TurnRig, webs: dict[str, WebProcess]) -> list[Labelled]:
+    """The interleaved steps, each given an agent's index: a direct success, a direct
+    refusal, and a walked turn through each web; their clients closed with ``stack``."""
+    fleet = rig.fleet
+    direct = httpx.Client(
+        base_url=rig.server.base_url,
+        headers={"Authorization": f"Bearer {rig.secret}"},
+        timeout=30.0,
+        trust_env=False,
+    )
+    stack.callback(direct.close)
+    serving = fleet.tokens[max(fleet.tokens)]
+
+    def success(_: int) -> None:
+        response = direct.post("/api/task", json=direct_body(token=serving))
+        if response.status_code != 200:
+            raise SystemExit(f"direct success answered {response.status_code}")
+
+    def refusal(index: int) -> None:
+        response = direct.post("/api/task", json=direct_body(token=fleet.agents[index][2]))
+        if response.status_code != 429:
+            raise SystemExit(f"direct refusal answered {response.status_code}")
+
+    steps: list[Labelled] = [("success", success), ("refusal", refusal)]
+    for label, web in webs.items():
+        client = httpx.Client(
+            base_url=web.base_url,
+            headers={"Authorization": f"Token {fleet.api_token}"},
+            timeout=60.0,
             trust_env=False,
         )
-        clients = {
-            label: httpx.Client(
-                base_url=web.base_url,
-                headers={"Authorization": f"Token {fleet.api_token}"},
-                timeout=60.0,
-                trust_env=False,
-            )
-            for label, web in webs.items()
-        }
-        stack.callback(direct.close)
-        for client in clients.values():
-            stack.callback(client.close)
+        stack.callback(client.close)
+        steps.append((label, walker(client, fleet)))
+    return steps
 
-        def success(_: int) -> None:
-            response = direct.post("/api/task", json=direct_body(token=serving))
-            if response.status_code != 200:
-                raise SystemExit(f"direct success answered {response.status_code}")
 
-        def refusal(index: int) -> None:
-            response = direct.post("/api/task", json=direct_body(token=fleet.agents[index][2]))
-            if response.status_code != 429:
-                raise SystemExit(f"direct refusal answered {response.status_code}")
+def walker(client: httpx.Client, fleet: Fleet) -> Step:
+    """A walked turn through ``client``'s web: it must walk exactly one rung and commit."""
 
-        def walker(client: httpx.Client) -> Callable[[int], None]:
-            def walked(index: int) -> None:
-                name = fleet.agents[index][0]
-                response = client.post(f"/api/agents/{name}/task", json={"message": TURN_MESSAGE})
-                body = response.json()
-                switch = body.get("subscription_switch") or {}
-                if response.status_code != 200 or not switch.get("committed"):
-                    raise SystemExit(f"walked turn answered {response.status_code}: {body}")
-                if [a["outcome"] for a in body["attempts"]] != ["refused", "served"]:
-                    raise SystemExit(f"walked turn did not walk one rung: {body['attempts']}")
+    def walked(index: int) -> None:
+        name = fleet.agents[index][0]
+        response = client.post(f"/api/agents/{name}/task", json={"message": TURN_MESSAGE})
+        body = response.json()
+        switch = body.get("subscription_switch") or {}
+        if response.status_code != 200 or not switch.get("committed"):
+            raise SystemExit(f"walked turn answered {response.status_code}: {body}")
+        if [a["outcome"] for a in body["attempts"]] != ["refused", "served"]:
+            raise SystemExit(f"walked turn did not walk one rung: {body['attempts']}")
 
-            return walked
+    return walked
 
-        steps: list[tuple[str, Callable[[int], None]]] = [
-            ("success", success),
-            ("refusal", refusal),
-        ]
-        steps += [(label, walker(client)) for label, client in clients.items()]
-        samples: dict[str, list[float]] = {label: [] for label, _ in steps}
-        webs_labels = list(clients)
-        deadline = time.monotonic() + max_seconds
-        next_agent = 0
-        for i in range(WARMUP + turns):
-            if time.monotonic() > deadline:
-                print(f"  stopped at the {max_seconds:g} s cap after {i - WARMUP} turns")
-                break
-            # Each web walks an agent of its own: an agent walks once.
-            agent_of = {label: next_agent + k for k, label in enumerate(webs_labels)}
-            next_agent += len(webs_labels)
-            shift = i % len(steps)
-            for label, step in steps[shift:] + steps[:shift]:
-                index = agent_of.get(label, agent_of[webs_labels[0]])
-                start = time.perf_counter()
-                step(index)
-                elapsed = (time.perf_counter() - start) * 1000
-                if i >= WARMUP:
-                    samples[label].append(elapsed)
-        report(samples, webs_labels)
-        if profiled:
-            profile(fleet, first=next_agent, count=profiled)
-        print(f"  (logs under {workdir})")
+
+def interleaved(
+    steps: list[Labelled], webs_labels: list[str], *, turns: int, max_seconds: float
+) -> tuple[dict[str, list[float]], int]:
+    """Wall ms per step label over WARMUP + ``turns`` rounds (the warm-up dropped), the
+    order rotating each round, within ``max_seconds``; and the first agent not walked."""
+    samples: dict[str, list[float]] = {label: [] for label, _ in steps}
+    deadline = time.monotonic() + max_seconds
+    next_agent = 0
+    for i in range(WARMUP + turns):
+        if time.monotonic() > deadline:
+            print(f"  stopped at the {max_seconds:g} s cap after {i - WARMUP} turns")
+            break
+        # Each web walks an agent of its own: an agent walks once.
+        agent_of = {label: next_agent + k for k, label in enumerate(webs_labels)}
+        next_agent += len(webs_labels)
+        shift = i % len(steps)
+        for label, step in steps[shift:] + steps[:shift]:
+            index = agent_of.get(label, agent_of[webs_labels[0]])
+            start = time.perf_counter()
+            step(index)
+            elapsed = (time.perf_counter() - start) * 1000
+            if i >= WARMUP:
+                samples[label].append(elapsed)
+    return samples, next_agent
 
 
 def exhausted_readings(fleet: Fleet, *, now: datetime) -> None:
