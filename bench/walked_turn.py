@@ -118,6 +118,18 @@ def assigned_plans_exhausted(rig: TurnRig) -> None:
     for _, _, token in rig.fleet.agents:
         rig.sim.control.register(token, kind="oauth")
         rig.sim.control.set_usage(token, "five_hour", percent=100)
+    placement_looked()
+
+
+def placement_looked() -> None:
+    """Every agent's placement look claimed, as for an agent looked at minutes ago:
+    otherwise placement moves a turn to a plan with more headroom before dispatch, and
+    no turn walks (the walk is what this bench measures)."""
+    from agents.models import Agent
+    from subscriptions.placement_look import placement_due
+
+    for pk in Agent.objects.values_list("pk", flat=True):
+        placement_due(pk)
 
 
 def turn_steps(stack: ExitStack, rig: TurnRig, webs: dict[str, WebProcess]) -> list[Labelled]:
