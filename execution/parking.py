@@ -21,7 +21,7 @@ from agents.models import Agent, WaitPolicy
 from execution import handover, rules
 from execution.models import Execution, Status
 from trinity.notifications import notification_send
-from trinity.redaction import redact
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 
