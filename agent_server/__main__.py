@@ -28,9 +28,9 @@ import uvicorn
 from agent_server.app import create_app
 from agent_server.config import AgentConfig, ConfigError, load_config
 from agent_server.isolation import IsolationError
-from agent_server.logjson import JsonFormatter
-from agent_server.redaction import Redactor, install_log_redaction
+from trinity_contract.log_json import JsonFormatter
 from trinity_contract.log_lines import EscapingFilter
+from trinity_contract.redaction import Redactor, install_log_redaction
 
 # How long an idle client connection stays open; the platform's client gives up on an
 # idle connection after a third of this.

@@ -41,17 +41,17 @@ from agent_server.isolation import (
     default_cli_cache,
     uid_processes_kill,
 )
-from agent_server.logjson import turn_log_context
 from agent_server.metering import GrantMeter, budget_message
 from agent_server.metering import Metered as MeteredSpend
-from agent_server.redaction import Redactor
 from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn, TurnOutcome
 from agent_server.runtimes.claude_code import ClaudeCodeRuntime
 from agent_server.runtimes.codex_cli import CodexCliRuntime
 from agent_server.state import AgentState
 from trinity_contract.errors import ERROR_STATUS, ErrorCode
+from trinity_contract.log_json import log_context
 from trinity_contract.proof import BadNonce, health_proof
+from trinity_contract.redaction import Redactor
 
 logger = logging.getLogger("agent_server")
 
@@ -326,7 +326,7 @@ class _Server:
 
     async def run_turn(self, body: TaskRequest, *, session_id: str | None) -> Response:
         # Every line this turn logs carries the platform's execution id (LOG_FORMAT=json).
-        with turn_log_context(body.execution_id):
+        with log_context(execution_id=body.execution_id):
             return await self._run_turn(body, session_id=session_id)
 
     async def spend(

@@ -54,13 +54,13 @@ import uvicorn
 
 from agent_server.config import DEFAULT_CODEX_UPSTREAM, DEFAULT_OPENAI_UPSTREAM
 from agent_server.metering import GrantMeter, RequestMeter, budget_message, provider_of_shape
-from agent_server.redaction import Redactor, mask
 from agent_server.upstream import (
     MAX_REFUSAL_BYTES,
     UpstreamSeen,
     parse_refusal,
     ratelimit_headers,
 )
+from trinity_contract.redaction import Redactor, mask
 
 logger = logging.getLogger("agent_server.forwarder")
 

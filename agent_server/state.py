@@ -20,8 +20,8 @@ from agent_server.contract import AppliedOverride
 from agent_server.credentials import CredentialScheme, scheme_for
 from agent_server.envlayer import API_KEY_NAMES, OAUTH_TOKEN, layer_env, read_dotenv
 from agent_server.isolation import WorkArea, own_dir, spawn_home_make, work_area_prepare
-from agent_server.redaction import Redactor, is_credential_name
 from agent_server.runtimes.base import session_uuid
+from trinity_contract.redaction import Redactor, is_credential_name
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from django.utils.dateparse import parse_datetime
 from routing.rung import Rung
 from trinity.crypto import Secret
 from trinity.http import ProcessClient
-from trinity.redaction import redact
 from trinity_contract.proof import new_nonce, proof_matches
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 

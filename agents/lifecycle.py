@@ -26,8 +26,8 @@ from routing.rung import Rung, RungKind
 from trinity.celery import app as celery_app
 from trinity.crypto import Secret
 from trinity.markers import marker_claim, marker_release
-from trinity.redaction import redact
 from trinity.selectors import system_settings_get
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 # The task that applies an agent's credentials, by name: the task module imports this

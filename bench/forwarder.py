@@ -44,9 +44,9 @@ sys.path.insert(0, str(ROOT))
 from agent_server.config import resolve_claude_bin  # noqa: E402
 from agent_server.envlayer import FIXED_ENV  # noqa: E402
 from agent_server.forwarder import Forwarder  # noqa: E402
-from agent_server.redaction import Redactor  # noqa: E402
 from bench._setup import line, machine, quantile  # noqa: E402
 from simulator.process import SimulatorProcess  # noqa: E402
+from trinity_contract.redaction import Redactor  # noqa: E402
 
 TARGET_MS = 1.0
 CHUNK_END = b"0\r\n\r\n"

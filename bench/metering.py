@@ -39,12 +39,12 @@ sys.path.insert(0, str(ROOT))
 
 from agent_server.forwarder import Forwarder  # noqa: E402
 from agent_server.metering import GrantMeter, RequestMeter  # noqa: E402
-from agent_server.redaction import Redactor  # noqa: E402
 from bench._setup import line, machine  # noqa: E402
 from bench.forwarder import LoopThread, Tap, client_request, medians_ms  # noqa: E402
 from simulator.messages import Reply, sse_frame  # noqa: E402
 from simulator.process import SimulatorProcess  # noqa: E402
 from trinity_contract.prices import ANTHROPIC  # noqa: E402
+from trinity_contract.redaction import Redactor  # noqa: E402
 
 TARGET_MS = 0.1
 

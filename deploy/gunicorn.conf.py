@@ -74,14 +74,18 @@ control_socket_disable = True
 # lines ("Booting worker", a worker's exit) get the same JSON shape, redaction and
 # escapes here; a worker switches to Django's LOGGING when it loads the app.
 if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
+    # The arbiter's own registry of secrets (trinity_contract/redaction.py).
+    _REDACTOR = "ext://trinity_contract.redaction.platform_redactor"
     logconfig_dict = {
         "version": 1,
         "disable_existing_loggers": False,
         "filters": {
-            "redact": {"()": "trinity.redaction.RedactingFilter"},
+            "redact": {"()": "trinity_contract.redaction.RedactingFilter", "redactor": _REDACTOR},
             "escape": {"()": "trinity_contract.log_lines.EscapingFilter"},
         },
-        "formatters": {"json": {"()": "trinity.logging_json.JsonFormatter"}},
+        "formatters": {
+            "json": {"()": "trinity_contract.log_json.JsonFormatter", "redactor": _REDACTOR}
+        },
         "handlers": {
             "console": {
                 "class": "logging.StreamHandler",

@@ -16,7 +16,7 @@ from routing.planner import Fail, Park
 from subscriptions.key_spend import BudgetClosed, key_budget_notify
 from trinity import clock
 from trinity.notifications import notification_send
-from trinity.redaction import redact
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 

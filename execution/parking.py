@@ -22,7 +22,7 @@ from execution import handover
 from execution.models import Execution, Status
 from routing.planner.park import park_until
 from trinity.notifications import notification_send
-from trinity.redaction import redact
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 

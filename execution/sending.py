@@ -18,7 +18,7 @@ from routing.walk import Why
 from subscriptions.codex_refresh import codex_wire_rung
 from subscriptions.services import assignment_commit, record_rate_limit_event
 from trinity import clock, metrics
-from trinity.logging_json import log_context_update
+from trinity_contract.log_json import log_context_update
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from execution.turn import turn_dispatch
 from routing.planner import EXHAUSTED_STOPS as EXHAUSTED_STOPS
 from trinity import clock, metrics
 from trinity.errors import TooManyTurns
-from trinity.logging_json import log_context
+from trinity_contract.log_json import log_context
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from execution.served import served
 from execution.turn_state import TurnState, turn_state_start
 from routing.planner import Fail, Finish, Need, Park, Record, Send, plan
 from trinity import clock, metrics
-from trinity.logging_json import log_context
+from trinity_contract.log_json import log_context
 
 logger = logging.getLogger(__name__)
 

@@ -21,14 +21,12 @@ the access token's expiry and the account id the sign-in carries.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from routing.credential_shapes import JWT_PREFIX, JWT_SHAPE
 from trinity_contract.codex import claimed_account, jwt_claims
-
-_JWT_SHAPE = re.compile(r"^[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*$")
 
 
 class CodexCredentialError(ValueError):
@@ -112,7 +110,7 @@ def codex_credential_parse(text: str) -> CodexCredential:
     JWT access token. Raises CodexCredentialError."""
     text = text.strip()
     if not text.startswith("{"):
-        if not (_JWT_SHAPE.match(text) and text.startswith("eyJ")):
+        if not (JWT_SHAPE.match(text) and text.startswith(JWT_PREFIX)):
             raise CodexCredentialError(
                 "A ChatGPT/Codex plan credential is the auth.json `codex login` wrote, "
                 "or its access token (a JWT: three dot-separated parts starting with 'eyJ')."

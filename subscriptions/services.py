@@ -20,7 +20,7 @@ from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
 from trinity.crypto import Secret
 from trinity.errors import Conflict, InvalidInput, NotFound
 from trinity.notifications import notification_send
-from trinity.redaction import redact
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 

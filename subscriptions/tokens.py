@@ -5,6 +5,12 @@ Messages name what the value looks like and where it belongs, never the value.
 
 from __future__ import annotations
 
+from routing.credential_shapes import (
+    ANTHROPIC_PLAN_MIN_BODY,
+    ANTHROPIC_PLAN_PREFIX,
+    OPENAI_KEY_PREFIX,
+    PLATFORM_API_KEY_PREFIX,
+)
 from subscriptions.codex_credential import (
     CodexCredentialError,
     codex_credential_load,
@@ -13,8 +19,6 @@ from subscriptions.codex_credential import (
 from subscriptions.models import Provider
 from trinity.crypto import fingerprint
 from trinity.errors import InvalidInput
-
-ANTHROPIC_PLAN_PREFIX = "sk-ant-oat01-"
 
 
 def validate_plan_token(*, provider: str, token: str) -> str:
@@ -25,7 +29,7 @@ def validate_plan_token(*, provider: str, token: str) -> str:
     if any(c.isspace() for c in token) and provider != Provider.OPENAI_CODEX:
         raise InvalidInput("A token has no spaces or line breaks.", field="token")
     if provider == Provider.ANTHROPIC:
-        if token.startswith("sk-ant-api"):
+        if token.startswith(PLATFORM_API_KEY_PREFIX):
             raise InvalidInput(
                 "This is an Anthropic API key, which bills per token. It belongs in the "
                 "platform API key setting (Settings → Platform API key), not in a subscription.",
@@ -33,7 +37,7 @@ def validate_plan_token(*, provider: str, token: str) -> str:
             )
         if (
             not token.startswith(ANTHROPIC_PLAN_PREFIX)
-            or len(token) < len(ANTHROPIC_PLAN_PREFIX) + 16
+            or len(token) < len(ANTHROPIC_PLAN_PREFIX) + ANTHROPIC_PLAN_MIN_BODY
         ):
             raise InvalidInput(
                 f"A Claude plan token starts with '{ANTHROPIC_PLAN_PREFIX}' "
@@ -41,7 +45,7 @@ def validate_plan_token(*, provider: str, token: str) -> str:
                 field="token",
             )
     elif provider == Provider.OPENAI_CODEX:
-        if token.startswith("sk-"):
+        if token.startswith(OPENAI_KEY_PREFIX):
             raise InvalidInput(
                 "This is an API key, which bills per token. It belongs in the OpenAI "
                 "platform key setting; a ChatGPT/Codex subscription needs the auth.json "

@@ -114,7 +114,7 @@ def _watch_responses() -> None:
 
 def _canary_handler() -> logging.Handler:
     """Formats each record as the console does, after the same redacting filter."""
-    from trinity.redaction import RedactingFilter
+    from trinity_contract.redaction import RedactingFilter, platform_redactor
 
     class Handler(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
@@ -124,7 +124,7 @@ def _canary_handler() -> logging.Handler:
                 pass
 
     handler = Handler(level=logging.DEBUG)
-    handler.addFilter(RedactingFilter())
+    handler.addFilter(RedactingFilter(platform_redactor))
     handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
     return handler
 

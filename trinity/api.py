@@ -24,8 +24,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from trinity import services
 from trinity.errors import DomainError
-from trinity.redaction import redact
 from trinity.schema import ErrorOutput
+from trinity_contract.redaction import redact
 
 
 def _too_large_body() -> dict[str, str]:

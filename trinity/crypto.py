@@ -16,7 +16,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.db import models
 
-from trinity import redaction
+from trinity_contract import redaction
 
 
 class Secret:

@@ -52,7 +52,7 @@ from prometheus_client import (
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from trinity.redaction import register_secret
+from trinity_contract.redaction import register_secret
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 
 from trinity.crypto import EncryptedSecretField, Secret
-from trinity.redaction import register_secret
+from trinity_contract.redaction import register_secret
 
 
 def validate_alert_threshold(value: int) -> None:

@@ -18,8 +18,8 @@ from django.db import transaction
 from trinity.markers import marker_claim
 from trinity.models import Notification
 from trinity.notification_channels import channels_for, deliveries_create
-from trinity.redaction import redact
 from trinity.tasks import deliveries_enqueue
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 

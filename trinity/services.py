@@ -10,6 +10,14 @@ from django.db import transaction
 from knox.models import AuthToken
 
 from routing import providers
+from routing.credential_shapes import (
+    ANTHROPIC_OAUTH_PREFIX,
+    ANTHROPIC_PREFIX,
+    JWT_PREFIX,
+    OPENAI_KEY_PREFIX,
+    PLATFORM_API_KEY_PREFIX,
+    PLATFORM_KEY_MIN_LENGTH,
+)
 from trinity.crypto import Secret, fingerprint
 from trinity.errors import InvalidInput, NotFound
 from trinity.models import SystemSettings, validate_alert_threshold
@@ -20,9 +28,6 @@ SWITCHES = (
     "subscription_api_key_fallback",
     "subscription_headroom_auto_refresh",
 )
-
-PLATFORM_API_KEY_PREFIX = "sk-ant-api"
-OPENAI_KEY_PREFIX = "sk-"
 
 
 @transaction.atomic
@@ -51,12 +56,12 @@ def system_setting_set(*, name: str, value: bool | int) -> SystemSettings:
 def validate_platform_api_key(key: str) -> str:
     """Return the stripped Anthropic key or raise InvalidInput (never echoing the value)."""
     key = key.strip()
-    if key.startswith("sk-ant-oat"):
+    if key.startswith(ANTHROPIC_OAUTH_PREFIX):
         raise InvalidInput(
             "This is a Claude plan OAuth token; register it as a subscription instead.",
             field="key",
         )
-    if key.startswith("sk-") and not key.startswith("sk-ant-"):
+    if key.startswith(OPENAI_KEY_PREFIX) and not key.startswith(ANTHROPIC_PREFIX):
         raise InvalidInput(
             "This is an OpenAI API key; set it as the OpenAI platform key "
             "(Settings → OpenAI platform key) instead.",
@@ -64,7 +69,7 @@ def validate_platform_api_key(key: str) -> str:
         )
     if (
         not key.startswith(PLATFORM_API_KEY_PREFIX)
-        or len(key) < 20
+        or len(key) < PLATFORM_KEY_MIN_LENGTH
         or any(c.isspace() for c in key)
     ):
         raise InvalidInput(
@@ -78,23 +83,27 @@ def validate_openai_platform_key(key: str) -> str:
     ``sk-ant-…``) or raise InvalidInput naming where the value belongs instead (never
     echoing it)."""
     key = key.strip()
-    if key.startswith("sk-ant-oat"):
+    if key.startswith(ANTHROPIC_OAUTH_PREFIX):
         raise InvalidInput(
             "This is a Claude plan OAuth token; register it as a subscription instead.",
             field="key",
         )
-    if key.startswith("sk-ant-"):
+    if key.startswith(ANTHROPIC_PREFIX):
         raise InvalidInput(
             "This is an Anthropic API key; set it as the Anthropic platform API key "
             "(Settings → Platform API key) instead.",
             field="key",
         )
-    if key.startswith("eyJ"):
+    if key.startswith(JWT_PREFIX):
         raise InvalidInput(
             "This is a ChatGPT/Codex plan token; register it as a subscription instead.",
             field="key",
         )
-    if not key.startswith(OPENAI_KEY_PREFIX) or len(key) < 20 or any(c.isspace() for c in key):
+    if (
+        not key.startswith(OPENAI_KEY_PREFIX)
+        or len(key) < PLATFORM_KEY_MIN_LENGTH
+        or any(c.isspace() for c in key)
+    ):
         raise InvalidInput(
             f"An OpenAI platform key starts with '{OPENAI_KEY_PREFIX}' "
             "(e.g. 'sk-proj-' or 'sk-svcacct-').",

@@ -389,24 +389,27 @@ LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a logging level")
 # "plain" lines for a terminal, or "json": one object per line with the execution id,
-# agent and subscription where they apply (trinity/logging_json.py).
+# agent and subscription where they apply (trinity_contract/log_json.py).
 LOG_FORMAT = env.str("LOG_FORMAT", default="plain").strip().lower()
 if LOG_FORMAT not in {"plain", "json"}:
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not 'plain' or 'json'")
 
+# This process's registry of secrets (every Secret joins it), which the filter and the
+# formatter redact with (trinity_contract/redaction.py).
+_REDACTOR = "ext://trinity_contract.redaction.platform_redactor"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "context": {"()": "trinity.logging_json.ContextFilter"},
-        "redact": {"()": "trinity.redaction.RedactingFilter"},
+        "context": {"()": "trinity_contract.log_json.ContextFilter"},
+        "redact": {"()": "trinity_contract.redaction.RedactingFilter", "redactor": _REDACTOR},
         # One record, one line: control characters in any value escaped, a traceback
         # indented (trinity_contract/log_lines.py, shared with the agent servers).
         "escape": {"()": "trinity_contract.log_lines.EscapingFilter"},
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"()": "trinity.logging_json.JsonFormatter"},
+        "json": {"()": "trinity_contract.log_json.JsonFormatter", "redactor": _REDACTOR},
     },
     "handlers": {
         "console": {

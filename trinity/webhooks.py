@@ -29,7 +29,7 @@ from django.conf import settings
 
 from trinity.crypto import Secret
 from trinity.http import ProcessClient
-from trinity.redaction import redact
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 

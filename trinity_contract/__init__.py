@@ -6,7 +6,12 @@ library only, importing nothing of either side.
 - ``trinity_contract.refusal_text``: the refusal-text patterns both classifiers read
   (the agent server's, of the CLI's output; the platform's, of an answer's detail);
 - ``trinity_contract.proof``: the HMAC health proof an agent server answers and the
-  platform checks before it sends anything.
+  platform checks before it sends anything;
+- ``trinity_contract.redaction``: the ``Redactor`` that keeps secrets out of logs and
+  error texts (the platform's process registry, ``platform_redactor``; each agent
+  server builds its own), and the log handler's ``RedactingFilter``;
+- ``trinity_contract.log_json``: the turn's log context and the JSON line formatter;
+  ``trinity_contract.log_lines``: one record, one line.
 
 The agent server (``agent_server/``, which imports nothing from the Django side) and
 the platform (``agents/``, ``subscriptions/``) both import these, so a code or a

@@ -31,7 +31,7 @@ from django.conf import settings
 
 from agents.client import AgentServerClient, AgentServerUnavailable, EndpointUnproven
 from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
-from trinity.redaction import redact
+from trinity_contract.redaction import redact
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,18 @@
-// Client-side checks on pasted credentials. They mirror subscriptions/tokens.py and
-// trinity/services.py so a wrong paste is caught before it leaves the browser; the
-// server runs the same checks and stays authoritative. Messages never echo the value.
+// Client-side checks on pasted credentials, the same as subscriptions/tokens.py and
+// trinity/services.py run, so a wrong paste is caught before it leaves the browser; the
+// server stays authoritative. The prefixes and lengths are the server's own
+// (routing/credential_shapes.py, written into generated/tables.json by
+// `manage.py panel_tables`). Messages never echo the value.
+import tables from "./generated/tables.json";
 
-export const ANTHROPIC_PLAN_PREFIX = "sk-ant-oat01-";
-export const PLATFORM_API_KEY_PREFIX = "sk-ant-api";
-const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+const SHAPES = tables.token_shapes;
+export const ANTHROPIC_PLAN_PREFIX = SHAPES.anthropic_plan_prefix;
+export const PLATFORM_API_KEY_PREFIX = SHAPES.platform_api_key_prefix;
+export const OPENAI_KEY_PREFIX = SHAPES.openai_key_prefix;
+const ANTHROPIC_PREFIX = SHAPES.anthropic_prefix;
+const ANTHROPIC_OAUTH_PREFIX = SHAPES.anthropic_oauth_prefix;
+const JWT_PREFIX = SHAPES.jwt_prefix;
+const JWT = new RegExp(SHAPES.jwt_pattern);
 
 /** Returns null when `raw` looks like a plan token for `provider`, else what is wrong. */
 export function planTokenProblem(provider, raw) {
@@ -19,7 +27,7 @@ export function planTokenProblem(provider, raw) {
         "API key setting (Settings → Platform API key), not in a subscription."
       );
     }
-    if (!token.startsWith(ANTHROPIC_PLAN_PREFIX) || token.length < ANTHROPIC_PLAN_PREFIX.length + 16) {
+    if (!token.startsWith(ANTHROPIC_PLAN_PREFIX) || token.length < ANTHROPIC_PLAN_PREFIX.length + SHAPES.anthropic_plan_min_body) {
       return `A Claude plan token starts with '${ANTHROPIC_PLAN_PREFIX}' (run \`claude setup-token\` to get one).`;
     }
     return null;
@@ -30,17 +38,17 @@ export function planTokenProblem(provider, raw) {
 // A Codex plan's credential is the auth.json `codex login` wrote (the platform refreshes
 // it), or a bare access token (a JWT; it cannot be refreshed once it expires).
 function codexCredentialProblem(token) {
-  if (token.startsWith("sk-")) {
+  if (token.startsWith(OPENAI_KEY_PREFIX)) {
     return (
       "This is an API key, which bills per token: it belongs in Settings → OpenAI platform " +
       "key. A ChatGPT/Codex subscription needs the auth.json `codex login` wrote."
     );
   }
   if (!token.startsWith("{")) {
-    if (!token.startsWith("eyJ") || !JWT.test(token)) {
+    if (!token.startsWith(JWT_PREFIX) || !JWT.test(token)) {
       return (
         "A ChatGPT/Codex plan credential is the auth.json `codex login` wrote, or its access " +
-        "token (a JWT: three dot-separated parts starting with 'eyJ')."
+        `token (a JWT: three dot-separated parts starting with '${JWT_PREFIX}').`
       );
     }
     return null;
@@ -66,34 +74,32 @@ function codexCredentialProblem(token) {
 export function platformKeyProblem(raw) {
   const key = (raw || "").trim();
   if (!key) return "Paste the key first.";
-  if (key.startsWith("sk-ant-oat")) {
+  if (key.startsWith(ANTHROPIC_OAUTH_PREFIX)) {
     return "This is a Claude plan OAuth token; register it as a subscription instead.";
   }
-  if (key.startsWith("sk-") && !key.startsWith("sk-ant-")) {
+  if (key.startsWith(OPENAI_KEY_PREFIX) && !key.startsWith(ANTHROPIC_PREFIX)) {
     return "This is an OpenAI API key; set it as the OpenAI platform key (Settings → OpenAI platform key) instead.";
   }
-  if (!key.startsWith(PLATFORM_API_KEY_PREFIX) || key.length < 20 || /\s/.test(key)) {
+  if (!key.startsWith(PLATFORM_API_KEY_PREFIX) || key.length < SHAPES.platform_key_min_length || /\s/.test(key)) {
     return `An Anthropic platform API key starts with '${PLATFORM_API_KEY_PREFIX}'.`;
   }
   return null;
 }
 
-export const OPENAI_KEY_PREFIX = "sk-";
-
 /** Returns null when `raw` looks like an OpenAI platform key (sk-proj-…, sk-svcacct-…), else what is wrong. */
 export function openaiKeyProblem(raw) {
   const key = (raw || "").trim();
   if (!key) return "Paste the key first.";
-  if (key.startsWith("sk-ant-oat")) {
+  if (key.startsWith(ANTHROPIC_OAUTH_PREFIX)) {
     return "This is a Claude plan OAuth token; register it as a subscription instead.";
   }
-  if (key.startsWith("sk-ant-")) {
+  if (key.startsWith(ANTHROPIC_PREFIX)) {
     return "This is an Anthropic API key; set it as the Anthropic platform API key (Settings → Platform API key) instead.";
   }
-  if (key.startsWith("eyJ")) {
+  if (key.startsWith(JWT_PREFIX)) {
     return "This is a ChatGPT/Codex plan token; register it as a subscription instead.";
   }
-  if (!key.startsWith(OPENAI_KEY_PREFIX) || key.length < 20 || /\s/.test(key)) {
+  if (!key.startsWith(OPENAI_KEY_PREFIX) || key.length < SHAPES.platform_key_min_length || /\s/.test(key)) {
     return `An OpenAI platform key starts with '${OPENAI_KEY_PREFIX}' (e.g. 'sk-proj-' or 'sk-svcacct-').`;
   }
   return null;

@@ -1,49 +1,18 @@
 // Reading the credential walk into what the panel shows: an execution's attempts
 // (GET /api/executions), its subscription_switch, and an agent's last_switch
 // (GET /api/agents). A field the server did not send is shown as unknown, never
-// guessed.
+// guessed. The label tables are Python's (trinity/panel_tables.py), written into
+// generated/tables.json by `manage.py panel_tables`.
+import tables from "./generated/tables.json";
 
-/** Why a rung was tried (routing/walk.py Why). */
-export const WHY_LABELS = {
-  assigned: "its assigned subscription",
-  pre_dispatch: "routed before dispatch: its subscription was known not to serve",
-  ranked: "next best by headroom",
-  readmitted: "readmitted on evidence",
-  last_resort: "last resort: it had refused within 2 h",
-  api_key: "last rung, billed per token",
-  concurrent_switch: "the new assignment after a concurrent turn switched",
-  retry: "the same credential once more after a provider error (5xx)",
-  affinity: "the plan that served this chat session's previous turn (its cache is warm)",
-  policy: "a plan its routing policy allows (its own subscription is not one)",
-  at_capacity: "another plan: its own was serving its concurrency cap",
-  placement: "moved at a turn boundary: this plan's weekly headroom expires sooner",
-  legacy: "applied by assignment (legacy agent server)",
-};
+/** Why a rung was tried (routing/walk.py Why), in words (routing/walk_labels.py). */
+export const WHY_LABELS = tables.why_labels;
 
 /** An attempt's or execution's error code in words; the code itself stays visible too. */
-export const ERROR_LABELS = {
-  rate_limit: "rate limit",
-  auth: "credential refused",
-  billing: "billing",
-  model_unsupported: "model rejected",
-  timeout: "timed out",
-  container_fault: "container fault",
-  runtime_killed: "runtime killed",
-  upstream_error: "upstream error",
-  worker_lost: "worker lost",
-};
+export const ERROR_LABELS = tables.error_labels;
 
-/** The execution error codes the API filters on (execution/models.py). */
-export const EXECUTION_ERROR_CODES = [
-  "billing",
-  "auth",
-  "model_unsupported",
-  "timeout",
-  "container_fault",
-  "runtime_killed",
-  "upstream_error",
-  "worker_lost",
-];
+/** The execution error codes the API filters on (execution/api.py ERROR_HTTP_STATUS). */
+export const EXECUTION_ERROR_CODES = tables.execution_error_codes;
 
 /**
  * The credential an attempt ran on, by name: "plan-a", "platform API key".
@@ -142,17 +111,5 @@ export function hasSwitch(lastSwitch) {
   return Boolean(lastSwitch && typeof lastSwitch === "object" && "to" in lastSwitch);
 }
 
-/** Why a refused turn's walk stopped (routing/walk.py Stop), in words. */
-export const STOP_LABELS = {
-  not_a_credential_refusal: "Not a quota or credential refusal, so nothing was switched.",
-  no_subscription: "The agent has no subscription, so there was nothing to walk from.",
-  auto_switch_off: "Auto-switch is off: the refusal was recorded and nothing switched.",
-  pinned: "The agent is pinned to its subscription: a refusal fails the turn instead of switching.",
-  exhausted: "Every candidate refused.",
-  already_tried: "Every candidate refused.",
-  rung_cap: "Every candidate refused (the walk reached its bound).",
-  budget: "The turn's time budget ran out before another try; sending it again gets a fresh budget.",
-  provider_outage:
-    "The provider looks down (its circuit breaker is open): the turn failed fast instead of walking every plan into the outage. Retry shortly.",
-  at_capacity: "Every plan this agent may use was serving its concurrency cap. Retry shortly.",
-};
+/** Why a refused turn's walk stopped (routing/walk.py Stop), in words (routing/walk_labels.py). */
+export const STOP_LABELS = tables.stop_labels;

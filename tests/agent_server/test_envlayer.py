@@ -10,8 +10,8 @@ import pytest
 from agent_server.config import AgentConfig
 from agent_server.contract import AppliedOverride
 from agent_server.envlayer import FIXED_ENV, layer_env, override_layers, parse_dotenv
-from agent_server.redaction import Redactor
 from agent_server.state import AgentState
+from trinity_contract.redaction import Redactor
 
 OAT = "sk-ant-oat01-baseline"
 KEY = "sk-ant-api03-baseline"

@@ -22,7 +22,7 @@ import pytest
 import uvicorn
 
 from agent_server.forwarder import CAPABILITY_PREFIX, Forwarder
-from agent_server.redaction import Redactor
+from trinity_contract.redaction import Redactor
 
 SECRET_OAT = "sk-ant-oat01-forwarder-test-aaaa"
 SECRET_KEY = "sk-ant-api03-forwarder-test-bbbb"

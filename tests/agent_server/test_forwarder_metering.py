@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from agent_server.forwarder import Forwarder, Grant, HeaderShape
-from agent_server.redaction import Redactor
+from trinity_contract.redaction import Redactor
 
 if TYPE_CHECKING:
     from simulator.process import SimulatorProcess

@@ -24,17 +24,18 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from knox.models import AuthToken
 
-from agent_server.logjson import JsonFormatter as ServerJsonFormatter
-from agent_server.logjson import turn_log_context
-from agent_server.redaction import RedactingFilter as ServerRedactingFilter
-from agent_server.redaction import Redactor
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
 from tests.operations.services import REPO, gunicorn, platform_env, shared_database_url
 from tests.subscriptions.factories import plan_token
-from trinity.logging_json import ContextFilter, JsonFormatter, log_context, log_context_update
-from trinity.redaction import RedactingFilter, register_secret
+from trinity_contract.log_json import ContextFilter, JsonFormatter, log_context, log_context_update
+from trinity_contract.redaction import (
+    RedactingFilter,
+    Redactor,
+    platform_redactor,
+    register_secret,
+)
 
 CANARY = "sk-ant-oat01-JSONLOGCANARY000000000000000000000000000000000007"
 
@@ -58,8 +59,8 @@ def _handler(stream: io.StringIO) -> logging.Handler:
     """The handler trinity/settings.py builds for LOG_FORMAT=json."""
     handler = logging.StreamHandler(stream)
     handler.addFilter(ContextFilter())
-    handler.addFilter(RedactingFilter())
-    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactingFilter(platform_redactor))
+    handler.setFormatter(JsonFormatter(platform_redactor))
     return handler
 
 
@@ -104,13 +105,13 @@ def test_the_agent_servers_lines_carry_the_execution_id_redacted() -> None:
     redactor.add(CANARY)
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.addFilter(ServerRedactingFilter(redactor))
-    handler.setFormatter(ServerJsonFormatter(redactor, agent="bot"))
+    handler.addFilter(RedactingFilter(redactor))
+    handler.setFormatter(JsonFormatter(redactor, agent="bot"))
     log = logging.getLogger("tests.operations.serverlog")
     log.addHandler(handler)
     log.propagate = False
     try:
-        with turn_log_context("exec-9"):
+        with log_context(execution_id="exec-9"):
             log.info("turn with %s", CANARY)
         log.info("idle")
     finally:
@@ -123,8 +124,9 @@ def test_the_agent_servers_lines_carry_the_execution_id_redacted() -> None:
 
 
 def test_the_platform_and_the_agent_server_write_one_format() -> None:
-    """Two formatters, one format: agent_server/ imports nothing from the Django side,
-    so the copy is deliberate and this keeps the two from drifting apart."""
+    """One formatter (trinity_contract/log_json.py), two ways to feed it: the platform's
+    record carries its context fields, the agent server's line takes the execution id
+    from the open context and its agent from the formatter."""
     try:
         raise RuntimeError("boom")
     except RuntimeError:
@@ -132,11 +134,11 @@ def test_the_platform_and_the_agent_server_write_one_format() -> None:
     record = logging.LogRecord(
         "tests.same", logging.ERROR, __file__, 1, "turn %s", ("x",), exc_info
     )
-    record.execution_id, record.agent = "exec-1", "bot"
     record.stack_info = "Stack (most recent call last):\n  in the test"
-    platform = json.loads(JsonFormatter().format(record))
-    with turn_log_context("exec-1"):  # where the agent server's lines take it from
-        server = json.loads(ServerJsonFormatter(Redactor(), agent="bot").format(record))
+    with log_context(execution_id="exec-1"):  # where the agent server's lines take it from
+        server = json.loads(JsonFormatter(Redactor(), agent="bot").format(record))
+    record.execution_id, record.agent = "exec-1", "bot"
+    platform = json.loads(JsonFormatter(platform_redactor).format(record))
     assert (
         set(platform)
         == set(server)

@@ -63,7 +63,7 @@ from tests.skip_policy import in_ci
 from tests.subscriptions.factories import plan_token
 from trinity import services as trinity_services
 from trinity.local_secrets import read_or_create
-from trinity.redaction import RedactingFilter, redact
+from trinity_contract.redaction import RedactingFilter, platform_redactor, redact
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -100,7 +100,7 @@ class LogCapture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
         self.lines: list[str] = []
-        self.addFilter(RedactingFilter())
+        self.addFilter(RedactingFilter(platform_redactor))
         self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -30,13 +30,13 @@ from tests.trinity.test_process_log_redaction import (
     _embedded_env,
     spawn,
 )
-from trinity.redaction import RedactingFilter
 from trinity_contract.log_lines import (
     EscapingFilter,
     escape_controls,
     escape_traceback,
     json_line_safe,
 )
+from trinity_contract.redaction import RedactingFilter
 
 __all__ = ["spawn"]  # the fixture, used by name
 

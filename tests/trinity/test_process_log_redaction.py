@@ -31,7 +31,7 @@ from celery import Celery
 from kombu import Connection
 
 from tests.agent_server.support import AgentServer, agent_env
-from trinity.redaction import RedactingFilter
+from trinity_contract.redaction import RedactingFilter
 
 REPO = Path(__file__).resolve().parents[2]
 CANARY = "sk-ant-oat01-PROCESSCANARY00000000000000000000000000000000042"

@@ -14,14 +14,17 @@ from pathlib import Path
 
 import pytest
 
+import agent_server.__main__ as server_main
 import agents.client
 import routing.attempt_refusal
-from agent_server import app, classifier, contract, errors
+import trinity.crypto
+from agent_server import app, classifier, contract, errors, forwarder, state
 from trinity_contract import errors as shared_errors
-from trinity_contract import proof, refusal_text
+from trinity_contract import log_json, proof, redaction, refusal_text
 
 NOW = datetime(2026, 11, 30, 3, 25, tzinfo=UTC)
 PACKAGE = Path(refusal_text.__file__).parent
+AGENT_SERVER = Path(app.__file__).parent
 
 
 def test_both_sides_use_the_shared_codes_statuses_and_proof() -> None:
@@ -41,6 +44,32 @@ def test_both_classifiers_read_the_shared_patterns() -> None:
     assert platform.BILLING_TEXT is refusal_text.BILLING_TEXT
     assert platform.KILL_TEXT is refusal_text.KILL_TEXT
     assert platform.QUOTA_TEXT is refusal_text.QUOTA_TEXT
+
+
+def test_both_sides_redact_and_write_json_lines_with_the_shared_code() -> None:
+    assert server_main.Redactor is state.Redactor is forwarder.Redactor is redaction.Redactor
+    assert server_main.JsonFormatter is log_json.JsonFormatter
+    assert server_main.install_log_redaction is redaction.install_log_redaction
+    assert app.log_context is log_json.log_context
+    assert trinity.crypto.redaction is redaction
+
+
+# The platform process's registry: what an agent server hides is its own Redactor's.
+_PLATFORM_ONLY = {"platform_redactor", "register_secret", "redact"}
+
+
+def test_the_agent_server_never_uses_the_platform_process_registry() -> None:
+    used: set[str] = set()
+    for path in AGENT_SERVER.rglob("*.py"):
+        if "node_modules" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "trinity_contract.redaction":
+                used.update(alias.name for alias in node.names if alias.name in _PLATFORM_ONLY)
+            elif isinstance(node, ast.Attribute) and node.attr in _PLATFORM_ONLY:
+                if isinstance(node.value, ast.Name) and node.value.id == "redaction":
+                    used.add(node.attr)
+    assert not used
 
 
 @pytest.mark.parametrize(

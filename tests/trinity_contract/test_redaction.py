@@ -1,4 +1,5 @@
-"""Redaction of credential values in text and in log records."""
+"""Redaction of credential values in text and in log records: the agent server's
+policy (``Redactor()``) and the platform's (``platform_redactor``), one mechanism."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_server.redaction import (
+from trinity_contract.redaction import (
+    CREDENTIAL_SHAPES,
+    PLATFORM_MIN_SECRET_LENGTH,
     RedactingFilter,
     Redactor,
     install_log_redaction,
     is_credential_name,
     mask,
+    redact,
+    register_secret,
 )
 
 LONG = "sk-ant-oat01-canary-0123456789-abcd"
@@ -79,7 +84,7 @@ def test_credentials_from_an_environment_are_registered_by_name() -> None:
 def isolated_logger() -> Iterator[logging.Logger]:
     """A logger of this test's own, detached again afterwards: a handler left on it
     would outlive the test in this process's logging tree."""
-    logger = logging.getLogger("tests.agent_server.redaction")
+    logger = logging.getLogger("tests.trinity_contract.redaction")
     yield logger
     logger.handlers.clear()
     logger.propagate = True
@@ -110,3 +115,48 @@ def test_the_log_filter_redacts_messages_args_and_tracebacks(
     assert LONG not in text
     assert text.count(mask(LONG)) == 3
     assert "RuntimeError" in text
+
+
+def platform_policy() -> Redactor:
+    """A fresh registry with ``platform_redactor``'s policy (the process's own keeps
+    every value the session registered)."""
+    return Redactor(shapes=CREDENTIAL_SHAPES, min_length=PLATFORM_MIN_SECRET_LENGTH, hint=False)
+
+
+def test_the_platform_hides_a_registered_value_whole() -> None:
+    redactor = platform_policy()
+    redactor.add(LONG)
+    assert redactor.redact(f"token={LONG}") == "token=[redacted]"
+
+
+def test_the_platform_registers_no_value_shorter_than_eight() -> None:
+    redactor = platform_policy()
+    redactor.add("hunter2", "hunter22")
+    assert redactor.redact("hunter2 hunter22") == "hunter2 [redacted]"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("key sk-ant-api03-neverseen_XYZ-9876 bad", "key [redacted] bad"),
+        ("openai sk-proj-abcdefghijklmnopqrstuv", "openai [redacted]"),
+        ("jwt eyJhbGciOiJI.eyJzdWIiOiIx.c2lnbmF0dXJl", "jwt [redacted]"),
+        ("Authorization: Bearer abcdefgh12345", "Authorization: Bearer [redacted]"),
+        ("bearer short", "bearer short"),
+        ("", ""),
+    ],
+)
+def test_the_platform_masks_every_credential_shape_unregistered(text: str, expected: str) -> None:
+    assert platform_policy().redact(text) == expected
+
+
+def test_the_agent_servers_net_is_the_anthropic_shape_only() -> None:
+    """It redacts a turn's answer too, where a JWT or a bearer value is the model's text."""
+    text = "Bearer abcdefgh12345 eyJhbGciOiJI.eyJzdWIiOiIx.c2lnbmF0dXJl"
+    assert Redactor().redact(text) == text
+
+
+def test_register_secret_and_redact_use_the_platform_process_registry() -> None:
+    value = "platform-process-secret-0123456789"
+    register_secret(value)
+    assert redact(f"x {value} y") == "x [redacted] y"
