@@ -1,9 +1,11 @@
 """The OpenAI side the Codex CLI calls: the ChatGPT backend's Responses endpoint, the
-platform's ``/v1/responses``, the sign-in refresh, and their control calls.
+platform's ``/v1/responses``, the sign-in refresh, the plan's usage endpoint, and their
+control calls.
 
-Like ``simulator/app.py``, every ``serve_*`` function here is synchronous: the route
-awaited the body already, so a check and its spend never interleave with another
-request. The app mounts them (``simulator/app.py``) and records each answer.
+Like ``simulator/anthropic.py``, every ``serve_*`` function here is synchronous: the
+route awaited the body already, so a check and its spend never interleave with another
+request. ``add_openai_routes`` mounts them, each answered and recorded as
+``simulator/answering.py`` answers every API request.
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from simulator.answering import USAGE_RATE_LIMITED, Answering
 from simulator.messages import ECHO_CHARS, REPLY_PREFIX, sse_frame, tokens_for
 from simulator.ratelimit import representative
 from simulator.state import (
     CODEX_WINDOWS,
     AccessGrant,
     Credential,
+    CredentialKind,
     RefreshRefused,
     Simulator,
     Window,
+    token_kind,
 )
 from trinity_contract.prices import OPENAI, TokenUsage
 
@@ -61,8 +66,38 @@ REFRESH_REFUSALS = {
 }
 
 
+def add_openai_routes(app: FastAPI, answering: Answering) -> None:
+    """Mount the ChatGPT backend's and the platform's Responses endpoints, the sign-in
+    refresh and the plan's usage endpoint on ``app``."""
+    sim = answering.sim
+
+    @app.post("/backend-api/codex/responses")
+    async def codex_responses(request: Request) -> Response:
+        return await answering.answered(
+            request, lambda raw, outcome: serve_chatgpt(sim, raw, request, outcome)
+        )
+
+    @app.post("/v1/responses")
+    async def platform_responses(request: Request) -> Response:
+        return await answering.answered(
+            request, lambda raw, outcome: serve_platform(sim, raw, request, outcome)
+        )
+
+    @app.post("/oauth/token")
+    async def oauth_token(request: Request) -> Response:
+        return await answering.answered(
+            request, lambda raw, outcome: serve_refresh(sim, raw, outcome)
+        )
+
+    @app.get("/backend-api/wham/usage")
+    async def codex_usage(request: Request) -> Response:
+        return await answering.usage_answered(
+            request, lambda outcome: serve_usage(sim, request, outcome)
+        )
+
+
 class Outcome(Protocol):
-    """What a handler fills in for the request log (``simulator.app.Outcome``)."""
+    """What a handler fills in for the request log (``simulator.answering.Outcome``)."""
 
     credential: Credential | None
     model: str | None
@@ -413,6 +448,66 @@ def serve_refresh(sim: Simulator, raw: bytes, outcome: Outcome) -> Response:
             "scope": "openid profile email offline_access",
         }
     )
+
+
+# the plan's usage: /backend-api/wham/usage
+
+
+def serve_usage(sim: Simulator, request: Request, outcome: Outcome) -> Response:
+    """A Codex plan's usage: its two windows and whether a limit is reached."""
+    token = bearer(request)
+    if token is None:
+        return usage_error(401, "missing_authorization", "Missing bearer token.")
+    # A token the sign-in issued (rotated ones too), else an unknown one is taken
+    # for a Codex plan token and auto-registered.
+    issued = sim.codex_access(token)
+    auto_kind: CredentialKind | None = "codex" if token_kind(token) is None else None
+    cred = issued[0] if issued else sim.resolve(token, auto_kind=auto_kind)
+    outcome.credential = cred
+    if cred is None or cred.kind != "codex":
+        return usage_error(401, "invalid_token", "Invalid bearer token.")
+    if cred.revoked:
+        return usage_error(401, "token_invalidated", TOKEN_INVALIDATED)
+    now = sim.clock.now()
+    if issued and issued[1].expired(now):
+        return usage_error(401, "token_expired", TOKEN_EXPIRED)
+    retry_after = cred.usage_retry_after(now)
+    if retry_after is not None:
+        throttled = usage_error(429, "rate_limit_exceeded", USAGE_RATE_LIMITED)
+        throttled.headers["retry-after"] = str(retry_after)
+        return throttled
+    cred.roll(now)
+    primary, secondary = (cred.windows[n] for n in CODEX_WINDOWS)
+    limit_reached = primary.exhausted or secondary.exhausted
+    return JSONResponse(
+        {
+            "plan_type": cred.plan_type,
+            "rate_limit": {
+                "allowed": not limit_reached,
+                "limit_reached": limit_reached,
+                "primary_window": usage_window(primary, now),
+                "secondary_window": usage_window(secondary, now),
+            },
+            "credits": {"has_credits": False, "unlimited": False, "balance": "0"},
+        }
+    )
+
+
+def usage_window(window: Window, now: float) -> dict[str, Any]:
+    """One window as the usage endpoint shows it."""
+    reset_at = window.reset_unix(now)
+    return {
+        "used_percent": round(window.utilization * 100),
+        "limit_window_seconds": window.duration,
+        "reset_after_seconds": max(0, reset_at - int(now)),
+        "reset_at": reset_at,
+    }
+
+
+def usage_error(status: int, code: str, message: str) -> JSONResponse:
+    """The usage endpoint's error shape: the Responses API's without ``param``."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+    return JSONResponse(body, status_code=status)
 
 
 # control calls

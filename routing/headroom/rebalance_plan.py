@@ -65,19 +65,9 @@ def rebalance_plan(
                 family=family,
                 max_age=max_age,
             )
-            ranking = rank_candidates(candidates, readings, admission, strategy=BALANCED)
-            refused = frozenset(j.candidate.subscription_id for j in ranking.excluded)
-            found = rankings[family] = (ranking, refused)
+            found = rankings[family] = _family_ranking(candidates, readings, admission)
         ranking, refused = found
-        target = next(
-            (
-                r
-                for r in ranking.ranked
-                if r.candidate.subscription_id != current
-                and r.candidate.subscription_id not in taken
-            ),
-            None,
-        )
+        target = _challenger(ranking, current, taken)
         if target is None or target.score is None:
             continue  # nothing measured to move to: admitted candidates rank first
         challenger = balance_of(
@@ -92,3 +82,25 @@ def rebalance_plan(
         taken.add(target.candidate.subscription_id)
         moves.append(Rebalance(key, current, target, move, incumbent, challenger))
     return moves
+
+
+def _family_ranking(
+    candidates: Sequence[Candidate], readings: Mapping[int, Reading], admission: Admission
+) -> tuple[Ranking, frozenset[int]]:
+    """The balanced ranking of ``candidates`` for the agents ``admission`` speaks for (one
+    family), and the ids it excludes: an incumbent among them counts as refusing."""
+    ranking = rank_candidates(candidates, readings, admission, strategy=BALANCED)
+    return ranking, frozenset(j.candidate.subscription_id for j in ranking.excluded)
+
+
+def _challenger(ranking: Ranking, current: int, taken: set[int]) -> Ranked | None:
+    """The best ranked candidate other than the agent's own plan (``current``) and the
+    plans that already received an agent in this plan (``taken``); None: none left."""
+    return next(
+        (
+            r
+            for r in ranking.ranked
+            if r.candidate.subscription_id != current and r.candidate.subscription_id not in taken
+        ),
+        None,
+    )
