@@ -2,7 +2,7 @@
 
 ``admit(plan, agent, turn, *, now, role)`` answers ``Admitted`` or ``Excluded(reason,
 detail)``. The gatherers read facts and never judge them: the executor's
-(``execution/evidence.py``), the selection's (``subscriptions/plan_facts.py``), the
+(``execution/gathering.py``), the selection's (``subscriptions/plan_facts.py``), the
 routing explainer's (the executor's, read-only) and the fleet benchmark's memory all
 hand what they read here. So the assignment's verdict, affinity, pre-dispatch,
 placement, the walk's candidates, the explainer's exclusions and the benchmark read
