@@ -22,6 +22,11 @@ from routing.secret import SecretValue
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai-codex"
+# What the operator calls each provider (the model's choices and the panel's form).
+PROVIDER_LABELS: dict[str, str] = {
+    ANTHROPIC: "Anthropic (Claude plans)",
+    OPENAI: "OpenAI (ChatGPT/Codex plans)",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from django.db import models
 
+from routing import providers
 from trinity.crypto import EncryptedSecretField
 
 
 class Provider(models.TextChoices):
-    ANTHROPIC = "anthropic", "Anthropic (Claude plans)"
-    OPENAI_CODEX = "openai-codex", "OpenAI (ChatGPT/Codex plans)"
+    # Values and labels are the routing core's (the panel's tables read them there).
+    ANTHROPIC = providers.ANTHROPIC, providers.PROVIDER_LABELS[providers.ANTHROPIC]
+    OPENAI_CODEX = providers.OPENAI, providers.PROVIDER_LABELS[providers.OPENAI]
 
 
 class Subscription(models.Model):

@@ -1,8 +1,9 @@
 """The tables the panel reads from the Python side, as one JSON document.
 
-The panel labels the walk's codes and checks a pasted credential's shape in the
-browser; both tables are Python's (``routing/walk_labels.py``,
-``routing/credential_shapes.py``, and the error codes' words here).
+The panel labels the walk's codes, checks a pasted credential's shape in the browser
+and offers the billing catalog's plan types in its form; every table is Python's
+(``routing/walk_labels.py``, ``routing/credential_shapes.py``, ``routing/billing.py``
+with ``routing/providers.py``'s labels, and the error codes' words here).
 ``manage.py panel_tables`` writes ``panel_tables()`` to ``TABLES_PATH``, committed, so
 ``npm run build`` and vitest need no Python; ``tests/trinity/test_panel_tables.py``
 fails when the committed file differs from what this module generates.
@@ -14,7 +15,9 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
+from routing import billing
 from routing import credential_shapes as shapes
+from routing.providers import PROVIDER_LABELS
 from routing.walk_labels import STOP_LABELS, WHY_LABELS
 
 # Relative to the repository root (``settings.BASE_DIR``).
@@ -51,6 +54,28 @@ EXECUTION_ERROR_CODES: Final = (
 )
 
 
+def plan_catalog() -> list[dict[str, Any]]:
+    """Each provider with its label and its plan types (``billing.CATALOG``'s order);
+    the server validates a plan type, this only fills the form's choices."""
+    return [
+        {
+            "id": provider,
+            "label": label,
+            "plans": [
+                {
+                    "plan_type": entry.plan_type,
+                    "label": entry.label,
+                    "billing_class": entry.billing_class,
+                    "overage": entry.overage,
+                }
+                for entry in billing.CATALOG.values()
+                if entry.provider == provider
+            ],
+        }
+        for provider, label in PROVIDER_LABELS.items()
+    ]
+
+
 def panel_tables() -> dict[str, Any]:
     """The document ``frontend/src/generated/tables.json`` holds."""
     return {
@@ -59,6 +84,7 @@ def panel_tables() -> dict[str, Any]:
         "stop_labels": {str(code): text for code, text in STOP_LABELS.items()},
         "error_labels": ERROR_LABELS,
         "execution_error_codes": list(EXECUTION_ERROR_CODES),
+        "providers": plan_catalog(),
         "token_shapes": {
             "anthropic_plan_prefix": shapes.ANTHROPIC_PLAN_PREFIX,
             "anthropic_plan_min_body": shapes.ANTHROPIC_PLAN_MIN_BODY,

@@ -1,8 +1,9 @@
-// The billing catalog, mirrored from routing/billing.py (a Python test keeps the
-// two equal). The server validates plan types; this only fills the form's choices.
-import catalog from "./plan-catalog.json";
+// The billing catalog, generated from routing/billing.py into generated/tables.json
+// (`manage.py panel_tables`). The server validates plan types; this only fills the
+// form's choices.
+import tables from "./generated/tables.json";
 
-export const PROVIDERS = catalog.providers;
+export const PROVIDERS = tables.providers;
 
 export function providerLabel(id) {
   return PROVIDERS.find((p) => p.id === id)?.label ?? id;

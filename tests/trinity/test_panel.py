@@ -10,8 +10,6 @@ from django.contrib.auth.models import User
 from django.contrib.staticfiles import finders
 from django.test import Client, override_settings
 
-from routing import billing
-from subscriptions.models import Provider
 from tests.agents.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -179,19 +177,3 @@ def test_without_a_build_the_root_says_how_to_build(browser_client: Client, tmp_
         response = browser_client.get("/")
     assert response.status_code == 503
     assert "npm run build" in response.content.decode()
-
-
-def test_the_panels_plan_catalog_mirrors_the_billing_catalog() -> None:
-    mirror = json.loads(
-        (settings.BASE_DIR / "frontend" / "src" / "plan-catalog.json").read_text(encoding="utf-8")
-    )
-    providers = {p["id"]: p for p in mirror["providers"]}
-    assert {pid: p["label"] for pid, p in providers.items()} == dict(Provider.choices)
-    entries = {
-        (pid, plan["plan_type"]): (plan["label"], plan["billing_class"], plan["overage"])
-        for pid, p in providers.items()
-        for plan in p["plans"]
-    }
-    assert entries == {
-        key: (e.label, e.billing_class, e.overage) for key, e in billing.CATALOG.items()
-    }

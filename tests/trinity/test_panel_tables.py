@@ -11,7 +11,9 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 import execution.api
+from routing import billing
 from routing.walk import Stop, Why
+from subscriptions.models import Provider
 from trinity import panel_tables
 from trinity_contract.errors import ERROR_CODES
 
@@ -34,6 +36,19 @@ def test_the_error_tables_name_the_codes_a_turn_can_fail_with() -> None:
     codes = panel_tables.EXECUTION_ERROR_CODES
     assert codes == tuple(execution.api.ERROR_HTTP_STATUS)
     assert set(codes) <= set(panel_tables.ERROR_LABELS) <= ERROR_CODES | {"worker_lost"}
+
+
+def test_the_plan_catalog_is_the_billing_catalog_under_the_models_providers() -> None:
+    providers = {p["id"]: p for p in panel_tables.panel_tables()["providers"]}
+    assert {pid: p["label"] for pid, p in providers.items()} == dict(Provider.choices)
+    entries = {
+        (pid, plan["plan_type"]): (plan["label"], plan["billing_class"], plan["overage"])
+        for pid, p in providers.items()
+        for plan in p["plans"]
+    }
+    assert entries == {
+        key: (e.label, e.billing_class, e.overage) for key, e in billing.CATALOG.items()
+    }
 
 
 def test_the_command_writes_the_file_and_its_check_fails_on_a_stale_one(tmp_path: Path) -> None:
