@@ -36,7 +36,8 @@ Pure: no Django, no I/O, ``now`` is an argument.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -261,6 +262,8 @@ _READMITTED_BY_RESET = Verdict.WINDOW_RESET
 _ADMISSION_FLOOR, _LOG_SPREAD = ADMISSION_FLOOR, log(SPREAD)
 _OK = ReadingStatus.OK
 _new = tuple.__new__
+# How the selection reads a plan's cached reading by id (None: none stored).
+_ReadingOf = Callable[[int], Reading | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +288,16 @@ class Admission:
     at_capacity: Collection[int] = frozenset()
     instants: Instants = field(init=False)
     hard_stop_only: bool = field(init=False)
+    # A refusal after this instant counts (inside the skip window).
+    skip_since: datetime = field(init=False)
+    # The skip-listed verdict per refusal window named, made as the selection meets one.
+    skip_listed_by_window: dict[str | None, Excluded] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "instants", instants_at(self.now, self.max_age))
+        object.__setattr__(self, "skip_since", self.now - self.skip_window)
         object.__setattr__(self, "hard_stop_only", policy.only_hard_stop(self.routing_policy))
 
     @classmethod
@@ -372,133 +382,106 @@ class Admission:
         ``balanced``: a measured plan's verdict also carries its balanced measure
         (``score``, ``limiting_window``, ``remaining``), and the measured ones come
         split at the hysteresis floor (``Alternatives``)."""
-        measured: dict[int, list[Admitted]] = {}
-        unknown: list[Admitted] = []
-        excluded: list[Judged] = []
-        spent: list[Admitted] = []
-        spent_keys: list[float] = []
-        group, unmeasured, exclude = measured.get, unknown.append, excluded.append
-        spend, spent_key = spent.append, spent_keys.append
-        get = readings.get
-        # The plans out of this turn's walk whatever they read, by id: one lookup a plan.
-        out_of_walk = {
-            **dict.fromkeys(self.at_capacity, _AT_CAPACITY),
-            **dict.fromkeys(self.tried, _TRIED),
-        }
-        if self.origin is not None:
-            out_of_walk[self.origin] = _ASSIGNED
-        special = out_of_walk.get
-        restricts = self.hard_stop_only
-        family, now, instants = self.family, self.now, self.instants
-        now_us, max_age_us = instants[0], instants[0] - instants[1]
-        skip_since = now - self.skip_window
-        skip_listed: dict[str | None, Excluded] = {}
-        for candidate in candidates:
-            if candidate[7] or restricts:  # paused, or a policy that restricts plans
-                forbidden = self._forbidden(candidate, Role.ALTERNATIVE)
-                if forbidden is not None:
-                    exclude(_new(Judged, (candidate, forbidden)))
+        # The selection judges 10,000 plans here: the loop runs on locals, makes no call
+        # of its own on a measured plan's way and builds each verdict as a literal tuple
+        # in one step (no unpacking). A missing group is made on first use.
+        found = Alternatives(defaultdict(list), [], [], [], [])
+        self._judge_into(found, candidates, readings.get, balanced)
+        return found
+
+    def _judge_into(
+        self, found: Alternatives, candidates: Sequence[Candidate], get: _ReadingOf, balanced: bool
+    ) -> None:
+        """``alternatives``' one loop, its verdicts added to ``found`` (the hot path)."""
+        measured, unmeasured, exclude = found.measured, found.unknown.append, found.excluded.append
+        special, refusing_tier, measured_tier = self._out_of_walk().get, _REFUSING_TIER, _MEASURED
+        restricts, family, new, admitted = self.hard_stop_only, self.family, _new, Admitted
+        now_us, max_age_us = self.instants[0], self.instants[0] - self.instants[1]
+        for row in candidates:
+            out = special(pk := row[0])
+            if out is not None or row[7] or restricts:  # out of this walk, paused, a policy
+                out = self._forbidden(row, Role.ALTERNATIVE) or out
+                if out is not None:
+                    exclude(new(Judged, (row, out)))
                     continue
-            pk = candidate[0]
-            out = special(pk)
-            if out is not None:
-                exclude(_new(Judged, (candidate, out)))
-                continue
             reading = get(pk)
             if reading is None:
-                held = None
-                headroom = NO_EVIDENCE
+                held, headroom = None, NO_EVIDENCE
             else:
                 figures = reading._precomputed
                 if figures is None:
                     figures = precomputed_of(reading)
-                # ``headroom_held``'s lookup inlined: a call per plan saved. Its entry
-                # also holds a measured reading's balanced windows.
+                # ``headroom_held``'s memo read inline (a call per plan saved), windows too.
                 held = figures[9].get(family)
                 if held is None or not (held[0] <= now_us < held[1] and held[2] == max_age_us):
-                    headroom_held(reading, figures, instants, family)
+                    headroom_held(reading, figures, self.instants, family)
                     held = figures[9][family]
                 headroom = held[3]
-            tier = headroom[0]
-            if tier is _REFUSING_TIER:
-                exclude(_new(Judged, (candidate, self._refusing(reading))))
-                continue
-            failed_at = candidate[3]
-            readmitted = None
-            if failed_at is not None and refusal_blocks(candidate[5], family):
-                readmitted = readmission_verdict(
-                    reading, headroom, now, failed_at, family, candidate[4]
-                )
-                if readmitted is None and failed_at > skip_since:
-                    # One verdict per refusal window named: they are alike.
-                    window = candidate[5]
-                    skipped = skip_listed.get(window)
-                    if skipped is None:
-                        skipped = skip_listed[window] = self._skip_listed(candidate)
-                    exclude(_new(Judged, (candidate, skipped)))
+            tier, readmitted = headroom[0], None
+            if tier is refusing_tier or row[3] is not None:  # refuses, or refused lately
+                readmitted = self._refused(row, reading, headroom)
+                if type(readmitted) is Excluded:
+                    exclude(new(Judged, (row, readmitted)))
                     continue
-            if tier is not _MEASURED or readmitted is _READMITTED_BY_RESET:
+            if tier is not measured_tier or readmitted is _READMITTED_BY_RESET:
                 # A reset readmits as unknown: its figures describe the window that ended.
-                # Literal fields, no unpacking: each tuple is built in one step.
-                unmeasured(
-                    _new(
-                        Admitted,
-                        (
-                            candidate,
-                            _UNKNOWN,
-                            headroom,
-                            readmitted,
-                            None,
-                            None,
-                            None,
-                            False,
-                            False,
-                            "",
-                        ),
-                    )
+                verdict = new(
+                    admitted,
+                    (row, _UNKNOWN, headroom, readmitted, None, None, None, False, False, ""),
                 )
-            elif balanced and held is not None:
-                score, left, limiting = balance_of_windows(held[4], held[5], now_us)
-                verdict = _new(
-                    Admitted,
-                    (
-                        candidate,
-                        tier,
-                        headroom,
-                        readmitted,
-                        score,
-                        limiting,
-                        left,
-                        False,
-                        False,
-                        "",
-                    ),
+                unmeasured(verdict)
+                continue
+            if not balanced or held is None:  # banded: by 10-point band of fullness
+                verdict = new(
+                    admitted,
+                    (row, tier, headroom, readmitted, None, None, None, False, False, ""),
                 )
-                if left > _ADMISSION_FLOOR:
-                    # ``balance.spread_band`` inlined (a score above the floor is
-                    # positive): a call per plan saved.
-                    key = -floor(log(score) / _LOG_SPREAD)
-                    verdicts = group(key)
-                    if verdicts is None:
-                        measured[key] = [verdict]
-                    else:
-                        verdicts.append(verdict)
-                else:
-                    spend(verdict)
-                    spent_key(-score)
+                measured[headroom[6] or 0].append(verdict)  # a measured band is never None
+                continue
+            score, left, limiting = balance_of_windows(held[4], held[5], now_us)
+            verdict = new(
+                admitted,
+                (row, tier, headroom, readmitted, score, limiting, left, False, False, ""),
+            )
+            if left > _ADMISSION_FLOOR:
+                # ``balance.spread_band`` inlined (a call per plan saved): the score is > 0.
+                measured[-floor(log(score) / _LOG_SPREAD)].append(verdict)
             else:
-                verdict = _new(
-                    Admitted,
-                    (candidate, tier, headroom, readmitted, None, None, None, False, False, ""),
-                )
-                # Banded: by 10-point band of fullness (a measured band is never None).
-                key = headroom[6] or 0
-                verdicts = group(key)
-                if verdicts is None:
-                    measured[key] = [verdict]
-                else:
-                    verdicts.append(verdict)
-        return Alternatives(measured, unknown, excluded, spent, spent_keys)
+                found.spent.append(verdict)
+                found.spent_keys.append(-score)
+
+    def _out_of_walk(self) -> dict[int, Excluded]:
+        """The plans out of this turn's walk whatever they read, by id (the agent's own
+        plan, those this turn tried, those serving their concurrency cap)."""
+        out = {
+            **dict.fromkeys(self.at_capacity, _AT_CAPACITY),
+            **dict.fromkeys(self.tried, _TRIED),
+        }
+        if self.origin is not None:
+            out[self.origin] = _ASSIGNED
+        return out
+
+    def _refused(
+        self, candidate: Candidate, reading: Reading | None, headroom: Headroom
+    ) -> Excluded | Verdict | None:
+        """An alternative that refuses, or was refused lately: why it is out (a fresh
+        reading refuses; a refusal in the skip window, and nothing readmits it yet),
+        else what readmits it (None: no refusal counts against this turn)."""
+        if headroom[0] is _REFUSING_TIER:
+            return self._refusing(reading)
+        failed_at, window, family = candidate[3], candidate[5], self.family
+        if failed_at is None or not refusal_blocks(window, family):
+            return None
+        readmitted = readmission_verdict(
+            reading, headroom, self.now, failed_at, family, candidate[4]
+        )
+        if readmitted is not None or failed_at <= self.skip_since:
+            return readmitted
+        # The skip-listed verdicts are alike per refusal window named: one each.
+        skipped = self.skip_listed_by_window.get(window)
+        if skipped is None:
+            skipped = self.skip_listed_by_window[window] = self._skip_listed(candidate)
+        return skipped
 
     def _refusing(self, reading: Reading | None) -> Excluded:
         """A fresh reading refuses: for the turn's family only when the reading serves
@@ -572,7 +555,7 @@ class Admission:
         """The plan's latest refusal while it counts against this turn: inside the skip
         window, and about a window this turn spends (``refusal_blocks``)."""
         at = candidate[3]
-        if at is None or at <= self.now - self.skip_window:
+        if at is None or at <= self.skip_since:
             return None  # aged out of the window refusals count in
         if not refusal_blocks(candidate[5], self.family):
             return None  # another family's block: this turn spends none of that window
