@@ -291,7 +291,7 @@ class Admission:
     # A refusal after this instant counts (inside the skip window).
     skip_since: datetime = field(init=False)
     # The skip-listed verdict per refusal window named, made as the selection meets one.
-    skip_listed: dict[str | None, Excluded] = field(
+    skip_listed_by_window: dict[str | None, Excluded] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
 
@@ -478,9 +478,9 @@ class Admission:
         if readmitted is not None or failed_at <= self.skip_since:
             return readmitted
         # The skip-listed verdicts are alike per refusal window named: one each.
-        skipped = self.skip_listed.get(window)
+        skipped = self.skip_listed_by_window.get(window)
         if skipped is None:
-            skipped = self.skip_listed[window] = self._skip_listed(candidate)
+            skipped = self.skip_listed_by_window[window] = self._skip_listed(candidate)
         return skipped
 
     def _refusing(self, reading: Reading | None) -> Excluded:
