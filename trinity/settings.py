@@ -551,7 +551,7 @@ def _webhook_allow() -> tuple[str, ...]:
 # multicast or otherwise not public are refused unless listed here (trinity/webhooks.py).
 TRINITY_WEBHOOK_ALLOW = _webhook_allow()
 
-# Quotas (agents/services.py, execution/schedules.py, execution/services.py). Admins
+# Quotas (agents/services.py, execution/schedules/services.py, execution/services.py). Admins
 # are exempt from the agents-per-operator cap: they run the fleet.
 TRINITY_MAX_AGENTS_PER_OPERATOR = _env_int(
     "TRINITY_MAX_AGENTS_PER_OPERATOR", 20, minimum=1, maximum=100_000
