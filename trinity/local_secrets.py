@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,20 +20,36 @@ PRIVATE_FILE_MODE = 0o600
 def read_or_create(path: Path, generate: Callable[[], str]) -> str:
     """Return the secret stored at ``path``, creating it (0600) on first use.
 
-    Two processes starting together may race; O_EXCL makes one of them win and the
-    other read what the winner wrote.
+    Processes starting together (web, worker and beat under one `make run`) race here.
+    The secret is written whole to a private temporary file and then hard-linked into
+    place, which fails if ``path`` exists: so ``path`` never exists half-written, one
+    process wins, and every other one reads what the winner wrote. Raises RuntimeError
+    when ``path`` exists but is empty (it was truncated; a fresh secret would silently
+    replace the one the stored data was made with).
     """
     path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        value = path.read_text().strip()
-        if not value:
-            raise RuntimeError(f"{path} is empty; delete it to generate a new secret") from None
-        return value
+        return _stored(path)
+    except FileNotFoundError:
+        pass
     value = generate()
-    with os.fdopen(fd, "w") as handle:
-        handle.write(value + "\n")
+    fd, written = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(value + "\n")
+        try:
+            os.link(written, path)
+        except FileExistsError:
+            return _stored(path)
+        return value
+    finally:
+        os.unlink(written)
+
+
+def _stored(path: Path) -> str:
+    value = path.read_text().strip()
+    if not value:
+        raise RuntimeError(f"{path} is empty; delete it to generate a new secret")
     return value
 
 
