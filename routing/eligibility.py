@@ -337,14 +337,14 @@ class Admission:
             readings = {pk: reading} if reading is not None else {}
             verdict = admission.alternatives([candidate], readings).verdict()
             if isinstance(verdict, Admitted) and plan.reachable and plan.forecast is not None:
-                return verdict._replace(forecast_out=self._runs_out(plan.forecast))
+                return verdict._replace(forecast_out=self.runs_out(plan.forecast))
             return verdict
         forbidden = self._forbidden(candidate, role)
         if forbidden is not None:
             return forbidden
         if not plan.reachable:  # nothing known: the turn goes as assigned
             return Admitted(candidate, Tier.UNKNOWN, NO_EVIDENCE, decided_by="unreachable")
-        return self._incumbent(plan, role)
+        return _incumbent(self, plan, role)
 
     # Every role
 
@@ -512,86 +512,7 @@ class Admission:
             detail += _AUTONOMOUS_WAIT
         return Excluded(reason, detail, True)
 
-    # The assignment and the session's plan
-
-    def _incumbent(self, plan: PlanFacts, role: Role) -> Admitted | Excluded:
-        """The plan the turn would start on anyway: sent there unless known not to serve
-        (the module's docstring)."""
-        candidate, reading = plan.candidate, plan.reading
-        mark = self._mark(candidate)
-        refusing = self._limited(reading, mark)
-        decided_by = self._decided_by(reading, candidate[3], refusing)
-        if refusing:
-            if mark is not None and mark[5] == THROTTLE and not self._limited(reading, None):
-                detail = "throttled (a 429 without quota evidence): backing off"
-                return Excluded(Reason.THROTTLED, detail, decided_by=decided_by)
-            detail = _REFUSING.detail if decided_by == "reading" else "refused in the skip window"
-            return Excluded(Reason.REFUSING, detail, decided_by=decided_by)
-        headroom = NO_EVIDENCE
-        if reading is not None:
-            figures = precomputed_of(reading)
-            headroom = headroom_held(reading, figures, self.instants, self.family)
-        balance = balance_of(reading, now=self.now, max_age=self.max_age, family=self.family)
-        out = self._runs_out(plan.forecast)
-        if role is Role.SESSION:
-            if balance is not None and not incumbent_holds(balance):
-                detail = f"{balance.remaining:g} % left of {balance.window}: below the floor"
-                return Excluded(Reason.SPENT, detail, decided_by=decided_by)
-            if out:
-                detail = "forecast to run out before the turn would end"
-                return Excluded(Reason.FORECAST_OUT, detail, decided_by=decided_by)
-            return Admitted(candidate, headroom.tier, headroom, decided_by=decided_by)
-        fits = placeable(reading, now=self.now, max_age=self.max_age, family=self.family)
-        return Admitted(
-            candidate,
-            headroom.tier,
-            headroom,
-            forecast_out=out,
-            placeable=fits,
-            decided_by=decided_by,
-        )
-
-    def _mark(self, candidate: Candidate) -> Candidate | None:
-        """The plan's latest refusal while it counts against this turn: inside the skip
-        window, and about a window this turn spends (``refusal_blocks``)."""
-        at = candidate[3]
-        if at is None or at <= self.skip_since:
-            return None  # aged out of the window refusals count in
-        if not refusal_blocks(candidate[5], self.family):
-            return None  # another family's block: this turn spends none of that window
-        return candidate
-
-    def _limited(self, reading: Reading | None, mark: Candidate | None) -> bool:
-        """Whether the provider limits the plan now: the three-state rule
-        (``resolve_rate_limited_now``) on the reading and the refusal ``mark``."""
-        return resolve_rate_limited_now(
-            reading,
-            now=self.now,
-            max_age=self.max_age,
-            events_say_limited=lambda: mark is not None and mark[6] == RATE_LIMIT,
-            last_refusal_at=mark[3] if mark is not None else None,
-            refusal_resets_at=mark[4] if mark is not None else None,
-            family=self.family,
-            refusal_window=(mark[5] or None) if mark is not None else None,
-        )
-
-    def _decided_by(
-        self, reading: Reading | None, refused_at: datetime | None, refusing: bool
-    ) -> str:
-        """Which evidence the three-state rule went by: a usable ``reading``, else the
-        refusal (when it refuses), else none."""
-        decided = reading_says_limited(
-            reading,
-            now=self.now,
-            max_age=self.max_age,
-            last_refusal_at=refused_at,
-            family=self.family,
-        )
-        if decided is not None:
-            return "reading"
-        return "refusal" if refusing else "no_evidence"
-
-    def _runs_out(self, forecast: Forecast | None) -> bool:
+    def runs_out(self, forecast: Forecast | None) -> bool:
         """Whether one of the windows the turn spends runs out strictly before the turn
         is expected to end, at its recent burn rate (no forecast, or no expected
         length: no)."""
@@ -604,6 +525,89 @@ class Admission:
             windows=turn_windows(self.family),
             max_age=self.max_age,
         )
+
+
+def _incumbent(admission: Admission, plan: PlanFacts, role: Role) -> Admitted | Excluded:
+    """The plan the turn would start on anyway (its assignment, or the session's plan):
+    sent there unless known not to serve (the module's docstring)."""
+    candidate, reading = plan.candidate, plan.reading
+    mark = _mark(admission, candidate)
+    refusing = _limited(admission, reading, mark)
+    decided_by = _decided_by(admission, reading, candidate[3], refusing)
+    if refusing:
+        if mark is not None and mark[5] == THROTTLE and not _limited(admission, reading, None):
+            detail = "throttled (a 429 without quota evidence): backing off"
+            return Excluded(Reason.THROTTLED, detail, decided_by=decided_by)
+        detail = _REFUSING.detail if decided_by == "reading" else "refused in the skip window"
+        return Excluded(Reason.REFUSING, detail, decided_by=decided_by)
+    headroom = NO_EVIDENCE
+    if reading is not None:
+        figures = precomputed_of(reading)
+        headroom = headroom_held(reading, figures, admission.instants, admission.family)
+    balance = balance_of(
+        reading, now=admission.now, max_age=admission.max_age, family=admission.family
+    )
+    out = admission.runs_out(plan.forecast)
+    if role is Role.SESSION:
+        if balance is not None and not incumbent_holds(balance):
+            detail = f"{balance.remaining:g} % left of {balance.window}: below the floor"
+            return Excluded(Reason.SPENT, detail, decided_by=decided_by)
+        if out:
+            detail = "forecast to run out before the turn would end"
+            return Excluded(Reason.FORECAST_OUT, detail, decided_by=decided_by)
+        return Admitted(candidate, headroom.tier, headroom, decided_by=decided_by)
+    fits = placeable(reading, now=admission.now, max_age=admission.max_age, family=admission.family)
+    return Admitted(
+        candidate,
+        headroom.tier,
+        headroom,
+        forecast_out=out,
+        placeable=fits,
+        decided_by=decided_by,
+    )
+
+
+def _mark(admission: Admission, candidate: Candidate) -> Candidate | None:
+    """The plan's latest refusal while it counts against this turn: inside the skip
+    window, and about a window this turn spends (``refusal_blocks``)."""
+    at = candidate[3]
+    if at is None or at <= admission.skip_since:
+        return None  # aged out of the window refusals count in
+    if not refusal_blocks(candidate[5], admission.family):
+        return None  # another family's block: this turn spends none of that window
+    return candidate
+
+
+def _limited(admission: Admission, reading: Reading | None, mark: Candidate | None) -> bool:
+    """Whether the provider limits the plan now: the three-state rule
+    (``resolve_rate_limited_now``) on the reading and the refusal ``mark``."""
+    return resolve_rate_limited_now(
+        reading,
+        now=admission.now,
+        max_age=admission.max_age,
+        events_say_limited=lambda: mark is not None and mark[6] == RATE_LIMIT,
+        last_refusal_at=mark[3] if mark is not None else None,
+        refusal_resets_at=mark[4] if mark is not None else None,
+        family=admission.family,
+        refusal_window=(mark[5] or None) if mark is not None else None,
+    )
+
+
+def _decided_by(
+    admission: Admission, reading: Reading | None, refused_at: datetime | None, refusing: bool
+) -> str:
+    """Which evidence the three-state rule went by: a usable ``reading``, else the
+    refusal (when it refuses), else none."""
+    decided = reading_says_limited(
+        reading,
+        now=admission.now,
+        max_age=admission.max_age,
+        last_refusal_at=refused_at,
+        family=admission.family,
+    )
+    if decided is not None:
+        return "reading"
+    return "refusal" if refusing else "no_evidence"
 
 
 def _policy_detail(candidate: Candidate, label: str, *, own: bool) -> str:
