@@ -15,35 +15,18 @@ from subscriptions.headroom.selection import rank_alternatives
 from subscriptions.headroom.selectors import headroom_usage_get
 from subscriptions.headroom.store import snapshots_write, turn_evidence_read
 from subscriptions.key_rung_state import key_rung_available, key_rung_state
-from subscriptions.models import FailureKind, Subscription
+from subscriptions.models import FailureKind
 from subscriptions.rung_secrets import subscription_rungs
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.headroom.readings import T0, limited, reading
 from tests.routing.verdicts import assigned_refusing
-from tests.subscriptions.factories import SubscriptionFactory
+from tests.subscriptions.factories import SubscriptionFactory, refuse
 from trinity import services as trinity_services
 from trinity.selectors import system_settings_get
 
 pytestmark = pytest.mark.django_db
 MINUTE = timedelta(minutes=1)
-
-
-def _refuse(
-    subscription: Subscription,
-    *,
-    ago: timedelta,
-    resets_in: timedelta | None = None,
-    kind: str = FailureKind.RATE_LIMIT,
-) -> None:
-    record_rate_limit_event(
-        agent_name="elsewhere",
-        subscription_id=subscription.pk,
-        error_message="429",
-        failure_kind=kind,
-        resets_at=T0 + resets_in if resets_in is not None else None,
-        now=T0 - ago,
-    )
 
 
 @pytest.mark.parametrize(
@@ -100,7 +83,7 @@ def test_display_pre_dispatch_and_ranking_agree_on_one_reading(
     if snapshot is not None:
         snapshots_write({subject.pk: snapshot})
     if refused_ago is not None:
-        _refuse(subject, ago=refused_ago, resets_in=refusal_resets_in)
+        refuse(subject, ago=refused_ago, resets_in=refusal_resets_in)
     display = headroom_usage_get(
         subscription=subject, now=T0, user=AnonymousUser()
     ).rate_limited_now
@@ -118,7 +101,7 @@ def test_pre_dispatch_knows_nothing_when_the_cache_is_down() -> None:
 
 def test_an_auth_refusal_alone_does_not_route_before_dispatch() -> None:
     subject = SubscriptionFactory.create()
-    _refuse(subject, ago=5 * MINUTE, kind=FailureKind.AUTH)
+    refuse(subject, ago=5 * MINUTE, kind=FailureKind.AUTH)
     assert not assigned_refusing(turn_evidence_read(subject.pk), now=T0)
 
 

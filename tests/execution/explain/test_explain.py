@@ -40,7 +40,7 @@ from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory
 from tests.execution.support import register_plan
 from tests.headroom.readings import T0, limited, reading, window
-from tests.subscriptions.factories import SubscriptionFactory
+from tests.subscriptions.factories import SubscriptionFactory, refuse
 from trinity import clock
 from trinity import services as trinity_services
 from trinity.selectors import system_settings_get
@@ -48,23 +48,6 @@ from trinity.selectors import system_settings_get
 pytestmark = pytest.mark.django_db
 MINUTE = timedelta(minutes=1)
 KEY = "sk-ant-api03-" + "k" * 40
-
-
-def _refuse(
-    subscription: Subscription,
-    *,
-    ago: timedelta,
-    resets_in: timedelta | None = None,
-    kind: str = FailureKind.RATE_LIMIT,
-) -> None:
-    record_rate_limit_event(
-        agent_name="elsewhere",
-        subscription_id=subscription.pk,
-        error_message="429",
-        failure_kind=kind,
-        resets_at=T0 + resets_in if resets_in is not None else None,
-        now=T0 - ago,
-    )
 
 
 def _key_refused(*, ago: timedelta, kind: str) -> None:
@@ -201,7 +184,7 @@ class TestWhereTheNextTurnRuns:
     def test_a_refusal_in_the_skip_window_decides_without_a_reading(self, key: None) -> None:
         subs = _pool(mine=None, other=None)
         agent = _agent_on(subs["mine"])
-        _refuse(subs["mine"], ago=10 * MINUTE, resets_in=30 * MINUTE)
+        refuse(subs["mine"], ago=10 * MINUTE, resets_in=30 * MINUTE)
 
         e = _explain(agent)
 
@@ -264,7 +247,7 @@ class TestSkipListed:
     ) -> None:
         subs = _pool(mine=None, good=reading(), refused=None)
         agent = _agent_on(subs["mine"])
-        _refuse(subs["refused"], ago=10 * MINUTE, resets_in=50 * MINUTE)
+        refuse(subs["refused"], ago=10 * MINUTE, resets_in=50 * MINUTE)
 
         e = _explain(agent)
 
@@ -283,7 +266,7 @@ class TestSkipListed:
     ) -> None:
         subs = _pool(mine=None, refused=None)
         agent = _agent_on(subs["mine"])
-        _refuse(subs["refused"], ago=ago)
+        refuse(subs["refused"], ago=ago)
 
         e = _explain(agent, autonomous=True)
 
@@ -300,7 +283,7 @@ class TestSkipListed:
     def test_a_refusal_whose_reset_has_passed_readmits_it_in_rank(self) -> None:
         subs = _pool(mine=None, back=None)
         agent = _agent_on(subs["mine"])
-        _refuse(subs["back"], ago=40 * MINUTE, resets_in=-10 * MINUTE)
+        refuse(subs["back"], ago=40 * MINUTE, resets_in=-10 * MINUTE)
 
         assert _order(_explain(agent)) == [("mine", "assigned"), ("back", "readmitted")]
 
@@ -504,7 +487,7 @@ UNREACHABLE_REDIS = {
 def test_with_the_cache_down_it_says_the_turn_runs_as_assigned_in_database_order() -> None:
     subs = _pool(mine=None, b=None, a=None)
     agent = _agent_on(subs["mine"])
-    _refuse(subs["mine"], ago=MINUTE)  # only the cache's mark would say so
+    refuse(subs["mine"], ago=MINUTE)  # only the cache's mark would say so
 
     with override_settings(CACHES=UNREACHABLE_REDIS):
         e = _explain(agent)
