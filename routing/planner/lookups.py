@@ -14,7 +14,7 @@ from routing.planner.actions import Ask, Fail, Need, Send
 from routing.planner.evidence import Attempt, BudgetRefused, Busy, Event, Evidence, SettingsFacts
 from routing.planner.texts import NOT_SENT_IN_TIME
 from routing.rung import KEY_RUNG, RungKind, RungRef
-from routing.walk import Pick, Stop, Walk, walk_start
+from routing.walk import Pick, Stop, Walk, pre_dispatch_pick, walk_start
 
 # Stops that mean every credential the walk could try refused.
 EXHAUSTED_STOPS = frozenset({Stop.EXHAUSTED, Stop.ALREADY_TRIED, Stop.RUNG_CAP})
@@ -125,6 +125,24 @@ def ranked_and_key(
     if isinstance(key, Need):
         return key
     return selection, key
+
+
+def pre_dispatch_choice(
+    evidence: Evidence,
+    *,
+    including_last: bool,
+    now: datetime,
+    stage: str = "",
+    key_wanted: bool = True,
+) -> tuple[Walk, Pick | None] | Need:
+    """The walk so far and the plan (or key) a turn not sent where it would go is
+    routed to instead (``walk.pre_dispatch_pick``; None: nothing to route to)."""
+    walk = walk_of(evidence, including_last=including_last)
+    ranked = ranked_and_key(evidence, walk, stage, key_wanted=key_wanted)
+    if isinstance(ranked, Need):
+        return ranked
+    selection, key = ranked
+    return walk, pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
 
 
 def rung_of(evidence: Evidence, pick: Pick, stage: str = "") -> RungRef | Need | None:

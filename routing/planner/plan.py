@@ -51,7 +51,7 @@ from routing.planner.ending import finish, key_budget_stop, outage, policy_refus
 from routing.planner.evidence import UNKNOWN, BudgetRefused, Busy, Evidence, Unreachable
 from routing.planner.lookups import (
     may_switch,
-    ranked_and_key,
+    pre_dispatch_choice,
     rung_of,
     selection_of,
     sent,
@@ -60,7 +60,7 @@ from routing.planner.lookups import (
 )
 from routing.planner.walking import after_refusal, around_cap
 from routing.rung import RungKind
-from routing.walk import Pick, Stop, Why, pre_dispatch_pick
+from routing.walk import Pick, Stop, Why
 
 
 def plan(evidence: Evidence, *, now: datetime) -> Action:
@@ -119,12 +119,12 @@ def _leave(evidence: Evidence, verdict: Excluded, *, now: datetime) -> Action:
     if isinstance(settings, Need):
         return settings
     if settings.switching_stop is None:
-        walk = walk_of(evidence, including_last=False)
-        ranked = ranked_and_key(evidence, walk, key_wanted=not by_policy)
-        if isinstance(ranked, Need):
-            return ranked
-        selection, key = ranked
-        pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
+        choice = pre_dispatch_choice(
+            evidence, including_last=False, now=now, key_wanted=not by_policy
+        )
+        if isinstance(choice, Need):
+            return choice
+        pick = choice[1]
         rung = rung_of(evidence, pick) if pick is not None else None
         if isinstance(rung, Need):
             return rung
@@ -185,12 +185,12 @@ def _pre_dispatch(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Se
         return switching
     if not switching:
         return None
-    walk = walk_of(evidence, including_last=False)
-    ranked = ranked_and_key(evidence, walk, stage, key_wanted=not forecast_only)
-    if isinstance(ranked, Need):
-        return ranked
-    selection, key = ranked
-    pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
+    choice = pre_dispatch_choice(
+        evidence, including_last=False, now=now, stage=stage, key_wanted=not forecast_only
+    )
+    if isinstance(choice, Need):
+        return choice
+    walk, pick = choice
     if pick is None:
         return None
     if (

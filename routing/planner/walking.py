@@ -10,6 +10,7 @@ from routing.planner.ending import at_capacity, outage, refused
 from routing.planner.evidence import Attempt, Busy, Evidence
 from routing.planner.lookups import (
     agent_of,
+    pre_dispatch_choice,
     ranked_and_key,
     refusal_of,
     retried,
@@ -25,7 +26,6 @@ from routing.walk import (
     Walk,
     Why,
     may_reissue,
-    pre_dispatch_pick,
     walk_gate,
     walk_next,
 )
@@ -150,12 +150,10 @@ def around_cap(evidence: Evidence, busy: Busy, *, now: datetime) -> Action:
         return settings
     if settings.switching_stop is not None:
         return at_capacity(busy)
-    walk = walk_of(evidence, including_last=True)
-    ranked = ranked_and_key(evidence, walk)
-    if isinstance(ranked, Need):
-        return ranked
-    selection, key = ranked
-    pick = pre_dispatch_pick(walk, selection=selection, key_available=key, now=now)
+    choice = pre_dispatch_choice(evidence, including_last=True, now=now)
+    if isinstance(choice, Need):
+        return choice
+    pick = choice[1]
     rung = rung_of(evidence, pick) if pick is not None else None
     if isinstance(rung, Need):
         return rung
