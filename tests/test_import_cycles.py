@@ -26,6 +26,7 @@ PROJECT = (
     "trinity_contract",
     "agent_server",
     "simulator",
+    "gateway",
 )
 # The packages a cycle may not pass through.
 SCOPE = PROJECT

@@ -125,6 +125,7 @@ INSTALLED_APPS = [
     "agents",
     "subscriptions",
     "execution",
+    "gateway",
 ]
 
 MIDDLEWARE = [
