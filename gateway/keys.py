@@ -84,8 +84,8 @@ def _checked(values: dict[str, Any], *, now: datetime) -> dict[str, Any]:
 @transaction.atomic
 def gateway_key_create(
     *,
-    owner: AbstractBaseUser,
-    created_by: AbstractBaseUser,
+    owner: User,
+    created_by: User,
     name: str,
     now: datetime,
     **values: Any,
