@@ -360,6 +360,10 @@ def serve_platform(sim: Simulator, raw: bytes, request: Request, outcome: Outcom
     if cred.revoked:
         return openai_error(401, "invalid_api_key", INVALID_KEY)
     model = outcome.model
+    if body is not None and isinstance(body.get("input"), str):
+        # The platform API takes a plain string as one user message (the backend does not).
+        text = body["input"]
+        body["input"] = [{"role": "user", "content": [{"type": "input_text", "text": text}]}]
     if body is None or model is None or not isinstance(body.get("input"), list):
         return openai_error(400, None, "Invalid request body: give model and input.")
     if not sim.is_known_codex_model(model):
