@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from gateway.catalog import FAMILIES
@@ -75,8 +75,8 @@ def _checked(values: dict[str, Any], *, now: datetime) -> dict[str, Any]:
         limit = values.get(name)
         if limit is not None and Decimal(limit) <= 0:
             raise InvalidInput(f"{name} must be positive (or null: no limit).", field=name)
-    name = values.get("name")
-    if name is not None and not str(name).strip():
+    label = values.get("name")
+    if label is not None and not str(label).strip():
         raise InvalidInput("A key needs a name.", field="name")
     return values
 
@@ -84,8 +84,8 @@ def _checked(values: dict[str, Any], *, now: datetime) -> dict[str, Any]:
 @transaction.atomic
 def gateway_key_create(
     *,
-    owner: AbstractBaseUser,
-    created_by: AbstractBaseUser,
+    owner: User,
+    created_by: User,
     name: str,
     now: datetime,
     **values: Any,

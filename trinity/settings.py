@@ -497,6 +497,23 @@ RATE_LIMIT_EVENT_RETENTION_SECONDS = _env_int(
 # anything listens, and the URLs the commands print follow the same values.
 PORT = _env_int("PORT", 8000, minimum=1, maximum=65535)
 SIMULATOR_PORT = _env_int("SIMULATOR_PORT", 8100, minimum=1, maximum=65535)
+# The gateway (``python -m gateway``): where it listens, and where the web reaches it
+# (its open streams in the embedded default, which has no Redis to read them from).
+TRINITY_GATEWAY_PORT = _env_int("TRINITY_GATEWAY_PORT", 8200, minimum=1, maximum=65535)
+TRINITY_GATEWAY_URL = env.str(
+    "TRINITY_GATEWAY_URL", default=f"http://127.0.0.1:{TRINITY_GATEWAY_PORT}"
+).rstrip("/")
+# How often the gateway re-reads changed keys (a revocation ends its streams this soon).
+TRINITY_GATEWAY_POLL_SECONDS = _env_int("TRINITY_GATEWAY_POLL_SECONDS", 1, minimum=1, maximum=60)
+# How long the gateway reuses a session's routing evidence (the breaker, the plan's
+# verdict) before it reads them again; any refusal it sees drops it at once.
+TRINITY_GATEWAY_EVIDENCE_SECONDS = _env_int(
+    "TRINITY_GATEWAY_EVIDENCE_SECONDS", 2, minimum=0, maximum=300
+)
+# The largest request body the gateway reads (the Messages API's own limit).
+TRINITY_GATEWAY_MAX_BODY_BYTES = _env_int(
+    "TRINITY_GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1024, maximum=256 * 1024 * 1024
+)
 
 # Upstream providers. `make run` points these at the local provider simulator; a real
 # deployment leaves the defaults (or points at a proxy).
