@@ -281,10 +281,11 @@ def gateway_missing() -> str | None:
 
 
 def gateway_process(
-    *, sim_url: str, environ: dict[str, str], log_path: Path
+    *, sim_url: str, environ: dict[str, str], log_path: Path, profile: Path | None = None
 ) -> HealthCheckedProcess:
     """The gateway (``python -m gateway``) with the benchmark's database, Redis and
-    TRINITY_VAR_DIR (``environ``), every upstream the simulator."""
+    TRINITY_VAR_DIR (``environ``), every upstream the simulator; under cProfile writing
+    to ``profile`` when given (at its clean exit: SIGTERM)."""
     port = free_port()
     env = {
         **environ,
@@ -295,7 +296,8 @@ def gateway_process(
         "TRINITY_CODEX_AUTH_URL": sim_url,
         "PYTHONUNBUFFERED": "1",
     }
-    argv = [sys.executable, "-m", "gateway", "--host", "127.0.0.1", "--port", str(port)]
+    profiled = [str(ROOT / "bench" / "_profiled.py"), str(profile)] if profile else ["-m"]
+    argv = [sys.executable, *profiled, "gateway", "--host", "127.0.0.1", "--port", str(port)]
     return HealthCheckedProcess(
         name="gateway", argv=argv, env=env, port=port, health_path="/healthz", log_path=log_path
     )

@@ -409,7 +409,7 @@ def make_paths(
 
 
 def start_all(
-    stack: ExitStack, names: list[str], workdir: Path
+    stack: ExitStack, names: list[str], workdir: Path, *, profile: Path | None
 ) -> tuple[list[Path_], SimulatorProcess]:
     """Start every process ``names`` needs (each stopped when ``stack`` closes), seed
     the credentials; the paths to measure, and the simulator."""
@@ -432,7 +432,10 @@ def start_all(
         secrets_["gateway"] = rig.gateway_seed(plans)
         gateway = stack.enter_context(
             rig.gateway_process(
-                sim_url=sim.base_url, environ=web_environ(), log_path=workdir / "gateway.log"
+                sim_url=sim.base_url,
+                environ=web_environ(),
+                log_path=workdir / "gateway.log",
+                profile=profile,
             )
         )
         urls["gateway"], pids["gateway"] = gateway.base_url, gateway.pid
@@ -453,23 +456,43 @@ def start_all(
 async def run(paths: list[Path_], sim: SimulatorProcess, args: argparse.Namespace) -> bool:
     """Warm up, measure, report; True when every request was served."""
     kinds_ = kinds()
-    crowds: list[list[Path_]] = []
     try:
-        await interleaved(paths, kinds_, args.warmup)
-        gc.collect()
-        gc.freeze()  # what setup allocated is never scanned again mid-measurement
-        before = cpu_of(paths)
-        results = await interleaved(paths, kinds_, args.requests)
-        after = cpu_of(paths)
-        print(f"\n{args.requests} interleaved rounds: {machine()}")
-        for kind in kinds_:
-            report_targets(kind, report_kind(results, kind, [p.name for p in paths]))
-        report_cpu(before, after, results)
+        results = await interleaved_phase(paths, kinds_, args)
+        if args.bursts > 0:
+            results.update(await concurrent_phase(paths, sim, kinds_, args))
+    finally:
+        for path in paths:
+            await path.client.aclose()
+    return all(s.served for t in results.values() for s in t.samples)
 
-        streamed = next(k for k in kinds_ if k.api == "messages" and k.stream)
-        crowds = [
-            crowd_of(p, args.concurrent) for p in paths if p.name in ("direct", "splice", "gateway")
-        ]
+
+async def interleaved_phase(
+    paths: list[Path_], kinds_: list[Kind], args: argparse.Namespace
+) -> Results:
+    """The warm-up, then ``--requests`` interleaved rounds, reported."""
+    await interleaved(paths, kinds_, args.warmup)
+    gc.collect()
+    gc.freeze()  # what setup allocated is never scanned again mid-measurement
+    before = cpu_of(paths)
+    results = await interleaved(paths, kinds_, args.requests)
+    after = cpu_of(paths)
+    print(f"\n{args.requests} interleaved rounds: {machine()}")
+    for kind in kinds_:
+        report_targets(kind, report_kind(results, kind, [p.name for p in paths]))
+    report_cpu(before, after, results)
+    return results
+
+
+async def concurrent_phase(
+    paths: list[Path_], sim: SimulatorProcess, kinds_: list[Kind], args: argparse.Namespace
+) -> Results:
+    """``--bursts`` bursts of ``--concurrent`` streamed Messages requests per path (not
+    LiteLLM), reported; keyed apart from the interleaved results."""
+    streamed = next(k for k in kinds_ if k.api == "messages" and k.stream)
+    crowds = [
+        crowd_of(p, args.concurrent) for p in paths if p.name in ("direct", "splice", "gateway")
+    ]
+    try:
         # Held answers keep every stream of a burst open at once, as real streams that
         # last seconds are.
         sim.control.set_latency(args.hold_ms)
@@ -477,12 +500,26 @@ async def run(paths: list[Path_], sim: SimulatorProcess, args: argparse.Namespac
         await bursts(crowds, streamed, rounds=1)
         crowded, cpu = await bursts(crowds, streamed, rounds=args.bursts)
         sim.control.set_latency(0)
-        report_bursts(crowded, streamed, cpu, args=args)
     finally:
-        for path in paths + [p for crowd in crowds for p in crowd]:
-            await path.client.aclose()
-    every = [s for r in (results, crowded) for t in r.values() for s in t.samples]
-    return all(s.served for s in every)
+        for crowd in crowds:
+            for path in crowd:
+                await path.client.aclose()
+    report_bursts(crowded, streamed, cpu, args=args)
+    return {(name, f"{kind} x{args.concurrent}"): t for (name, kind), t in crowded.items()}
+
+
+def print_profile(path: Path, top: int = 40) -> None:
+    """The gateway's cProfile (its event loop thread's CPU time over the whole run): top
+    functions by own time and by cumulative time."""
+    import pstats
+
+    if not path.exists():
+        print(f"no profile at {path}: the gateway did not exit cleanly")
+        return
+    print(f"\ncProfile of the gateway's event loop thread (CPU time, whole run; {path}):")
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
 
 
 def arguments() -> argparse.Namespace:
@@ -490,9 +527,14 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=400, help="interleaved rounds measured")
     parser.add_argument("--warmup", type=int, default=20, help="interleaved rounds discarded")
     parser.add_argument("--concurrent", type=int, default=200, help="streams per burst")
-    parser.add_argument("--bursts", type=int, default=3, help="measured bursts per path")
+    parser.add_argument("--bursts", type=int, default=3, help="measured bursts per path (0: none)")
     parser.add_argument(
         "--hold-ms", type=int, default=1000, help="the simulator holds each burst answer"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run the gateway under cProfile and print where its time went (slows it)",
     )
     parser.add_argument(
         "--paths", default=",".join(PATHS), help=f"comma-separated, of {', '.join(PATHS)}"
@@ -520,11 +562,14 @@ def main() -> None:
             workdir = boot(database_url=database, redis_url=redis_url)
         else:
             workdir = Path(tempfile.mkdtemp(prefix="trinity-bench-gateway-"))
+        profile = workdir / "gateway.prof" if args.profile else None
         print(f"gateway benchmark: {machine()}; paths {', '.join(args.names)}; logs in {workdir}")
-        paths, sim = start_all(stack, args.names, workdir)
+        paths, sim = start_all(stack, args.names, workdir, profile=profile)
         print(f"started: {machine()}")
         served = asyncio.run(run(paths, sim, args))
     print(f"\nstopped every process: {machine()}")
+    if profile is not None:
+        print_profile(profile)
     if not served:
         raise SystemExit(f"some requests were not served (above); logs kept in {workdir}")
     shutil.rmtree(workdir, ignore_errors=True)
