@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,11 +15,12 @@ from typing import Any, Final
 import httpx
 
 from agent_server.metering import GrantMeter
-from agent_server.relay import RESPONSE_DROPPED, relay
+from agent_server.relay import RESPONSE_DROPPED, answer_json, relay
 from agent_server.upstream import MAX_REFUSAL_BYTES, ratelimit_headers
-from gateway.catalog import BILLED
+from gateway.catalog import ANTHROPIC, BILLED
+from gateway.server.codex_plan import CollectFailed, collected, plan_body
 from gateway.server.inbound import Inbound
-from gateway.server.shapes import sse_error
+from gateway.server.shapes import answer_error, sse_error
 from gateway.server.upstream import Refusal, Upstreams, classify, request_headers
 from routing.planner import Outcome
 from routing.rung import Rung, RungKind
@@ -77,10 +79,12 @@ async def exchange(
     if call.query:
         url += "?" + call.query.decode("latin-1")
     call.attempts += 1
+    on_plan = rung.provider != ANTHROPIC and rung.kind is RungKind.SUBSCRIPTION
+    body = plan_body(call.inbound.body) if on_plan else call.inbound.body
     try:
         response = await client.send(
             client.build_request(
-                "POST", url, headers=request_headers(call.headers, rung), content=call.inbound.body
+                "POST", url, headers=request_headers(call.headers, rung), content=body
             ),
             stream=True,
         )
@@ -103,6 +107,8 @@ async def exchange(
                 return refusal
             await _answer(call, response, body)
             return None
+        if on_plan and not call.inbound.stream:
+            return await _collect_served(call, response, rung)
         return await _relay_served(call, response, rung)
     finally:
         await response.aclose()
@@ -146,6 +152,24 @@ async def _answer(call: Call, response: httpx.Response, body: bytes) -> None:
     start["headers"].append((b"content-length", str(len(body)).encode()))
     await call.send(start)
     await call.send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _collect_served(call: Call, response: httpx.Response, rung: Rung) -> Outcome:
+    """A Codex plan's streamed answer to a client that asked for one JSON answer."""
+    grant = GrantMeter(price_provider(call.provider))
+    call.meter, call.served_by = grant, rung
+    meter = grant.request(headers=response.headers)
+    try:
+        payload = await collected(response, meter)
+    except (CollectFailed, httpx.HTTPError) as exc:
+        logger.warning("gateway: a Codex plan's answer could not be collected: %s", exc)
+        await answer_error(call.send, call.provider, 502, "the plan's answer ended early")
+        call.status = 502
+        return Outcome(True)
+    call.status = 200
+    call.started_response = True
+    await answer_json(call.send, 200, json.loads(payload))
+    return Outcome(True)
 
 
 async def _relay_served(call: Call, response: httpx.Response, rung: Rung) -> Outcome:

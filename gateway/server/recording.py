@@ -15,7 +15,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from gateway.models import GatewayUsage
+from django.db import IntegrityError, transaction
+
+from gateway.models import GatewayKey, GatewayUsage
 from subscriptions.headroom.feed import headroom_reading_observe
 from subscriptions.key_spend import fleet_key_spend_add
 from trinity import clock
@@ -74,13 +76,26 @@ class Recorder:
             await self.pool(_write, rows, readings, spend)
 
 
+def _usage_write(rows: list[GatewayUsage]) -> None:
+    """Insert the rows in one statement; when a row's key was deleted meanwhile (its
+    owner removed), the batch is written row by row and only those rows are lost."""
+    try:
+        with transaction.atomic():
+            GatewayUsage.objects.bulk_create(rows, batch_size=BATCH)
+    except IntegrityError:
+        kept = set(
+            GatewayKey.objects.filter(pk__in={r.key_id for r in rows}).values_list("pk", flat=True)
+        )
+        GatewayUsage.objects.bulk_create([r for r in rows if r.key_id in kept], batch_size=BATCH)
+
+
 def _write(
     rows: list[GatewayUsage],
     readings: dict[int, tuple[dict[str, str], datetime]],
     spend: dict[str, Decimal],
 ) -> None:
     if rows:
-        GatewayUsage.objects.bulk_create(rows, batch_size=BATCH)
+        _usage_write(rows)
     for subscription_id, (headers, at) in readings.items():
         headroom_reading_observe(subscription_id=subscription_id, headers=headers, now=at)
     for provider, usd in spend.items():

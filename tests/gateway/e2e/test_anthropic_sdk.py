@@ -28,13 +28,12 @@ def client(gw: Gateway, key: str) -> anthropic.Anthropic:
     return anthropic.Anthropic(api_key=key, base_url=gw.url, max_retries=0, timeout=30)
 
 
-def ask(sdk: anthropic.Anthropic, text: str = "hello", **extra: object) -> anthropic.types.Message:
+def ask(sdk: anthropic.Anthropic, text: str = "hello") -> anthropic.types.Message:
     return sdk.messages.create(
         model=MODEL,
         max_tokens=64,
         messages=[{"role": "user", "content": text}],
         metadata={"user_id": SESSION},
-        **extra,  # type: ignore[arg-type]
     )
 
 
@@ -85,25 +84,21 @@ def test_a_refused_plan_walks_inside_the_request_once_switched_and_noticed(
     gw: Gateway, control: SimulatorControl, person: User
 ) -> None:
     a, a_token = register_plan(control, "max-a")
-    b, _ = register_plan(control, "max-b")
+    b, b_token = register_plan(control, "max-b")
     sdk = client(gw, issue(person))
     ask(sdk)
     session = GatewaySession.objects.get(key__owner=person)
-    first = session.subscription_id
-    first_token = a_token if first == a.pk else None
-    if first_token is None:  # the session started on max-b: exhaust that one instead
-        first_token = next(c["token"] for c in control.credentials() if c["label"] == "max-b")
-    control.set_usage(first_token, "five_hour", percent=100)
+    on_a = session.subscription_id == a.pk
+    control.set_usage(a_token if on_a else b_token, "five_hour", percent=100)
     control.clear_requests()
 
     ask(sdk, "after the reset")
     ask(sdk, "and again")
 
-    other = "max-b" if first == a.pk else "max-a"
-    refused = "max-a" if first == a.pk else "max-b"
+    other, refused = ("max-b", "max-a") if on_a else ("max-a", "max-b")
     assert upstream(control) == [(refused, 429), (other, 200), (other, 200)]
     session.refresh_from_db()
-    assert session.subscription_id == (b.pk if first == a.pk else a.pk)
+    assert session.subscription_id == (b.pk if on_a else a.pk)
     assert session.switches == 1
     notices = wait_for(
         lambda: list(Notification.objects.filter(kind="gateway_session_switched")) or None
