@@ -39,7 +39,7 @@ BENCH_REDIS_URL names (flushed afterwards). Without the gateway path
 (``--paths direct,splice,litellm``) neither is needed. Traffic stays on loopback, and
 every process it starts (simulator, splice relay, gateway, LiteLLM) is stopped on the
 way out. Logs are kept in a temporary directory printed at the start (removed after a
-clean run).
+clean run unless ``--profile`` wrote its stats there).
 """
 
 from __future__ import annotations
@@ -572,7 +572,8 @@ def main() -> None:
         print_profile(profile)
     if not served:
         raise SystemExit(f"some requests were not served (above); logs kept in {workdir}")
-    shutil.rmtree(workdir, ignore_errors=True)
+    if profile is None:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
