@@ -27,6 +27,7 @@ from routing.rung import Rung, RungKind
 from trinity import clock
 from trinity_contract.prices import ANTHROPIC as PRICE_ANTHROPIC
 from trinity_contract.prices import OPENAI as PRICE_OPENAI
+from trinity_contract.redaction import mask
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ async def exchange(
             )
             if refusal.walks:
                 return refusal
-            await _answer(call, response, body)
+            await _answer(call, response, _masked(body, rung))
             return None
         if on_plan and not call.inbound.stream:
             return await _collect_served(call, response, rung)
@@ -129,6 +130,13 @@ async def _error_body(response: httpx.Response) -> bytes:
         if len(kept) >= MAX_REFUSAL_BYTES:
             break
     return bytes(kept[:MAX_REFUSAL_BYTES])
+
+
+def _masked(body: bytes, rung: Rung) -> bytes:
+    """An error body the client will read, with the credential masked should the
+    provider have quoted it."""
+    secret = rung.secret.reveal()
+    return body.replace(secret.encode(), mask(secret).encode()) if secret else body
 
 
 def _start(call: Call, response: httpx.Response) -> dict[str, Any]:
