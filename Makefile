@@ -176,6 +176,14 @@ bench-storm: $(STAMP) $(NODE_STAMP)
 bench-forwarder: $(STAMP) $(NODE_STAMP)
 	$(PY) bench/forwarder.py $(FORWARDER_ARGS)
 
+# What the gateway adds (bench/gateway.py): the same ~50 KB CLI requests direct to the
+# simulator, through a bare TCP splice relay, through the gateway and through LiteLLM's
+# proxy (installed once into var/bench-litellm), interleaved; then 200 concurrent streams.
+# The same two variables as bench-turn, and e.g. GATEWAY_ARGS="--requests 1000 --bursts 5".
+.PHONY: bench-gateway
+bench-gateway: $(STAMP)
+	$(PY) bench/gateway.py $(GATEWAY_ARGS)
+
 # What the local runtime's sandbox adds to a turn's spawn (bench/sandbox.py; as root
 # with bubblewrap), e.g. SANDBOX_ARGS="--spawns 300 --turns 40".
 .PHONY: bench-sandbox
