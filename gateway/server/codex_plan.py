@@ -7,9 +7,8 @@ serves goes to the platform API as the client sent it."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any, Final
-
-import httpx
 
 from agent_server.metering import RequestMeter
 
@@ -35,10 +34,10 @@ class CollectFailed(Exception):
     """The stream ended without a final response event."""
 
 
-async def collected(response: httpx.Response, meter: RequestMeter | None) -> bytes:
+async def collected(body: AsyncIterator[bytes], meter: RequestMeter | None) -> bytes:
     """The final ``response`` object of a streamed answer, as JSON (metered as read)."""
     buffer = bytearray()
-    async for chunk in response.aiter_raw():
+    async for chunk in body:
         buffer += chunk
         if meter is not None:
             meter.feed(chunk)

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-import httpx
-
 from gateway.models import GatewaySession
+from gateway.server.client import UpstreamClient
 from gateway.server.exchange import Call, exchange
 from gateway.server.finishing import finish, refusal_record
 from gateway.server.gathering import Request, gather
@@ -95,7 +94,7 @@ class Router:
     """What routing a request needs: the pooled client, the upstreams, the thread
     pool, the session cache."""
 
-    client: httpx.AsyncClient
+    client: UpstreamClient
     upstreams: Upstreams
     pool: Pool
     sessions: SessionCache
