@@ -236,7 +236,10 @@ class GatewayApp:
             self.open.get(call.key_id, set()).discard(work)
             self.streams.remove(call.request_id)
             metrics.OPEN.dec()
-            self._after(call, key, started)
+            try:
+                self._after(call, key, started)
+            except Exception:  # the answer went out already: a bookkeeping bug must not cut it
+                logger.exception("gateway: recording request %s failed", call.request_id)
 
     async def _serve(self, call: Call, key_name: str) -> None:
         assert self.router is not None  # noqa: S101 - set at startup
@@ -262,16 +265,16 @@ class GatewayApp:
         self.recorder.usage.append(row)
         for subscription_id, headers in call.readings:
             self.recorder.reading(subscription_id, headers, now)
-        if row.billed_usd:
-            self.recorder.spend(call.provider, row.billed_usd)
-        tokens = (
-            row.input_tokens + row.output_tokens + row.cache_read_tokens + row.cache_write_tokens
+        if row["billed_usd"]:
+            self.recorder.spend(call.provider, row["billed_usd"])
+        tokens = sum(
+            row[f"{kind}_tokens"] for kind in ("input", "output", "cache_read", "cache_write")
         )
         release = self.limits.release(
             key_id=call.key_id,
             request_id=call.request_id,
             tokens=tokens,
-            usd=float(row.list_usd),
+            usd=float(row["list_usd"]),
             now=now,
         )
         task = asyncio.ensure_future(release)
