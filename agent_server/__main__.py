@@ -210,9 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             # (uvicorn's 5 s default equalled httpx's, and under load a reused
             # connection met the close: "Server disconnected without a response").
             timeout_keep_alive=SERVER_KEEPALIVE_SECONDS,
-            # The stock loop and parser (the CLI's subprocesses, the sandbox's signals
-            # were built and measured on them): uvloop and httptools are installed for
-            # the gateway, and uvicorn's "auto" would otherwise switch to them here.
+            # What the CLI's subprocesses were built on, not "auto" (the gateway's uvloop).
             loop="asyncio",
             http="h11",
         )
