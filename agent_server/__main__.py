@@ -210,8 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             # (uvicorn's 5 s default equalled httpx's, and under load a reused
             # connection met the close: "Server disconnected without a response").
             timeout_keep_alive=SERVER_KEEPALIVE_SECONDS,
-            # What the CLI's subprocesses were built on, not "auto" (the gateway's uvloop).
-            loop="asyncio",
+            loop="asyncio",  # what the CLI's subprocesses run on, not the gateway's uvloop
             http="h11",
         )
     )
