@@ -17,17 +17,20 @@ MAX_COLLECTED: Final = 64 * 1024 * 1024
 _DONE: Final = ("response.completed", "response.incomplete", "response.failed")
 
 
-def plan_body(body: bytes) -> bytes:
-    """``body`` as the plan's backend takes it: streamed, not stored, its input a list."""
-    payload: dict[str, Any] = json.loads(body)
+def plan_body(body: bytes, payload: dict[str, Any]) -> bytes:
+    """``body`` (parsed: ``payload``) as the plan's backend takes it: streamed, not
+    stored, its input a list. The Codex CLI's requests are so already, and go as sent."""
     given = payload.get("input")
+    if payload.get("stream") is True and isinstance(given, list) and "store" in payload:
+        return body
+    reshaped = dict(payload)
     if isinstance(given, str):
-        payload["input"] = [
+        reshaped["input"] = [
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": given}]}
         ]
-    payload["stream"] = True
-    payload.setdefault("store", False)
-    return json.dumps(payload).encode()
+    reshaped["stream"] = True
+    reshaped.setdefault("store", False)
+    return json.dumps(reshaped).encode()
 
 
 class CollectFailed(Exception):

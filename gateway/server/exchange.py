@@ -82,7 +82,7 @@ async def exchange(
         url += "?" + call.query.decode("latin-1")
     call.attempts += 1
     on_plan = rung.provider != ANTHROPIC and rung.kind is RungKind.SUBSCRIPTION
-    body = plan_body(call.inbound.body) if on_plan else call.inbound.body
+    body = plan_body(call.inbound.body, call.inbound.payload) if on_plan else call.inbound.body
     try:
         response = await client.post(url, request_headers(call.headers, rung), body)
     except Unreachable as exc:
