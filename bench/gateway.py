@@ -52,9 +52,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -228,11 +230,12 @@ async def interleaved(paths: list[Path_], kinds_: list[Kind], rounds: int) -> Re
 
 
 async def bursts(
-    crowds: list[list[Path_]], kind: Kind, *, rounds: int
+    crowds: list[list[Path_]], kind: Kind, *, rounds: int, spread_s: float = 0.0
 ) -> tuple[Results, dict[str, float]]:
     """``rounds`` bursts per path, each one request on every client of the path's crowd
-    at once (the paths' order rotated each round); the results, and each path's process
-    CPU seconds over its own bursts."""
+    (the paths' order rotated each round): at once, or their starts spread evenly over
+    ``spread_s``; the results, and each path's process CPU seconds over its own
+    bursts. Each request's time counts from its own start."""
     results: Results = {}
     cpu: dict[str, float] = {}
     for i in range(rounds):
@@ -240,10 +243,18 @@ async def bursts(
         for crowd in crowds[shift:] + crowds[:shift]:
             name, pid = crowd[0].name, crowd[0].pid
             before = rig.tree_cpu_seconds(pid) if pid else 0.0
-            await asyncio.gather(*(recorded(results, path, kind) for path in crowd))
+            step = spread_s / len(crowd)
+            await asyncio.gather(
+                *(later(j * step, recorded(results, path, kind)) for j, path in enumerate(crowd))
+            )
             if pid:
                 cpu[name] = cpu.get(name, 0.0) + rig.tree_cpu_seconds(pid) - before
     return results, cpu
+
+
+async def later(delay: float, work: Coroutine[Any, Any, None]) -> None:
+    await asyncio.sleep(delay)
+    await work
 
 
 def crowd_of(path: Path_, concurrent: int) -> list[Path_]:
@@ -312,12 +323,22 @@ def report_targets(kind: Kind, added: dict[str, tuple[float, ...]]) -> None:
 
 
 def report_bursts(
-    results: Results, kind: Kind, cpu: dict[str, float], *, args: argparse.Namespace
+    results: Results,
+    kind: Kind,
+    cpu: dict[str, float],
+    *,
+    args: argparse.Namespace,
+    spread_ms: int,
 ) -> None:
     """Served counts, quantiles and added p99 at ``concurrent`` streams; CPU per request."""
+    how = (
+        f"started over {spread_ms} ms, each answer held {args.hold_ms + spread_ms} ms"
+        if spread_ms
+        else f"started at once, each answer held {args.hold_ms} ms"
+    )
     print(
         f"\n{args.concurrent} concurrent {kind.name} requests, {args.bursts} bursts per path, "
-        f"each answer held {args.hold_ms} ms: {machine()}"
+        f"{how}: {machine()}"
     )
     direct = results.get(("direct", kind.name))
     d_p99 = quantile(direct.totals(), 0.99) if direct and direct.totals() else None
@@ -487,25 +508,36 @@ async def concurrent_phase(
     paths: list[Path_], sim: SimulatorProcess, kinds_: list[Kind], args: argparse.Namespace
 ) -> Results:
     """``--bursts`` bursts of ``--concurrent`` streamed Messages requests per path (not
-    LiteLLM), reported; keyed apart from the interleaved results."""
+    LiteLLM), twice: all started at once (each answer held ``--hold-ms``), and their
+    starts spread over ``--spread-ms`` with each answer held ``--spread-ms`` +
+    ``--hold-ms``, so that all of them are open together for ``--hold-ms`` (the steady
+    state of that many open streams, without the one instant at which they all
+    arrive); reported apart, keyed apart from the interleaved results."""
     streamed = next(k for k in kinds_ if k.api == "messages" and k.stream)
     crowds = [
         crowd_of(p, args.concurrent) for p in paths if p.name in ("direct", "splice", "gateway")
     ]
+    found: Results = {}
     try:
-        # Held answers keep every stream of a burst open at once, as real streams that
-        # last seconds are.
-        sim.control.set_latency(args.hold_ms)
         # One burst per path first, discarded: each client opens its connection.
+        sim.control.set_latency(args.hold_ms)
         await bursts(crowds, streamed, rounds=1)
-        crowded, cpu = await bursts(crowds, streamed, rounds=args.bursts)
+        for spread_ms in (0, args.spread_ms):
+            # Held answers keep every stream of a burst open at once, as real streams
+            # that last seconds are.
+            sim.control.set_latency(args.hold_ms + spread_ms)
+            crowded, cpu = await bursts(
+                crowds, streamed, rounds=args.bursts, spread_s=spread_ms / 1000
+            )
+            report_bursts(crowded, streamed, cpu, args=args, spread_ms=spread_ms)
+            label = f"{streamed.name} x{args.concurrent}" + (" spread" if spread_ms else "")
+            found.update({(name, label): t for (name, _), t in crowded.items()})
         sim.control.set_latency(0)
     finally:
         for crowd in crowds:
             for path in crowd:
                 await path.client.aclose()
-    report_bursts(crowded, streamed, cpu, args=args)
-    return {(name, f"{kind} x{args.concurrent}"): t for (name, kind), t in crowded.items()}
+    return found
 
 
 def print_profile(path: Path, top: int = 40) -> None:
@@ -530,6 +562,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--bursts", type=int, default=3, help="measured bursts per path (0: none)")
     parser.add_argument(
         "--hold-ms", type=int, default=1000, help="the simulator holds each burst answer"
+    )
+    parser.add_argument(
+        "--spread-ms",
+        type=int,
+        default=1000,
+        help="the second round of bursts starts its requests over this long",
     )
     parser.add_argument(
         "--profile",
