@@ -13,13 +13,19 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import sys
 
 import django
+
+SWITCH_SECONDS = 0.0005
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trinity.settings")
     django.setup()
+    # The thread pool's database work must not hold the event loop off for the
+    # interpreter's default 5 ms slices: hand the GIL back ten times as often.
+    sys.setswitchinterval(SWITCH_SECONDS)
     import uvicorn
     from django.conf import settings
 
