@@ -269,7 +269,6 @@ class GatewayKeyListApi(APIView):
         issued = gateway_key_create(
             owner=owner, created_by=_caller(request), now=clock.now(), **values
         )
-        issued.row.owner = owner  # loaded already: the answer names it without a query
         response = Response(
             {**_key_output(issued.row), "key": issued.key}, status=status.HTTP_201_CREATED
         )
