@@ -91,10 +91,13 @@ sandbox-tools:
 setup: $(STAMP) $(NODE_STAMP) $(CODEX_STAMP) panel agent-user sandbox-tools
 
 # Ports (`PORT=9000 make run` or `make run PORT=9000`): web on PORT, the provider
-# simulator on SIMULATOR_PORT. trinity/settings.py validates both when the first
-# manage.py command of `run` loads it, so a bad value stops before anything listens.
+# simulator on SIMULATOR_PORT, the gateway on GATEWAY_PORT. trinity/settings.py validates
+# them when the first manage.py command of `run` loads it, so a bad value stops before
+# anything listens.
 PORT := $(or $(PORT),8000)
 SIMULATOR_PORT := $(or $(SIMULATOR_PORT),8100)
+# The gateway (python -m gateway): people's own Claude Code and Codex CLIs on the pool.
+GATEWAY_PORT := $(or $(GATEWAY_PORT),8200)
 # Upstream: the local provider simulator unless ANTHROPIC_BASE_URL is set or
 # TRINITY_UPSTREAM=real (then the real providers, or whatever the URL says).
 SIMULATOR_URL = http://127.0.0.1:$(SIMULATOR_PORT)
@@ -103,7 +106,7 @@ HONCHO_START := $(VENV)/bin/honcho -f deploy/Procfile.dev start -p $(PORT)
 # Agent servers outlive web and worker by design (a restarted web finds them); the
 # demo's must not outlive `make run`: once honcho stops (Ctrl-C), `run` stops them.
 run: setup
-	export PORT='$(PORT)' SIMULATOR_PORT='$(SIMULATOR_PORT)'
+	export PORT='$(PORT)' SIMULATOR_PORT='$(SIMULATOR_PORT)' TRINITY_GATEWAY_PORT='$(GATEWAY_PORT)'
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py createcachetable
 	$(PY) manage.py collectstatic --noinput --verbosity 0
@@ -111,9 +114,9 @@ run: setup
 	trap '$(PY) manage.py agents_stop_all' EXIT
 	if [ -n "$${ANTHROPIC_BASE_URL:-}" ]; then
 	  export TRINITY_ANTHROPIC_BASE_URL="$$ANTHROPIC_BASE_URL"
-	  $(HONCHO_START) web worker beat
+	  $(HONCHO_START) web worker beat gateway
 	elif [ "$${TRINITY_UPSTREAM:-simulator}" = real ]; then
-	  $(HONCHO_START) web worker beat
+	  $(HONCHO_START) web worker beat gateway
 	else
 	  export TRINITY_ANTHROPIC_BASE_URL=$(SIMULATOR_URL) TRINITY_CODEX_BASE_URL=$(SIMULATOR_URL) \
 	    TRINITY_OPENAI_BASE_URL=$(SIMULATOR_URL) TRINITY_CODEX_AUTH_URL=$(SIMULATOR_URL)
@@ -172,6 +175,14 @@ bench-storm: $(STAMP) $(NODE_STAMP)
 .PHONY: bench-forwarder
 bench-forwarder: $(STAMP) $(NODE_STAMP)
 	$(PY) bench/forwarder.py $(FORWARDER_ARGS)
+
+# What the gateway adds (bench/gateway.py): the same ~50 KB CLI requests direct to the
+# simulator, through a bare TCP splice relay, through the gateway and through LiteLLM's
+# proxy (installed once into var/bench-litellm), interleaved; then 200 concurrent streams.
+# The same two variables as bench-turn, and e.g. GATEWAY_ARGS="--requests 1000 --bursts 5".
+.PHONY: bench-gateway
+bench-gateway: $(STAMP)
+	$(PY) bench/gateway.py $(GATEWAY_ARGS)
 
 # What the local runtime's sandbox adds to a turn's spawn (bench/sandbox.py; as root
 # with bubblewrap), e.g. SANDBOX_ARGS="--spawns 300 --turns 40".

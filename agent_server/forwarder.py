@@ -38,12 +38,11 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import json
 import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +52,18 @@ import httpx
 import uvicorn
 
 from agent_server.config import DEFAULT_CODEX_UPSTREAM, DEFAULT_OPENAI_UPSTREAM
-from agent_server.metering import GrantMeter, RequestMeter, budget_message, provider_of_shape
+from agent_server.metering import GrantMeter, budget_message, provider_of_shape
+from agent_server.relay import (
+    REQUEST_DROPPED,
+    RESPONSE_DROPPED,
+    BodyTooLarge,
+    ClientGone,
+    answer_json,
+    body_chunks,
+    content_length,
+    presented,
+    relay,
+)
 from agent_server.upstream import (
     MAX_REFUSAL_BYTES,
     UpstreamSeen,
@@ -80,33 +90,6 @@ MAX_REQUEST_BYTES: Final = 32 * 1024 * 1024
 HeaderShape = Literal["bearer", "x-api-key", "codex-plan", "openai-key"]
 CODEX_SHAPES: Final = frozenset({"codex-plan", "openai-key"})
 
-# Never copied between the two hops: they describe one connection, or carry the
-# credential, or are recomputed by httpx.
-_REQUEST_DROPPED: Final = frozenset(
-    {
-        "host",
-        "authorization",
-        "x-api-key",
-        # Which account or organisation pays is the grant's to say, never the agent's.
-        "chatgpt-account-id",
-        "openai-organization",
-        # Replaced by identity: metering reads the answer's usage, and an encoding it
-        # cannot decode (br, zstd) must not be a way to spend unmetered.
-        "accept-encoding",
-        "openai-project",
-        "connection",
-        "keep-alive",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-_RESPONSE_DROPPED: Final = frozenset(
-    {"connection", "keep-alive", "transfer-encoding", "trailer", "upgrade", "date", "server"}
-)
 # The CLI streams: the whole answer may take minutes; only a silent connection fails.
 _UPSTREAM_TIMEOUT: Final = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0)
 _POOL: Final = httpx.Limits(max_connections=64, max_keepalive_connections=16)
@@ -308,7 +291,7 @@ class Forwarder:
                 "headers": [
                     (name, value)
                     for name, value in response.headers.raw
-                    if name.decode().lower() not in _RESPONSE_DROPPED
+                    if name.decode().lower() not in RESPONSE_DROPPED
                 ],
             }
         )
@@ -319,7 +302,7 @@ class Forwarder:
             if billed and response.status_code < 300
             else None
         )
-        kept = await _relay(response, send, keep=MAX_REFUSAL_BYTES if refused else 0, meter=meter)
+        kept = await relay(response, send, keep=MAX_REFUSAL_BYTES if refused else 0, meter=meter)
         # The latest answer decides: a refusal the CLI's retry got past is no
         # reason the turn failed.
         grant.seen.refusal = (
@@ -348,7 +331,7 @@ class Forwarder:
             await _answer(send, 403, "permission_error", "path not allowed by the forwarder")
             return None
         headers: list[tuple[bytes, bytes]] = scope["headers"]
-        grant = self.find(_presented(headers))
+        grant = self.find(presented(headers))
         if grant is None:
             logger.warning("forwarder: refused %s %s (no live capability)", method, path)
             await _answer(send, 401, "authentication_error", "invalid or expired capability")
@@ -363,7 +346,7 @@ class Forwarder:
             )
             await _answer(send, 403, "permission_error", "path not allowed for this credential")
             return None
-        declared = _content_length(headers)
+        declared = content_length(headers)
         if declared is not None and declared > MAX_REQUEST_BYTES:
             logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
             await _answer(send, 413, "request_too_large", "request body too large")
@@ -378,7 +361,7 @@ class Forwarder:
         upstream_headers = [
             (name, value)
             for name, value in scope["headers"]
-            if name.decode().lower() not in _REQUEST_DROPPED
+            if name.decode().lower() not in REQUEST_DROPPED
         ]
         upstream_headers += _credential_headers(grant)
         upstream_headers.append((b"accept-encoding", b"identity"))
@@ -393,14 +376,17 @@ class Forwarder:
             # upstream reads a large prompt while the rest is still coming in.
             return await self._client.send(
                 self._client.build_request(
-                    "POST", url, headers=upstream_headers, content=_body(receive)
+                    "POST",
+                    url,
+                    headers=upstream_headers,
+                    content=body_chunks(receive, MAX_REQUEST_BYTES),
                 ),
                 stream=True,
             )
-        except _BodyTooLarge:
+        except BodyTooLarge:
             logger.warning("forwarder: refused a request body over %d bytes", MAX_REQUEST_BYTES)
             await _answer(send, 413, "request_too_large", "request body too large")
-        except _ClientGone:
+        except ClientGone:
             pass
         except httpx.HTTPError as exc:
             logger.warning("forwarder: upstream unreachable: %s", type(exc).__name__)
@@ -463,128 +449,9 @@ def _credential_headers(grant: Grant) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-class _ClientGone(Exception):
-    pass
-
-
-def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    for name, value in headers:
-        if name.lower() == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
-
-
-async def _body(receive: Any) -> AsyncIterator[bytes]:
-    """The request body as the client sends it, at most MAX_REQUEST_BYTES."""
-    seen = 0
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _ClientGone
-        chunk: bytes = message.get("body", b"")
-        seen += len(chunk)
-        if seen > MAX_REQUEST_BYTES:
-            raise _BodyTooLarge
-        more = message.get("more_body", False)
-        if chunk:
-            yield chunk
-
-
-async def _relay(
-    response: httpx.Response, send: Any, *, keep: int = 0, meter: RequestMeter | None = None
-) -> bytes:
-    """Send the answer's raw bytes on as they arrive (no decoding: content-encoding
-    passes through with its content-length), never holding a byte back to wait for
-    the network. Returns the first `keep` bytes it relayed (an error body to read).
-    `meter` reads each write's bytes right after they were handed on, so metering
-    costs the reader no latency: it runs while the forwarder waits for the network.
-
-    Chunks the upstream's last read already holds (one read often carries several
-    SSE events) go out in one write: each write on loopback is a syscall that
-    delivers to the reader at once, the forwarder's main cost per request. Before
-    waiting on the network, whatever is pending is sent.
-    """
-    chunks = response.aiter_raw()
-    pending = bytearray()
-    kept = bytearray()
-    upcoming = asyncio.ensure_future(anext(chunks))
-    try:
-        while True:
-            if not upcoming.done():
-                if pending:
-                    await send(
-                        {"type": "http.response.body", "body": bytes(pending), "more_body": True}
-                    )
-                    if meter is not None:
-                        meter.feed(bytes(pending))
-                    pending.clear()
-                await asyncio.wait({upcoming})
-            try:
-                chunk = upcoming.result()
-            except StopAsyncIteration:
-                break
-            pending += chunk
-            if len(kept) < keep:
-                kept += chunk[: keep - len(kept)]
-            upcoming = asyncio.ensure_future(anext(chunks))
-            await asyncio.sleep(0)  # one loop turn: lets it take what is already read
-    finally:
-        if not upcoming.done():
-            upcoming.cancel()
-    await send({"type": "http.response.body", "body": bytes(pending), "more_body": False})
-    if meter is not None:
-        meter.feed(bytes(pending))
-        meter.finish()
-    return bytes(kept)
-
-
-def _presented(headers: list[tuple[bytes, bytes]]) -> str:
-    """The capability a request presents: a Bearer token, else the x-api-key."""
-    api_key = ""
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer":
-                return token.strip()
-        elif lowered == b"x-api-key":
-            api_key = value.decode("latin-1").strip()
-    return api_key
-
-
 async def _answer(send: Any, status: int, kind: str, message: str) -> None:
     """An error in the Messages API's shape, so the CLI reports it as it would upstream's."""
-    await _answer_json(send, status, {"type": "error", "error": {"type": kind, "message": message}})
-
-
-async def _answer_json(
-    send: Any,
-    status: int,
-    body: dict[str, Any],
-    *,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                *(extra or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload, "more_body": False})
+    await answer_json(send, status, {"type": "error", "error": {"type": kind, "message": message}})
 
 
 async def _refuse_over_budget(send: Any, grant: Grant) -> None:
@@ -612,7 +479,7 @@ async def _refuse_over_budget(send: Any, grant: Grant) -> None:
     else:
         body = {"type": "error", "error": {"type": "rate_limit_error", "message": message}}
     # x-should-retry: false, so the CLI's SDK shows it at once instead of retrying.
-    await _answer_json(send, 429, body, extra=[(b"x-should-retry", b"false")])
+    await answer_json(send, 429, body, extra=[(b"x-should-retry", b"false")])
 
 
 class _EmbeddedServer(uvicorn.Server):

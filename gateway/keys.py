@@ -34,6 +34,7 @@ LIMIT_FIELDS: Final = (
     "daily_usd",
     "monthly_usd",
 )
+USD_PLACES: Final = Decimal("0.0001")
 CHANGEABLE: Final = ("name", "expires_at", "providers", "model_families", *LIMIT_FIELDS)
 
 
@@ -75,6 +76,9 @@ def _checked(values: dict[str, Any], *, now: datetime) -> dict[str, Any]:
         limit = values.get(name)
         if limit is not None and Decimal(limit) <= 0:
             raise InvalidInput(f"{name} must be positive (or null: no limit).", field=name)
+        if limit is not None and Decimal(limit) != Decimal(limit).quantize(USD_PLACES):
+            # The column keeps four places: a finer cap would be stored as another one.
+            raise InvalidInput(f"{name} takes at most 4 decimal places.", field=name)
     label = values.get("name")
     if label is not None and not str(label).strip():
         raise InvalidInput("A key needs a name.", field="name")

@@ -8,14 +8,13 @@ a check and its spend never interleave with another request (``answering.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from simulator.answering import USAGE_RATE_LIMITED, Answering, Outcome, bearer_token
-from simulator.messages import Reply, sse_frame
+from simulator.messages import Reply, paced, sse_frame
 from simulator.ratelimit import unified_headers
 from simulator.state import Credential, Simulator, Window, iso, token_kind
 from trinity_contract.prices import ANTHROPIC
@@ -96,12 +95,9 @@ def serve_messages(
     if not outcome.stream:
         return JSONResponse(reply.message(), headers=headers)
 
-    async def events() -> AsyncIterator[bytes]:
-        for name, data in reply.sse_events():
-            yield sse_frame(name, data)
-
+    frames = (sse_frame(name, data) for name, data in reply.sse_events())
     headers["cache-control"] = "no-cache"
-    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(paced(sim, frames), media_type="text/event-stream", headers=headers)
 
 
 def anthropic_credential(sim: Simulator, request: Request, outcome: Outcome) -> JSONResponse | None:

@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from simulator.answering import USAGE_RATE_LIMITED, Answering
-from simulator.messages import ECHO_CHARS, REPLY_PREFIX, sse_frame, tokens_for
+from simulator.messages import ECHO_CHARS, REPLY_PREFIX, paced, sse_frame, tokens_for
 from simulator.ratelimit import representative
 from simulator.state import (
     CODEX_WINDOWS,
@@ -211,13 +211,12 @@ class CodexReply:
         yield "response.output_item.done", done
         yield "response.completed", {"type": "response.completed", "response": self.response()}
 
-    def streamed(self, headers: dict[str, str]) -> StreamingResponse:
-        async def events() -> Any:
-            for name, data in self.sse_events():
-                yield sse_frame(name, data)
-
+    def streamed(self, sim: Simulator, headers: dict[str, str]) -> StreamingResponse:
+        frames = (sse_frame(name, data) for name, data in self.sse_events())
         headers["cache-control"] = "no-cache"
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(
+            paced(sim, frames), media_type="text/event-stream", headers=headers
+        )
 
 
 def parse_body(raw: bytes, outcome: Outcome) -> dict[str, Any] | None:
@@ -337,7 +336,7 @@ def serve_chatgpt(sim: Simulator, raw: bytes, request: Request, outcome: Outcome
         return usage_limit(cred, decision.windows, now)
     reply = CodexReply(body, model)
     sim.spend(cred, model, reply.total_tokens)
-    return reply.streamed(rate_limit_headers(cred, now))
+    return reply.streamed(sim, rate_limit_headers(cred, now))
 
 
 # the platform key: /v1/responses
@@ -361,6 +360,10 @@ def serve_platform(sim: Simulator, raw: bytes, request: Request, outcome: Outcom
     if cred.revoked:
         return openai_error(401, "invalid_api_key", INVALID_KEY)
     model = outcome.model
+    if body is not None and isinstance(body.get("input"), str):
+        # The platform API takes a plain string as one user message (the backend does not).
+        text = body["input"]
+        body["input"] = [{"role": "user", "content": [{"type": "input_text", "text": text}]}]
     if body is None or model is None or not isinstance(body.get("input"), list):
         return openai_error(400, None, "Invalid request body: give model and input.")
     if not sim.is_known_codex_model(model):
@@ -376,7 +379,7 @@ def serve_platform(sim: Simulator, raw: bytes, request: Request, outcome: Outcom
     sim.bill(cred, provider=OPENAI, model=model, usage=usage)
     if not outcome.stream:
         return JSONResponse(reply.response())
-    return reply.streamed({})
+    return reply.streamed(sim, {})
 
 
 # the sign-in refresh: /oauth/token

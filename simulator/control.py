@@ -279,6 +279,14 @@ class SimulatorControl:
         A change releases every answer the previous latency was holding."""
         return cast(LatencyView, self._call("POST", "/latency", {"ms": ms, "scope": scope}))
 
+    def set_stream_pause(self, ms: int) -> dict[str, int]:
+        """Pause ``ms`` between the events of every streamed answer (a slow model)."""
+        return cast(dict[str, int], self._call("POST", "/stream-pause", {"ms": ms}))
+
+    def streams_cut(self) -> int:
+        """How many streams their client left before the last event."""
+        return int(self._call("GET", "/stream-pause")["cut"])
+
     def set_upstream_error(self, status: int, *, retryable: bool = True) -> UpstreamErrorView:
         """Answer every Messages request with ``status`` (500, 502, 503, 504 or 529) for
         every credential, with ``x-should-retry`` set from ``retryable``; 0 lifts it."""

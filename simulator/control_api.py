@@ -147,6 +147,7 @@ def add_control_api(app: FastAPI, answering: Answering) -> None:
     add_request_log_routes(control, sim)
     add_latency_routes(control, answering)
     add_upstream_error_routes(control, sim)
+    add_stream_pause_routes(control, sim)
     add_red_team_routes(control, sim)
     add_model_routes(control, sim)
 
@@ -320,6 +321,27 @@ def add_latency_routes(control: APIRouter, answering: Answering) -> None:
             sim.latency_usage_ms = body.ms
         answering.release_held()
         return answering.latency_view()
+
+
+class StreamPauseIn(BaseModel):
+    ms: int = Field(ge=0, le=60_000)
+
+
+def add_stream_pause_routes(control: APIRouter, sim: Simulator) -> None:
+    """A pause between the events of every streamed answer, and how many streams their
+    client left early."""
+
+    def view() -> dict[str, int]:
+        return {"ms": sim.stream_pause_ms, "cut": sim.streams_cut}
+
+    @control.get("/stream-pause")
+    async def stream_pause() -> dict[str, int]:
+        return view()
+
+    @control.post("/stream-pause")
+    async def set_stream_pause(body: StreamPauseIn) -> dict[str, int]:
+        sim.stream_pause_ms = body.ms
+        return view()
 
 
 def add_upstream_error_routes(control: APIRouter, sim: Simulator) -> None:

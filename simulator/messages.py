@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from trinity_contract.prices import TokenUsage
@@ -193,3 +194,18 @@ def _block_events(index: int, block: dict[str, Any]) -> Iterator[tuple[str, dict
 
 def sse_frame(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+async def paced(sim: Any, frames: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """A stream's frames, ``sim.stream_pause_ms`` apart; a stream its client left
+    before the last frame is counted in ``sim.streams_cut``."""
+    done = False
+    try:
+        for index, frame in enumerate(frames):
+            if index and sim.stream_pause_ms:
+                await asyncio.sleep(sim.stream_pause_ms / 1000)
+            yield frame
+        done = True
+    finally:
+        if not done:
+            sim.streams_cut += 1

@@ -399,6 +399,10 @@ class Simulator:
     requests: deque[RequestRecord] = field(default_factory=lambda: deque(maxlen=REQUEST_LOG_LIMIT))
     latency_all_ms: int = 0
     latency_usage_ms: int = 0
+    # A pause between the events of every streamed answer (a slow model), and how many
+    # streams the client left before their last event (their generator was closed).
+    stream_pause_ms: int = 0
+    streams_cut: int = 0
     # A provider-side outage: while set, the Messages API answers this 5xx to every
     # credential (0: none). ``upstream_error_retryable`` is its ``x-should-retry``.
     upstream_error_status: int = 0
@@ -420,6 +424,8 @@ class Simulator:
         self.requests.clear()
         self.latency_all_ms = 0
         self.latency_usage_ms = 0
+        self.stream_pause_ms = 0
+        self.streams_cut = 0
         self.upstream_error_status = 0
         self.upstream_error_retryable = True
         self.red_team = None

@@ -241,7 +241,29 @@ def key_budget_closed(
     No cap, no query; otherwise one indexed read of at most four ledger rows. A
     period without a row has spent nothing.
     """
-    budgets = agent_budgets(agent=agent, system=system, provider=provider)
+    return budgets_closed(agent_budgets(agent=agent, system=system, provider=provider), now=now)
+
+
+def fleet_budgets(*, system: SystemSettings, provider: str) -> list[Budget]:
+    """The fleet-wide caps of ``provider``'s key alone (a gateway request has no agent)."""
+    daily, monthly = fleet_key_budgets(system, provider)
+    return [
+        b
+        for b in applicable_budgets(
+            agent_id=0,
+            agent_name="",
+            agent_daily=None,
+            agent_monthly=None,
+            fleet_daily=daily,
+            fleet_monthly=monthly,
+            provider=provider,
+        )
+        if is_fleet_scope(b.scope)
+    ]
+
+
+def budgets_closed(budgets: list[Budget], *, now: datetime) -> BudgetClosed | None:
+    """The first of ``budgets`` that admits no key spend now, or None (no cap: no query)."""
     if not budgets:
         return None
     keys = {(b.scope, b.period): period_start(b.period, now=now) for b in budgets}
@@ -264,6 +286,16 @@ def key_budget_closed(
                 period_end(budget.period, now=now),
             )
     return None
+
+
+@transaction.atomic
+def fleet_key_spend_add(*, provider: str, usd: Decimal, now: datetime) -> None:
+    """Add ``usd`` the platform key of ``provider`` billed outside any turn (a gateway
+    request, metered as it was served) to that key's fleet ledger rows."""
+    if usd <= ZERO:
+        return
+    rows = _ledger_rows([fleet_scope(provider)], now=now)
+    key_spend_settle(ledger_ids=[r.pk for r in rows], reserved=ZERO, spent=usd)
 
 
 # Services

@@ -192,7 +192,15 @@ def test_an_import_only_for_type_checking_does_not_count() -> None:
 # the pure routing core sits just above ``trinity_contract``, so every app may ask it,
 # and the root URL conf names the apps' URL modules by string (``include("agents.urls")``),
 # which is no import.
-FLOORS = ("trinity_contract", "routing", "trinity", "agents", "subscriptions", "execution")
+FLOORS = (
+    "trinity_contract",
+    "routing",
+    "trinity",
+    "agents",
+    "subscriptions",
+    "gateway",
+    "execution",
+)
 
 
 def _floor(module: str) -> int | None:

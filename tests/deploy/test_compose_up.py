@@ -171,18 +171,55 @@ def test_the_composed_stack_migrates_and_serves_a_real_turn_over_rest(
         )
         try:
             stack.run("up", "-d", "--no-build", timeout=UP_TIMEOUT)
-            _serve_a_turn(stack, simulator, engine, _web_address(engine, stack, agents_network))
+            _serve_a_turn(stack, simulator, engine, _address(engine, stack, agents_network))
+            _serve_through_the_gateway(
+                stack, simulator, _address(engine, stack, agents_network, "gateway")
+            )
         finally:
             stack.run("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=300)
 
 
-def _web_address(engine: Any, stack: Stack, network: Any) -> str:
-    """Web's address on the agents' network. Every network of the test's stack is
-    internal, so web's published port leads nowhere; the host reaches web on that
-    network as it reaches the agents (and as the host's TLS proxy would reach web)."""
-    labels = [f"com.docker.compose.project={stack.project}", "com.docker.compose.service=web"]
-    (web,) = engine.containers.list(filters={"label": labels})
-    return str(web.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"])
+def _address(engine: Any, stack: Stack, network: Any, service: str = "web") -> str:
+    """A service's address on the agents' network. Every network of the test's stack is
+    internal, so published ports lead nowhere; the host reaches web and the gateway on
+    that network as it reaches the agents (and as the host's TLS proxy would)."""
+    labels = [
+        f"com.docker.compose.project={stack.project}",
+        f"com.docker.compose.service={service}",
+    ]
+    (container,) = engine.containers.list(filters={"label": labels})
+    return str(container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"])
+
+
+def _serve_through_the_gateway(stack: Stack, simulator: SimulatorProcess, address: str) -> None:
+    """A person's request through the composed gateway, on the plan the turn used."""
+    key = stack.run(
+        "exec", "-T", "web", "python", "manage.py", "gateway_key", "create",
+        "--owner", "admin", "--name", "deploy",
+    ).strip().splitlines()[-1]  # fmt: skip
+    simulator.control.clear_requests()
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        try:
+            answer = httpx.post(
+                f"http://{address}:8200/v1/messages",
+                headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
+                json={
+                    "model": "claude-sonnet-5-5",
+                    "max_tokens": 16,
+                    "messages": [{"role": "user", "content": "hi"}],
+                },
+                timeout=60,
+            )
+            break
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the gateway did not answer\n{stack.logs()}")
+            time.sleep(2)  # polling the composed stack's gateway container
+    assert answer.status_code == 200, f"{answer.text}\n{stack.logs()}"
+    assert [(r["credential"], r["status"]) for r in simulator.control.requests()] == [
+        ("plan-deploy", 200)
+    ]
 
 
 def _serve_a_turn(stack: Stack, simulator: SimulatorProcess, engine: Any, address: str) -> None:

@@ -3,6 +3,9 @@ through the REST API, and the real processes a turn runs in."""
 
 from __future__ import annotations
 
+import base64
+import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -17,11 +20,14 @@ from routing import billing
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from subscriptions.models import Subscription
+from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
 from tests import procs
 from tests.agents.factories import AgentFactory
 from tests.procs import cmdline
+from tests.session_canary import MARKER
 from tests.subscriptions.factories import SubscriptionFactory, plan_token
 from trinity.crypto import Secret
+from trinity_contract.codex import AUTH_CLAIMS
 
 
 def wait_until(check: Callable[[], Any], *, seconds: float, what: str) -> Any:
@@ -56,6 +62,43 @@ def register_plan(control: SimulatorControl, name: str) -> tuple[Subscription, s
         overage=entry.overage,
     )
     return subscription, token
+
+
+def codex_access_token(account: str, *, expires_in: float) -> str:
+    """A ChatGPT access token shaped like the real ones (a JWT; the session canary's
+    marker in its signature part)."""
+
+    def part(value: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    claims = {"exp": int(time.time() + expires_in), AUTH_CLAIMS: {"chatgpt_account_id": account}}
+    return f"{part({'alg': 'none'})}.{part(claims)}.{MARKER}{secrets.token_urlsafe(16)}"
+
+
+def register_codex_plan(
+    control: SimulatorControl, name: str, *, expires_in: float = 3600
+) -> tuple[Subscription, str]:
+    """A Codex plan as an operator registers it (the auth.json `codex login` wrote), its
+    sign-in known to the simulator. Stored as the service stores it, but not through
+    it: its first look would read (and refresh) the plan before the test sets what it
+    is about."""
+    account = f"acct-{name}"
+    token = codex_access_token(account, expires_in=expires_in)
+    refresh = f"rt-{MARKER}-{secrets.token_urlsafe(16)}"
+    control.register(token, kind="codex", label=name, account_id=account, refresh_token=refresh)
+    auth = {
+        "OPENAI_API_KEY": None,
+        "tokens": {"access_token": token, "refresh_token": refresh, "account_id": account},
+    }
+    stored = validate_plan_token(provider="openai-codex", token=json.dumps(auth))
+    plan = SubscriptionFactory.create(
+        name=name,
+        provider="openai-codex",
+        plan_type="pro",
+        token=Secret(stored),
+        token_fingerprint=plan_token_fingerprint(provider="openai-codex", token=stored),
+    )
+    return plan, token
 
 
 def agent_on(owner: Any, subscription: Subscription, name: str = "bot") -> Agent:

@@ -10,10 +10,8 @@ in plaintext fails the run (``tests/session_canary.py``).
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets
-import time
 from collections.abc import Callable
 from decimal import Decimal
 
@@ -26,15 +24,16 @@ from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from subscriptions.headroom.store import snapshot_read
 from subscriptions.models import KeySpend, Subscription
-from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
 from tests.agents.factories import AgentFactory
-from tests.execution.support import agent_on, register_plan, task
+from tests.execution.support import (
+    agent_on,
+    register_codex_plan,
+    register_plan,
+    task,
+)
 from tests.session_canary import MARKER
-from tests.subscriptions.factories import SubscriptionFactory
 from trinity import services as trinity_services
-from trinity.crypto import Secret
 from trinity.models import Notification
-from trinity_contract.codex import AUTH_CLAIMS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -43,42 +42,12 @@ MODEL = "gpt-5.5-codex"
 CodexPlan = Callable[..., tuple[Subscription, str]]
 
 
-def _b64(value: dict[str, object]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
-
-
-def access_token(account: str, *, expires_in: float) -> str:
-    """A ChatGPT access token shaped like the real ones (a JWT; the canary's marker in
-    its signature part)."""
-    claims = {"exp": int(time.time() + expires_in), AUTH_CLAIMS: {"chatgpt_account_id": account}}
-    return f"{_b64({'alg': 'none'})}.{_b64(claims)}.{MARKER}{secrets.token_urlsafe(16)}"
-
-
 @pytest.fixture
 def codex_plan(control: SimulatorControl) -> CodexPlan:
-    """A Codex plan as an operator registers it (the auth.json `codex login` wrote),
-    its sign-in known to the simulator."""
+    """A Codex plan as an operator registers it (``register_codex_plan``)."""
 
     def make(name: str, *, expires_in: float = 3600) -> tuple[Subscription, str]:
-        account = f"acct-{name}"
-        token = access_token(account, expires_in=expires_in)
-        refresh = f"rt-{MARKER}-{secrets.token_urlsafe(16)}"
-        control.register(token, kind="codex", label=name, account_id=account, refresh_token=refresh)
-        auth = {
-            "OPENAI_API_KEY": None,
-            "tokens": {"access_token": token, "refresh_token": refresh, "account_id": account},
-        }
-        # Stored as the service stores it, but not through it: its first look would
-        # read (and refresh) the plan before the test sets what it is about.
-        stored = validate_plan_token(provider="openai-codex", token=json.dumps(auth))
-        plan = SubscriptionFactory.create(
-            name=name,
-            provider="openai-codex",
-            plan_type="pro",
-            token=Secret(stored),
-            token_fingerprint=plan_token_fingerprint(provider="openai-codex", token=stored),
-        )
-        return plan, token
+        return register_codex_plan(control, name, expires_in=expires_in)
 
     return make
 

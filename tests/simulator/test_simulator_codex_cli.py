@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
-import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +18,7 @@ import pytest
 from agent_server.config import PACKAGE_DIR
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
-from tests.clis import codex_cli
+from tests.clis import QUIET, ProxyTrap, codex_cli, search_path
 from trinity_contract.prices import OPENAI, TokenUsage, cost_usd
 
 pytestmark = pytest.mark.e2e
@@ -41,40 +37,6 @@ CODEX_PACKAGE = PACKAGE_DIR / "codex_cli"
 def codex() -> str:
     """The CLI a Codex agent runs (``tests/clis.py``); missing, these tests fail."""
     return codex_cli()
-
-
-class ProxyTrap:
-    """A loopback listener set as every proxy: any request the CLI sends past the
-    simulator (NO_PROXY) lands here, is counted, and fails at once."""
-
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.server.settimeout(0.1)
-        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
-        self.requests: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="proxy-trap", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(1.0)
-                try:
-                    first = conn.recv(4096).split(b"\r\n", 1)[0]
-                except OSError:
-                    first = b"?"
-                # e.g. "CONNECT chatgpt.com:443 HTTP/1.1": where it wanted to go.
-                self.requests.append(first.decode(errors="replace"))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.server.close()
 
 
 @pytest.fixture(scope="module")
@@ -107,17 +69,6 @@ def sign_in_claims(jti: str) -> dict[str, Any]:
 
 
 ACCESS = unsigned_jwt(sign_in_claims("access-0"))
-
-
-# Without these two the CLI calls past any provider it is given (seen with 0.169.0):
-# the plugin marketplace (github.com, api.github.com, chatgpt.com; in ChatGPT mode the
-# configured chatgpt_base_url instead) and analytics (ab.chatgpt.com).
-QUIET = """
-[analytics]
-enabled = false
-[features]
-plugins = false
-"""
 
 
 def api_key_config(base_url: str) -> str:
@@ -227,13 +178,6 @@ def rollout_rate_limits(home: Path) -> dict[str, Any]:
     ]
     assert snapshots, "no rate limits in the session rollout"
     return dict(snapshots[-1])
-
-
-def search_path() -> str:
-    """Node's directory first: the pinned `codex` is a node launcher."""
-    node = shutil.which("node")
-    dirs = (os.path.dirname(node) if node else None, "/usr/local/bin", "/usr/bin", "/bin")
-    return os.pathsep.join(d for d in dirs if d)
 
 
 def turns(control: SimulatorControl, path: str) -> list[tuple[str | None, int]]:

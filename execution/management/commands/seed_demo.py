@@ -24,9 +24,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents import services as agent_services
 from agents.models import Agent
+from gateway.keys import gateway_key_create, key_digest
+from gateway.models import GatewayKey
 from subscriptions import services as subscription_services
 from subscriptions.codex_refresh import codex_tokens
 from subscriptions.models import Subscription
+from trinity import clock
 from trinity.selectors import api_token_is_live
 from trinity.services import api_token_issue
 from trinity_contract.codex import AUTH_CLAIMS
@@ -40,6 +43,7 @@ DEMO_AGENT = "demo-agent"
 DEMO_CODEX_PLAN = "demo-codex"
 DEMO_CODEX_AGENT = "demo-codex-agent"
 DEMO_CODEX_ACCOUNT = "acct-demo-codex"
+DEMO_GATEWAY_KEY = "demo"
 # The demo's access token outlives any demo; the platform refreshes it when due.
 DEMO_CODEX_LIFETIME = 30 * 86400
 
@@ -121,31 +125,9 @@ class Command(BaseCommand):
         seed.append(_codex_plan())
         _write_private(Path(options["seed_file"]), json.dumps(seed))
 
-        # The admin's own demo agents: names are per owner, an operator's namesake is not it.
-        agent = Agent.objects.filter(owner=admin, name=DEMO_AGENT).first()
-        if agent is None:
-            agent = agent_services.agent_create(
-                owner=admin, name=DEMO_AGENT, runtime="claude-code", model="", auto_assign=False
-            )
-            nearly_exhausted = Subscription.objects.get(name="demo-pro")
-            subscription_services.assignment_set(agent=agent, subscription_id=nearly_exhausted.pk)
-        if not Agent.objects.filter(owner=admin, name=DEMO_CODEX_AGENT).exists():
-            codex = agent_services.agent_create(
-                owner=admin,
-                name=DEMO_CODEX_AGENT,
-                runtime="codex-cli",
-                model="gpt-5.5-codex",
-                auto_assign=False,
-            )
-            plan = Subscription.objects.get(name=DEMO_CODEX_PLAN)
-            subscription_services.assignment_set(agent=codex, subscription_id=plan.pk)
-        # The database keeps only a digest of a token: the key lives in this file, and a
-        # re-run keeps it while it still signs in (else a new one replaces it).
-        token_file = settings.VAR_DIR / "admin_api_token"
-        kept = token_file.read_text().strip() if token_file.exists() else ""
-        if not kept or not api_token_is_live(key=kept, user=admin):
-            issued = api_token_issue(username=admin.get_username())
-            _write_private(token_file, issued.key + "\n")
+        _demo_agents(admin)
+        token_file = _api_token_file(admin)
+        gateway_key_file = _demo_gateway_key(admin)
         self.stdout.write(
             "demo: subscriptions demo-max (12% of 5h used) and demo-pro (97%) on the simulator "
             f"at {settings.TRINITY_ANTHROPIC_BASE_URL}; agent {DEMO_AGENT!r} on demo-pro; "
@@ -154,7 +136,60 @@ class Command(BaseCommand):
             + _curl(options["url"], DEMO_AGENT, token_file)
             + "\nand a Codex turn with:\n"
             + _curl(options["url"], DEMO_CODEX_AGENT, token_file)
+            + "\nPoint your own Claude Code at the team's pool (the gateway, demo key):\n"
+            + f"  export ANTHROPIC_BASE_URL={settings.TRINITY_GATEWAY_URL}\n"
+            + f"  export ANTHROPIC_API_KEY=$(cat {gateway_key_file})\n"
+            + "then run `claude` as usual (docs/flows/gateway.md; Codex CLI and SDKs there too)."
         )
+
+
+def _demo_agents(admin: User) -> None:
+    """The admin's own demo agents: names are per owner, an operator's namesake is not it."""
+    agent = Agent.objects.filter(owner=admin, name=DEMO_AGENT).first()
+    if agent is None:
+        agent = agent_services.agent_create(
+            owner=admin, name=DEMO_AGENT, runtime="claude-code", model="", auto_assign=False
+        )
+        nearly_exhausted = Subscription.objects.get(name="demo-pro")
+        subscription_services.assignment_set(agent=agent, subscription_id=nearly_exhausted.pk)
+    if not Agent.objects.filter(owner=admin, name=DEMO_CODEX_AGENT).exists():
+        codex = agent_services.agent_create(
+            owner=admin,
+            name=DEMO_CODEX_AGENT,
+            runtime="codex-cli",
+            model="gpt-5.5-codex",
+            auto_assign=False,
+        )
+        plan = Subscription.objects.get(name=DEMO_CODEX_PLAN)
+        subscription_services.assignment_set(agent=codex, subscription_id=plan.pk)
+
+
+def _api_token_file(admin: User) -> Path:
+    """The admin's API token, in a file: the database keeps only a digest of a token, so
+    a re-run keeps it while it still signs in (else a new one replaces it)."""
+    token_file = settings.VAR_DIR / "admin_api_token"
+    kept = token_file.read_text().strip() if token_file.exists() else ""
+    if not kept or not api_token_is_live(key=kept, user=admin):
+        issued = api_token_issue(username=admin.get_username())
+        _write_private(token_file, issued.key + "\n")
+    return token_file
+
+
+def _demo_gateway_key(admin: User) -> Path:
+    """The admin's demo gateway key, in a file (the database keeps only its digest): a
+    re-run keeps it while it is live, else issues a new one."""
+    key_file = settings.VAR_DIR / "demo_gateway_key"
+    kept = key_file.read_text().strip() if key_file.exists() else ""
+    live = GatewayKey.objects.filter(
+        digest=key_digest(kept), revoked_at__isnull=True, owner=admin
+    ).exists()
+    if not kept or not live:
+        GatewayKey.objects.filter(owner=admin, name=DEMO_GATEWAY_KEY).delete()
+        issued = gateway_key_create(
+            owner=admin, created_by=admin, name=DEMO_GATEWAY_KEY, now=clock.now()
+        )
+        _write_private(key_file, issued.key + "\n")
+    return key_file
 
 
 def _curl(url: str, agent: str, token_file: Path) -> str:

@@ -1,0 +1,48 @@
+"""``python -m gateway [--host H] [--port P]``: the gateway's serving process.
+
+Django is set up once (settings, the ORM for the thread pool's reads); then uvicorn
+serves ``gateway.server.app.GatewayApp`` with httptools and uvloop where installed.
+The listener sets TCP_NODELAY: the first streamed byte after the headers must not
+wait for a delayed ACK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+
+import django
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trinity.settings")
+    django.setup()
+    import uvicorn
+    from django.conf import settings
+
+    from gateway.server.app import GatewayApp
+
+    parser = argparse.ArgumentParser(description="Trinity's gateway")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=settings.TRINITY_GATEWAY_PORT)
+    args = parser.parse_args()
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((args.host, args.port))
+    sock.listen(1024)
+    config = uvicorn.Config(
+        GatewayApp(),
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        timeout_keep_alive=75,
+        timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

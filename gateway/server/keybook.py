@@ -1,0 +1,129 @@
+"""The gateway keys the process knows, read through an in-memory cache.
+
+A presented key is hashed and looked up here; a miss reads the database once (in the
+thread pool) and remembers the answer, an unknown digest too for a few seconds, so a
+client hammering with a wrong key costs one query per digest per period, not one per
+request. ``poll`` re-reads every key changed since the last poll (``updated_at``):
+a revoked or changed key takes effect within ``TRINITY_GATEWAY_POLL_SECONDS`` in every
+gateway process, and ``on_revoked`` ends a revoked key's open streams.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from gateway.keys import key_digest
+from gateway.limits import KeyLimits, key_limits
+from gateway.models import GatewayKey
+
+# How long an unknown digest is remembered as unknown.
+UNKNOWN_SECONDS: Final = 5.0
+# Unknown digests remembered at most (a flood of random keys cannot grow memory).
+MAX_UNKNOWN: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPolicy:
+    """What the gateway needs of one key (no digest, no key)."""
+
+    key_id: int
+    owner_id: int
+    name: str
+    expires_at: datetime | None
+    revoked: bool
+    providers: frozenset[str]
+    families: frozenset[str]
+    limits: KeyLimits
+
+    def refusal(self, now: datetime) -> str:
+        """Why the key is refused now ("" when it is live)."""
+        if self.revoked:
+            return "this gateway key was revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "this gateway key has expired"
+        return ""
+
+    def allows(self, provider: str, family: str | None = None) -> bool:
+        if self.providers and provider not in self.providers:
+            return False
+        return not (family is not None and self.families and family not in self.families)
+
+
+def policy_of(row: GatewayKey) -> KeyPolicy:
+    return KeyPolicy(
+        key_id=row.pk,
+        owner_id=row.owner_id,
+        name=row.name,
+        expires_at=row.expires_at,
+        revoked=row.revoked_at is not None,
+        providers=frozenset(row.providers or ()),
+        families=frozenset(row.model_families or ()),
+        limits=key_limits(row),
+    )
+
+
+def read_by_digest(digest: str) -> KeyPolicy | None:
+    """One key by its digest (a database read; the thread pool's)."""
+    row = GatewayKey.objects.filter(digest=digest).first()
+    return policy_of(row) if row is not None else None
+
+
+def read_changed(since: datetime | None) -> tuple[list[tuple[str, KeyPolicy]], datetime | None]:
+    """Every key changed after ``since`` (all when None), and the newest change seen."""
+    rows = (
+        GatewayKey.objects.all()
+        if since is None
+        else GatewayKey.objects.filter(updated_at__gt=since)
+    )
+    found = [(row.digest, policy_of(row)) for row in rows.order_by("updated_at")]
+    newest = max((r.updated_at for r in rows), default=since) if found else since
+    return found, newest
+
+
+class KeyBook:
+    """Digest -> KeyPolicy, for one process. Not thread-safe: the event loop's."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, KeyPolicy] = {}
+        self.unknown: dict[str, float] = {}
+        self.since: datetime | None = None
+
+    def cached(self, key: str) -> tuple[str, KeyPolicy | None, bool]:
+        """(digest, the policy if known, whether the cache answered)."""
+        digest = key_digest(key)
+        policy = self.known.get(digest)
+        if policy is not None:
+            return digest, policy, True
+        seen = self.unknown.get(digest)
+        if seen is not None and time.monotonic() - seen < UNKNOWN_SECONDS:
+            return digest, None, True
+        return digest, None, False
+
+    def learn(self, digest: str, policy: KeyPolicy | None) -> None:
+        if policy is not None:
+            self.known[digest] = policy
+            self.unknown.pop(digest, None)
+            return
+        if len(self.unknown) >= MAX_UNKNOWN:
+            self.unknown.clear()
+        self.unknown[digest] = time.monotonic()
+
+    def apply(
+        self,
+        changed: list[tuple[str, KeyPolicy]],
+        newest: datetime | None,
+        on_revoked: Callable[[int], None],
+    ) -> None:
+        """Take a poll's changes; each key that is refused now has its streams ended."""
+        for digest, policy in changed:
+            before = self.known.get(digest)
+            if before is not None or digest in self.unknown:
+                self.known[digest] = policy
+                self.unknown.pop(digest, None)
+            if policy.revoked:
+                on_revoked(policy.key_id)
+        self.since = newest

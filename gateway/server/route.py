@@ -1,0 +1,227 @@
+"""A gateway request, routed by the turn planner: the loop of ``execution/turn.py``
+with the gateway's gatherers, its upstream exchange in place of the agent server,
+and the session in place of the agent.
+
+The served path asks the planner with evidence cached for the session
+(``SessionCache``: the breaker, the session's plan, its verdict, read at most
+``TRINITY_GATEWAY_EVIDENCE_SECONDS`` ago), so a request on a plan that serves costs
+no database or cache read; any refusal drops the session's entry, and the walk reads
+everything fresh, in the thread pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+import httpx
+
+from gateway.models import GatewaySession
+from gateway.server.exchange import Call, exchange
+from gateway.server.finishing import finish, refusal_record
+from gateway.server.gathering import Request, gather
+from gateway.server.shapes import answer_error
+from gateway.server.upstream import Refusal, Upstreams
+from routing.headroom.recovery import binding_reset
+from routing.headroom.windows import family_window
+from routing.planner import (
+    Attempt,
+    Evidence,
+    Fail,
+    Finish,
+    Need,
+    Park,
+    Record,
+    Send,
+    TurnFacts,
+    plan,
+)
+from routing.rung import Rung, RungKind
+from subscriptions.codex_refresh import codex_wire_rung
+from subscriptions.headroom.store import snapshots_read
+from subscriptions.models import Subscription
+from subscriptions.plan_facts import with_settings
+from trinity import clock
+
+# Far more than a walk needs (its rung cap is the pool's size + 2).
+MAX_STEPS: Final = 200
+# How long a gateway request may take, as a turn's budget (a forecast reads it).
+BUDGET: Final = timedelta(minutes=10)
+# Sessions whose evidence is cached at most (a flood of new sessions cannot grow it).
+MAX_SESSIONS: Final = 50_000
+
+Pool = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class Cached:
+    session: GatewaySession
+    evidence: Evidence
+    rungs: dict[tuple[str, int | None], Rung]
+    until: float
+
+
+@dataclass
+class SessionCache:
+    """(key, session, provider) -> the opening evidence of its last served request."""
+
+    seconds: float
+    entries: dict[tuple[int, str, str], Cached] = field(default_factory=dict)
+
+    def get(self, ident: tuple[int, str, str]) -> Cached | None:
+        cached = self.entries.get(ident)
+        if cached is None or cached.until < time.monotonic():
+            return None
+        return cached
+
+    def put(self, ident: tuple[int, str, str], request: Request, opening: Evidence) -> None:
+        if self.seconds <= 0:
+            return
+        if len(self.entries) >= MAX_SESSIONS:
+            self.entries.clear()
+        self.entries[ident] = Cached(
+            request.session, opening, dict(request.rungs), time.monotonic() + self.seconds
+        )
+
+    def drop(self, ident: tuple[int, str, str]) -> None:
+        self.entries.pop(ident, None)
+
+
+@dataclass
+class Router:
+    """What routing a request needs: the pooled client, the upstreams, the thread
+    pool, the session cache."""
+
+    client: httpx.AsyncClient
+    upstreams: Upstreams
+    pool: Pool
+    sessions: SessionCache
+
+
+def turn_facts(provider: str, model: str, now: datetime) -> TurnFacts:
+    """A gateway request as the planner's turn: interactive, never parked, no chat
+    affinity stage (the session's plan is its origin instead)."""
+    return with_settings(
+        TurnFacts(
+            provider=provider,
+            autonomous=False,
+            created_at=now,
+            budget_end=now + BUDGET,
+            family=family_window(model),
+        )
+    )
+
+
+def session_open(key_id: int, session_id: str, provider: str, now: datetime) -> GatewaySession:
+    """The session row (created on its first request; "" is the key's own session)."""
+    session, _ = GatewaySession.objects.get_or_create(
+        key_id=key_id,
+        session_id=session_id or f"key:{key_id}",
+        provider=provider,
+        defaults={"created_at": now, "updated_at": now},
+    )
+    return session
+
+
+async def route(router: Router, call: Call, *, key_name: str) -> Fail | None:
+    """Serve ``call``: the planner's actions until it finishes. Returns the Fail when
+    nothing could serve (the caller answers it), None when an answer was sent."""
+    now = clock.now()
+    ident = (call.key_id, call.inbound.session_id, call.provider)
+    facts = turn_facts(call.provider, call.inbound.model, now)
+    cached = router.sessions.get(ident)
+    if cached is not None:
+        evidence = replace(cached.evidence, turn=facts)
+        request = Request(call.key_id, key_name, call.provider, cached.session, evidence)
+        request.rungs = dict(cached.rungs)
+    else:
+        session = await router.pool(
+            session_open, call.key_id, call.inbound.session_id, call.provider, now
+        )
+        request = Request(call.key_id, key_name, call.provider, session, Evidence(turn=facts))
+    for _ in range(MAX_STEPS):
+        action = plan(request.evidence, now=clock.now())
+        if isinstance(action, Need):
+            await router.pool(gather, request, action, clock.now())
+        elif isinstance(action, Send):
+            if action.rung is None:
+                # No plan admits the session and the key may not serve it.
+                return await router.pool(_nothing_serves, request, clock.now())
+            if not request.evidence.history:
+                router.sessions.put(ident, request, request.evidence)
+            if not await _send(router, call, request, action):
+                return None
+        elif isinstance(action, Record):
+            router.sessions.drop(ident)
+            await router.pool(refusal_record, request, action, now=clock.now())
+        elif isinstance(action, Finish):
+            if not action.plain:
+                router.sessions.drop(ident)
+                call.switched = await router.pool(finish, request, action, now=clock.now())
+            return None
+        elif isinstance(action, Park | Fail):
+            router.sessions.drop(ident)
+            return action if isinstance(action, Fail) else _parked(action)
+    raise RuntimeError(f"the planner did not end gateway request {call.request_id}")
+
+
+def _nothing_serves(request: Request, now: datetime) -> Fail:
+    """The Fail of a session no plan admits and the key may not serve: the earliest
+    reset any of the provider's plans is known to have."""
+    ids = list(Subscription.objects.filter(provider=request.provider).values_list("pk", flat=True))
+    family = request.evidence.turn.family
+    resets = [
+        reset
+        for reading in snapshots_read(ids).readings.values()
+        if (reset := binding_reset(reading, family)) is not None and reset > now
+    ]
+    return Fail(
+        error_code="billing",
+        detail="no subscription admits this request now, and the platform key may not serve it",
+        resets_at=min(resets, default=None),
+        exhausted=True,
+    )
+
+
+def _parked(action: Park) -> Fail:
+    """A gateway request never waits for a reset: the client is told when to retry."""
+    return Fail(error_code="billing", detail=action.detail, resets_at=action.until)
+
+
+async def _send(router: Router, call: Call, request: Request, action: Send) -> bool:
+    """One attempt; False once an answer went to the client and the request is over
+    save for its finish (a client error relayed as it was)."""
+    rung = request.rung(action.rung)
+    assert rung is not None  # noqa: S101 - route() answers a session with no credential
+    if rung.kind is RungKind.SUBSCRIPTION and rung.provider != "anthropic":
+        rung = await router.pool(codex_wire_rung, rung, now=clock.now())
+    result = await exchange(router.client, router.upstreams, call, rung)
+    if result is None:
+        return False
+    outcome = result.outcome if isinstance(result, Refusal) else result
+    request.evidence = request.evidence.after(_attempt(action, outcome))
+    return True
+
+
+def _attempt(action: Send, outcome: Any) -> Attempt:
+    return Attempt(
+        sent=action.rung, ran_on=action.rung, why=action.why, outcome=outcome, retry=action.retry
+    )
+
+
+async def answer_fail(call: Call, action: Fail) -> None:
+    """Nothing could serve: the provider-shaped 429 with the earliest known reset as
+    ``Retry-After`` (an outage: 503)."""
+    if action.error_code == "upstream_error":
+        await answer_error(call.send, call.provider, 503, action.detail, retry_after=30)
+        call.status = 503
+        return
+    retry_after = None
+    if action.resets_at is not None:
+        retry_after = max(1, int((action.resets_at - clock.now()).total_seconds()) + 1)
+    message = f"No subscription or key of the team's pool can serve this now: {action.detail}"
+    await answer_error(call.send, call.provider, 429, message, retry_after=retry_after or 60)
+    call.status = 429
