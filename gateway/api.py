@@ -318,8 +318,9 @@ def _usd_output(help_text: str) -> serializers.DecimalField:
 class GatewayUsageFiguresOutput(serializers.Serializer[Any]):
     requests = serializers.IntegerField()
     refused = serializers.IntegerField(
-        help_text="answered with an error status (a limit, every credential refused, an "
-        "upstream failure): nothing served"
+        help_text="answered with an error status (every credential refused, an upstream "
+        "failure, the key revoked meanwhile): nothing served. A limit's refusal leaves no "
+        "usage (the gateway's metrics count it)"
     )
     disconnected = serializers.IntegerField(help_text="the client went away before the end")
     input_tokens = serializers.IntegerField()

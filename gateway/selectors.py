@@ -28,9 +28,11 @@ KEY_STATUSES: Final = (ACTIVE, EXPIRED, REVOKED)
 TOKEN_FIGURES: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 USD_FIGURES: Final = ("list_usd", "billed_usd")
 FIGURES: Final = ("requests", "refused", "disconnected", *TOKEN_FIGURES, *USD_FIGURES)
-# A request the gateway answered with an error (a limit, every credential refused,
-# an upstream failure) was refused: it served nothing.
-REFUSED: Final = Q(status__gte=400)
+# A request the gateway answered with an error (every credential refused, an upstream
+# failure, its key revoked meanwhile) was refused: it served nothing. A client that left
+# before its answer (499) was not refused; it counts as disconnected. A limit's refusal
+# comes before any request is made and leaves no row (the gateway's metrics count it).
+REFUSED: Final = Q(status__gte=400, disconnected=False)
 
 
 def _is_admin(user: AbstractBaseUser | AnonymousUser) -> bool:

@@ -74,6 +74,8 @@ def world(owner: User, other_user: User) -> dict[str, GatewayKey]:
         output_tokens=2,
         list_usd=Decimal("0.000100"),
     )
+    # A client that left before its answer: disconnected, not refused.
+    usage(ci, **sonnet, status=499, disconnected=True, served_by_kind="", served_by_name="")
     usage(
         theirs,
         model="gpt-5-codex",
@@ -130,7 +132,8 @@ LAPTOP = figures(
     list_usd="0.530000",
     billed_usd="0.500000",
 )
-CI = figures(1, input_tokens=1, output_tokens=2, list_usd="0.000100")
+# Its second request's client left before the answer (499): disconnected, not refused.
+CI = figures(2, disconnected=1, input_tokens=1, output_tokens=2, list_usd="0.000100")
 THEIRS = figures(1, input_tokens=7, output_tokens=3, list_usd="0.070000")
 
 
@@ -177,9 +180,9 @@ def test_the_owner_sees_each_key_by_model_and_by_credential_with_exact_figures(
     assert mine["models"][0] == {
         "model": "claude-sonnet-4-5",
         **figures(
-            4,
+            5,
             refused=1,
-            disconnected=1,
+            disconnected=2,
             input_tokens=301,
             output_tokens=52,
             cache_read_tokens=1000,
@@ -188,15 +191,15 @@ def test_the_owner_sees_each_key_by_model_and_by_credential_with_exact_figures(
         ),
     }
     assert [(s["kind"], s["name"], s["requests"]) for s in mine["served_by"]] == [
+        ("", "", 2),
         ("subscription", "max-a", 2),
-        ("", "", 1),
         ("api_key", "platform", 1),
         ("subscription", "max-b", 1),
     ]
     assert data["totals"] == figures(
-        5,
+        6,
         refused=1,
-        disconnected=1,
+        disconnected=2,
         input_tokens=311,
         output_tokens=57,
         cache_read_tokens=1000,
@@ -216,7 +219,7 @@ def test_an_admin_sees_everyone_and_narrows_by_owner_or_key(
         ("owner", "laptop"),
     ]
     assert [o["owner"] for o in everyone["owners"]] == ["other", "owner"]
-    assert everyone["totals"]["requests"] == 6
+    assert everyone["totals"]["requests"] == 7
     assert everyone["totals"]["list_usd"] == "0.600100"
     theirs = admin_client_api.get(URL, {"since": SINCE, "until": UNTIL, "owner": "other"})
     assert [k["key"]["name"] for k in theirs.json()["keys"]] == ["theirs"]
@@ -279,7 +282,7 @@ def test_the_summary_is_two_grouped_queries_however_many_rows(
         summary = gateway_usage_summary(
             keys=keys, since=T0 - timedelta(hours=1), until=T0 + timedelta(hours=1)
         )
-    assert summary.totals.requests == 26
+    assert summary.totals.requests == 27
     assert summary.totals.input_tokens == 311 + 7 + 20
     assert [k.key_name for k in summary.keys] == ["theirs", "ci", "laptop"]
 
