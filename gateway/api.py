@@ -399,7 +399,8 @@ class GatewayUsageApi(APIView):
             OpenApiParameter("key", int, description="only this key's usage (its id)"),
             OWNER_FILTER,
         ],
-        responses=GatewayUsageOutput,
+        # ``key=`` names a key the caller cannot see, or none: 404, as for its path.
+        responses={200: GatewayUsageOutput, 404: ErrorOutput},
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
