@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             # (uvicorn's 5 s default equalled httpx's, and under load a reused
             # connection met the close: "Server disconnected without a response").
             timeout_keep_alive=SERVER_KEEPALIVE_SECONDS,
+            loop="asyncio",  # what the CLI's subprocesses run on, not the gateway's uvloop
+            http="h11",
         )
     )
     _announce(config, where)

@@ -12,7 +12,6 @@ Redis and runs one gateway process: ``MemoryLimits`` keeps the same counts in me
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ from typing import Any, Final, Protocol
 
 # How long an open request's registration outlives a process that died holding it.
 LEASE_SECONDS: Final = 15 * 60
-STREAMS_KEY: Final = "gw:streams"
+# Minute counters the in-memory limits keep before forgetting past minutes.
+MAX_MINUTES: Final = 10_000
 # The limits, in the order the script checks them, with the words a refusal says.
 LIMIT_WORDS: Final = {
     1: ("daily_tokens", "daily token cap"),
@@ -45,6 +45,11 @@ class KeyLimits:
     daily_usd: float = 0.0
     monthly_usd: float = 0.0
 
+    @property
+    def any(self) -> bool:
+        """Whether any limit is on."""
+        return self != KeyLimits()
+
 
 @dataclass(frozen=True, slots=True)
 class Refused:
@@ -54,19 +59,6 @@ class Refused:
     limit: str
     words: str
     retry_after: int
-
-
-@dataclass(frozen=True, slots=True)
-class OpenStream:
-    """One open request, as the panel lists it (no secret in it)."""
-
-    request_id: str
-    key_id: int
-    owner_id: int
-    provider: str
-    model: str
-    started_at: str
-    served_by: str
 
 
 def periods(now: datetime) -> tuple[str, str, int, int]:
@@ -95,19 +87,17 @@ def _refused(code: int, now: datetime) -> Refused:
 
 class Limits(Protocol):
     async def admit(
-        self, *, key_id: int, limits: KeyLimits, stream: OpenStream, now: datetime
+        self, *, key_id: int, limits: KeyLimits, request_id: str, now: datetime
     ) -> Refused | None: ...
 
     async def release(
         self, *, key_id: int, request_id: str, tokens: int, usd: float, now: datetime
     ) -> None: ...
 
-    async def open_streams(self) -> list[OpenStream]: ...
 
-
-# KEYS: day hash, month hash, open zset, minute counter, streams hash.
+# KEYS: day hash, month hash, open zset, minute counter.
 # ARGV: now (s), request id, lease end (s), rpm, streams, day tokens, month tokens,
-#       day usd, month usd, stream json.
+#       day usd, month usd.
 _ADMIT: Final = """
 local now = tonumber(ARGV[1])
 local function used(key, field)
@@ -128,13 +118,11 @@ if tonumber(ARGV[4]) > 0 then
 end
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
 redis.call('EXPIRE', KEYS[3], 3600)
-redis.call('HSET', KEYS[5], ARGV[2], ARGV[10])
 return 0
 """
-# KEYS: day hash, month hash, open zset, streams hash. ARGV: request id, tokens, usd.
+# KEYS: day hash, month hash, open zset. ARGV: request id, tokens, usd.
 _RELEASE: Final = """
 redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
 if tonumber(ARGV[2]) > 0 or tonumber(ARGV[3]) > 0 then
   redis.call('HINCRBY', KEYS[1], 't', ARGV[2])
   redis.call('HINCRBYFLOAT', KEYS[1], 'u', ARGV[3])
@@ -158,12 +146,9 @@ def _keys(key_id: int, now: datetime) -> tuple[str, str, str, str]:
     )
 
 
-def _as_dict(stream: OpenStream) -> dict[str, Any]:
-    return {name: getattr(stream, name) for name in OpenStream.__slots__}
-
-
 class RedisLimits:
-    """The limits on Redis (``redis.asyncio`` client): one script call per request."""
+    """The limits on Redis (``redis.asyncio`` client): one script call per request of a
+    key with a limit, none for a key without."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -171,15 +156,17 @@ class RedisLimits:
         self._release = client.register_script(_RELEASE)
 
     async def admit(
-        self, *, key_id: int, limits: KeyLimits, stream: OpenStream, now: datetime
+        self, *, key_id: int, limits: KeyLimits, request_id: str, now: datetime
     ) -> Refused | None:
+        if not limits.any:
+            return None
         day, month, open_key, minute = _keys(key_id, now)
         seconds = now.timestamp()
         code = await self._admit(
-            keys=[day, month, open_key, minute, STREAMS_KEY],
+            keys=[day, month, open_key, minute],
             args=[
                 seconds,
-                stream.request_id,
+                request_id,
                 seconds + LEASE_SECONDS,
                 limits.requests_per_minute,
                 limits.max_streams,
@@ -187,7 +174,6 @@ class RedisLimits:
                 limits.monthly_tokens,
                 limits.daily_usd,
                 limits.monthly_usd,
-                json.dumps(_as_dict(stream)),
             ],
         )
         return None if int(code) == 0 else _refused(int(code), now)
@@ -196,28 +182,7 @@ class RedisLimits:
         self, *, key_id: int, request_id: str, tokens: int, usd: float, now: datetime
     ) -> None:
         day, month, open_key, _ = _keys(key_id, now)
-        await self._release(
-            keys=[day, month, open_key, STREAMS_KEY], args=[request_id, tokens, f"{usd:.8f}"]
-        )
-
-    async def open_streams(self) -> list[OpenStream]:
-        raw = await self.client.hgetall(STREAMS_KEY)
-        return _streams(raw.values())
-
-
-def open_streams_read(client: Any) -> list[OpenStream]:
-    """The open requests of every gateway process (a synchronous Redis client: the web)."""
-    return _streams(client.hgetall(STREAMS_KEY).values())
-
-
-def _streams(values: Any) -> list[OpenStream]:
-    found = []
-    for value in values:
-        try:
-            found.append(OpenStream(**json.loads(value)))
-        except (TypeError, ValueError):
-            continue
-    return sorted(found, key=lambda s: s.started_at)
+        await self._release(keys=[day, month, open_key], args=[request_id, tokens, f"{usd:.8f}"])
 
 
 class MemoryLimits:
@@ -228,11 +193,12 @@ class MemoryLimits:
         self.used: dict[str, list[float]] = {}
         self.open: dict[int, dict[str, float]] = {}
         self.minutes: dict[str, int] = {}
-        self.streams: dict[str, OpenStream] = {}
 
     async def admit(
-        self, *, key_id: int, limits: KeyLimits, stream: OpenStream, now: datetime
+        self, *, key_id: int, limits: KeyLimits, request_id: str, now: datetime
     ) -> Refused | None:
+        if not limits.any:
+            return None
         day, month, _, minute = _keys(key_id, now)
         d, m = self.used.get(day, [0, 0.0]), self.used.get(month, [0, 0.0])
         caps = (
@@ -249,27 +215,24 @@ class MemoryLimits:
         if limits.max_streams and len(opened) >= limits.max_streams:
             return _refused(5, now)
         if limits.requests_per_minute:
+            if len(self.minutes) > MAX_MINUTES:  # past minutes count for nothing
+                self.minutes = {k: v for k, v in self.minutes.items() if k == minute}
             self.minutes[minute] = self.minutes.get(minute, 0) + 1
             if self.minutes[minute] > limits.requests_per_minute:
                 return _refused(6, now)
-        opened[stream.request_id] = seconds + LEASE_SECONDS
+        opened[request_id] = seconds + LEASE_SECONDS
         self.open[key_id] = opened
-        self.streams[stream.request_id] = stream
         return None
 
     async def release(
         self, *, key_id: int, request_id: str, tokens: int, usd: float, now: datetime
     ) -> None:
         self.open.get(key_id, {}).pop(request_id, None)
-        self.streams.pop(request_id, None)
         day, month, _, _ = _keys(key_id, now)
         for period in (day, month):
             counts = self.used.setdefault(period, [0, 0.0])
             counts[0] += tokens
             counts[1] += usd
-
-    async def open_streams(self) -> list[OpenStream]:
-        return sorted(self.streams.values(), key=lambda s: s.started_at)
 
 
 def key_limits(row: Any) -> KeyLimits:

@@ -1,6 +1,7 @@
-"""The gateway's open requests, as the web reads them: from Redis, which every gateway
-process registers them in; in the embedded default (no Redis, one gateway process)
-from that process itself (``GET /internal/streams``, the metrics token as Bearer)."""
+"""The gateway's open requests, as the web reads them: from Redis, where every gateway
+process publishes its own each second (``gateway/open_streams.py``); in the embedded
+default (no Redis, one gateway process) from that process itself
+(``GET /internal/streams``, the metrics token as Bearer)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import logging
 import httpx
 from django.conf import settings
 
-from gateway.limits import OpenStream, open_streams_read
+from gateway.open_streams import OpenStream, open_streams_read
 
 logger = logging.getLogger(__name__)
 

@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> None:
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=2,
+        # The stock loop and parser, as measured: uvloop and httptools are installed
+        # for the gateway, and uvicorn's "auto" would otherwise switch to them here.
+        loop="asyncio",
+        http="h11",
     )
     server = uvicorn.Server(config)
     # stdout carries only this line; logs go to stderr.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agent_server.relay import presented
 from gateway import metrics
 from gateway.catalog import ANTHROPIC, family_of
-from gateway.limits import OpenStream
+from gateway.open_streams import OpenStream
 from gateway.server.exchange import Call
 from gateway.server.inbound import BadRequest, parse, read_body
 from gateway.server.keybook import KeyPolicy, read_by_digest
@@ -76,17 +76,8 @@ async def admit(
         await answer_error(send, provider, 403, f"this gateway key may not use {family} models")
         return None
     call = _call(app, scope, receive, send, provider, policy, inbound)
-    stream = OpenStream(
-        request_id=call.request_id,
-        key_id=policy.key_id,
-        owner_id=policy.owner_id,
-        provider=provider,
-        model=inbound.model[:100],
-        started_at=call.at.isoformat(),
-        served_by="",
-    )
     refused = await app.limits.admit(
-        key_id=policy.key_id, limits=policy.limits, stream=stream, now=call.at
+        key_id=policy.key_id, limits=policy.limits, request_id=call.request_id, now=call.at
     )
     if refused is not None:
         metrics.REFUSED.labels(refused.limit).inc()
@@ -96,6 +87,17 @@ async def admit(
             send, provider, 429, message, retry_after=refused.retry_after, final=final
         )
         return None
+    app.streams.add(
+        OpenStream(
+            request_id=call.request_id,
+            key_id=policy.key_id,
+            owner_id=policy.owner_id,
+            provider=provider,
+            model=inbound.model[:100],
+            started_at=call.at.isoformat(),
+            served_by="",
+        )
+    )
     return call, policy
 
 

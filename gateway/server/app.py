@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any, Final
 
-import httpx
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -29,28 +28,39 @@ from agent_server.relay import answer_json, presented
 from gateway import metrics
 from gateway.catalog import ANTHROPIC, PATHS
 from gateway.limits import Limits, MemoryLimits, RedisLimits
+from gateway.open_streams import StreamBook
 from gateway.server.admission import admit
+from gateway.server.client import UpstreamClient
 from gateway.server.exchange import Call, Revoked
 from gateway.server.keybook import KeyBook, read_changed
 from gateway.server.models_list import models_answer
 from gateway.server.recording import Recorder
 from gateway.server.route import Router, SessionCache, answer_fail, route
 from gateway.server.shapes import answer_error
-from gateway.server.upstream import LIMITS, TIMEOUT, Upstreams
+from gateway.server.upstream import Upstreams
 from gateway.server.usage import usage_row
 from trinity import clock
 
 logger = logging.getLogger("gateway")
 
 POOL_THREADS: Final = 8
+STREAMS_PUBLISH_SECONDS: Final = 1.0
 
 
-def _limits() -> Limits:
-    if settings.REDIS_URL:
-        import redis.asyncio
+# Connections to Redis the process opens at most; more concurrent requests wait for one
+# (redis-py's plain pool raises past its size instead).
+REDIS_CONNECTIONS: Final = 256
 
-        return RedisLimits(redis.asyncio.Redis.from_url(settings.REDIS_URL))
-    return MemoryLimits()
+
+def _redis() -> Any | None:
+    if not settings.REDIS_URL:
+        return None
+    import redis.asyncio
+
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        settings.REDIS_URL, max_connections=REDIS_CONNECTIONS, timeout=10
+    )
+    return redis.asyncio.Redis(connection_pool=pool)
 
 
 class GatewayApp:
@@ -58,7 +68,9 @@ class GatewayApp:
 
     def __init__(self) -> None:
         self.keys = KeyBook()
-        self.limits = _limits()
+        self.redis = _redis()
+        self.limits: Limits = RedisLimits(self.redis) if self.redis is not None else MemoryLimits()
+        self.streams = StreamBook()
         self.executor = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="gateway-db")
         self.recorder = Recorder(self.pool)
         self.sessions = SessionCache(float(settings.TRINITY_GATEWAY_EVIDENCE_SECONDS))
@@ -72,6 +84,7 @@ class GatewayApp:
         # key id -> the tasks serving its open requests (a revocation cancels them)
         self.open: dict[int, set[asyncio.Task[Any]]] = {}
         self._poller: asyncio.Task[None] | None = None
+        self._publisher: asyncio.Task[None] | None = None
 
     async def pool(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` (the ORM, the cache) in the thread pool."""
@@ -81,19 +94,23 @@ class GatewayApp:
     # --- lifespan -----------------------------------------------------------------
 
     async def startup(self) -> None:
-        client = httpx.AsyncClient(timeout=TIMEOUT, limits=LIMITS, trust_env=False)
+        client = UpstreamClient()
+        await client.start()
         self.router = Router(client, self.upstreams, self.pool, self.sessions)
         await self.poll()
         self.recorder.start()
         self._poller = asyncio.create_task(self._poll_forever())
+        if self.redis is not None:
+            self._publisher = asyncio.create_task(self._publish_forever())
         logger.info("gateway ready: upstream %s", self.upstreams.anthropic)
 
     async def shutdown(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
+        for task in (self._poller, self._publisher):
+            if task is not None:
+                task.cancel()
         await self.recorder.stop()
         if self.router is not None:
-            await self.router.client.aclose()
+            await self.router.client.close()
         self.executor.shutdown(wait=False)
 
     async def poll(self) -> None:
@@ -108,6 +125,16 @@ class GatewayApp:
                 await self.poll()
             except Exception:
                 logger.warning("gateway: key poll failed", exc_info=True)
+
+    async def _publish_forever(self) -> None:
+        """This process's open requests, for the panel, every second."""
+        assert self.redis is not None  # noqa: S101 - started only with Redis
+        while True:
+            try:
+                await self.streams.publish(self.redis)
+            except Exception:
+                logger.warning("gateway: publishing open streams failed", exc_info=True)
+            await asyncio.sleep(STREAMS_PUBLISH_SECONDS)
 
     def _end_streams(self, key_id: int) -> None:
         for task in self.open.pop(key_id, set()):
@@ -177,7 +204,7 @@ class GatewayApp:
         if not self._platform(scope):
             await answer_json(send, 401, {"detail": "streams need the metrics token"})
             return
-        streams = await self.limits.open_streams()
+        streams = self.streams.listed()
         payload = json.dumps([asdict(s) for s in streams]).encode()
         await send(
             {
@@ -207,8 +234,12 @@ class GatewayApp:
             await self._revoked(call)
         finally:
             self.open.get(call.key_id, set()).discard(work)
+            self.streams.remove(call.request_id)
             metrics.OPEN.dec()
-            self._after(call, key, started)
+            try:
+                self._after(call, key, started)
+            except Exception:  # the answer went out already: a bookkeeping bug must not cut it
+                logger.exception("gateway: recording request %s failed", call.request_id)
 
     async def _serve(self, call: Call, key_name: str) -> None:
         assert self.router is not None  # noqa: S101 - set at startup
@@ -234,16 +265,16 @@ class GatewayApp:
         self.recorder.usage.append(row)
         for subscription_id, headers in call.readings:
             self.recorder.reading(subscription_id, headers, now)
-        if row.billed_usd:
-            self.recorder.spend(call.provider, row.billed_usd)
-        tokens = (
-            row.input_tokens + row.output_tokens + row.cache_read_tokens + row.cache_write_tokens
+        if row["billed_usd"]:
+            self.recorder.spend(call.provider, row["billed_usd"])
+        tokens = sum(
+            row[f"{kind}_tokens"] for kind in ("input", "output", "cache_read", "cache_write")
         )
         release = self.limits.release(
             key_id=call.key_id,
             request_id=call.request_id,
             tokens=tokens,
-            usd=float(row.list_usd),
+            usd=float(row["list_usd"]),
             now=now,
         )
         task = asyncio.ensure_future(release)

@@ -7,9 +7,8 @@ serves goes to the platform API as the client sent it."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any, Final
-
-import httpx
 
 from agent_server.metering import RequestMeter
 
@@ -18,27 +17,30 @@ MAX_COLLECTED: Final = 64 * 1024 * 1024
 _DONE: Final = ("response.completed", "response.incomplete", "response.failed")
 
 
-def plan_body(body: bytes) -> bytes:
-    """``body`` as the plan's backend takes it: streamed, not stored, its input a list."""
-    payload: dict[str, Any] = json.loads(body)
+def plan_body(body: bytes, payload: dict[str, Any]) -> bytes:
+    """``body`` (parsed: ``payload``) as the plan's backend takes it: streamed, not
+    stored, its input a list. The Codex CLI's requests are so already, and go as sent."""
     given = payload.get("input")
+    if payload.get("stream") is True and isinstance(given, list) and "store" in payload:
+        return body
+    reshaped = dict(payload)
     if isinstance(given, str):
-        payload["input"] = [
+        reshaped["input"] = [
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": given}]}
         ]
-    payload["stream"] = True
-    payload.setdefault("store", False)
-    return json.dumps(payload).encode()
+    reshaped["stream"] = True
+    reshaped.setdefault("store", False)
+    return json.dumps(reshaped).encode()
 
 
 class CollectFailed(Exception):
     """The stream ended without a final response event."""
 
 
-async def collected(response: httpx.Response, meter: RequestMeter | None) -> bytes:
+async def collected(body: AsyncIterator[bytes], meter: RequestMeter | None) -> bytes:
     """The final ``response`` object of a streamed answer, as JSON (metered as read)."""
     buffer = bytearray()
-    async for chunk in response.aiter_raw():
+    async for chunk in body:
         buffer += chunk
         if meter is not None:
             meter.feed(chunk)

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-import httpx
+from aiohttp import ClientError, ClientResponse
 
 from agent_server.metering import GrantMeter
 from agent_server.relay import RESPONSE_DROPPED, answer_json, relay
 from agent_server.upstream import MAX_REFUSAL_BYTES, ratelimit_headers
 from gateway.catalog import ANTHROPIC, BILLED
+from gateway.server.client import Unreachable, UpstreamClient, chunks
 from gateway.server.codex_plan import CollectFailed, collected, plan_body
 from gateway.server.inbound import Inbound
 from gateway.server.shapes import answer_error, sse_error
@@ -71,7 +72,7 @@ def price_provider(provider: str) -> str:
 
 
 async def exchange(
-    client: httpx.AsyncClient, upstreams: Upstreams, call: Call, rung: Rung
+    client: UpstreamClient, upstreams: Upstreams, call: Call, rung: Rung
 ) -> Outcome | Refusal | None:
     """Send ``call`` on ``rung``. Returns the served outcome once the answer was relayed
     whole (or cut by the client or a revocation), a held Refusal the planner walks on,
@@ -81,25 +82,20 @@ async def exchange(
         url += "?" + call.query.decode("latin-1")
     call.attempts += 1
     on_plan = rung.provider != ANTHROPIC and rung.kind is RungKind.SUBSCRIPTION
-    body = plan_body(call.inbound.body) if on_plan else call.inbound.body
+    body = plan_body(call.inbound.body, call.inbound.payload) if on_plan else call.inbound.body
     try:
-        response = await client.send(
-            client.build_request(
-                "POST", url, headers=request_headers(call.headers, rung), content=body
-            ),
-            stream=True,
-        )
-    except httpx.HTTPError as exc:
-        logger.warning("gateway: upstream unreachable: %s", type(exc).__name__)
+        response = await client.post(url, request_headers(call.headers, rung), body)
+    except Unreachable as exc:
+        logger.warning("gateway: upstream unreachable: %s", exc)
         failed = Outcome(False, "upstream_error", "the gateway could not reach the provider")
         return Refusal(failed, True, 502)
     try:
         _observe(call, rung, response)
-        if response.status_code >= 400:
+        if response.status >= 400:
             body = await _error_body(response)
             refusal = classify(
                 rung=rung,
-                status=response.status_code,
+                status=response.status,
                 body=body,
                 headers=response.headers,
                 now=clock.now(),
@@ -112,10 +108,11 @@ async def exchange(
             return await _collect_served(call, response, rung)
         return await _relay_served(call, response, rung)
     finally:
-        await response.aclose()
+        # Read whole, it went back to the pool already; cut short, it is closed.
+        response.close()
 
 
-def _observe(call: Call, rung: Rung, response: httpx.Response) -> None:
+def _observe(call: Call, rung: Rung, response: ClientResponse) -> None:
     """Keep the answer's rate-limit headers as a reading of the plan it was spent on."""
     if rung.kind is RungKind.SUBSCRIPTION and rung.subscription_id is not None:
         limits = ratelimit_headers(response.headers)
@@ -123,9 +120,9 @@ def _observe(call: Call, rung: Rung, response: httpx.Response) -> None:
             call.readings.append((rung.subscription_id, limits))
 
 
-async def _error_body(response: httpx.Response) -> bytes:
+async def _error_body(response: ClientResponse) -> bytes:
     kept = bytearray()
-    async for chunk in response.aiter_raw():
+    async for chunk in chunks(response):
         kept += chunk
         if len(kept) >= MAX_REFUSAL_BYTES:
             break
@@ -139,21 +136,21 @@ def _masked(body: bytes, rung: Rung) -> bytes:
     return body.replace(secret.encode(), mask(secret).encode()) if secret else body
 
 
-def _start(call: Call, response: httpx.Response) -> dict[str, Any]:
-    call.status = response.status_code
+def _start(call: Call, response: ClientResponse) -> dict[str, Any]:
+    call.status = response.status
     call.started_response = True
     return {
         "type": "http.response.start",
-        "status": response.status_code,
+        "status": response.status,
         "headers": [
             (name, value)
-            for name, value in response.headers.raw
+            for name, value in response.raw_headers
             if name.decode("latin-1").lower() not in _ANSWER_DROPPED
         ],
     }
 
 
-async def _answer(call: Call, response: httpx.Response, body: bytes) -> None:
+async def _answer(call: Call, response: ClientResponse, body: bytes) -> None:
     """The provider's own error for the client's own mistake, as the provider said it."""
     start = _start(call, response)
     start["headers"] = [(n, v) for n, v in start["headers"] if n.lower() != b"content-length"]
@@ -162,14 +159,14 @@ async def _answer(call: Call, response: httpx.Response, body: bytes) -> None:
     await call.send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-async def _collect_served(call: Call, response: httpx.Response, rung: Rung) -> Outcome:
+async def _collect_served(call: Call, response: ClientResponse, rung: Rung) -> Outcome:
     """A Codex plan's streamed answer to a client that asked for one JSON answer."""
     grant = GrantMeter(price_provider(call.provider))
     call.meter, call.served_by = grant, rung
     meter = grant.request(headers=response.headers)
     try:
-        payload = await collected(response, meter)
-    except (CollectFailed, httpx.HTTPError) as exc:
+        payload = await collected(chunks(response), meter)
+    except (CollectFailed, ClientError, OSError) as exc:
         logger.warning("gateway: a Codex plan's answer could not be collected: %s", exc)
         await answer_error(call.send, call.provider, 502, "the plan's answer ended early")
         call.status = 502
@@ -180,7 +177,7 @@ async def _collect_served(call: Call, response: httpx.Response, rung: Rung) -> O
     return Outcome(True)
 
 
-async def _relay_served(call: Call, response: httpx.Response, rung: Rung) -> Outcome:
+async def _relay_served(call: Call, response: ClientResponse, rung: Rung) -> Outcome:
     """Relay a served answer, metered; a client that leaves or a revoked key stops it
     (the upstream stream is closed by the caller, the usage so far kept)."""
     grant = GrantMeter(price_provider(call.provider))
@@ -188,7 +185,7 @@ async def _relay_served(call: Call, response: httpx.Response, rung: Rung) -> Out
     call.served_by = rung
     meter = grant.request(headers=response.headers) if call.path in BILLED else None
     await call.send(_start(call, response))
-    relaying = asyncio.ensure_future(relay(response, call.send, meter=meter))
+    relaying = asyncio.ensure_future(relay(chunks(response), call.send, meter=meter))
     leaving = asyncio.ensure_future(_client_leaves(call.receive))
     try:
         await asyncio.wait({relaying, leaving}, return_when=asyncio.FIRST_COMPLETED)
@@ -210,7 +207,7 @@ async def _relay_served(call: Call, response: httpx.Response, rung: Rung) -> Out
         if meter is not None:
             meter.finish()
     else:
-        with contextlib.suppress(httpx.HTTPError):
+        with contextlib.suppress(ClientError, OSError):
             relaying.result()
     return Outcome(True)
 
@@ -223,7 +220,7 @@ async def _client_leaves(receive: Any) -> None:
             return
 
 
-async def _end_revoked(call: Call, response: httpx.Response) -> None:
+async def _end_revoked(call: Call, response: ClientResponse) -> None:
     message = "this gateway key was revoked"
     streamed = "text/event-stream" in response.headers.get("content-type", "")
     with contextlib.suppress(Exception):

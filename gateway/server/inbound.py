@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agent_server.relay import BodyTooLarge, body_chunks, content_length
@@ -33,6 +33,8 @@ class Inbound:
     model: str
     stream: bool
     session_id: str
+    # The body, parsed (a Codex plan's request is reshaped from it, never parsed twice).
+    payload: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
 
 async def read_body(scope: dict[str, Any], receive: Any, limit: int) -> bytes:
@@ -68,6 +70,7 @@ def parse(provider: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> Inb
         model=model.strip(),
         stream=payload.get("stream") is True,
         session_id=_session(provider, payload, headers)[:SESSION_CHARS],
+        payload=payload,
     )
 
 

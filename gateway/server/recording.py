@@ -36,7 +36,8 @@ class Recorder:
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.usage: list[GatewayUsage] = []
+        # Each request's GatewayUsage fields (the rows are made in the thread pool).
+        self.usage: list[dict[str, Any]] = []
         # subscription id -> (the latest answer's rate-limit headers, when it came)
         self.readings: dict[int, tuple[dict[str, str], datetime]] = {}
         # provider -> the platform key's metered spend not yet in its fleet ledger
@@ -76,9 +77,10 @@ class Recorder:
             await self.pool(_write, rows, readings, spend)
 
 
-def _usage_write(rows: list[GatewayUsage]) -> None:
+def _usage_write(fields: list[dict[str, Any]]) -> None:
     """Insert the rows in one statement; when a row's key was deleted meanwhile (its
-    owner removed), the batch is written row by row and only those rows are lost."""
+    owner removed), only that key's rows are lost."""
+    rows = [GatewayUsage(**row) for row in fields]
     try:
         with transaction.atomic():
             GatewayUsage.objects.bulk_create(rows, batch_size=BATCH)
@@ -90,7 +92,7 @@ def _usage_write(rows: list[GatewayUsage]) -> None:
 
 
 def _write(
-    rows: list[GatewayUsage],
+    rows: list[dict[str, Any]],
     readings: dict[int, tuple[dict[str, str], datetime]],
     spend: dict[str, Decimal],
 ) -> None:

@@ -11,15 +11,15 @@ everything fresh, in the thread pool.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-import httpx
-
 from gateway.models import GatewaySession
+from gateway.server.client import UpstreamClient
 from gateway.server.exchange import Call, exchange
 from gateway.server.finishing import finish, refusal_record
 from gateway.server.gathering import Request, gather
@@ -64,29 +64,61 @@ class Cached:
     until: float
 
 
+Ident = tuple[int, str, str]
+
+
 @dataclass
 class SessionCache:
-    """(key, session, provider) -> the opening evidence of its last served request."""
+    """(key, session, provider) -> the opening evidence of its last served request.
+
+    One request per session gathers at a time: a burst of a session's requests that
+    finds no entry (its first requests, or the entry just expired) waits for the
+    first one's evidence instead of each reading the database (``claim``/``settle``).
+    """
 
     seconds: float
-    entries: dict[tuple[int, str, str], Cached] = field(default_factory=dict)
+    entries: dict[Ident, Cached] = field(default_factory=dict)
+    gathering: dict[Ident, asyncio.Future[None]] = field(default_factory=dict)
 
-    def get(self, ident: tuple[int, str, str]) -> Cached | None:
+    def get(self, ident: Ident) -> Cached | None:
         cached = self.entries.get(ident)
         if cached is None or cached.until < time.monotonic():
             return None
         return cached
 
-    def put(self, ident: tuple[int, str, str], request: Request, opening: Evidence) -> None:
-        if self.seconds <= 0:
-            return
-        if len(self.entries) >= MAX_SESSIONS:
-            self.entries.clear()
-        self.entries[ident] = Cached(
-            request.session, opening, dict(request.rungs), time.monotonic() + self.seconds
-        )
+    async def claim(self, ident: Ident) -> Cached | None:
+        """The session's entry, waiting for a request that is gathering it; None: the
+        caller gathers, and must ``settle`` when it has (or has given up)."""
+        while (cached := self.get(ident)) is None:
+            pending = self.gathering.get(ident)
+            if pending is None:
+                self.gathering[ident] = asyncio.get_running_loop().create_future()
+                return None
+            await asyncio.shield(pending)
+        return cached
 
-    def drop(self, ident: tuple[int, str, str]) -> None:
+    def settle(self, ident: Ident) -> None:
+        pending = self.gathering.pop(ident, None)
+        if pending is not None and not pending.done():
+            pending.set_result(None)
+
+    def put(self, ident: Ident, request: Request, opening: Evidence) -> None:
+        if self.seconds > 0:
+            if len(self.entries) >= MAX_SESSIONS:
+                self.entries.clear()
+            self.entries[ident] = Cached(
+                request.session, opening, dict(request.rungs), time.monotonic() + self.seconds
+            )
+        self.settle(ident)
+
+    def remember(self, ident: Ident, rung: Rung) -> None:
+        """A rung as it went on the wire (a Codex plan's refreshed token), for the
+        session's next requests while the entry lives."""
+        cached = self.entries.get(ident)
+        if cached is not None:
+            cached.rungs[rung.key] = rung
+
+    def drop(self, ident: Ident) -> None:
         self.entries.pop(ident, None)
 
 
@@ -95,7 +127,7 @@ class Router:
     """What routing a request needs: the pooled client, the upstreams, the thread
     pool, the session cache."""
 
-    client: httpx.AsyncClient
+    client: UpstreamClient
     upstreams: Upstreams
     pool: Pool
     sessions: SessionCache
@@ -129,19 +161,32 @@ def session_open(key_id: int, session_id: str, provider: str, now: datetime) -> 
 async def route(router: Router, call: Call, *, key_name: str) -> Fail | None:
     """Serve ``call``: the planner's actions until it finishes. Returns the Fail when
     nothing could serve (the caller answers it), None when an answer was sent."""
-    now = clock.now()
     ident = (call.key_id, call.inbound.session_id, call.provider)
+    try:
+        request = await _opening(router, call, key_name, ident)
+        return await _steps(router, call, request, ident)
+    finally:
+        router.sessions.settle(ident)
+
+
+async def _opening(router: Router, call: Call, key_name: str, ident: Ident) -> Request:
+    """The request's evidence so far: the session's cached opening, else a bare start."""
+    now = clock.now()
     facts = turn_facts(call.provider, call.inbound.model, now)
-    cached = router.sessions.get(ident)
+    cached = await router.sessions.claim(ident)
     if cached is not None:
         evidence = replace(cached.evidence, turn=facts)
         request = Request(call.key_id, key_name, call.provider, cached.session, evidence)
         request.rungs = dict(cached.rungs)
-    else:
-        session = await router.pool(
-            session_open, call.key_id, call.inbound.session_id, call.provider, now
-        )
-        request = Request(call.key_id, key_name, call.provider, session, Evidence(turn=facts))
+        return request
+    session = await router.pool(
+        session_open, call.key_id, call.inbound.session_id, call.provider, now
+    )
+    return Request(call.key_id, key_name, call.provider, session, Evidence(turn=facts))
+
+
+async def _steps(router: Router, call: Call, request: Request, ident: Ident) -> Fail | None:
+    """The planner's actions, applied until one ends the request."""
     for _ in range(MAX_STEPS):
         action = plan(request.evidence, now=clock.now())
         if isinstance(action, Need):
@@ -152,7 +197,7 @@ async def route(router: Router, call: Call, *, key_name: str) -> Fail | None:
                 return await router.pool(_nothing_serves, request, clock.now())
             if not request.evidence.history:
                 router.sessions.put(ident, request, request.evidence)
-            if not await _send(router, call, request, action):
+            if not await _send(router, call, request, action, ident):
                 return None
         elif isinstance(action, Record):
             router.sessions.drop(ident)
@@ -191,13 +236,17 @@ def _parked(action: Park) -> Fail:
     return Fail(error_code="billing", detail=action.detail, resets_at=action.until)
 
 
-async def _send(router: Router, call: Call, request: Request, action: Send) -> bool:
+async def _send(router: Router, call: Call, request: Request, action: Send, ident: Ident) -> bool:
     """One attempt; False once an answer went to the client and the request is over
     save for its finish (a client error relayed as it was)."""
     rung = request.rung(action.rung)
     assert rung is not None  # noqa: S101 - route() answers a session with no credential
-    if rung.kind is RungKind.SUBSCRIPTION and rung.provider != "anthropic":
+    if rung.kind is RungKind.SUBSCRIPTION and rung.provider != "anthropic" and not rung.account_id:
+        # Its wire form (the current access token, refreshed when due), kept with the
+        # session's evidence: its next requests send it without a database read.
         rung = await router.pool(codex_wire_rung, rung, now=clock.now())
+        request.rungs[rung.key] = rung
+        router.sessions.remember(ident, rung)
     result = await exchange(router.client, router.upstreams, call, rung)
     if result is None:
         return False

@@ -8,11 +8,10 @@ URL is always the provider's configured base URL, whatever the client sent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
-
-import httpx
 
 from agent_server.classifier import (
     classify_codex_refusal,
@@ -29,10 +28,8 @@ from trinity_contract.redaction import mask
 CODEX_RESPONSES_PATH: Final = "/backend-api/codex/responses"
 # A plan's OAuth token is accepted by the Messages API only with this beta named.
 OAUTH_BETA: Final = "oauth-2025-04-20"
-# Headers that describe the client's request body or connection, rebuilt by httpx.
+# Headers that describe the client's request body or connection: the client sets its own.
 _ALSO_DROPPED: Final = frozenset({"content-length", "anthropic-beta"})
-TIMEOUT: Final = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0)
-LIMITS: Final = httpx.Limits(max_connections=512, max_keepalive_connections=128)
 
 
 @dataclass(frozen=True)
@@ -95,7 +92,7 @@ class Refusal:
 
 
 def classify(
-    *, rung: Rung, status: int, body: bytes, headers: httpx.Headers, now: datetime
+    *, rung: Rung, status: int, body: bytes, headers: Mapping[str, str], now: datetime
 ) -> Refusal:
     """What an error answer (status >= 400) on ``rung`` means for the request."""
     secret = rung.secret.reveal()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from gateway import metrics
-from gateway.models import GatewayUsage
 from gateway.server.exchange import Call
 from routing.rung import RungKind
 from trinity_contract.prices import TokenUsage
@@ -16,9 +16,9 @@ from trinity_contract.prices import TokenUsage
 MICRO = Decimal("0.000001")
 
 
-def usage_row(call: Call, *, now: datetime, started: float) -> GatewayUsage:
-    """The request's row (unsaved: the recorder writes rows in batches), and its
-    counts in the gateway's metrics."""
+def usage_row(call: Call, *, now: datetime, started: float) -> dict[str, Any]:
+    """The request's row as ``GatewayUsage``'s fields (the recorder makes and writes the
+    rows in batches, in the thread pool), and its counts in the gateway's metrics."""
     usage, model, cost = TokenUsage(), call.inbound.model, 0.0
     if call.meter is not None:
         for name, part in call.meter.by_model.items():
@@ -42,7 +42,7 @@ def usage_row(call: Call, *, now: datetime, started: float) -> GatewayUsage:
             metrics.TOKENS.labels(call.provider, label).inc(count)
         if call.attempts > 1:
             metrics.WALKS.labels(call.provider).inc()
-    return GatewayUsage(
+    return dict(
         key_id=call.key_id,
         owner_id=call.owner_id,
         at=call.at,

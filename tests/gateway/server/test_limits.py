@@ -12,14 +12,10 @@ import pytest
 import redis.asyncio
 from django.conf import settings
 
-from gateway.limits import KeyLimits, Limits, MemoryLimits, OpenStream, RedisLimits, periods
+from gateway.limits import KeyLimits, Limits, MemoryLimits, RedisLimits, periods
 
 T = TypeVar("T")
 NOW = datetime(2026, 12, 5, 23, 59, 30, tzinfo=UTC)
-
-
-def stream(request_id: str, key_id: int = 1) -> OpenStream:
-    return OpenStream(request_id, key_id, 7, "anthropic", "claude-sonnet-5-5", NOW.isoformat(), "")
 
 
 class Harness:
@@ -35,9 +31,7 @@ class Harness:
 
     def admit(self, caps: KeyLimits, request_id: str, key_id: int = 1) -> str:
         refused = self.run(
-            self.limits.admit(
-                key_id=key_id, limits=caps, stream=stream(request_id, key_id), now=NOW
-            )
+            self.limits.admit(key_id=key_id, limits=caps, request_id=request_id, now=NOW)
         )
         return "" if refused is None else f"{refused.limit}:{refused.retry_after}"
 
@@ -45,9 +39,6 @@ class Harness:
         self.run(
             self.limits.release(key_id=1, request_id=request_id, tokens=tokens, usd=usd, now=NOW)
         )
-
-    def open_streams(self) -> list[OpenStream]:
-        return self.run(self.limits.open_streams())
 
 
 async def _made(make: Callable[[], Limits]) -> Limits:
@@ -114,12 +105,13 @@ def test_caps_refuse_once_what_was_used_reaches_them_until_the_period_ends(
     assert limits.admit(caps, "second") == refused
 
 
-def test_the_open_streams_are_listed_without_secrets(limits: Harness) -> None:
-    limits.admit(KeyLimits(), "x")
-    listed = limits.open_streams()
-    assert [(s.request_id, s.key_id, s.owner_id) for s in listed] == [("x", 1, 7)]
-    limits.release("x")
-    assert limits.open_streams() == []
+def test_a_key_without_limits_costs_no_round_trip_but_its_use_still_counts(
+    limits: Harness,
+) -> None:
+    assert limits.admit(KeyLimits(), "free") == ""
+    limits.release("free", tokens=500)
+    # A cap set later counts what the key used today before it.
+    assert limits.admit(KeyLimits(daily_tokens=100), "capped") == "daily_tokens:30"
 
 
 def test_periods_end_at_utc_midnight_and_the_first_of_the_month() -> None:
