@@ -31,8 +31,8 @@ from gateway.keys import (
     gateway_key_revoke,
     gateway_key_update,
 )
-from gateway.limits import OpenStream
 from gateway.models import PROVIDERS, GatewayKey
+from gateway.open_streams import OpenStream
 from gateway.selectors import (
     KEY_STATUSES,
     gateway_key_get_visible,

@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import asyncio
 import secrets
+from collections.abc import Iterable
+from unittest import mock
 
 import factory
+import redis.asyncio
+from django.conf import settings
 
+from gateway import open_streams
 from gateway.keys import KEY_PREFIX, SHOWN_CHARS, key_digest
 from gateway.models import GatewayKey, GatewayUsage
+from gateway.open_streams import OpenStream, StreamBook
 from tests.agents.factories import UserFactory
 from trinity import clock
 
@@ -50,3 +57,23 @@ class GatewayUsageFactory(factory.django.DjangoModelFactory[GatewayUsage]):
     status = 200
     served_by_kind = "subscription"
     served_by_name = "plan-a"
+
+
+def open_streams_publish(streams: Iterable[OpenStream], *, process: str, ttl: int = 300) -> None:
+    """Publish ``streams`` to Redis as a gateway process named ``process`` does
+    (``StreamBook.publish``), kept ``ttl`` seconds: a test outlives the gateway's few
+    (each test's end empties the Redis db anyway)."""
+    book = StreamBook()
+    book.name = open_streams.PREFIX + process
+    for stream in streams:
+        book.add(stream)
+
+    async def publish() -> None:
+        client = redis.asyncio.from_url(settings.REDIS_URL)
+        try:
+            await book.publish(client)
+        finally:
+            await client.aclose()
+
+    with mock.patch.object(open_streams, "TTL_SECONDS", ttl):
+        asyncio.run(publish())

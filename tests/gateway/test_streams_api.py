@@ -17,9 +17,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from gateway.limits import STREAMS_KEY, OpenStream
 from gateway.models import GatewayKey
-from tests.gateway.factories import GatewayKeyFactory
+from gateway.open_streams import OpenStream
+from tests.gateway.factories import GatewayKeyFactory, open_streams_publish
 
 pytestmark = pytest.mark.django_db
 
@@ -131,16 +131,13 @@ def test_it_is_a_503_saying_so_when_the_streams_cannot_be_read(
 
 
 @pytest.mark.skipif(not ON_REDIS, reason="needs a real Redis: set REDIS_URL")
-def test_on_redis_it_reads_what_every_gateway_process_registered(
-    owner_client: APIClient, streams: tuple[list[OpenStream], GatewayKey]
+def test_on_redis_it_reads_what_every_gateway_process_published(
+    owner_client: APIClient,
+    admin_client_api: APIClient,
+    streams: tuple[list[OpenStream], GatewayKey],
 ) -> None:
-    from django_redis import get_redis_connection
-
     open_now, _ = streams
-    redis = get_redis_connection("default")
-    redis.hset(STREAMS_KEY, mapping={s.request_id: json.dumps(asdict(s)) for s in open_now})
-    try:
-        answer = owner_client.get(URL).json()
-    finally:
-        redis.delete(STREAMS_KEY)
-    assert [s["request_id"] for s in answer] == ["r-2"]
+    open_streams_publish(open_now[:2], process="gw-a:1")
+    open_streams_publish(open_now[2:], process="gw-b:1")
+    assert [s["request_id"] for s in owner_client.get(URL).json()] == ["r-2"]
+    assert [s["request_id"] for s in admin_client_api.get(URL).json()] == ["r-1", "r-2", "r-3"]

@@ -13,7 +13,6 @@ reuses its name.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -33,13 +32,13 @@ from rest_framework.test import APIClient
 from agents.models import Agent
 from execution.models import Execution, Schedule
 from execution.schedules.services import schedule_create
-from gateway.limits import STREAMS_KEY
 from gateway.models import GatewayKey
+from gateway.open_streams import OpenStream
 from subscriptions.key_spend import key_spend_reserve
 from subscriptions.models import Subscription
 from subscriptions.services import record_rate_limit_event
 from tests.agents.factories import AgentFactory, UserFactory
-from tests.gateway.factories import GatewayUsageFactory
+from tests.gateway.factories import GatewayUsageFactory, open_streams_publish
 from tests.subscriptions.factories import SubscriptionFactory
 from trinity import clock
 from trinity.crypto import Secret
@@ -151,18 +150,16 @@ def _gateway_key_with_usage(owner: User, who: str, holdings: Holdings) -> None:
     holdings.markers |= {f"gwkey-{who}", f"model-of-{who}", f"stream-of-{who}"}
     holdings.shown |= {f"gwkey-{who}", f"model-of-{who}"}
     if settings.REDIS_URL:
-        from django_redis import get_redis_connection
-
-        stream = {
-            "request_id": f"stream-of-{who}",
-            "key_id": usage.key_id,
-            "owner_id": owner.pk,
-            "provider": "anthropic",
-            "model": "claude-sonnet-4-5",
-            "started_at": clock.now().isoformat(),
-            "served_by": "plan-shared",
-        }
-        get_redis_connection("default").hset(STREAMS_KEY, stream["request_id"], json.dumps(stream))
+        stream = OpenStream(
+            request_id=f"stream-of-{who}",
+            key_id=usage.key_id,
+            owner_id=owner.pk,
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+            started_at=clock.now().isoformat(),
+            served_by="plan-shared",
+        )
+        open_streams_publish([stream], process=f"gw-{who}")
         holdings.shown.add(f"stream-of-{who}")
 
 
