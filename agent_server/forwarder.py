@@ -305,9 +305,7 @@ class Forwarder:
             if billed and response.status_code < 300
             else None
         )
-        kept = await relay(
-            response.aiter_raw(), send, keep=MAX_REFUSAL_BYTES if refused else 0, meter=meter
-        )
+        kept = await relay(response, send, keep=MAX_REFUSAL_BYTES if refused else 0, meter=meter)
         # The latest answer decides: a refusal the CLI's retry got past is no
         # reason the turn failed.
         grant.seen.refusal = (

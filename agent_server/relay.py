@@ -10,6 +10,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
+import httpx
+
 from agent_server.metering import RequestMeter
 
 # Never copied between the two hops: they describe one connection, or carry the
@@ -78,16 +80,11 @@ async def body_chunks(receive: Any, limit: int) -> AsyncIterator[bytes]:
 
 
 async def relay(
-    chunks: AsyncIterator[bytes],
-    send: Any,
-    *,
-    keep: int = 0,
-    meter: RequestMeter | None = None,
+    response: httpx.Response, send: Any, *, keep: int = 0, meter: RequestMeter | None = None
 ) -> bytes:
-    """Send the answer's bytes (``chunks``: an httpx response's ``aiter_raw()``, an
-    aiohttp one's ``content.iter_any()``) on as they arrive (no decoding:
-    content-encoding passes through with its content-length), never holding a byte
-    back to wait for the network. Returns the first `keep` bytes it relayed (an error body to read).
+    """Send the answer's raw bytes on as they arrive (no decoding: content-encoding
+    passes through with its content-length), never holding a byte back to wait for
+    the network. Returns the first `keep` bytes it relayed (an error body to read).
     `meter` reads each write's bytes right after they were handed on, so metering
     costs the reader no latency: it runs while the forwarder waits for the network.
 
@@ -96,6 +93,7 @@ async def relay(
     delivers to the reader at once, the forwarder's main cost per request. Before
     waiting on the network, whatever is pending is sent.
     """
+    chunks = response.aiter_raw()
     pending = bytearray()
     kept = bytearray()
     upcoming = asyncio.ensure_future(anext(chunks))

@@ -90,9 +90,11 @@ class Limits(Protocol):
         self, *, key_id: int, limits: KeyLimits, request_id: str, now: datetime
     ) -> Refused | None: ...
 
-    async def release(
-        self, *, key_id: int, request_id: str, tokens: int, usd: float, now: datetime
-    ) -> None: ...
+    async def release(self, *, key_id: int, request_id: str) -> None: ...
+
+    def add(self, *, key_id: int, tokens: int, usd: float, now: datetime) -> None: ...
+
+    async def flush(self) -> None: ...
 
 
 # KEYS: day hash, month hash, open zset, minute counter.
@@ -120,19 +122,8 @@ redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
 redis.call('EXPIRE', KEYS[3], 3600)
 return 0
 """
-# KEYS: day hash, month hash, open zset. ARGV: request id, tokens, usd.
-_RELEASE: Final = """
-redis.call('ZREM', KEYS[3], ARGV[1])
-if tonumber(ARGV[2]) > 0 or tonumber(ARGV[3]) > 0 then
-  redis.call('HINCRBY', KEYS[1], 't', ARGV[2])
-  redis.call('HINCRBYFLOAT', KEYS[1], 'u', ARGV[3])
-  redis.call('EXPIRE', KEYS[1], 2 * 86400)
-  redis.call('HINCRBY', KEYS[2], 't', ARGV[2])
-  redis.call('HINCRBYFLOAT', KEYS[2], 'u', ARGV[3])
-  redis.call('EXPIRE', KEYS[2], 32 * 86400)
-end
-return 0
-"""
+# How long a day's and a month's counts are kept.
+_KEPT: Final = {"d": 2 * 86400, "m": 32 * 86400}
 
 
 def _keys(key_id: int, now: datetime) -> tuple[str, str, str, str]:
@@ -148,12 +139,13 @@ def _keys(key_id: int, now: datetime) -> tuple[str, str, str, str]:
 
 class RedisLimits:
     """The limits on Redis (``redis.asyncio`` client): one script call per request of a
-    key with a limit, none for a key without."""
+    key with a limit, none for a key without; what keys used, one pipeline per flush."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
         self._admit = client.register_script(_ADMIT)
-        self._release = client.register_script(_RELEASE)
+        # (day or month hash) -> [tokens, usd] not written yet
+        self._pending: dict[str, list[float]] = {}
 
     async def admit(
         self, *, key_id: int, limits: KeyLimits, request_id: str, now: datetime
@@ -178,11 +170,28 @@ class RedisLimits:
         )
         return None if int(code) == 0 else _refused(int(code), now)
 
-    async def release(
-        self, *, key_id: int, request_id: str, tokens: int, usd: float, now: datetime
-    ) -> None:
-        day, month, open_key, _ = _keys(key_id, now)
-        await self._release(keys=[day, month, open_key], args=[request_id, tokens, f"{usd:.8f}"])
+    async def release(self, *, key_id: int, request_id: str) -> None:
+        await self.client.zrem(f"gw:open:{key_id}", request_id)
+
+    def add(self, *, key_id: int, tokens: int, usd: float, now: datetime) -> None:
+        if tokens <= 0 and usd <= 0:
+            return
+        day, month, _, _ = _keys(key_id, now)
+        for period in (day, month):
+            counts = self._pending.setdefault(period, [0, 0.0])
+            counts[0] += tokens
+            counts[1] += usd
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for name, (tokens, usd) in pending.items():
+            pipe.hincrby(name, "t", int(tokens))
+            pipe.hincrbyfloat(name, "u", usd)
+            pipe.expire(name, _KEPT[name.split(":")[3]])
+        await pipe.execute()
 
 
 class MemoryLimits:
@@ -224,15 +233,18 @@ class MemoryLimits:
         self.open[key_id] = opened
         return None
 
-    async def release(
-        self, *, key_id: int, request_id: str, tokens: int, usd: float, now: datetime
-    ) -> None:
+    async def release(self, *, key_id: int, request_id: str) -> None:
         self.open.get(key_id, {}).pop(request_id, None)
+
+    def add(self, *, key_id: int, tokens: int, usd: float, now: datetime) -> None:
         day, month, _, _ = _keys(key_id, now)
         for period in (day, month):
             counts = self.used.setdefault(period, [0, 0.0])
             counts[0] += tokens
             counts[1] += usd
+
+    async def flush(self) -> None:
+        """Counted as they come: nothing to write."""
 
 
 def key_limits(row: Any) -> KeyLimits:

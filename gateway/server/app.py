@@ -72,7 +72,7 @@ class GatewayApp:
         self.limits: Limits = RedisLimits(self.redis) if self.redis is not None else MemoryLimits()
         self.streams = StreamBook()
         self.executor = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="gateway-db")
-        self.recorder = Recorder(self.pool)
+        self.recorder = Recorder(self.pool, self.limits.flush)
         self.sessions = SessionCache(float(settings.TRINITY_GATEWAY_EVIDENCE_SECONDS))
         self.upstreams = Upstreams(
             anthropic=settings.TRINITY_ANTHROPIC_BASE_URL,
@@ -270,14 +270,12 @@ class GatewayApp:
         tokens = sum(
             row[f"{kind}_tokens"] for kind in ("input", "output", "cache_read", "cache_write")
         )
-        release = self.limits.release(
-            key_id=call.key_id,
-            request_id=call.request_id,
-            tokens=tokens,
-            usd=float(row["list_usd"]),
-            now=now,
+        self.limits.add(key_id=call.key_id, tokens=tokens, usd=float(row["list_usd"]), now=now)
+        if not key.limits.any:
+            return  # nothing of it is open in the limits
+        task = asyncio.ensure_future(
+            self.limits.release(key_id=call.key_id, request_id=call.request_id)
         )
-        task = asyncio.ensure_future(release)
         task.add_done_callback(_log_failure)
 
 

@@ -14,8 +14,8 @@ from typing import Any, Final
 
 from aiohttp import ClientError, ClientResponse
 
-from agent_server.metering import GrantMeter
-from agent_server.relay import RESPONSE_DROPPED, answer_json, relay
+from agent_server.metering import GrantMeter, RequestMeter
+from agent_server.relay import RESPONSE_DROPPED, answer_json
 from agent_server.upstream import MAX_REFUSAL_BYTES, ratelimit_headers
 from gateway.catalog import ANTHROPIC, BILLED
 from gateway.server.client import Unreachable, UpstreamClient, chunks
@@ -185,7 +185,7 @@ async def _relay_served(call: Call, response: ClientResponse, rung: Rung) -> Out
     call.served_by = rung
     meter = grant.request(headers=response.headers) if call.path in BILLED else None
     await call.send(_start(call, response))
-    relaying = asyncio.ensure_future(relay(chunks(response), call.send, meter=meter))
+    relaying = asyncio.ensure_future(_pump(response, call.send, meter))
     leaving = asyncio.ensure_future(_client_leaves(call.receive))
     try:
         await asyncio.wait({relaying, leaving}, return_when=asyncio.FIRST_COMPLETED)
@@ -210,6 +210,19 @@ async def _relay_served(call: Call, response: ClientResponse, rung: Rung) -> Out
         with contextlib.suppress(ClientError, OSError):
             relaying.result()
     return Outcome(True)
+
+
+async def _pump(response: ClientResponse, send: Any, meter: RequestMeter | None) -> None:
+    """Send the answer on as it arrives. Each read takes all aiohttp holds (one read
+    often carries several SSE events), so each is one write to the client; metering
+    reads a chunk after it went out, so it costs the client no latency."""
+    async for chunk in chunks(response):
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if meter is not None:
+            meter.feed(chunk)
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    if meter is not None:
+        meter.finish()
 
 
 async def _client_leaves(receive: Any) -> None:

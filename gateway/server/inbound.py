@@ -3,10 +3,11 @@ streams, and the session it belongs to."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import orjson
 
 from agent_server.relay import BodyTooLarge, body_chunks, content_length
 from gateway.catalog import ANTHROPIC
@@ -57,8 +58,8 @@ def parse(provider: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> Inb
 
     Raises BadRequest (400) for a body that is not a JSON object or names no model."""
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        payload = orjson.loads(body)
+    except ValueError:  # orjson's JSONDecodeError, invalid UTF-8 included
         raise BadRequest(400, "the request body is not valid JSON") from None
     if not isinstance(payload, dict):
         raise BadRequest(400, "the request body must be a JSON object")

@@ -34,8 +34,10 @@ Pool = Callable[..., Awaitable[Any]]
 class Recorder:
     """Queues of what to write, and the task that writes them."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, also: Callable[[], Awaitable[None]]) -> None:
         self.pool = pool
+        # Flushed with the rest: the keys' limits' counts (``gateway/limits.py``).
+        self.also = also
         # Each request's GatewayUsage fields (the rows are made in the thread pool).
         self.usage: list[dict[str, Any]] = []
         # subscription id -> (the latest answer's rate-limit headers, when it came)
@@ -70,6 +72,10 @@ class Recorder:
                 logger.exception("gateway: writing usage failed")
 
     async def flush(self) -> None:
+        try:
+            await self.also()
+        except Exception:  # the keys' counts wait for Redis; usage rows must not
+            logger.warning("gateway: counting the keys' use failed", exc_info=True)
         rows, self.usage = self.usage, []
         readings, self.readings = self.readings, {}
         spend, self.key_spend = self.key_spend, {}

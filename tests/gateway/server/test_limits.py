@@ -36,9 +36,10 @@ class Harness:
         return "" if refused is None else f"{refused.limit}:{refused.retry_after}"
 
     def release(self, request_id: str, tokens: int = 0, usd: float = 0.0) -> None:
-        self.run(
-            self.limits.release(key_id=1, request_id=request_id, tokens=tokens, usd=usd, now=NOW)
-        )
+        """The request closed and what it used counted (the next flush writes it)."""
+        self.run(self.limits.release(key_id=1, request_id=request_id))
+        self.limits.add(key_id=1, tokens=tokens, usd=usd, now=NOW)
+        self.run(self.limits.flush())
 
 
 async def _made(make: Callable[[], Limits]) -> Limits:
