@@ -69,7 +69,12 @@ TIME_RANGE_PARAMETERS = [
 ]
 
 
-def _instant(params: Any, name: str) -> datetime | None:
+def query_instant(params: Any, name: str) -> datetime | None:
+    """The query string's ``name`` as an aware UTC instant; None when absent.
+
+    Raises ValidationError (a 400 naming it) for a value without an offset or that
+    does not parse: a naive time would be read in the server's zone.
+    """
     raw = params.get(name)
     if raw is None:  # absent; an empty value is no instant (a 400 below), not absent
         return None
@@ -90,7 +95,7 @@ def created_in_range(queryset: QuerySet[M], params: Any) -> QuerySet[M]:
     Raises ValidationError (a 400 naming the field) for an instant without an offset
     or that does not parse: a naive time would be read in the server's zone.
     """
-    since, until = _instant(params, "since"), _instant(params, "until")
+    since, until = query_instant(params, "since"), query_instant(params, "until")
     if since is not None:
         queryset = queryset.filter(created_at__gte=since)
     if until is not None:

@@ -383,6 +383,8 @@ SPECTACULAR_SETTINGS = {
         "ProviderEnum": "subscriptions.models.Provider",
         # A notification's level and a notification channel's minimum level.
         "NotificationLevelEnum": "trinity.models.Notification.Level",
+        # A gateway key's status (active, expired, revoked).
+        "GatewayKeyStatusEnum": "gateway.selectors.KEY_STATUSES",
     },
 }
 

@@ -18,6 +18,8 @@ urlpatterns = [
     path("api/", include("subscriptions.urls")),
     path("api/", include("execution.urls")),
     path("api/", include("agents.urls")),
+    # People's own CLIs through the pool: their gateway keys, usage and open requests.
+    path("api/", include("gateway.urls")),
     # The settings panel: session sign-in for the built Vue app, and the app itself.
     path("api/auth/csrf", panel.auth_csrf, name="auth-csrf"),
     path("api/auth/login", panel.auth_login, name="auth-login"),

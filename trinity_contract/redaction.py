@@ -40,6 +40,9 @@ CREDENTIAL_SHAPES: Final = (
     re.compile(r"sk-[A-Za-z0-9_\-]{20,}"),  # OpenAI-style keys
     re.compile(r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"),  # JWTs (Codex)
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}"),
+    # Gateway keys (gateway/keys.py: the prefix and 43 URL-safe characters); the few
+    # characters a key list shows after the prefix are too short to match.
+    re.compile(r"trinity-gw-[A-Za-z0-9_\-]{16,}"),
 )
 
 # Shorter values are too likely to be ordinary words ("1", "true") to redact

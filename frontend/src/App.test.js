@@ -29,7 +29,7 @@ describe("App", () => {
     await wrapper.find("form").trigger("submit");
     await settle();
     expect(wrapper.find("[data-testid=signed-in-as]").text()).toBe("Signed in as operator");
-    expect(wrapper.findAll("nav a").map((a) => a.text())).toEqual(["Subscriptions", "Settings", "Agents", "Schedules", "Activity"]);
+    expect(wrapper.findAll("nav a").map((a) => a.text())).toEqual(["Subscriptions", "Settings", "Agents", "Schedules", "Activity", "Gateway"]);
     expect(wrapper.find("nav a[aria-current=page]").text()).toBe("Subscriptions");
   });
 

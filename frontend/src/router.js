@@ -8,6 +8,7 @@ export const PAGES = [
   { id: "agents", label: "Agents" },
   { id: "schedules", label: "Schedules" },
   { id: "activity", label: "Activity" },
+  { id: "gateway", label: "Gateway" },
 ];
 
 export function pageFromHash(hash) {

@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 
 from tests.agents.factories import AgentFactory
 from tests.api_fuzz.support import database_fingerprint
+from tests.gateway.factories import GatewayKeyFactory
 from tests.subscriptions.factories import SubscriptionFactory
 
 pytestmark = pytest.mark.django_db
@@ -70,6 +71,22 @@ USD: list[tuple[str, Any]] = [
     ("infinite", "Infinity"),
     ("SQL", "1 OR 1=1"),
 ]
+# A gateway key's dollar limits: the column's four places, and more than nothing.
+GATEWAY_USD: list[tuple[str, Any]] = [
+    *[(label, value) for label, value in USD if label != "a tenth of a cent"],
+    ("zero", "0"),
+    ("a hundredth of a cent", "0.00001"),
+]
+LIMIT: list[tuple[str, Any]] = [*INTEGER, ("zero", 0)]
+INSTANT: list[tuple[str, Any]] = [
+    *WRONG_TYPES,
+    ("a number", 42),
+    ("a word", "soon"),
+    ("the past", "2001-01-01T00:00:00Z"),
+    ("a NUL character", "2099-01-01T00:00:00Z\x00"),
+    ("without its offset", "2099-01-01T00:00:00"),
+    ("past the calendar", "9999-12-31T23:59:59-10:00"),
+]
 BOOLEAN: list[tuple[str, Any]] = [*WRONG_TYPES, ("a word", "maybe"), ("a number", 2)]
 ID_LIST: list[tuple[str, Any]] = [
     ("a string", "1,2"),
@@ -87,6 +104,21 @@ TOOLS: list[tuple[str, Any]] = [
     ("a tool twice", ["Read", "Read"]),
     ("a NUL character", ["Read\x00"]),
 ]
+PROVIDER_LIST: list[tuple[str, Any]] = [
+    ("a string", "anthropic"),
+    ("an object", {"x": 1}),
+    ("null", None),
+    ("an unknown provider", ["anthropic", "mistral"]),
+    ("a provider twice", ["anthropic", "anthropic"]),
+    ("a NUL character", ["anthropic\x00"]),
+]
+FAMILY_LIST: list[tuple[str, Any]] = [
+    ("a string", "opus"),
+    ("an object", {"x": 1}),
+    ("an unknown family", ["opus", "gemini"]),
+    ("a family twice", ["opus", "opus"]),
+    ("SQL", ["' OR 1=1 --"]),
+]
 KINDS = {
     "name": NAME,
     "text": TEXT,
@@ -98,6 +130,11 @@ KINDS = {
     "max_wait": MAX_WAIT,
     "usd": USD,
     "tools": TOOLS,
+    "gateway_usd": GATEWAY_USD,
+    "limit": LIMIT,
+    "instant": INSTANT,
+    "providers": PROVIDER_LIST,
+    "families": FAMILY_LIST,
 }
 
 
@@ -292,6 +329,42 @@ ROWS = [
     ),
     Row(
         "post",
+        "/api/gateway/keys",
+        {"name": "new-key"},
+        {
+            "name": "name",
+            "owner": "name",
+            "expires_at": "instant",
+            "providers": "providers",
+            "model_families": "families",
+            "requests_per_minute": "limit",
+            "max_streams": "limit",
+            "daily_tokens": "limit",
+            "monthly_tokens": "limit",
+            "daily_usd": "gateway_usd",
+            "monthly_usd": "gateway_usd",
+        },
+    ),
+    Row(
+        "patch",
+        "/api/gateway/keys/{id}",
+        {"name": "renamed"},
+        {
+            "name": "name",
+            "expires_at": "instant",
+            "providers": "providers",
+            "model_families": "families",
+            "requests_per_minute": "limit",
+            "max_streams": "limit",
+            "daily_tokens": "limit",
+            "monthly_tokens": "limit",
+            "daily_usd": "gateway_usd",
+            "monthly_usd": "gateway_usd",
+        },
+        id_of="{gateway_key}",
+    ),
+    Row(
+        "post",
         "/api/notification-channels",
         {"name": "hook-b", "kind": "json", "url": "https://hooks.example.invalid/b"},
         {
@@ -343,9 +416,11 @@ def seeded(owner: Any, admin_user: Any) -> dict[str, Any]:
     channel = notification_channel_create(
         name="hook-a", kind="json", url="https://hooks.example.invalid/a", now=clock.now()
     )
+    gateway_key = GatewayKeyFactory.create(owner=admin_user, name="kept")
     return {
         "{name}": "bot",
         "{id}": str(channel.pk),
+        "{gateway_key}": str(gateway_key.pk),
         "{schedule}": "nightly",
         "{subscription}": str(subscription.pk),
         "subscription_id": subscription.pk,

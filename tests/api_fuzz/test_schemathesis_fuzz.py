@@ -54,6 +54,7 @@ from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory, UserFactory
 from tests.api_fuzz.support import database_fingerprint
+from tests.gateway.factories import GatewayUsageFactory
 from tests.subscriptions.factories import plan_token
 from trinity import clock
 from trinity.notifications import notification_send
@@ -143,7 +144,9 @@ def world(control: SimulatorControl) -> World:
         created_at=clock.now(),
         deadline=clock.now(),
     )
-    ids = [subscription.pk]
+    # The owner's gateway key, with a request it made: a key id the fuzz reaches.
+    gateway_key = GatewayUsageFactory.create(key__owner=owner, key__name="seeded").key
+    ids = [subscription.pk, gateway_key.pk]
     if notification is not None:
         ids.append(notification.pk)
     return World(

@@ -143,6 +143,8 @@ def test_the_platform_registers_no_value_shorter_than_eight() -> None:
         ("jwt eyJhbGciOiJI.eyJzdWIiOiIx.c2lnbmF0dXJl", "jwt [redacted]"),
         ("Authorization: Bearer abcdefgh12345", "Authorization: Bearer [redacted]"),
         ("bearer short", "bearer short"),
+        ("x-api-key: trinity-gw-AbC_12-xyz0123456789abcdefgh", "x-api-key: [redacted]"),
+        ("key trinity-gw-AbC_12… in a list", "key trinity-gw-AbC_12… in a list"),
         ("", ""),
     ],
 )
