@@ -97,6 +97,8 @@ def test_a_refused_plan_walks_inside_the_request_once_switched_and_noticed(
 
     other, refused = ("max-b", "max-a") if on_a else ("max-a", "max-b")
     assert upstream(control) == [(refused, 429), (other, 200), (other, 200)]
+    # The switch is committed once the answer went out: the client may read first.
+    wait_for(lambda: GatewaySession.objects.filter(pk=session.pk, switches=1).first())
     session.refresh_from_db()
     assert session.subscription_id == (b.pk if on_a else a.pk)
     assert session.switches == 1
