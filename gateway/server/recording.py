@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from gateway.models import GatewayKey, GatewayUsage
 from subscriptions.headroom.feed import headroom_reading_observe
@@ -24,7 +24,7 @@ from trinity import clock
 
 logger = logging.getLogger(__name__)
 
-FLUSH_SECONDS: Final = 0.5
+FLUSH_SECONDS: Final = 0.25
 # Rows written per INSERT at most.
 BATCH: Final = 500
 
@@ -86,15 +86,38 @@ class Recorder:
 def _usage_write(fields: list[dict[str, Any]]) -> None:
     """Insert the rows in one statement; when a row's key was deleted meanwhile (its
     owner removed), only that key's rows are lost."""
-    rows = [GatewayUsage(**row) for row in fields]
     try:
         with transaction.atomic():
-            GatewayUsage.objects.bulk_create(rows, batch_size=BATCH)
+            _insert(fields)
     except IntegrityError:
-        kept = set(
-            GatewayKey.objects.filter(pk__in={r.key_id for r in rows}).values_list("pk", flat=True)
-        )
-        GatewayUsage.objects.bulk_create([r for r in rows if r.key_id in kept], batch_size=BATCH)
+        keys = {row["key_id"] for row in fields}
+        kept = set(GatewayKey.objects.filter(pk__in=keys).values_list("pk", flat=True))
+        _insert([row for row in fields if row["key_id"] in kept])
+
+
+def _insert(fields: list[dict[str, Any]]) -> None:
+    """On Postgres, one COPY: psycopg writes the rows in C, while the ORM's bulk insert
+    spent long enough in Python, holding the interpreter, to stall the event loop's
+    requests for tens of milliseconds each flush. Elsewhere (the embedded SQLite), the
+    ORM."""
+    if not fields:
+        return
+    if connection.vendor != "postgresql":
+        GatewayUsage.objects.bulk_create([GatewayUsage(**row) for row in fields], batch_size=BATCH)
+        return
+    names = list(fields[0])
+    columns = ", ".join(_column(name) for name in names)
+    table = GatewayUsage._meta.db_table
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:  # noqa: S608
+            for row in fields:
+                copy.write_row([row[name] for name in names])
+
+
+def _column(attname: str) -> str:
+    """The quoted column of one of GatewayUsage's fields, by its attribute name."""
+    field = next(f for f in GatewayUsage._meta.concrete_fields if f.attname == attname)
+    return connection.ops.quote_name(field.column)
 
 
 def _write(

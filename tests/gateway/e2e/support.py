@@ -89,7 +89,7 @@ def expiring(seconds: float) -> datetime:
 
 def wait_for(read: Callable[[], T | None], *, seconds: float = 10.0) -> T:
     """What ``read`` returns once it is not None: the gateway writes usage and notices
-    after the answer, in batches (every half second)."""
+    after the answer, in batches (every quarter second)."""
     deadline = time.monotonic() + seconds
     while True:
         found = read()
