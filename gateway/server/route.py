@@ -170,15 +170,22 @@ async def route(router: Router, call: Call, *, key_name: str) -> Fail | None:
 
 
 async def _opening(router: Router, call: Call, key_name: str, ident: Ident) -> Request:
-    """The request's evidence so far: the session's cached opening, else a bare start."""
+    """The request's evidence so far: the session's cached opening, else a bare start.
+
+    The cached opening keeps its turn's facts when this request spends the same
+    windows (its model's family): they differ only by when the turn started, which
+    moves none of the opening's verdicts within the entry's life (seconds, against a
+    forecast over minutes)."""
     now = clock.now()
-    facts = turn_facts(call.provider, call.inbound.model, now)
     cached = await router.sessions.claim(ident)
     if cached is not None:
-        evidence = replace(cached.evidence, turn=facts)
+        evidence = cached.evidence
+        if evidence.turn.family != family_window(call.inbound.model):
+            evidence = replace(evidence, turn=turn_facts(call.provider, call.inbound.model, now))
         request = Request(call.key_id, key_name, call.provider, cached.session, evidence)
         request.rungs = dict(cached.rungs)
         return request
+    facts = turn_facts(call.provider, call.inbound.model, now)
     session = await router.pool(
         session_open, call.key_id, call.inbound.session_id, call.provider, now
     )

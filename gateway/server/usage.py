@@ -3,6 +3,7 @@ it, the API list price of its tokens beside what the platform key billed."""
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import datetime
 from decimal import Decimal
@@ -14,6 +15,29 @@ from routing.rung import RungKind
 from trinity_contract.prices import TokenUsage
 
 MICRO = Decimal("0.000001")
+
+
+@functools.cache
+def _child(metric: Any, *labels: str) -> Any:
+    """A metric's child for these labels, looked up once (a request counts six)."""
+    return metric.labels(*labels)
+
+
+def _counted(call: Call, status: int, kind: str, usage: TokenUsage, list_usd: float) -> None:
+    """The request in the gateway's metrics."""
+    _child(metrics.REQUESTS, call.provider, f"{status // 100}xx", kind or "none").inc()
+    if not kind:
+        return
+    _child(metrics.LIST_USD, call.provider, kind).inc(list_usd)
+    for label, count in (
+        ("input", usage.input_tokens),
+        ("output", usage.output_tokens),
+        ("cache_read", usage.cache_read_input_tokens),
+        ("cache_write", usage.cache_creation_input_tokens),
+    ):
+        _child(metrics.TOKENS, call.provider, label).inc(count)
+    if call.attempts > 1:
+        _child(metrics.WALKS, call.provider).inc()
 
 
 def usage_row(call: Call, *, now: datetime, started: float) -> dict[str, Any]:
@@ -30,18 +54,7 @@ def usage_row(call: Call, *, now: datetime, started: float) -> dict[str, Any]:
     list_usd = Decimal(str(cost)).quantize(MICRO)
     billed = list_usd if served is not None and served.kind is RungKind.API_KEY else Decimal(0)
     status = call.status or (499 if call.disconnected else 0)
-    metrics.REQUESTS.labels(call.provider, f"{status // 100}xx", kind or "none").inc()
-    if served is not None:
-        metrics.LIST_USD.labels(call.provider, kind).inc(float(list_usd))
-        for label, count in (
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-            ("cache_read", usage.cache_read_input_tokens),
-            ("cache_write", usage.cache_creation_input_tokens),
-        ):
-            metrics.TOKENS.labels(call.provider, label).inc(count)
-        if call.attempts > 1:
-            metrics.WALKS.labels(call.provider).inc()
+    _counted(call, status, kind, usage, float(list_usd))
     return dict(
         key_id=call.key_id,
         owner_id=call.owner_id,
