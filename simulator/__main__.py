@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> None:
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=2,
+        # Idle connections stay open past any client's own idle limit (httpx's 5 s, the
+        # gateway's 60 s): a client that reuses one must not meet the server's close.
+        timeout_keep_alive=75,
         # The stock loop and parser, as measured: uvloop and httptools are installed
         # for the gateway, and uvicorn's "auto" would otherwise switch to them here.
         loop="asyncio",
