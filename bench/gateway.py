@@ -47,13 +47,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
-from contextlib import ExitStack
+from collections.abc import Coroutine, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -480,11 +482,26 @@ async def run(paths: list[Path_], sim: SimulatorProcess, args: argparse.Namespac
     try:
         results = await interleaved_phase(paths, kinds_, args)
         if args.bursts > 0:
-            results.update(await concurrent_phase(paths, sim, kinds_, args))
+            # LiteLLM serves no burst, and left running it spends CPU of its own (its
+            # background tasks), taken from the paths that do: it sleeps meanwhile.
+            with paused([p.pid for p in paths if p.name == "litellm" and p.pid]):
+                results.update(await concurrent_phase(paths, sim, kinds_, args))
     finally:
         for path in paths:
             await path.client.aclose()
     return all(s.served for t in results.values() for s in t.samples)
+
+
+@contextmanager
+def paused(pids: list[int]) -> Iterator[None]:
+    """The process groups of ``pids`` stopped (SIGSTOP) for the block, then continued."""
+    for pid in pids:
+        os.killpg(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.killpg(pid, signal.SIGCONT)
 
 
 async def interleaved_phase(

@@ -11,29 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import json
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from typing import Any, Final
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from agent_server.relay import answer_json, presented
+from agent_server.relay import answer_json
 from gateway import metrics
 from gateway.catalog import ANTHROPIC, PATHS
 from gateway.limits import Limits, MemoryLimits, RedisLimits
 from gateway.open_streams import StreamBook
 from gateway.server.admission import admit
+from gateway.server.background import Background
 from gateway.server.client import UpstreamClient
 from gateway.server.exchange import Call, Revoked
-from gateway.server.keybook import KeyBook, read_changed
+from gateway.server.keybook import KeyBook
 from gateway.server.models_list import models_answer
+from gateway.server.platform_routes import metrics_answer, streams_answer
 from gateway.server.recording import Recorder
 from gateway.server.route import Router, SessionCache, answer_fail, route
 from gateway.server.shapes import answer_error
@@ -44,7 +42,6 @@ from trinity import clock
 logger = logging.getLogger("gateway")
 
 POOL_THREADS: Final = 8
-STREAMS_PUBLISH_SECONDS: Final = 1.0
 
 
 # Connections to Redis the process opens at most; more concurrent requests wait for one
@@ -83,8 +80,13 @@ class GatewayApp:
         self.max_body: int = settings.TRINITY_GATEWAY_MAX_BODY_BYTES
         # key id -> the tasks serving its open requests (a revocation cancels them)
         self.open: dict[int, set[asyncio.Task[Any]]] = {}
-        self._poller: asyncio.Task[None] | None = None
-        self._publisher: asyncio.Task[None] | None = None
+        self.background = Background(
+            keys=self.keys,
+            streams=self.streams,
+            redis=self.redis,
+            pool=self.pool,
+            on_revoked=self._end_streams,
+        )
 
     async def pool(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` (the ORM, the cache) in the thread pool."""
@@ -97,44 +99,16 @@ class GatewayApp:
         client = UpstreamClient()
         await client.start()
         self.router = Router(client, self.upstreams, self.pool, self.sessions)
-        await self.poll()
+        await self.background.start()
         self.recorder.start()
-        self._poller = asyncio.create_task(self._poll_forever())
-        if self.redis is not None:
-            self._publisher = asyncio.create_task(self._publish_forever())
         logger.info("gateway ready: upstream %s", self.upstreams.anthropic)
 
     async def shutdown(self) -> None:
-        for task in (self._poller, self._publisher):
-            if task is not None:
-                task.cancel()
+        self.background.stop()
         await self.recorder.stop()
         if self.router is not None:
             await self.router.client.close()
         self.executor.shutdown(wait=False)
-
-    async def poll(self) -> None:
-        """Take every key changed since the last poll; end a revoked key's requests."""
-        changed, newest = await self.pool(read_changed, self.keys.since)
-        self.keys.apply(changed, newest, self._end_streams)
-
-    async def _poll_forever(self) -> None:
-        while True:
-            await asyncio.sleep(settings.TRINITY_GATEWAY_POLL_SECONDS)
-            try:
-                await self.poll()
-            except Exception:
-                logger.warning("gateway: key poll failed", exc_info=True)
-
-    async def _publish_forever(self) -> None:
-        """This process's open requests, for the panel, every second."""
-        assert self.redis is not None  # noqa: S101 - started only with Redis
-        while True:
-            try:
-                await self.streams.publish(self.redis)
-            except Exception:
-                logger.warning("gateway: publishing open streams failed", exc_info=True)
-            await asyncio.sleep(STREAMS_PUBLISH_SECONDS)
 
     def _end_streams(self, key_id: int) -> None:
         for task in self.open.pop(key_id, set()):
@@ -152,9 +126,9 @@ class GatewayApp:
         if path == "/healthz":
             await answer_json(send, 200, {"status": "ok"})
         elif path == "/metrics" and method == "GET":
-            await self._metrics(scope, send)
+            await metrics_answer(scope, send)
         elif path == "/internal/streams" and method == "GET":
-            await self._streams(scope, send)
+            await streams_answer(self.streams, scope, send)
         elif path == "/v1/models" and method == "GET":
             await models_answer(self, scope, send)
         elif path in PATHS and method == "POST":
@@ -180,40 +154,6 @@ class GatewayApp:
                 await self.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
-    def _platform(self, scope: dict[str, Any]) -> bool:
-        """The platform's own caller: the metrics token as Bearer."""
-        expected: str = settings.TRINITY_METRICS_TOKEN
-        return hmac.compare_digest(presented(scope["headers"]).encode(), expected.encode())
-
-    async def _metrics(self, scope: dict[str, Any], send: Any) -> None:
-        if not self._platform(scope):
-            await answer_json(send, 401, {"detail": "metrics need the metrics token"})
-            return
-        payload = generate_latest(metrics.REGISTRY)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", CONTENT_TYPE_LATEST.encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
-
-    async def _streams(self, scope: dict[str, Any], send: Any) -> None:
-        if not self._platform(scope):
-            await answer_json(send, 401, {"detail": "streams need the metrics token"})
-            return
-        streams = self.streams.listed()
-        payload = json.dumps([asdict(s) for s in streams]).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
 
     async def _proxy(self, scope: dict[str, Any], receive: Any, send: Any, provider: str) -> None:
         """One proxied request: admitted, routed, answered, then recorded."""
