@@ -22,7 +22,7 @@ from agents import lifecycle
 from agents.models import Agent, AuthMode, ProcessState
 from execution import affinity
 from execution.turn_state import TurnState
-from routing.eligibility import Admission, Admitted, PlanFacts, Role, forbidden
+from routing.eligibility import Admission, Admitted, Role, forbidden
 from routing.headroom.placement import settled
 from routing.planner import (
     AgentFacts,
@@ -37,7 +37,12 @@ from routing.planner import (
 )
 from routing.providers import key_label
 from subscriptions import breaker, leases
-from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.evidence_reads import (
+    breaker_failure_observe,
+    forecast_read,
+    readings_read,
+    rungs_read,
+)
 from subscriptions.key_rung_state import key_rung_state
 from subscriptions.placement_look import placement_due, placement_target
 from subscriptions.plan_facts import (
@@ -47,15 +52,11 @@ from subscriptions.plan_facts import (
     session_plan_read,
 )
 from subscriptions.policy_refusals import assignment_policy_refusal, switching_stop
-from subscriptions.rung_secrets import key_rung, subscription_rungs
+from subscriptions.rung_secrets import key_rung
 from subscriptions.selectors import subscription_count
 from trinity import clock
 
 logger = logging.getLogger(__name__)
-
-# Tokens a walk decrypts at once: its pick and the next ones in rank order (a walk
-# rarely tries more; decrypting all of a large pool cost most of a walked turn).
-RUNG_BATCH = 8
 
 
 def evidence_read(state: TurnState, need: Need, now: datetime) -> None:
@@ -241,33 +242,11 @@ def _rungs(state: TurnState, need: Need, now: datetime) -> Evidence:
     """The wanted secrets and the next few in rank order, in one query: decrypting
     every ranked candidate's token (hundreds) for the one or two a walk tries was most
     of a walked turn's CPU."""
-    evidence = state.evidence
-    known = {*evidence.rungs, *evidence.missing}
-    selection = evidence.last_selection
-    order = selection.order() if selection is not None else []
-    wanted = need.ids[0]
-    after = order[order.index(wanted) + 1 :] if wanted in order else []
-    batch = [*need.ids, *(i for i in after if i not in known)][:RUNG_BATCH]
-    found = subscription_rungs(batch)
-    for rung in found.values():
-        state.keep(rung)
-    rungs = {**evidence.rungs, **{pk: rung.name for pk, rung in found.items()}}
-    missing = evidence.missing | {pk for pk in batch if pk not in found}
-    return replace(evidence, rungs=rungs, missing=missing)
+    return rungs_read(state.evidence, need, state.keep)
 
 
 def _forecast(state: TurnState, need: Need, now: datetime) -> Evidence:
-    """Whether the plan a forecast would route to runs out as well: ``admit`` on its
-    ranked row and its cached snapshot and forecast (one cache round trip)."""
-    pk = need.ids[0]
-    selection = state.evidence.last_selection
-    ranked = selection.ranked if selection is not None else ()
-    candidate = next(r.candidate for r in ranked if r.candidate.subscription_id == pk)
-    cached = turn_evidence_read(pk)
-    facts = PlanFacts(candidate, cached.reading, cached.forecast, cached.reachable)
-    verdict = _admission(state, now).judge(facts, Role.ALTERNATIVE)
-    out = not isinstance(verdict, Admitted) or verdict.forecast_out
-    return state.evidence.learn(forecast_out={**state.evidence.facts.forecast_out, pk: out})
+    return forecast_read(state.evidence, need, _admission(state, now))
 
 
 def _placement(state: TurnState, need: Need, now: datetime) -> Evidence:
@@ -289,21 +268,11 @@ def _placement_due_read(state: TurnState, need: Need, now: datetime) -> Evidence
 
 
 def _readings(state: TurnState, need: Need, now: datetime) -> Evidence:
-    return state.evidence.learn(readings=dict(snapshots_read(need.ids).readings))
+    return readings_read(state.evidence, need)
 
 
 def _breaker_failure(state: TurnState, need: Need, now: datetime) -> Evidence:
-    """Count a provider-level failure (5xx, timeout) against the provider: open after
-    it? Account refusals never count (nothing is read)."""
-    last = state.evidence.attempts[-1]
-    if not breaker.is_provider_failure(last.outcome.error_code):
-        return state.evidence.learn(breaker_after=False)
-    origin = state.evidence.agent.origin if state.evidence.agent else None
-    kind, subscription_id = last.ran_on.key if last.ran_on else ("subscription", origin)
-    after = breaker.breaker_failure_observe(
-        provider=state.agent.provider, credential=f"{kind}:{subscription_id}", now=now
-    )
-    return state.evidence.learn(breaker_after=after is breaker.BreakerState.OPEN)
+    return breaker_failure_observe(state.evidence, state.agent.provider, now)
 
 
 def _breaker_open(state: TurnState, need: Need, now: datetime) -> Evidence:

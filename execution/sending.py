@@ -16,7 +16,8 @@ from routing.planner import Attempt, BudgetRefused, Busy, Outcome, Record, Send,
 from routing.rung import Rung, RungKind
 from routing.walk import Why
 from subscriptions.codex_refresh import codex_wire_rung
-from subscriptions.services import assignment_commit, record_rate_limit_event
+from subscriptions.evidence_reads import attempt_refusal_record
+from subscriptions.services import assignment_commit
 from trinity import clock, metrics
 from trinity_contract.log_json import log_context_update
 
@@ -189,22 +190,12 @@ def _note_attempt(state: TurnState, ran_on: Rung | None, why: Why, outcome: Turn
 def record(state: TurnState, action: Record) -> None:
     """Record the last attempt's refusal against the credential it ran on, as it
     happens: concurrent turns see it, and an operator with auto-switch off still does."""
-    last = state.evidence.attempts[-1]
-    ran_on = last.ran_on
-    assert ran_on is not None and action.refusal.failure_kind is not None  # noqa: S101
-    sent = state.rung(ran_on)  # the secret it ran on: a key refusal names that key
-    record_rate_limit_event(
+    ran_on = state.evidence.attempts[-1].ran_on
+    state.evidence = attempt_refusal_record(
+        state.evidence,
+        action.refusal,
         agent_name=state.agent.name,
         agent_id=state.agent.pk,
-        credential_kind=ran_on.kind.value,
-        subscription_id=ran_on.subscription_id,
-        error_message=last.outcome.detail,
-        failure_kind=action.refusal.failure_kind,
-        resets_at=last.outcome.resets_at,
-        limiting_window=last.outcome.limiting_window,
-        family=state.evidence.turn.family,
-        throttle=action.refusal.throttle,
-        credential_fingerprint=sent.secret.fingerprint if sent is not None else "",
+        sent=state.rung(ran_on),  # the secret it ran on: a key refusal names that key
         now=clock.now(),
     )
-    state.evidence = state.evidence.learn(recorded=True)

@@ -13,7 +13,8 @@ from gateway.models import GatewaySession
 from gateway.server.gathering import Request
 from routing.planner import Finish, Notice, Record
 from routing.rung import Rung, RungKind
-from subscriptions.services import record_rate_limit_event, switch_record
+from subscriptions.evidence_reads import attempt_refusal_record
+from subscriptions.services import switch_record
 from trinity.notifications import notification_send
 
 logger = logging.getLogger(__name__)
@@ -25,24 +26,14 @@ THROTTLE_NOTICE_TTL = 10 * 60
 def refusal_record(request: Request, action: Record, *, now: datetime) -> None:
     """Record the last attempt's refusal against the credential it ran on (concurrent
     turns and requests see it at once, as for an agent's turn)."""
-    last = request.evidence.attempts[-1]
-    ran_on = last.ran_on
-    assert ran_on is not None and action.refusal.failure_kind is not None  # noqa: S101
-    sent = request.rung(ran_on)
-    record_rate_limit_event(
+    request.evidence = attempt_refusal_record(
+        request.evidence,
+        action.refusal,
         agent_name=request.label,
-        credential_kind=ran_on.kind.value,
-        subscription_id=ran_on.subscription_id,
-        error_message=last.outcome.detail,
-        failure_kind=action.refusal.failure_kind,
-        resets_at=last.outcome.resets_at,
-        limiting_window=last.outcome.limiting_window,
-        family=request.evidence.turn.family,
-        throttle=action.refusal.throttle,
-        credential_fingerprint=sent.secret.fingerprint if sent is not None else "",
+        agent_id=None,
+        sent=request.rung(request.evidence.attempts[-1].ran_on),
         now=now,
     )
-    request.evidence = request.evidence.learn(recorded=True)
 
 
 def finish(request: Request, action: Finish, *, now: datetime) -> bool:

@@ -17,7 +17,7 @@ from typing import Final
 
 from gateway.models import GatewaySession
 from routing import policy
-from routing.eligibility import Admission, Admitted, PlanFacts, Role, forbidden
+from routing.eligibility import Admission, Role, forbidden
 from routing.facts import AgentFacts
 from routing.planner import (
     Ask,
@@ -32,7 +32,12 @@ from routing.providers import key_label, platform_key_configured
 from routing.rung import Rung
 from routing.walk import Stop, key_refused_recently
 from subscriptions import breaker
-from subscriptions.headroom.store import snapshots_read, turn_evidence_read
+from subscriptions.evidence_reads import (
+    breaker_failure_observe,
+    forecast_read,
+    readings_read,
+    rungs_read,
+)
 from subscriptions.key_refusals import key_latest_refusal
 from subscriptions.key_spend import budgets_closed, fleet_budgets
 from subscriptions.models import Subscription
@@ -45,7 +50,6 @@ from trinity.selectors import system_settings_get
 
 # The runtime a provider's key is judged for (the key verdict's runtime gate).
 RUNTIME: Final = {"anthropic": "claude-code", "openai-codex": "codex-cli"}
-RUNG_BATCH: Final = 8
 
 
 @dataclass
@@ -217,31 +221,11 @@ def _current(request: Request, need: Need, now: datetime) -> Evidence:
 
 
 def _rungs(request: Request, need: Need, now: datetime) -> Evidence:
-    evidence = request.evidence
-    known = {*evidence.rungs, *evidence.missing}
-    selection = evidence.last_selection
-    order = selection.order() if selection is not None else []
-    wanted = need.ids[0]
-    after = order[order.index(wanted) + 1 :] if wanted in order else []
-    batch = [*need.ids, *(i for i in after if i not in known)][:RUNG_BATCH]
-    found = subscription_rungs(batch)
-    for rung in found.values():
-        request.keep(rung)
-    rungs = {**evidence.rungs, **{pk: rung.name for pk, rung in found.items()}}
-    missing = evidence.missing | {pk for pk in batch if pk not in found}
-    return replace(evidence, rungs=rungs, missing=missing)
+    return rungs_read(request.evidence, need, request.keep)
 
 
 def _forecast(request: Request, need: Need, now: datetime) -> Evidence:
-    pk = need.ids[0]
-    selection = request.evidence.last_selection
-    ranked = selection.ranked if selection is not None else ()
-    candidate = next(r.candidate for r in ranked if r.candidate.subscription_id == pk)
-    cached = turn_evidence_read(pk)
-    facts = PlanFacts(candidate, cached.reading, cached.forecast, cached.reachable)
-    verdict = _admission(request, now).judge(facts, Role.ALTERNATIVE)
-    out = not isinstance(verdict, Admitted) or verdict.forecast_out
-    return request.evidence.learn(forecast_out={**request.evidence.facts.forecast_out, pk: out})
+    return forecast_read(request.evidence, need, _admission(request, now))
 
 
 def _placement(request: Request, need: Need, now: datetime) -> Evidence:
@@ -258,19 +242,11 @@ def _placement_due(request: Request, need: Need, now: datetime) -> Evidence:
 
 
 def _readings(request: Request, need: Need, now: datetime) -> Evidence:
-    return request.evidence.learn(readings=dict(snapshots_read(need.ids).readings))
+    return readings_read(request.evidence, need)
 
 
 def _breaker_failure(request: Request, need: Need, now: datetime) -> Evidence:
-    last = request.evidence.attempts[-1]
-    if not breaker.is_provider_failure(last.outcome.error_code):
-        return request.evidence.learn(breaker_after=False)
-    origin = request.evidence.agent.origin if request.evidence.agent else None
-    kind, subscription_id = last.ran_on.key if last.ran_on else ("subscription", origin)
-    after = breaker.breaker_failure_observe(
-        provider=request.provider, credential=f"{kind}:{subscription_id}", now=now
-    )
-    return request.evidence.learn(breaker_after=after is breaker.BreakerState.OPEN)
+    return breaker_failure_observe(request.evidence, request.provider, now)
 
 
 def _breaker_open(request: Request, need: Need, now: datetime) -> Evidence:
