@@ -15,7 +15,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from gateway.keys import gateway_key_revoke
+from gateway.keys import LIMIT_FIELDS, gateway_key_revoke
 from gateway.models import GatewayKey, GatewaySession, GatewayUsage
 from trinity import clock
 
@@ -48,12 +48,7 @@ class GatewayKeyAdmin(ReadOnlyAdmin):
         "revoked_at",
         "providers",
         "model_families",
-        "requests_per_minute",
-        "max_streams",
-        "daily_tokens",
-        "monthly_tokens",
-        "daily_usd",
-        "monthly_usd",
+        *LIMIT_FIELDS,
     )
     actions = ["revoke"]
 
