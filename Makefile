@@ -151,7 +151,7 @@ bench-fleet: $(STAMP)
 	$(PY) -m bench.fleet $(if $(TRACE),--trace '$(TRACE)') $(if $(REFRESH_BOUNDS),--refresh-bounds) --out var/bench-fleet
 
 clean:
-	rm -rf $(VENV) var agent_server/node_modules agent_server/codex_cli/node_modules frontend/node_modules frontend/dist
+	rm -rf $(VENV) .venv-bench-litellm var agent_server/node_modules agent_server/codex_cli/node_modules frontend/node_modules frontend/dist
 
 # Benchmarks (bench/README.md; not part of `make test`). The turn benchmarks need a
 # Postgres server and an empty Redis database, e.g.
@@ -178,7 +178,7 @@ bench-forwarder: $(STAMP) $(NODE_STAMP)
 
 # What the gateway adds (bench/gateway.py): the same ~50 KB CLI requests direct to the
 # simulator, through a bare TCP splice relay, through the gateway and through LiteLLM's
-# proxy (installed once into var/bench-litellm), interleaved; then 200 concurrent streams.
+# proxy (installed once into .venv-bench-litellm), interleaved; then 200 concurrent streams.
 # The same two variables as bench-turn, and e.g. GATEWAY_ARGS="--requests 1000 --bursts 5".
 .PHONY: bench-gateway
 bench-gateway: $(STAMP)

@@ -5,9 +5,10 @@
 - a plain TCP splice relay in front of it (``bench/_splice.py``, a process of its own);
 - the gateway (``python -m gateway``) on a throwaway Postgres database and an empty Redis
   database, with both plans registered as subscriptions and one gateway key;
-- LiteLLM's proxy from a bench-only venv (``var/bench-litellm``, made on first use),
-  its config generated: the simulator as an Anthropic upstream, a master key, no
-  database.
+- LiteLLM's proxy from a bench-only venv (``.venv-bench-litellm``, made on first use,
+  beside the project's ``.venv``: not under ``var/``, which the red-team test reads
+  whole), its config generated: the simulator as an Anthropic upstream, a master key,
+  no database.
 
 Each process is started by a context manager that stops it (SIGTERM, then SIGKILL of
 its process group) on the way out, whatever happened.
@@ -50,7 +51,7 @@ CODEX_WINDOWS = ("five_hour", "seven_day")
 # The LiteLLM release the figures were taken with (what `pip install 'litellm[proxy]'`
 # resolved to); pinned so a rerun measures the same proxy.
 LITELLM_VERSION = "1.108.7"
-LITELLM_VENV = ROOT / "var" / "bench-litellm"
+LITELLM_VENV = ROOT / ".venv-bench-litellm"
 
 
 def tree_cpu_seconds(pid: int) -> float:

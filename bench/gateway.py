@@ -15,7 +15,7 @@ own pooled httpx client:
 - gateway: client -> ``python -m gateway`` (a gateway key; it picks the plan, injects
   its credential, relays) -> simulator;
 - litellm: client -> LiteLLM's proxy (``litellm[proxy]`` in a bench-only venv,
-  ``var/bench-litellm``, installed on first run; a generated config: the simulator as
+  ``.venv-bench-litellm``, installed on first run; a generated config: the simulator as
   an Anthropic upstream, a master key, no database) -> simulator, on ``/v1/messages``.
 
 Requests of about 50 KB shaped as the CLIs send them (``bench/_gateway_requests.py``):
