@@ -100,7 +100,7 @@ async def exchange(
                 headers=response.headers,
                 now=clock.now(),
             )
-            if refusal.walks:
+            if refusal.held:
                 return refusal
             await _answer(call, response, _masked(body, rung))
             return None

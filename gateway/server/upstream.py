@@ -83,11 +83,12 @@ def request_headers(headers: list[tuple[bytes, bytes]], rung: Rung) -> list[tupl
 
 @dataclass(frozen=True)
 class Refusal:
-    """A refused answer as the planner reads it, and whether it walks (then the client
-    never sees it) or is the client's to read (a bad request, an unknown model)."""
+    """A refused answer as the planner reads it, and whether it is ``held`` for the
+    planner (a quota or credential refusal, a provider failure: the client never sees
+    it) or is the client's to read (a bad request, an unknown model)."""
 
     outcome: Outcome
-    walks: bool
+    held: bool
     status: int
 
 
@@ -119,8 +120,9 @@ def classify(
         outcome = Outcome(
             False, codex.error_code, said, codex.resets_at, codex.limiting_window or ""
         )
-    walks = outcome.error_code in ("rate_limit", "auth") or status >= 500
-    return Refusal(outcome, walks, status)
+    # A quota or credential refusal walks; a provider failure the planner retries once.
+    held = outcome.error_code in ("rate_limit", "auth") or status >= 500
+    return Refusal(outcome, held, status)
 
 
 def _said(refusal: UpstreamRefusal) -> str:
