@@ -6,9 +6,10 @@ serves goes to the platform API as the client sent it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any, Final
+
+import orjson
 
 from agent_server.metering import RequestMeter
 
@@ -30,7 +31,7 @@ def plan_body(body: bytes, payload: dict[str, Any]) -> bytes:
         ]
     reshaped["stream"] = True
     reshaped.setdefault("store", False)
-    return json.dumps(reshaped).encode()
+    return orjson.dumps(reshaped)
 
 
 class CollectFailed(Exception):
@@ -48,15 +49,16 @@ async def collected(body: AsyncIterator[bytes], meter: RequestMeter | None) -> b
             raise CollectFailed("the streamed answer is too large to collect")
     if meter is not None:
         meter.finish()
-    for line in reversed(buffer.decode("utf-8", "replace").splitlines()):
-        if not line.startswith("data:"):
+    # The final event is the last one: read the lines from the end, decode only those.
+    for line in reversed(bytes(buffer).split(b"\n")):
+        if not line.startswith(b"data:"):
             continue
         try:
-            event = json.loads(line[5:])
+            event = orjson.loads(line[5:])
         except ValueError:
             continue
         if isinstance(event, dict) and event.get("type") in _DONE:
             final = event.get("response")
             if isinstance(final, dict):
-                return json.dumps(final).encode()
+                return orjson.dumps(final)
     raise CollectFailed("the stream ended without a final response")

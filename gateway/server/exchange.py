@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,7 +14,7 @@ from typing import Any, Final
 from aiohttp import ClientError, ClientResponse
 
 from agent_server.metering import GrantMeter, RequestMeter
-from agent_server.relay import RESPONSE_DROPPED, answer_json
+from agent_server.relay import RESPONSE_DROPPED
 from agent_server.upstream import MAX_REFUSAL_BYTES, ratelimit_headers
 from gateway.catalog import ANTHROPIC, BILLED
 from gateway.server.client import Unreachable, UpstreamClient, chunks
@@ -173,7 +172,17 @@ async def _collect_served(call: Call, response: ClientResponse, rung: Rung) -> O
         return Outcome(True)
     call.status = 200
     call.started_response = True
-    await answer_json(call.send, 200, json.loads(payload))
+    await call.send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await call.send({"type": "http.response.body", "body": payload, "more_body": False})
     return Outcome(True)
 
 
