@@ -37,6 +37,7 @@ from gateway.server.route import Router, SessionCache, answer_fail, route
 from gateway.server.shapes import answer_error
 from gateway.server.upstream import Upstreams
 from gateway.server.usage import usage_row
+from subscriptions.leases import lease_release
 from trinity import clock
 
 logger = logging.getLogger("gateway")
@@ -211,6 +212,11 @@ class GatewayApp:
             row[f"{kind}_tokens"] for kind in ("input", "output", "cache_read", "cache_write")
         )
         self.limits.add(key_id=call.key_id, tokens=tokens, usd=float(row["list_usd"]), now=now)
+        for plan in call.leases:  # a capped plan's slot, back for the next request
+            task = asyncio.ensure_future(
+                self.pool(lease_release, subscription_id=plan, holder=call.request_id)
+            )
+            task.add_done_callback(_log_failure)
         if not key.limits.any:
             return  # nothing of it is open in the limits
         task = asyncio.ensure_future(
@@ -221,7 +227,7 @@ class GatewayApp:
 
 def _log_failure(task: asyncio.Future[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
-        logger.warning("gateway: releasing a request's limits failed: %s", task.exception())
+        logger.warning("gateway: releasing a request's slot failed: %s", task.exception())
 
 
 def _db_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

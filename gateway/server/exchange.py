@@ -64,6 +64,8 @@ class Call:
     meter: GrantMeter | None = None
     started_response: bool = False
     readings: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    # The plans this request holds a concurrency lease on (given back after it).
+    leases: list[int] = field(default_factory=list)
 
 
 def price_provider(provider: str) -> str:

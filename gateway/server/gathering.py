@@ -31,7 +31,7 @@ from routing.planner import (
 from routing.providers import key_label, platform_key_configured
 from routing.rung import Rung
 from routing.walk import Stop, key_refused_recently
-from subscriptions import breaker
+from subscriptions import breaker, leases
 from subscriptions.evidence_reads import (
     breaker_failure_observe,
     forecast_read,
@@ -64,11 +64,22 @@ class Request:
     evidence: Evidence
     rungs: dict[tuple[str, int | None], Rung] = field(default_factory=dict)
     system: SystemSettings | None = None
+    # The provider's capped plans (id -> max concurrency), read with the opening and
+    # kept with the session's evidence; None: not read yet.
+    caps: dict[int, int] | None = None
+    # The plan this request holds a concurrency lease on.
+    lease_on: int | None = None
 
     def settings(self) -> SystemSettings:
         if self.system is None:
             self.system = system_settings_get()
         return self.system
+
+    def plan_caps(self) -> dict[int, int]:
+        """The provider's capped plans (one query, the first time)."""
+        if self.caps is None:
+            self.caps = leases.subscription_caps(self.provider)
+        return self.caps
 
     def keep(self, rung: Rung) -> RungRef:
         self.rungs[rung.key] = rung
@@ -131,6 +142,7 @@ def _ready(request: Request, need: Need, now: datetime) -> Evidence:
     assigned = None
     if row is not None:
         assigned = forbidden(candidate_of_plan(row, None), facts, request.evidence.turn, now=now)
+    request.plan_caps()  # kept with the session's evidence: the served path needs them
     return replace(request.evidence, ready="", agent=facts, assigned=assigned)
 
 
@@ -190,7 +202,11 @@ def _pool_size(request: Request, need: Need, now: datetime) -> Evidence:
 
 
 def _selection(request: Request, need: Need, now: datetime) -> Evidence:
-    admission = _admission(request, now, tried=frozenset(need.ids))
+    """Every plan judged for the request (``ids``: tried already), the plans serving
+    their cap (bar the one this request holds) left out."""
+    caps = {pk: cap for pk, cap in request.plan_caps().items() if pk != request.lease_on}
+    busy = frozenset(leases.subscriptions_at_capacity(caps, now=now))
+    admission = _admission(request, now, tried=frozenset(need.ids), at_capacity=busy)
     strategy = request.settings().routing_strategy
     return request.evidence.learn(selection=selection_read(admission, strategy=strategy))
 

@@ -29,6 +29,7 @@ from routing.headroom.recovery import binding_reset
 from routing.headroom.windows import family_window
 from routing.planner import (
     Attempt,
+    Busy,
     Evidence,
     Fail,
     Finish,
@@ -42,6 +43,7 @@ from routing.planner import (
 from routing.rung import Rung, RungKind
 from subscriptions.codex_refresh import codex_wire_rung
 from subscriptions.headroom.store import snapshots_read
+from subscriptions.leases import lease_acquire, lease_release
 from subscriptions.models import Subscription
 from subscriptions.plan_facts import with_settings
 from trinity import clock
@@ -62,6 +64,7 @@ class Cached:
     evidence: Evidence
     rungs: dict[tuple[str, int | None], Rung]
     until: float
+    caps: dict[int, int] | None = None
 
 
 Ident = tuple[int, str, str]
@@ -107,7 +110,11 @@ class SessionCache:
             if len(self.entries) >= MAX_SESSIONS:
                 self.entries.clear()
             self.entries[ident] = Cached(
-                request.session, opening, dict(request.rungs), time.monotonic() + self.seconds
+                request.session,
+                opening,
+                dict(request.rungs),
+                time.monotonic() + self.seconds,
+                request.caps,
             )
         self.settle(ident)
 
@@ -183,7 +190,7 @@ async def _opening(router: Router, call: Call, key_name: str, ident: Ident) -> R
         if evidence.turn.family != family_window(call.inbound.model):
             evidence = replace(evidence, turn=turn_facts(call.provider, call.inbound.model, now))
         request = Request(call.key_id, key_name, call.provider, cached.session, evidence)
-        request.rungs = dict(cached.rungs)
+        request.rungs, request.caps = dict(cached.rungs), cached.caps
         return request
     facts = turn_facts(call.provider, call.inbound.model, now)
     session = await router.pool(
@@ -254,12 +261,45 @@ async def _send(router: Router, call: Call, request: Request, action: Send, iden
         rung = await router.pool(codex_wire_rung, rung, now=clock.now())
         request.rungs[rung.key] = rung
         router.sessions.remember(ident, rung)
+    if not await _lease(router, call, request, rung):
+        # The plan serves its cap: nothing was sent; the planner routes around it.
+        assert action.rung is not None  # noqa: S101 - only a plan is capped
+        request.evidence = request.evidence.after(Busy(action.rung, action.why, action.retry))
+        return True
     result = await exchange(router.client, router.upstreams, call, rung)
     if result is None:
         return False
     outcome = result.outcome if isinstance(result, Refusal) else result
     request.evidence = request.evidence.after(_attempt(action, outcome))
     return True
+
+
+async def _lease(router: Router, call: Call, request: Request, rung: Rung) -> bool:
+    """Hold a concurrency lease on ``rung``'s plan when it is capped (the lease another
+    plan of this request held goes back first); False when it serves its cap. An
+    uncapped plan, or the key, costs nothing; an unreachable store enforces no cap."""
+    plan = rung.subscription_id if rung.kind is RungKind.SUBSCRIPTION else None
+    if plan is not None and plan == request.lease_on:
+        return True  # a retry on the same plan keeps its slot
+    if request.lease_on is not None:
+        call.leases.remove(request.lease_on)
+        held, request.lease_on = request.lease_on, None
+        await router.pool(lease_release, subscription_id=held, holder=call.request_id)
+    cap = (request.caps or {}).get(plan) if plan is not None else None
+    if plan is None or cap is None:
+        return True
+    taken = await router.pool(
+        lease_acquire,
+        subscription_id=plan,
+        holder=call.request_id,
+        cap=cap,
+        expires_at=clock.now() + BUDGET,
+        now=clock.now(),
+    )
+    if taken:
+        request.lease_on = plan
+        call.leases.append(plan)
+    return taken is not False
 
 
 def _attempt(action: Send, outcome: Any) -> Attempt:
