@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
@@ -40,6 +40,12 @@ class StreamBook:
 
     def add(self, stream: OpenStream) -> None:
         self.open[stream.request_id] = stream
+
+    def served(self, request_id: str, name: str) -> None:
+        """The plan or key now serving an open request."""
+        stream = self.open.get(request_id)
+        if stream is not None:
+            self.open[request_id] = replace(stream, served_by=name)
 
     def remove(self, request_id: str) -> None:
         self.open.pop(request_id, None)

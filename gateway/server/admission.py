@@ -5,6 +5,7 @@ error the client's CLI or SDK shows; nothing reaches a provider."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from typing import TYPE_CHECKING, Any
@@ -87,6 +88,7 @@ async def admit(
             send, provider, 429, message, retry_after=refused.retry_after, final=final
         )
         return None
+    call.on_served = functools.partial(app.streams.served, call.request_id)
     app.streams.add(
         OpenStream(
             request_id=call.request_id,

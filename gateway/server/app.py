@@ -192,7 +192,6 @@ class GatewayApp:
             await answer_fail(call, failed)
 
     async def _revoked(self, call: Call) -> None:
-        call.revoked = True
         if not call.started_response:
             with contextlib.suppress(Exception):
                 await answer_error(call.send, call.provider, 401, "this gateway key was revoked")
@@ -202,6 +201,8 @@ class GatewayApp:
         """Queue what the request leaves behind (usage, readings, key spend, the
         limits' release); nothing here is awaited by the client."""
         now = clock.now()
+        if call.sent_at:
+            metrics.OVERHEAD.observe(call.sent_at - started)
         row = usage_row(call, now=now, started=started)
         self.recorder.usage.append(row)
         for subscription_id, headers in call.readings:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -60,9 +62,12 @@ class Call:
     attempts: int = 0
     switched: bool = False
     disconnected: bool = False
-    revoked: bool = False
     meter: GrantMeter | None = None
     started_response: bool = False
+    # When the first attempt left for the provider (perf_counter; 0: none did).
+    sent_at: float = 0.0
+    # Told the name of the plan or key serving the answer (the open streams' list).
+    on_served: Callable[[str], None] | None = None
     readings: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     # The plans this request holds a concurrency lease on (given back after it).
     leases: list[int] = field(default_factory=list)
@@ -82,6 +87,7 @@ async def exchange(
     if call.query:
         url += "?" + call.query.decode("latin-1")
     call.attempts += 1
+    call.sent_at = call.sent_at or time.perf_counter()
     on_plan = rung.provider != ANTHROPIC and rung.kind is RungKind.SUBSCRIPTION
     body = plan_body(call.inbound.body, call.inbound.payload) if on_plan else call.inbound.body
     try:
@@ -111,6 +117,12 @@ async def exchange(
     finally:
         # Read whole, it went back to the pool already; cut short, it is closed.
         response.close()
+
+
+def _served(call: Call, rung: Rung) -> None:
+    call.served_by = rung
+    if call.on_served is not None:
+        call.on_served(rung.name)
 
 
 def _observe(call: Call, rung: Rung, response: ClientResponse) -> None:
@@ -163,7 +175,8 @@ async def _answer(call: Call, response: ClientResponse, body: bytes) -> None:
 async def _collect_served(call: Call, response: ClientResponse, rung: Rung) -> Outcome:
     """A Codex plan's streamed answer to a client that asked for one JSON answer."""
     grant = GrantMeter(price_provider(call.provider))
-    call.meter, call.served_by = grant, rung
+    _served(call, rung)
+    call.meter = grant
     meter = grant.request(headers=response.headers)
     try:
         payload = await collected(chunks(response), meter)
@@ -193,7 +206,7 @@ async def _relay_served(call: Call, response: ClientResponse, rung: Rung) -> Out
     (the upstream stream is closed by the caller, the usage so far kept)."""
     grant = GrantMeter(price_provider(call.provider))
     call.meter = grant
-    call.served_by = rung
+    _served(call, rung)
     meter = grant.request(headers=response.headers) if call.path in BILLED else None
     await call.send(_start(call, response))
     relaying = asyncio.ensure_future(_pump(response, call.send, meter))
@@ -202,7 +215,6 @@ async def _relay_served(call: Call, response: ClientResponse, rung: Rung) -> Out
         await asyncio.wait({relaying, leaving}, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         # The key was revoked: end the stream with an error the client shows.
-        call.revoked = True
         relaying.cancel()
         await _end_revoked(call, response)
         if meter is not None:

@@ -191,7 +191,18 @@ def test_a_raised_limit_applies_within_a_poll(
     assert wait_for(lambda: post(gw, key).status_code == 200 or None)
 
 
-def test_the_gateways_metrics_need_the_platforms_token(gw: Gateway) -> None:
+def test_the_gateways_metrics_need_the_platforms_token(
+    gw: Gateway, control: SimulatorControl, person: User
+) -> None:
+    register_plan(control, "max-a")
+    assert post(gw, issue(person)).status_code == 200
     assert httpx.get(gw.url + "/metrics").status_code == 401
     scraped = httpx.get(gw.url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
     assert scraped.status_code == 200 and "trinity_gateway_requests" in scraped.text
+    # What the gateway spent before a request left for the provider, per request.
+    counted = [
+        float(line.split()[-1])
+        for line in scraped.text.splitlines()
+        if line.startswith("trinity_gateway_overhead_seconds_count")
+    ]
+    assert counted and counted[0] >= 1

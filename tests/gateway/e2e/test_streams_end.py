@@ -15,7 +15,7 @@ from gateway.keys import gateway_key_revoke
 from gateway.models import GatewayKey, GatewayUsage
 from simulator.control import SimulatorControl
 from tests.execution.support import register_plan
-from tests.gateway.e2e.support import Gateway, issue, wait_for
+from tests.gateway.e2e.support import METRICS_TOKEN, Gateway, issue, wait_for
 from trinity import clock
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -38,6 +38,13 @@ def open_stream(client: httpx.Client, gw: Gateway, key: str) -> httpx.Response:
     return client.send(request, stream=True)
 
 
+def open_streams(gw: Gateway) -> list[dict[str, object]]:
+    answer = httpx.get(
+        gw.url + "/internal/streams", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+    )
+    return list(answer.json())
+
+
 def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_its_usage_is_kept(
     gw: Gateway, control: SimulatorControl, person: User
 ) -> None:
@@ -45,8 +52,12 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_its_usage_is_ke
     control.set_stream_pause(400)
     with httpx.Client(timeout=30) as client:
         answer = open_stream(client, gw, issue(person))
-        first = next(answer.iter_raw())
-        assert b"message_start" in first
+        # The iterator is kept: dropping it would close the response (httpx), which is
+        # the leaving below, too early.
+        chunks = answer.iter_raw()
+        assert b"message_start" in next(chunks)
+        # The panel's open requests name what serves this one.
+        assert [s["served_by"] for s in open_streams(gw)] == ["max-a"]
         answer.close()  # the client leaves with most of the answer unsent
 
     assert wait_for(lambda: control.streams_cut() == 1 or None)

@@ -26,6 +26,7 @@ def test_every_processs_open_streams_are_read_oldest_first_and_expire() -> None:
     second.add(stream("a", "2026-12-05T10:00:01+00:00"))
     first.add(stream("gone", "2026-12-05T10:00:03+00:00"))
     first.remove("gone")
+    first.served("b", "max-a")
 
     async def publish() -> None:
         client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
@@ -35,5 +36,6 @@ def test_every_processs_open_streams_are_read_oldest_first_and_expire() -> None:
 
     asyncio.run(publish())
     reader = redis.Redis.from_url(settings.REDIS_URL)
-    assert [s.request_id for s in open_streams_read(reader)] == ["a", "b"]
+    listed = open_streams_read(reader)
+    assert [(s.request_id, s.served_by) for s in listed] == [("a", ""), ("b", "max-a")]
     assert 0 < reader.ttl(first.name) <= TTL_SECONDS
