@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from gateway.keys import key_digest
@@ -22,6 +22,8 @@ from gateway.models import GatewayKey
 
 # How long an unknown digest is remembered as unknown.
 UNKNOWN_SECONDS: Final = 5.0
+# How far back each poll reads again (longer than any key write's transaction).
+POLL_OVERLAP: Final = timedelta(seconds=10)
 # Unknown digests remembered at most (a flood of random keys cannot grow memory).
 MAX_UNKNOWN: Final = 10_000
 
@@ -73,15 +75,19 @@ def read_by_digest(digest: str) -> KeyPolicy | None:
 
 
 def read_changed(since: datetime | None) -> tuple[list[tuple[str, KeyPolicy]], datetime | None]:
-    """Every key changed after ``since`` (all when None), and the newest change seen."""
-    rows = (
-        GatewayKey.objects.all()
-        if since is None
-        else GatewayKey.objects.filter(updated_at__gt=since)
-    )
-    found = [(row.digest, policy_of(row)) for row in rows.order_by("updated_at")]
-    newest = max((r.updated_at for r in rows), default=since) if found else since
-    return found, newest
+    """Every key changed after ``since`` less ``POLL_OVERLAP`` (all when None), in one
+    query, and the newest change seen.
+
+    The overlap: ``updated_at`` is the writer's clock, stamped before its transaction
+    commits, so a change committed after a poll can carry an instant that poll already
+    passed; read again, it is applied again (applying is idempotent), never missed. A
+    revocation a poll missed would leave the key serving in this process."""
+    rows = GatewayKey.objects.order_by("updated_at")
+    if since is not None:
+        rows = rows.filter(updated_at__gt=since - POLL_OVERLAP)
+    found = [(row.digest, policy_of(row), row.updated_at) for row in rows]
+    newest = max((at for _, _, at in found), default=since)
+    return [(digest, policy) for digest, policy, _ in found], newest
 
 
 class KeyBook:

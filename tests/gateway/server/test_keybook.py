@@ -1,0 +1,41 @@
+"""The key poll: a change whose commit came after a poll, stamped with an instant that
+poll already passed, is still read by the next one (a missed revocation would leave
+the key serving in the gateway process)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+
+from gateway.keys import gateway_key_create
+from gateway.models import GatewayKey
+from gateway.server.keybook import KeyBook, read_by_digest, read_changed
+from trinity import clock
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_revocation_stamped_before_the_last_poll_is_read_by_the_next() -> None:
+    owner = User.objects.create_user("dev")
+    issued = gateway_key_create(owner=owner, created_by=owner, name="laptop", now=clock.now())
+    book = KeyBook()
+    book.apply(*read_changed(None), on_revoked=lambda key_id: None)
+    digest, _, answered = book.cached(issued.key)
+    assert not answered  # a poll fills no cache: the key's first request reads it
+    book.learn(digest, read_by_digest(digest))
+    policy = book.known[digest]
+    assert not policy.revoked
+    polled_at = book.since
+    assert polled_at is not None
+    # Revoked by a transaction that stamped its instant just before that poll's newest
+    # change and committed after the poll.
+    late = polled_at - timedelta(seconds=1)
+    GatewayKey.objects.filter(pk=issued.row.pk).update(revoked_at=late, updated_at=late)
+    ended: list[int] = []
+
+    book.apply(*read_changed(book.since), on_revoked=ended.append)
+
+    assert book.known[digest].revoked
+    assert ended == [issued.row.pk]
