@@ -22,8 +22,14 @@ agent's) model; in version 2 it may list its ``requests`` as ``[offset_seconds,
 tokens]`` pairs (a Claude Code turn is a loop of requests): offsets from 0, never
 decreasing, the last before the trace's end, tokens summing to the turn's ``tokens``
 (which may then be left out). A turn without requests is one request at its start.
-Version 1 has none of the version-2 fields; a version-1 file that carries one is
-refused rather than half read.
+Version 3 adds the prompt cache: a request may be ``[offset, tokens, cached]``, where
+``cached`` is the prompt prefix it would read from a warm cache (``tokens`` are the
+fresh input and the output), and the fleet line may carry ``cache`` weights: how much
+one cache-read and one cache-write token count in a plan's windows. Whether a prefix
+is read or written again is the world's to decide (a session that moved to another
+credential writes it there). Version 1 has none of the version-2 fields, version 2
+none of version 3's; a file that carries a later version's field is refused rather
+than half read.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ from typing import IO, Any
 from simulator.state import DEFAULT_CAPACITY, WINDOW_DURATIONS, model_family
 
 FORMAT_VERSION = 2
-VERSIONS = (1, 2)
+CACHE_VERSION = 3  # what a trace with prompt-cache fields is written as
+VERSIONS = (1, 2, 3)
 KEY = "platform API key"
 INTERACTIVE_TRIGGERS = ("public", "chat", "api")
 AUTONOMOUS_TRIGGERS = ("schedule", "agent", "mcp")
@@ -70,6 +77,12 @@ DEFAULT_KEY_USD_PER_MTOK = 5.0
 # The key's list prices blended at Claude Code's mix (five input tokens to one
 # output), $ per Mtok: Opus 4.1 $15/$75, Sonnet $3/$15, Haiku 4.5 $1/$5.
 LIST_PRICES: dict[str, float] = {"opus": 25.0, "sonnet": 5.0, "haiku": 5.0 / 3}
+# The key bills a cache read at a tenth of its input price and a cache write
+# (5-minute cache) at 1.25 times it (the provider's list multipliers).
+CACHE_READ_PRICE = 0.1
+CACHE_WRITE_PRICE = 1.25
+# What one cached token counts in a plan's windows when the trace does not say.
+DEFAULT_CACHE_WEIGHTS = {"read": 0.1, "write": 1.25}
 
 
 class TraceError(ValueError):
@@ -138,6 +151,10 @@ class Fleet:
     # The key's price per model family ("opus", "sonnet", "haiku"), $ per Mtok; a
     # family not listed bills at ``key_usd_per_mtok``.
     key_prices: Mapping[str, float] = field(default_factory=dict)
+    # What one cache-read / cache-write token counts in a plan's windows (version 3).
+    cache_weights: Mapping[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_CACHE_WEIGHTS)
+    )
 
     def agent(self, name: str) -> AgentSpec:
         for agent in self.agents:
@@ -152,13 +169,35 @@ class Fleet:
             return self.key_usd_per_mtok
         return self.key_prices.get(family, self.key_usd_per_mtok)
 
+    def counted(self, request: Request, *, warm: bool) -> int:
+        """What ``request`` counts in a plan's windows: its fresh tokens, plus its cached
+        prefix read (``warm``) or written again, at the trace's weights."""
+        if not request.cached:
+            return request.tokens
+        weight = self.cache_weights["read" if warm else "write"]
+        return request.tokens + math.ceil(request.cached * weight)
+
+    def key_usd(self, model: str, request: Request, *, warm: bool) -> float:
+        """What the key bills for ``request`` on ``model``: fresh tokens at the list
+        price, the cached prefix at the read or write multiplier."""
+        multiplier = CACHE_READ_PRICE if warm else CACHE_WRITE_PRICE
+        return self.key_price(model) * (request.tokens + request.cached * multiplier) / 1e6
+
+    @property
+    def cached(self) -> bool:
+        """Whether the trace carries prompt-cache fields (written as version 3)."""
+        return self.cache_weights != DEFAULT_CACHE_WEIGHTS
+
 
 @dataclass(frozen=True)
 class Request:
-    """One request of a turn: ``offset`` seconds after the turn starts, its tokens."""
+    """One request of a turn: ``offset`` seconds after the turn starts, its fresh
+    tokens (input not read from the cache, and output), and ``cached``: the prompt
+    prefix it reads from a warm cache, or writes again on a cold one."""
 
     offset: float
     tokens: int
+    cached: int = 0
 
 
 @dataclass(frozen=True)
@@ -390,6 +429,8 @@ def _fleet(raw: Any) -> Fleet:
         seed = _count(seed, f"{where}.seed")
     if version < 2 and "key_prices" in raw:
         raise TraceError(f"{where}.key_prices: a version-2 field in a version-1 trace")
+    if version < CACHE_VERSION and "cache" in raw:
+        raise TraceError(f"{where}.cache: a version-3 field in a version-{version} trace")
     return Fleet(
         name=str(raw.get("name") or "trace"),
         start=start,
@@ -400,7 +441,15 @@ def _fleet(raw: Any) -> Fleet:
         seed=seed,
         description=str(raw.get("description") or ""),
         key_prices=_key_prices(raw.get("key_prices", {}), f"{where}.key_prices"),
+        cache_weights=_cache_weights(raw.get("cache", DEFAULT_CACHE_WEIGHTS), f"{where}.cache"),
     )
+
+
+def _cache_weights(raw: Any, where: str) -> dict[str, float]:
+    """``{"read": w, "write": w}``: what one cached token counts in a window."""
+    if not isinstance(raw, dict) or set(raw) != set(DEFAULT_CACHE_WEIGHTS):
+        raise TraceError(f"{where}: expected {{'read': weight, 'write': weight}}")
+    return {name: _price(raw[name], f"{where}.{name}") for name in DEFAULT_CACHE_WEIGHTS}
 
 
 def _finite(value: Any) -> bool:
@@ -425,23 +474,29 @@ def _key_prices(raw: Any, where: str) -> dict[str, float]:
     }
 
 
-def _requests(raw: Any, at: datetime, end: datetime, where: str) -> tuple[Request, ...]:
-    """A turn's ``[offset_seconds, tokens]`` pairs: from 0, never decreasing, the last
-    before ``end``."""
+def _requests(
+    raw: Any, at: datetime, end: datetime, version: int, where: str
+) -> tuple[Request, ...]:
+    """A turn's ``[offset_seconds, tokens]`` pairs (version 3: ``[offset, tokens,
+    cached]``): from 0, never decreasing, the last before ``end``."""
     if not isinstance(raw, list) or not raw:
         raise TraceError(f"{where}: expected a non-empty list of [offset_seconds, tokens]")
     requests: list[Request] = []
     for i, pair in enumerate(raw):
         here = f"{where}[{i}]"
-        if not isinstance(pair, list) or len(pair) != 2:
+        if not isinstance(pair, list) or len(pair) not in (2, 3):
             raise TraceError(f"{here}: expected [offset_seconds, tokens], got {pair!r}")
+        if len(pair) == 3 and version < CACHE_VERSION:
+            raise TraceError(f"{here}: a cached count is a version-3 field")
         offset = pair[0]
         if not _finite(offset) or offset < 0:
             raise TraceError(f"{here}: the offset must be seconds >= 0, got {offset!r}")
         previous = requests[-1].offset if requests else 0.0
         if (not requests and offset != 0) or offset < previous:
             raise TraceError(f"{here}: offsets start at 0 and never decrease, got {offset!r}")
-        requests.append(Request(float(offset), _count(pair[1], f"{here}.tokens", minimum=1)))
+        cached = _count(pair[2], f"{here}.cached") if len(pair) == 3 else 0
+        tokens = _count(pair[1], f"{here}.tokens", minimum=1)
+        requests.append(Request(float(offset), tokens, cached))
     if at + timedelta(seconds=requests[-1].offset) >= end:
         raise TraceError(f"{where}: the last request is not before the trace's end")
     return tuple(requests)
@@ -455,7 +510,7 @@ def _spent(
         return _count(raw.get("tokens"), f"{where}.tokens", minimum=1), ()
     if version < 2:
         raise TraceError(f"{where}.requests: a version-2 field in a version-1 trace")
-    requests = _requests(raw["requests"], at, end, f"{where}.requests")
+    requests = _requests(raw["requests"], at, end, version, f"{where}.requests")
     total = sum(r.tokens for r in requests)
     if "tokens" in raw and _count(raw["tokens"], f"{where}.tokens", minimum=1) != total:
         raise TraceError(f"{where}.tokens: {raw['tokens']} is not its requests' sum {total}")
@@ -526,10 +581,19 @@ def _seconds(offset: float) -> float | int:
     return int(offset) if offset.is_integer() else offset
 
 
-def fleet_json(fleet: Fleet) -> dict[str, Any]:
+def _version(trace: Trace) -> int:
+    """Version 3 when the trace carries prompt-cache fields, else version 2 (so a
+    version-2 file keeps its bytes)."""
+    uses_cache = trace.fleet.cached or any(r.cached for t in trace.turns for r in t.requests)
+    return CACHE_VERSION if uses_cache else FORMAT_VERSION
+
+
+def fleet_json(fleet: Fleet, version: int = FORMAT_VERSION) -> dict[str, Any]:
+    cache = {"cache": dict(fleet.cache_weights)} if version >= CACHE_VERSION else {}
     return {
         "type": "fleet",
-        "version": FORMAT_VERSION,
+        "version": version,
+        **cache,
         "name": fleet.name,
         "description": fleet.description,
         "seed": fleet.seed,
@@ -575,12 +639,16 @@ def turn_json(turn: Turn) -> dict[str, Any]:
     if turn.model is not None:
         line["model"] = turn.model
     if turn.requests:
-        line["requests"] = [[_seconds(r.offset), r.tokens] for r in turn.requests]
+        line["requests"] = [
+            [_seconds(r.offset), r.tokens, *([r.cached] if r.cached else [])]
+            for r in turn.requests
+        ]
     return line
 
 
 def trace_dump(trace: Trace, handle: IO[str]) -> None:
-    handle.write(json.dumps(fleet_json(trace.fleet), separators=(",", ":")) + "\n")
+    fleet = fleet_json(trace.fleet, _version(trace))
+    handle.write(json.dumps(fleet, separators=(",", ":")) + "\n")
     for turn in trace.turns:
         handle.write(json.dumps(turn_json(turn), separators=(",", ":")) + "\n")
 

@@ -233,7 +233,8 @@ TURN: dict[str, Any] = {"type": "turn", "at": "2030-01-07T01:00:00Z", "agent": "
     [
         ([], 1, "non-empty list"),
         ({"0": 1}, 1, "non-empty list"),
-        ([[0, 1, 2]], 1, r"requests\[0\]: expected \[offset_seconds, tokens\]"),
+        ([[0, 1, 2]], 1, r"requests\[0\]: a cached count is a version-3 field"),
+        ([[0, 1, 2, 3]], 1, r"requests\[0\]: expected \[offset_seconds, tokens\]"),
         ([5], 5, r"requests\[0\]: expected"),
         ([[1, 5]], 5, r"requests\[0\]: offsets start at 0"),
         ([[0, 5], [9, 5], [4, 5]], 15, r"requests\[2\]: offsets start at 0 and never decrease"),
@@ -266,7 +267,9 @@ PLAN: dict[str, Any] = {"name": "p", "plan_type": "pro"}
 @pytest.mark.parametrize(
     ("fleet", "message"),
     [
-        ({"version": 3}, "unsupported version 3"),
+        ({"version": 4}, "unsupported version 4"),
+        ({"version": 2, "cache": {"read": 0.1, "write": 1.25}}, "a version-3 field"),
+        ({"version": 3, "cache": {"read": 0.1}}, r"line 1.cache: expected"),
         ({"version": True}, "unsupported version True"),
         ({"key_prices": {"opus": 1.0}}, r"key_prices: a version-2 field in a version-1"),
         ({"subscriptions": [dict(PLAN, added_at=FLEET["start"])]}, r"\]\.added_at: a version-2"),
