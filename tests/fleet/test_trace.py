@@ -269,7 +269,7 @@ PLAN: dict[str, Any] = {"name": "p", "plan_type": "pro"}
     [
         ({"version": 4}, "unsupported version 4"),
         ({"version": 2, "cache": {"read": 0.1, "write": 1.25}}, "a version-3 field"),
-        ({"version": 3, "cache": {"read": 0.1}}, r"line 1.cache: expected"),
+        ({"version": 3, "cache": {"read": 0.1}}, r"cache: expected"),
         ({"version": True}, "unsupported version True"),
         ({"key_prices": {"opus": 1.0}}, r"key_prices: a version-2 field in a version-1"),
         ({"subscriptions": [dict(PLAN, added_at=FLEET["start"])]}, r"\]\.added_at: a version-2"),
