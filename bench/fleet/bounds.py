@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fleet.achievable import achievable_replay
-from bench.fleet.milp import lower_solve
+from bench.fleet.milp import TIME_LIMIT_SECONDS, lower_solve
 from bench.fleet.trace import Trace
 
 CURVE_POINTS = 500
@@ -43,10 +43,10 @@ class Bounds:
     achievable_seconds: float
 
 
-def bounds_solve(trace: Trace) -> Bounds:
-    """Solve both bounds for ``trace``: the MILP and the cheapest of the clairvoyant
-    schedules tried."""
-    lower = lower_solve(trace)
+def bounds_solve(trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS) -> Bounds:
+    """Solve both bounds for ``trace``: the MILP (its dual bound when it runs out of
+    ``time_limit`` seconds) and the cheapest of the clairvoyant schedules tried."""
+    lower = lower_solve(trace, time_limit=time_limit)
     schedules = [achievable_replay(trace, calm=calm) for calm in CALM]
     best = min(schedules, key=lambda schedule: schedule.usd)
     return Bounds(

@@ -31,7 +31,8 @@ from datetime import UTC, datetime
 
 from agent_server.classifier import classify_runtime_refusal, parse_unified_reset
 from agents.client import TurnOutcome
-from bench.fleet.trace import Fleet, SubscriptionSpec
+from bench.fleet.cache import PromptCache
+from bench.fleet.trace import Fleet, Request, SubscriptionSpec
 from routing.headroom.reading import Reading, ReadingStatus
 from routing.rung import Rung, RungKind
 from simulator.app import OAUTH_REVOKED, RATE_LIMITED
@@ -173,6 +174,9 @@ class World:
             self.by_name[spec.name] = subscription
         self.key = self.sim.register(token=KEY_TOKEN, kind="api_key", credit_usd=float("inf"))
         self.key_rung = Rung(RungKind.API_KEY, Secret(KEY_TOKEN))
+        self.cache = PromptCache()
+        # What the key has billed so far ($), each request warm or cold as it was.
+        self.key_usd = 0.0
 
     @staticmethod
     def _windows(
@@ -217,11 +221,29 @@ class World:
 
     # A turn attempt, as the agent server reports it
 
-    def attempt(self, rung: Rung, *, model: str, tokens: int, at: datetime) -> TurnOutcome:
-        """Run one attempt of ``tokens`` on ``rung``; a served one spends them."""
+    def attempt(
+        self,
+        rung: Rung,
+        *,
+        model: str,
+        tokens: int,
+        at: datetime,
+        cached: int = 0,
+        session: str | None = None,
+    ) -> TurnOutcome:
+        """Run one attempt of ``tokens`` fresh and ``cached`` prefix tokens on ``rung``;
+        a served one spends them. With a ``session`` (the agent), the prefix is a cache
+        read where the session's cache is warm on ``rung`` and a write otherwise
+        (``cache.PromptCache``): the plan's windows count it at the trace's weight, the
+        key bills it at the read or write multiplier (``World.key_usd``)."""
         now = self.now(at)
+        place = rung.subscription_id if rung.kind is RungKind.SUBSCRIPTION else None
+        request = Request(0.0, tokens, cached)
+        warm = self.cache.warm(session, place, now)
         if rung.kind is RungKind.API_KEY:
             self.sim.charge(self.key, tokens)
+            self.key_usd += self.fleet.key_usd(model, request, warm=warm)
+            self.cache.used(session, place, now, cached)
             return _served(model, tokens, rung)
         assert rung.subscription_id is not None
         # Nobody may send to a plan that is not registered: the world refuses
@@ -236,7 +258,8 @@ class World:
             reset = parse_unified_reset(headers.get(PREFIX + "reset"))
             claim = headers.get(PREFIX + "representative-claim", "")
             return _refused(429, f"rate_limit_error: {RATE_LIMITED}", reset, at, rung, claim)
-        self.sim.spend(credential, model, tokens)
+        self.sim.spend(credential, model, self.fleet.counted(request, warm=warm))
+        self.cache.used(session, place, now, cached)
         return _served(model, tokens, rung)
 
     def withdrawn(self, rung: Rung, at: datetime) -> TurnOutcome:
