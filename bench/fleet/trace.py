@@ -152,9 +152,7 @@ class Fleet:
     # family not listed bills at ``key_usd_per_mtok``.
     key_prices: Mapping[str, float] = field(default_factory=dict)
     # What one cache-read / cache-write token counts in a plan's windows (version 3).
-    cache_weights: Mapping[str, float] = field(
-        default_factory=lambda: dict(DEFAULT_CACHE_WEIGHTS)
-    )
+    cache_weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_CACHE_WEIGHTS))
 
     def agent(self, name: str) -> AgentSpec:
         for agent in self.agents:
@@ -640,8 +638,7 @@ def turn_json(turn: Turn) -> dict[str, Any]:
         line["model"] = turn.model
     if turn.requests:
         line["requests"] = [
-            [_seconds(r.offset), r.tokens, *([r.cached] if r.cached else [])]
-            for r in turn.requests
+            [_seconds(r.offset), r.tokens, *([r.cached] if r.cached else [])] for r in turn.requests
         ]
     return line
 
