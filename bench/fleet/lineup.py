@@ -14,11 +14,13 @@ from bench.fleet.project import (
     BandedProjectPolicy,
     ProjectPolicy,
     RebalancingProjectPolicy,
+    RulesProjectPolicy,
     UnplacedProjectPolicy,
 )
 
 POLICIES: tuple[type[Policy], ...] = (
     ProjectPolicy,
+    RulesProjectPolicy,
     UnplacedProjectPolicy,
     BandedProjectPolicy,
     RebalancingProjectPolicy,

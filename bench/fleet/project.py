@@ -27,6 +27,7 @@ from django.conf import settings
 from bench.fleet.memory import MemoryPool
 from bench.fleet.policies import Policy, TurnResult, TurnRun
 from bench.fleet.trace import PROVIDER, Trace, Turn
+from bench.fleet.week import WeekPlanner
 from bench.fleet.world import World
 from execution.deadlines import turn_timeout
 from execution.finishing import EXHAUSTED_NOTICE_TTL
@@ -93,6 +94,9 @@ class ProjectPolicy(Policy):
     # Whether placement may look at an agent (``placement_look.placement_due``); off, the row
     # shows what placement buys.
     places = True
+    # Whether the planning task runs (``bench.fleet.week``): off, turns find no week
+    # plan and keep today's placement rules.
+    plans_week = True
 
     def __init__(self, trace: Trace, world: World) -> None:
         super().__init__(trace, world)
@@ -105,6 +109,7 @@ class ProjectPolicy(Policy):
         self.budget = timedelta(seconds=turn_timeout(None))
         self.history: dict[int, dict[str, list[UsagePoint]]] = {}
         self.forecasts: dict[int, Forecast | _Pending] = {}
+        self.week = WeekPlanner(trace, world) if self.plans_week else None
 
     def sweep(self, now: datetime) -> None:
         """``headroom_sweep``: probe each due subscription, store what it read and the
@@ -123,6 +128,8 @@ class ProjectPolicy(Policy):
         self._forecasts_update(readings, now)
         if self.rebalances:
             self._rebalance(now)
+        if self.week is not None and self.week.due(now):
+            self.week.solve(now, self.pool.snapshots, self.assignment, self.pool.moved)
 
     def _forecasts_update(self, readings: dict[int, Reading], now: datetime) -> None:
         """``headroom_forecasts_update``: the history point, then the forecast."""
@@ -177,6 +184,8 @@ class ProjectPolicy(Policy):
             )
 
     def run_turn(self, turn: Turn, now: datetime) -> TurnRun:
+        if self.week is not None:
+            self.week.turn_started(turn.agent, now, turn.tokens)
         return ProjectTurn(self, turn, now).run()
 
     @property
@@ -197,11 +206,20 @@ class _Pending:
         return forecast_compute(self.windows, resets=self.resets, now=self.reading.fetched_at)
 
 
+class RulesProjectPolicy(ProjectPolicy):
+    """This project's policy without the week plan: today's placement rules alone (the
+    product before the planning task); the difference is what the plan buys."""
+
+    name = "this project (today's rules)"
+    plans_week = False
+
+
 class BandedProjectPolicy(ProjectPolicy):
-    """This project's policy with ``routing_strategy`` banded (the earlier default)."""
+    """This project's rules with ``routing_strategy`` banded (the earlier default)."""
 
     name = "this project (banded)"
     strategy = BANDED
+    plans_week = False
 
 
 class UnplacedProjectPolicy(ProjectPolicy):
@@ -211,6 +229,7 @@ class UnplacedProjectPolicy(ProjectPolicy):
 
     name = "this project (no placement)"
     places = False
+    plans_week = False
 
 
 class RebalancingProjectPolicy(ProjectPolicy):
@@ -220,6 +239,7 @@ class RebalancingProjectPolicy(ProjectPolicy):
 
     name = "this project (balanced + rebalance)"
     rebalances = True
+    plans_week = False
 
 
 class ProjectTurn:
@@ -288,6 +308,9 @@ class ProjectTurn:
             return replace(evidence, assigned=self._assigned(evidence))
         if ask is Ask.AFFINITY:
             return replace(evidence, previous=None)  # the traces carry no chat sessions
+        if ask is Ask.PLANNED:
+            week = self.policy.week
+            return replace(evidence, planned=week.entry(self.agent) if week is not None else None)
         if ask is Ask.POOL_SIZE:
             return replace(evidence, pool_size=len(self.world.present_ids(self.now)))
         if ask is Ask.RUNGS:
@@ -394,10 +417,15 @@ class ProjectTurn:
         pk = send.rung.subscription_id if send.rung is not None else None
         # The planner never starts a turn on a plan an admin paused, nor walks to one.
         assert pk is None or not self.world.paused(pk, self.now), f"sent to paused {pk}"
+        before = len(self.result.served)
         outcome = yield from self.policy._try(
             self.result, self._rung(send.rung, evidence), self.turn
         )
         self.now = self.result.now
+        week = self.policy.week
+        if week is not None and pk is not None:
+            for served in self.result.served[before:]:
+                week.served(pk, served.at, self.turn.parts[served.request].tokens)
         seen = Outcome(
             outcome.ok,
             outcome.error_code,

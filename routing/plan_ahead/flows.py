@@ -36,6 +36,7 @@ COARSE = timedelta(hours=3)
 MTOK = 1e6
 TIE_BREAK = 1e-8  # $ per Mtok per hour until the weekly window's reset
 STAY = 1e-4  # $ per Mtok earned by serving an agent's forecast where it is
+SOONER = 0.02  # what a key token planned now costs more than one planned last
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,9 @@ def flows_solve(inputs: WeekInputs) -> Flows:
     for f, family in enumerate(families):
         price = inputs.price(family)
         for s in range(n_s):
-            cost[yi(s, f)] = price
+            # The key's tokens cost a little more the sooner they are planned: of two
+            # weeks that spill the same, the one that spills last, when more is known.
+            cost[yi(s, f)] = price * (1 + SOONER * (n_s - s) / n_s)
     rows, cols, vals, upper = [], [], [], []
     row = 0
     for p, plan in enumerate(plans):

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 HOURS_OF_WEEK = 168
 HOUR = timedelta(hours=1)
+WEEK = timedelta(weeks=1)
 # The history a demand forecast learns from, and how fast an old week fades: the last
 # week weighs 1, the one before ``DECAY``.
 HISTORY_WEEKS = 3
@@ -81,29 +82,32 @@ def hour_of_week(instant: datetime) -> int:
     return instant.weekday() * 24 + instant.hour
 
 
-def demand_profile(turns: Iterable[tuple[datetime, float]], *, now: datetime) -> tuple[float, ...]:
+def demand_profile(
+    turns: Iterable[tuple[datetime, float]], *, now: datetime, since: datetime | None = None
+) -> tuple[float, ...]:
     """An agent's expected tokens per hour of the week, from its past turns
-    ``(started_at, tokens)``: each of the last ``HISTORY_WEEKS`` weeks weighs
-    ``DECAY`` times the one after it, and the profile is the weighted mean over the
-    weeks the history covers (a turn older than that is forgotten)."""
+    ``(started_at, tokens)`` since ``since`` (its history's start; default its first
+    turn): each hour of the week is the decayed mean of that hour over the last
+    ``HISTORY_WEEKS`` weeks (a week ago weighs ``DECAY`` times the week after it). An
+    hour the history does not cover yet gets the mean rate of the hours it does."""
     sums = [0.0] * HOURS_OF_WEEK
-    oldest = now
-    for at, tokens in turns:
-        age = now - at
-        if age < timedelta(0) or age >= timedelta(weeks=HISTORY_WEEKS):
-            continue
-        oldest = min(oldest, at)
-        sums[hour_of_week(at)] += tokens * DECAY ** (age // timedelta(weeks=1))
-    covered = (now - oldest) / timedelta(weeks=1)
+    kept = [(at, tokens) for at, tokens in turns if timedelta(0) <= now - at < HISTORY_WEEKS * WEEK]
+    start = since if since is not None else min((at for at, _ in kept), default=now)
+    start = max(start, now - HISTORY_WEEKS * WEEK)
+    for at, tokens in kept:
+        if at >= start:
+            sums[hour_of_week(at)] += tokens * DECAY ** ((now - at) // WEEK)
+    weights = [0.0] * HOURS_OF_WEEK
+    hour = start.replace(minute=0, second=0, microsecond=0)
+    while hour < now:
+        share = (min(hour + HOUR, now) - max(hour, start)) / HOUR
+        weights[hour_of_week(hour)] += share * DECAY ** ((now - hour) // WEEK)
+        hour += HOUR
+    covered = sum(weights)
     if covered <= 0:
         return tuple(sums)
-    # The weight the covered span carries: whole weeks 1, DECAY, ..., and the part week.
-    weight, week = 0.0, 0
-    while covered > 0 and week < HISTORY_WEEKS:
-        weight += DECAY**week * min(1.0, covered)
-        covered -= 1
-        week += 1
-    return tuple(value / weight for value in sums)
+    mean = sum(sums) / covered
+    return tuple(sums[h] / weights[h] if weights[h] >= 0.5 else mean for h in range(HOURS_OF_WEEK))
 
 
 def capacity_estimate(served_tokens: float, utilization: float | None, *, nominal: float) -> float:
@@ -112,3 +116,50 @@ def capacity_estimate(served_tokens: float, utilization: float | None, *, nomina
     if utilization is None or utilization < LEARN_FROM_PERCENT or served_tokens <= 0:
         return nominal
     return served_tokens * 100.0 / utilization
+
+
+# Tokens per window of a Max 20x plan, the nominal a plan's capacity starts from before
+# its own readings teach better (``capacity_estimate``). The provider publishes no
+# token figures, only the ratios plans are sold at (Pro 1 : Max 5x 5 : Max 20x 20);
+# the scale is the simulator's default Max 20x plan.
+NOMINAL_MAX_20X = {
+    "five_hour": 2_000_000.0,
+    "seven_day": 20_000_000.0,
+    "seven_day_sonnet": 15_000_000.0,
+    "seven_day_opus": 10_000_000.0,
+}
+PLAN_SHARE = {"max-20x": 1.0, "enterprise": 1.0, "max-5x": 0.25, "team": 0.25, "pro": 0.05}
+PERIODS = {
+    "five_hour": timedelta(hours=5),
+    "seven_day": timedelta(days=7),
+    "seven_day_sonnet": timedelta(days=7),
+    "seven_day_opus": timedelta(days=7),
+}
+
+
+def nominal_capacity(plan_type: str, window: str) -> float:
+    """A window's nominal tokens per period for a plan type (Max 5x when unknown)."""
+    return NOMINAL_MAX_20X.get(window, 0.0) * PLAN_SHARE.get(plan_type, 0.25)
+
+
+def window_state(
+    name: str,
+    *,
+    utilization: float | None,
+    resets_at: datetime | None,
+    capacity: float,
+    now: datetime,
+) -> WindowState | None:
+    """A window as a reading shows it: what is left of ``capacity``, and its reset (a
+    reset in the past: a fresh period that began then). None for a window no LP row
+    knows."""
+    period = PERIODS.get(name)
+    if period is None:
+        return None
+    if resets_at is None:
+        return WindowState(name, capacity, capacity, now + period, period)
+    if resets_at <= now:
+        periods = (now - resets_at) // period + 1
+        return WindowState(name, capacity, capacity, resets_at + periods * period, period)
+    used = capacity * (utilization or 0.0) / 100.0
+    return WindowState(name, capacity, max(0.0, capacity - used), resets_at, period)

@@ -6,7 +6,9 @@ when; a turn reads the agent's entry (``Ask.PLANNED``, one cache read) once pre-
 has let the assignment serve. A current entry (made within ``STALE_AFTER``, not past
 its ``until``) answers for placement:
 
-- the assignment: stay (today's placement rules do not second-guess the plan);
+- the assignment: today's placement rules, as without a plan (the plan's LP is
+  indifferent between plans that serve the week alike; the rules still use the
+  headroom that expires first and keep plans on pace);
 - another plan: move there at a turn boundary when the agent has settled (the dwell),
   its look is due (at most once per ``placement.EVERY``), it may switch, and the plan
   is one the ranking admits; the served turn commits it (``Why.PLANNED``);
@@ -62,7 +64,7 @@ def planned_or_placement(
     if entry.on_key:
         return _spill(evidence)
     if entry.subscription_id == agent.origin:
-        return None
+        return placement()
     return _move(evidence, agent, entry, now=now)
 
 

@@ -54,11 +54,12 @@ def test_an_entry_for_another_plan_moves_the_agent_there_and_commits_it() -> Non
     assert Ask.PLACEMENT not in [n.ask for n in run.needs]  # the plan, not today's rule
 
 
-def test_an_entry_for_the_assignment_stays_and_asks_nothing_more() -> None:
-    run = drive(planned(ORIGIN))
+def test_an_entry_for_the_assignment_leaves_the_turn_to_todays_rules() -> None:
+    moved = drive(planned(ORIGIN))
+    stays = drive(planned(ORIGIN, placement=None))
 
-    assert run.sent_on == ["plan-1"] and run.sends[0].why is Why.ASSIGNED
-    assert [n.ask for n in run.needs] == [Ask.BREAKER, Ask.READY, Ask.ASSIGNED, Ask.PLANNED]
+    assert moved.sent_on == ["plan-3"] and moved.sends[0].why is Why.PLACEMENT
+    assert stays.sent_on == ["plan-1"] and stays.sends[0].why is Why.ASSIGNED
 
 
 def test_a_spill_entry_sends_the_turn_to_the_key_and_keeps_the_plan() -> None:
