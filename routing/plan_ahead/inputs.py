@@ -101,7 +101,9 @@ def demand_profile(
     hour = start.replace(minute=0, second=0, microsecond=0)
     while hour < now:
         share = (min(hour + HOUR, now) - max(hour, start)) / HOUR
-        weights[hour_of_week(hour)] += share * DECAY ** ((now - hour) // WEEK)
+        # Aged by its middle, as a turn in it is by its start.
+        age = now - (hour + HOUR / 2)
+        weights[hour_of_week(hour)] += share * DECAY ** (max(age, timedelta(0)) // WEEK)
         hour += HOUR
     covered = sum(weights)
     if covered <= 0:
