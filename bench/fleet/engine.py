@@ -15,6 +15,7 @@ Nothing sleeps and nothing is random, so a run is a function of its trace.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,7 +45,9 @@ class TurnRecord:
 
 class RequestRecord(NamedTuple):
     """One served request, flattened out of its turn for the metrics (a tuple: a run
-    makes one per request)."""
+    makes one per request). ``tokens`` are its fresh tokens, ``cached`` its prompt
+    prefix, read where ``warm`` and written again otherwise; ``usd`` is what the key
+    billed for it (0 when a plan served it)."""
 
     at: datetime
     turn: int
@@ -53,6 +56,9 @@ class RequestRecord(NamedTuple):
     usd_per_mtok: float  # the key's price for the turn's model
     rung: Rung
     plan_could_serve: bool
+    cached: int = 0
+    warm: bool = True
+    usd: float = 0.0
 
 
 @dataclass
@@ -74,8 +80,11 @@ class Metrics:
     refusals: int = 0
     failed_while_servable: int = 0
     failed_tokens: int = 0
-    # What the failed requests would have cost on the key.
+    # What the failed requests would have cost on the key (their prefixes read warm).
     failed_usd: float = 0.0
+    # Cached prefix tokens written again because the agent's cache was warm on
+    # another credential: the prompt cache's price of moving (``cache.PromptCache``).
+    rebuilt_tokens: int = 0
 
 
 @dataclass
@@ -89,36 +98,44 @@ class Run:
     samples: list[tuple[datetime, dict[str, dict[str, float]]]]
     plan_tokens: dict[str, dict[str, int]]  # window -> subscription -> tokens counted
     metrics: Metrics = field(default_factory=Metrics)
+    rebuilt_tokens: int = 0  # the world's ``cache.rebuilt`` at the run's end
 
     @cached_property
     def requests(self) -> list[RequestRecord]:
         """Every served request, in time order (ties: turn index, request order)."""
         out = []
+        fleet = self.trace.fleet
         for record in self.records:
             turn = record.turn
-            price = self.trace.fleet.key_price(self.trace.model_of(turn))
+            model = self.trace.model_of(turn)
+            price = fleet.key_price(model)
             for served in record.result.served:
-                tokens = turn.parts[served.request].tokens
+                part = turn.parts[served.request]
+                on_key = served.rung.kind is RungKind.API_KEY
                 out.append(
                     RequestRecord(
                         served.at,
                         record.index,
                         turn.agent,
-                        tokens,
+                        part.tokens,
                         price,
                         served.rung,
                         served.plan_could_serve,
+                        part.cached,
+                        served.warm,
+                        fleet.key_usd(model, part, warm=served.warm) if on_key else 0.0,
                     )
                 )
         out.sort(key=lambda r: (r.at, r.turn))  # stable: a turn's requests keep their order
         return out
 
     def key_spend_curve(self) -> list[tuple[datetime, float]]:
-        """Cumulative key spend in $, one point per key-served request."""
+        """Cumulative key spend in $ (what the key billed), one point per key-served
+        request."""
         total, points = 0.0, [(self.trace.fleet.start, 0.0)]
         for request in self.requests:
             if request.rung.kind is RungKind.API_KEY:
-                total += request.tokens * request.usd_per_mtok / 1e6
+                total += request.usd
                 points.append((request.at, total))
         points.append((self.trace.fleet.end, total))
         return points
@@ -189,9 +206,13 @@ def simulate(trace: Trace, policy_type: type[Policy], *, phased: bool = True) ->
         resets=[r for r in world.resets() if from_unix(r.at) <= trace.fleet.end],
         samples=samples,
         plan_tokens={w: dict(world.window_tokens(w)) for w in ("five_hour", "seven_day")},
+        rebuilt_tokens=world.cache.rebuilt,
     )
     run.metrics = measure(run, notifications=policy.sent)
     run.metrics.parked = policy.parked
+    # The key's bill is the world's; the records price each request as the world
+    # decided it (warm or cold), so the two agree or the engine lost a request.
+    assert math.isclose(run.metrics.key_usd, world.key_usd, rel_tol=1e-9, abs_tol=1e-9)
     return run
 
 
@@ -213,15 +234,18 @@ def measure(run: Run, *, notifications: int) -> Metrics:
         m.failed_while_servable += 1
         left = turn.parts[result.next :]
         m.failed_requests += len(left)
-        tokens = sum(part.tokens for part in left)
-        m.failed_tokens += tokens
-        m.failed_usd += tokens * run.trace.fleet.key_price(run.trace.model_of(turn)) / 1e6
+        m.failed_tokens += sum(part.tokens for part in left)
+        # Priced warm: the cheapest the key could have served them, so the failed
+        # requests never lift a policy's floor above what it could have paid.
+        model = run.trace.model_of(turn)
+        m.failed_usd += sum(run.trace.fleet.key_usd(model, part, warm=True) for part in left)
+    m.rebuilt_tokens = run.rebuilt_tokens
     by_agent: dict[str, list[RequestRecord]] = defaultdict(list)
     for request in run.requests:
         by_agent[request.agent].append(request)
         if request.rung.kind is RungKind.API_KEY:
             m.key_tokens += request.tokens
-            m.key_usd += request.tokens * request.usd_per_mtok / 1e6
+            m.key_usd += request.usd
             m.key_requests_while_plan_served += request.plan_could_serve
     for window, attribute in (("five_hour", "five_hour"), ("seven_day", "seven_day")):
         resets = [r for r in run.resets if r.window == window and not r.revoked]

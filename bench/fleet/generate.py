@@ -17,7 +17,9 @@ of three sizes, one revoked mid-week and replaced by one added hours later, one
 removed. ``team_week``'s docstring says what else.
 
 Plus ``small``: one day, two plans, three agents: the trace the test suite runs.
-Every turn is a Claude Code loop of requests (``_requests``). Each trace is a pure
+Every turn is a Claude Code loop of requests (``_requests``), and every request
+carries the prompt prefix it would read from the cache (``with_cache``): the agent's
+system prompt and tools, then the turn's conversation so far. Each trace is a pure
 function of its seed (``random.Random(seed)``): the same seed writes the same file.
 """
 
@@ -65,6 +67,16 @@ SONNET, OPUS, HAIKU = "claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"
 # or the run hits its budget): the heaviest turns of a real install are about this.
 TURN_CAP = 1_500_000
 MAX_REQUESTS = 30
+# The prompt cache: an agent's system prompt and tool definitions (Claude Code's run
+# 10-30k tokens), then the conversation, which Claude Code compacts near the context
+# window's end (so a prefix never passes this).
+SESSION_PREFIX = (10_000, 15_000, 30_000)  # fewest, median, most tokens
+CONTEXT_CAP = 160_000
+# Per trace, what a plan's windows count one cached token at: a read at up to the
+# key's tenth, a write at its price to the key's 1.25 times (the providers do not
+# say; each trace draws its own).
+READ_WEIGHTS = (0.0, 0.1)
+WRITE_WEIGHTS = (1.0, 1.25)
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,36 @@ def _turn(
     override = model if model != agent.model else None
     at = at.replace(microsecond=0)
     return Turn(at, agent.name, sum(r.tokens for r in requests), trigger, override, requests)
+
+
+def with_cache(trace: Trace) -> Trace:
+    """``trace`` with the prompt cache: each agent's session prefix (lognormal around
+    15k, 10-30k), each turn's first request reading it and each later request the
+    prefix plus every fresh token the turn sent before (its context, up to
+    ``CONTEXT_CAP``), and the trace's window weights for a cache read and a write.
+
+    Drawn from a generator of its own (seeded by the trace's seed), so the turns and
+    their fresh tokens are what the seed drew without the cache."""
+    rng = random.Random(f"{trace.fleet.seed}:prompt-cache")
+    weights = {
+        "read": round(rng.uniform(*READ_WEIGHTS), 3),
+        "write": round(rng.uniform(*WRITE_WEIGHTS), 3),
+    }
+    fewest, median, most = SESSION_PREFIX
+    prefix = {
+        agent.name: int(
+            round(min(most, max(fewest, rng.lognormvariate(math.log(median), 0.3))), -2)
+        )
+        for agent in trace.fleet.agents
+    }
+    turns = []
+    for turn in trace.turns:
+        context, requests = prefix[turn.agent], []
+        for request in turn.parts:
+            requests.append(replace(request, cached=min(context, CONTEXT_CAP)))
+            context += request.tokens
+        turns.append(replace(turn, requests=tuple(requests)))
+    return Trace(replace(trace.fleet, cache_weights=weights), tuple(turns))
 
 
 def _fits(turn: Turn, fleet: Fleet) -> bool:
@@ -277,7 +319,7 @@ def steady(seed: int = SEEDS["steady"]) -> Trace:
     rng = random.Random(seed)
     fleet = week_fleet(rng, "steady", "constant load all week", seed)
     turns = _arrivals(rng, fleet, _rates(rng, fleet, 1.17), _flat, _now_and_then)
-    return Trace(fleet, tuple(turns))
+    return with_cache(Trace(fleet, tuple(turns)))
 
 
 def _workday(at: datetime) -> float:
@@ -302,7 +344,7 @@ def bursty(seed: int = SEEDS["bursty"]) -> Trace:
     description = "a workday with peaks, night lulls, quiet weekends; Opus mornings"
     fleet = week_fleet(rng, "bursty", description, seed)
     turns = _arrivals(rng, fleet, _rates(rng, fleet, 5.0), _workday, _design_hours)
-    return Trace(fleet, tuple(turns))
+    return with_cache(Trace(fleet, tuple(turns)))
 
 
 def revoked(seed: int = SEEDS["revoked"]) -> Trace:
@@ -314,7 +356,7 @@ def revoked(seed: int = SEEDS["revoked"]) -> Trace:
     )
     fleet = replace(fleet, subscriptions=plans)
     turns = _arrivals(rng, fleet, _rates(rng, fleet, 0.85), _flat, _now_and_then)
-    return Trace(fleet, tuple(turns))
+    return with_cache(Trace(fleet, tuple(turns)))
 
 
 def small(seed: int = SEEDS["small"]) -> Trace:
@@ -354,7 +396,7 @@ def small(seed: int = SEEDS["small"]) -> Trace:
         key_prices=dict(LIST_PRICES),
     )
     turns = _arrivals(rng, fleet, _rates(rng, fleet, 2.0), _flat, _now_and_then)
-    return Trace(fleet, tuple(turns))
+    return with_cache(Trace(fleet, tuple(turns)))
 
 
 # The team week
@@ -587,7 +629,7 @@ def team_week(seed: int, name: str | None = None) -> Trace:
         *_cron_turns(rng, fleet, CRONS + _sweeps(zones)),
     ]
     kept = (t for t in turns if _fits(t, fleet))
-    return Trace(fleet, tuple(sorted(kept, key=lambda t: (t.at, t.agent))))
+    return with_cache(Trace(fleet, tuple(sorted(kept, key=lambda t: (t.at, t.agent)))))
 
 
 GENERATORS: dict[str, Callable[[int], Trace]] = {
@@ -607,11 +649,13 @@ def main(argv: list[str]) -> int:
         path = TRACES_DIR / f"{name}.jsonl"
         trace_write(trace, path)
         tokens = sum(t.tokens for t in trace.turns)
+        cached = sum(r.cached for t in trace.turns for r in t.parts)
         requests = sum(len(t.parts) for t in trace.turns)
         ratio = tokens / plan_capacity(trace.fleet)
         print(
             f"{path.relative_to(Path.cwd())}: {len(trace.turns)} turns, {requests} requests, "
-            f"{tokens / 1e6:.1f} Mtok ({ratio:.2f} x what the plans can serve)"
+            f"{tokens / 1e6:.1f} Mtok fresh ({ratio:.2f} x what the plans can serve), "
+            f"{cached / 1e6:.1f} Mtok cached prefix, cache weights {trace.fleet.cache_weights}"
         )
     return 0
 

@@ -51,13 +51,15 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Served:
-    """A request served: which one, when, on which rung, and whether some plan would
-    have served it at that instant (before it ran)."""
+    """A request served: which one, when, on which rung, whether some plan would have
+    served it at that instant (before it ran), and whether its cached prefix was warm
+    there (read) or written again (``World.last_warm``)."""
 
     request: int
     at: datetime
     rung: Rung
     plan_could_serve: bool
+    warm: bool = True
 
 
 @dataclass
@@ -152,7 +154,9 @@ class Policy(ABC):
         first, so other turns interleave), until one is refused; returns the last
         outcome (served, or the refusal). A plan removed meanwhile is not sent to: its
         credential is gone, which the turn meets as an auth refusal. Nor is one an admin
-        paused, when the turn would start there (a turn already on it finishes)."""
+        paused, when the turn would start there (a turn already on it finishes). Each
+        request goes as the agent's session, with its cached prefix: the world decides
+        whether that prefix is read or written again where it lands."""
         model = self.trace.model_of(turn)
         outcome: TurnOutcome | None = None
         first = True
@@ -171,13 +175,20 @@ class Policy(ABC):
             # A plan that serves the request could serve it; only the key's requests
             # need to ask the world (a quota check of every plan).
             could = rung.kind is not RungKind.API_KEY or self.world.could_serve(model, at)
-            outcome = self.world.attempt(rung, model=model, tokens=part.tokens, at=at)
+            outcome = self.world.attempt(
+                rung,
+                model=model,
+                tokens=part.tokens,
+                at=at,
+                cached=part.cached,
+                session=turn.agent,
+            )
             result.attempts.append(
                 Attempt(rung.kind, rung.subscription_id, outcome.ok, outcome.error_code, index)
             )
             if not outcome.ok:
                 return outcome
-            result.served.append(Served(index, at, rung, could))
+            result.served.append(Served(index, at, rung, could, self.world.last_warm))
         assert outcome is not None, "a turn with nothing left to send"
         return outcome
 

@@ -3,7 +3,9 @@
 Every run is a feasible schedule. Sent again through a fresh ``World``, in time order,
 each served request on the rung that served it is served again (what a window had
 used when it came is what it had used in the run, since the same requests came
-before it), and the key pays the same. So the replay is both a candidate for the
+before it), each prompt prefix is warm or cold where it lands as it was in the run
+(the same session's requests came before it, on the same rungs), and the key pays
+the same. So the replay is both a candidate for the
 best schedule known (``report.Comparison.achievable``) and an invariant check of the
 engine: a refusal, or a key spend that differs from the run's, means the engine's
 accounting and the world's disagree.
@@ -19,8 +21,6 @@ from bench.fleet.trace import Trace
 from bench.fleet.world import World
 from routing.rung import RungKind
 
-MTOK = 1e6
-
 
 @dataclass(frozen=True)
 class Replay:
@@ -33,9 +33,10 @@ class Replay:
 
 def schedule_replay(trace: Trace, served: Sequence[RequestRecord]) -> Replay:
     """Send ``served`` (a run's ``requests``, in time order) through a fresh ``World``,
-    each on the rung that served it. A refused request is counted, not retried."""
+    each on the rung that served it, as its agent's session with its cached prefix.
+    A refused request is counted, not retried. The key $ is the world's bill."""
     world = World(trace.fleet)
-    key_usd, refusals = 0.0, 0
+    refusals = 0
     for request in served:
         model = trace.model_of(trace.turns[request.turn])
         on_key = request.rung.kind is RungKind.API_KEY
@@ -46,9 +47,13 @@ def schedule_replay(trace: Trace, served: Sequence[RequestRecord]) -> Replay:
             if on_key
             else world.subscriptions[request.rung.subscription_id or 0].rung
         )
-        outcome = world.attempt(rung, model=model, tokens=request.tokens, at=request.at)
-        if not outcome.ok:
-            refusals += 1
-        elif on_key:
-            key_usd += request.tokens * trace.fleet.key_price(model) / MTOK
-    return Replay(key_usd, refusals)
+        outcome = world.attempt(
+            rung,
+            model=model,
+            tokens=request.tokens,
+            at=request.at,
+            cached=request.cached,
+            session=request.agent,
+        )
+        refusals += not outcome.ok
+    return Replay(world.key_usd, refusals)

@@ -141,7 +141,8 @@ def check(comparison: Comparison) -> list[str]:
 
     Every turn ran exactly once (one record per turn); each request was served at
     most once and in order (one served attempt per served request, none for the
-    rest); each plan's windows counted exactly the tokens of the requests it served;
+    rest); each plan's windows counted exactly the tokens of the requests it served
+    (each cached prefix at its read or write weight);
     the run replayed as a schedule is served whole and costs the run's key $; no
     policy spent less on the key (failed requests priced on the key) than the lower
     bound, and neither did the achievable schedule.
@@ -183,7 +184,8 @@ def _run_problems(run: Run) -> list[str]:
             if request.rung.kind is RungKind.SUBSCRIPTION:
                 assert request.rung.subscription_id is not None
                 name = names[request.rung.subscription_id]
-                served[name] += record.turn.parts[request.request].tokens
+                part = record.turn.parts[request.request]
+                served[name] += trace.fleet.counted(part, warm=request.warm)
     for window, counted in run.plan_tokens.items():
         if counted != served:
             problems.append(f"{window} counted {counted}, served {served}")

@@ -7,14 +7,14 @@ import math
 from bench.fleet.bounds import Bounds
 from bench.fleet.engine import Run
 from bench.fleet.report import BASELINES, COMPARED, LOWER_LABEL, TARGET_RATIO, Comparison
-from bench.fleet.trace import FAMILIES, Fleet
+from bench.fleet.trace import FAMILIES, Fleet, Trace
 
 HEADER = (
     "| policy | completed | failed | parked | key $ | × achievable | unused 5h % | unused 7d % "
-    "| switches | ping-pongs | notices | key min after reset | refusals |"
+    "| switches | ping-pongs | rebuilt Mtok | notices | key min after reset | refusals |"
 )
-RULE = "|" + "---|" * 13
-BLANK = " | | | | | | | |"  # the columns a bound has no figure for
+RULE = "|" + "---|" * 14
+BLANK = " | | | | | | | | |"  # the columns a bound has no figure for
 
 
 def _times(ratio: float) -> str:
@@ -34,6 +34,7 @@ def _row(comparison: Comparison, run: Run) -> str:
         f"{m.unused_seven_day_pct:.1f}",
         f"{m.switches}",
         f"{m.ping_pongs}",
+        f"{m.rebuilt_tokens / 1e6:.2f}",
         f"{m.notifications}",
         f"{m.key_minutes_after_reset:,.0f}",
         f"{m.refusals}",
@@ -60,6 +61,19 @@ def prices(fleet: Fleet) -> str:
     return f"key $/Mtok per model family: {each}"
 
 
+def cache(trace: Trace) -> str:
+    """The cached prefixes the trace's requests carry and what a plan's windows count
+    one read / one written token at; empty for a trace without them."""
+    cached = sum(r.cached for t in trace.turns for r in t.parts)
+    if not cached:
+        return ""
+    weights = trace.fleet.cache_weights
+    return (
+        f" fresh + {cached / 1e6:.1f} Mtok cached prefix (windows count a read "
+        f"{weights['read']:g}, a write {weights['write']:g})"
+    )
+
+
 def table(comparison: Comparison) -> str:
     """The trace's header line, a row per policy, then the lower bound and the
     achievable schedule (and the simulator-rule line under it when measured)."""
@@ -69,7 +83,7 @@ def table(comparison: Comparison) -> str:
     fleet = trace.fleet
     lines = [
         f"### {fleet.name}: {len(trace.turns):,} turns ({requests:,} requests), "
-        f"{tokens / 1e6:.1f} Mtok, "
+        f"{tokens / 1e6:.1f} Mtok{cache(trace)}, "
         f"{len(fleet.subscriptions)} plans, {len(fleet.agents)} agents, {prices(fleet)}"
         + (f" ({fleet.description})" if fleet.description else ""),
         "",

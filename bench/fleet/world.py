@@ -177,6 +177,9 @@ class World:
         self.cache = PromptCache()
         # What the key has billed so far ($), each request warm or cold as it was.
         self.key_usd = 0.0
+        # Whether the last attempt's prefix was warm where it went (a cache read), as
+        # ``attempt`` decided it: what the engine bills and counts that request at.
+        self.last_warm = True
 
     @staticmethod
     def _windows(
@@ -235,11 +238,12 @@ class World:
         a served one spends them. With a ``session`` (the agent), the prefix is a cache
         read where the session's cache is warm on ``rung`` and a write otherwise
         (``cache.PromptCache``): the plan's windows count it at the trace's weight, the
-        key bills it at the read or write multiplier (``World.key_usd``)."""
+        key bills it at the read or write multiplier (``World.key_usd``). Sets
+        ``last_warm`` to which of the two it was."""
         now = self.now(at)
         place = rung.subscription_id if rung.kind is RungKind.SUBSCRIPTION else None
         request = Request(0.0, tokens, cached)
-        warm = self.cache.warm(session, place, now)
+        warm = self.last_warm = self.cache.warm(session, place, now)
         if rung.kind is RungKind.API_KEY:
             self.sim.charge(self.key, tokens)
             self.key_usd += self.fleet.key_usd(model, request, warm=warm)

@@ -75,6 +75,10 @@ def test_each_kept_trace_fits_the_budget_and_outgrows_its_plans(name: str, kept)
     assert 1.0 < sum(t.tokens for t in trace.turns) / plan_capacity(trace.fleet) < 1.5
     assert trace.fleet.key_prices == LIST_PRICES
     assert any(t.model == OPUS for t in trace.turns)
+    # Every request carries its prompt prefix, several times its fresh tokens.
+    assert trace.fleet.cached and all(r.cached for t in trace.turns for r in t.parts)
+    cached = sum(r.cached for t in trace.turns for r in t.parts)
+    assert 3 < cached / sum(t.tokens for t in trace.turns) < 12
 
 
 def _weekly(

@@ -129,6 +129,11 @@ def test_the_table_has_a_row_per_policy_the_new_columns_and_the_bounds(compariso
         assert f"| {policy.name} |" in rendered
     assert HEADER in rendered
     assert "| key $ | × achievable |" in HEADER
+    assert "| ping-pongs | rebuilt Mtok | notices |" in HEADER
+    rows = [line for line in rendered.splitlines() if line.startswith("| ")]
+    assert {row.count("|") for row in rows} == {HEADER.count("|")}
+    project = comparison.project.metrics
+    assert f"| {project.ping_pongs} | {project.rebuilt_tokens / 1e6:.2f} |" in rendered
     assert "optimum" not in rendered
     lower = comparison.bounds.lower_usd
     assert "| lower bound (MILP): optimal, gap " in rendered

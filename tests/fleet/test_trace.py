@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from bench.fleet.generate import small, team_week
 from bench.fleet.trace import (
+    DEFAULT_CACHE_WEIGHTS,
     PLAN_CAPACITY,
     AgentSpec,
     Fleet,
@@ -47,14 +49,32 @@ def _dumped(trace: Trace) -> str:
     return buffer.getvalue()
 
 
+def _without_cache(trace: Trace) -> Trace:
+    """``trace`` with no prompt-cache field: what a version-2 file holds."""
+    turns = tuple(
+        replace(t, requests=tuple(replace(r, cached=0) for r in t.requests)) for t in trace.turns
+    )
+    return Trace(replace(trace.fleet, cache_weights=dict(DEFAULT_CACHE_WEIGHTS)), turns)
+
+
 def test_a_version_2_trace_gives_its_bytes_back():
     """Plans added, revoked and removed, the key's prices, turns of many requests."""
-    written = _dumped(team_week(101))
+    written = _dumped(_without_cache(team_week(101)))
     fleet = json.loads(written.splitlines()[0])
-    assert fleet["version"] == 2
+    assert fleet["version"] == 2 and "cache" not in fleet
     assert {"added_at", "removed_at", "revoked_at"} <= {
         k for s in fleet["subscriptions"] for k, v in s.items() if v is not None
     }
+    assert _dumped(trace_parse(written.splitlines())) == written
+
+
+def test_a_generated_trace_is_version_3_and_gives_its_bytes_back():
+    trace = team_week(101)
+    written = _dumped(trace)
+    fleet = json.loads(written.splitlines()[0])
+    assert fleet["version"] == 3 and fleet["cache"] == trace.fleet.cache_weights
+    assert len(json.loads(written.splitlines()[1])["requests"][0]) == 3
+    assert trace_parse(written.splitlines()) == trace
     assert _dumped(trace_parse(written.splitlines())) == written
 
 
