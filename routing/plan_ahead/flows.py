@@ -88,34 +88,56 @@ def _demand(inputs: WeekInputs, starts, ends, families) -> tuple[np.ndarray, np.
     return demand, staying
 
 
-def flows_solve(inputs: WeekInputs) -> Flows:
-    began = time.process_time()
-    starts, ends = slots_of(inputs.now)
-    families = tuple(sorted({a.family for a in inputs.agents}, key=lambda f: f or ""))
-    plans = inputs.plans
-    n_s, n_f, n_p = len(starts), len(families), len(plans)
-    demand, staying = _demand(inputs, starts, ends, families)
-    n_x = n_s * n_f * n_p
-    n_y = n_s * n_f
+@dataclass(frozen=True)
+class _Shape:
+    """The LP's sizes and where each variable sits: ``x`` (slot, family, plan) first,
+    then ``y`` (slot, family), then ``z`` (as ``x``)."""
 
-    def xi(s: int, f: int, p: int) -> int:
-        return (s * n_f + f) * n_p + p
+    slots: int
+    families: int
+    plans: int
 
-    def yi(s: int, f: int) -> int:
-        return n_x + s * n_f + f
+    @property
+    def n_x(self) -> int:
+        return self.slots * self.families * self.plans
 
-    n = n_x + n_y + n_x
-    cost = np.zeros(n)
-    cost[n_x + n_y :] = -STAY
+    @property
+    def n_y(self) -> int:
+        return self.slots * self.families
+
+    @property
+    def size(self) -> int:
+        return 2 * self.n_x + self.n_y
+
+    def x(self, s: int, f: int, p: int) -> int:
+        return (s * self.families + f) * self.plans + p
+
+    def y(self, s: int, f: int) -> int:
+        return self.n_x + s * self.families + f
+
+    def z(self, s: int, f: int, p: int) -> int:
+        return self.n_x + self.n_y + self.x(s, f, p)
+
+
+def _costs(inputs: WeekInputs, shape: _Shape, families) -> np.ndarray:
+    """The key's price per family (a little dearer the sooner), ``STAY`` earned."""
+    cost = np.zeros(shape.size)
+    cost[shape.n_x + shape.n_y :] = -STAY
     for f, family in enumerate(families):
         price = inputs.price(family)
-        for s in range(n_s):
+        for s in range(shape.slots):
             # The key's tokens cost a little more the sooner they are planned: of two
             # weeks that spill the same, the one that spills last, when more is known.
-            cost[yi(s, f)] = price * (1 + SOONER * (n_s - s) / n_s)
+            cost[shape.y(s, f)] = price * (1 + SOONER * (shape.slots - s) / shape.slots)
+    return cost
+
+
+def _window_rows(inputs: WeekInputs, shape: _Shape, starts, families, cost: np.ndarray):
+    """One row per window period of each plan: its flows at most what it has left
+    (the current period) or its capacity (later ones). Adds the reset tie-break to
+    ``cost``."""
     rows, cols, vals, upper = [], [], [], []
-    row = 0
-    for p, plan in enumerate(plans):
+    for p, plan in enumerate(inputs.plans):
         for window in plan.windows:
             counted = [f for f, family in enumerate(families) if window.counts(family)]
             if not counted:
@@ -128,62 +150,66 @@ def flows_solve(inputs: WeekInputs) -> Flows:
                     else 1 + (begin - window.resets_at) // window.period
                 )
                 periods.setdefault(k, []).append(s)
-                hours_left = max(0.0, (window.resets_at - begin) / FINE) if k == 0 else 0.0
-                for f in counted:
-                    if window.name == "seven_day":
-                        cost[xi(s, f, p)] += TIE_BREAK * hours_left
-                        cost[n_x + n_y + xi(s, f, p)] += TIE_BREAK * hours_left
+                if window.name == "seven_day" and k == 0:
+                    hours_left = (window.resets_at - begin) / FINE
+                    for f in counted:
+                        cost[shape.x(s, f, p)] += TIE_BREAK * hours_left
+                        cost[shape.z(s, f, p)] += TIE_BREAK * hours_left
             for k, members in periods.items():
+                row = len(upper)
                 for s in members:
                     for f in counted:
                         rows += [row, row]
-                        cols += [xi(s, f, p), n_x + n_y + xi(s, f, p)]
+                        cols += [shape.x(s, f, p), shape.z(s, f, p)]
                         vals += [1.0, 1.0]
                 upper.append(max(0.0, window.left if k == 0 else window.capacity) / MTOK)
-                row += 1
-    # Demand rows: sum over plans + key = demand (as equalities).
-    eq_rows, eq_cols, eq_vals, eq_rhs = [], [], [], []
-    erow = 0
-    for s in range(n_s):
-        for f in range(n_f):
-            for p in range(n_p):
-                eq_rows += [erow, erow]
-                eq_cols += [xi(s, f, p), n_x + n_y + xi(s, f, p)]
-                eq_vals += [1.0, 1.0]
-            eq_rows.append(erow)
-            eq_cols.append(yi(s, f))
-            eq_vals.append(1.0)
-            eq_rhs.append(demand[s, f] / MTOK)
-            erow += 1
-    bounds = np.zeros((n, 2))
+    matrix = coo_matrix((vals, (rows, cols)), shape=(len(upper), shape.size)).tocsr()
+    return matrix, np.array(upper)
+
+
+def _demand_rows(shape: _Shape, demand: np.ndarray):
+    """Per slot and family: plans and the key serve the forecast, exactly."""
+    rows, cols = [], []
+    for s in range(shape.slots):
+        for f in range(shape.families):
+            row = s * shape.families + f
+            for p in range(shape.plans):
+                rows += [row, row]
+                cols += [shape.x(s, f, p), shape.z(s, f, p)]
+            rows.append(row)
+            cols.append(shape.y(s, f))
+    matrix = coo_matrix(([1.0] * len(rows), (rows, cols)), shape=(shape.n_y, shape.size))
+    return matrix.tocsr(), demand.reshape(-1) / MTOK
+
+
+def flows_solve(inputs: WeekInputs) -> Flows:
+    began = time.process_time()
+    starts, ends = slots_of(inputs.now)
+    families = tuple(sorted({a.family for a in inputs.agents}, key=lambda f: f or ""))
+    shape = _Shape(len(starts), len(families), len(inputs.plans))
+    demand, staying = _demand(inputs, starts, ends, families)
+    cost = _costs(inputs, shape, families)
+    a_ub, b_ub = _window_rows(inputs, shape, starts, families, cost)
+    a_eq, b_eq = _demand_rows(shape, demand)
+    bounds = np.zeros((shape.size, 2))
     bounds[:, 1] = np.inf
-    bounds[n_x + n_y :, 1] = staying.reshape(-1) / MTOK
-    a_ub = coo_matrix((vals, (rows, cols)), shape=(row, n)).tocsr() if row else None
-    a_eq = coo_matrix((eq_vals, (eq_rows, eq_cols)), shape=(erow, n)).tocsr()
+    bounds[shape.n_x + shape.n_y :, 1] = staying.reshape(-1) / MTOK
     result = linprog(
         cost,
-        A_ub=a_ub,
-        b_ub=np.array(upper) if row else None,
+        A_ub=a_ub if b_ub.size else None,
+        b_ub=b_ub if b_ub.size else None,
         A_eq=a_eq,
-        b_eq=np.array(eq_rhs),
+        b_eq=b_eq,
         bounds=bounds,
         method="highs",
     )
-    if result.status != 0 or result.x is None:
-        on_plans = np.zeros((n_s, n_f, n_p))
-        on_key = demand.copy()
-        status = f"failed: {result.message}"
-    else:
-        solution = result.x * MTOK
-        on_plans = (solution[:n_x] + solution[n_x + n_y :]).reshape(n_s, n_f, n_p)
-        on_key = solution[n_x : n_x + n_y].reshape(n_s, n_f)
-        status = "optimal"
-    key_usd = float(sum(inputs.price(f) * on_key[:, i].sum() for i, f in enumerate(families)))
+    on_plans, on_key, status = _answer(result, shape, demand)
+    key_usd = sum(inputs.price(f) * float(on_key[:, i].sum()) for i, f in enumerate(families))
     return Flows(
         starts=starts,
         ends=ends,
         families=families,
-        plan_ids=tuple(p.id for p in plans),
+        plan_ids=tuple(p.id for p in inputs.plans),
         on_plans=on_plans,
         on_key=on_key,
         demand=demand,
@@ -191,3 +217,15 @@ def flows_solve(inputs: WeekInputs) -> Flows:
         seconds=time.process_time() - began,
         status=status,
     )
+
+
+def _answer(result, shape: _Shape, demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """Tokens on plans and on the key; a failed solve plans everything on the key
+    (the turns then keep today's rules: nobody is moved by a plan that failed)."""
+    dims = (shape.slots, shape.families, shape.plans)
+    if result.status != 0 or result.x is None:
+        return np.zeros(dims), demand.copy(), f"failed: {result.message}"
+    solution = result.x * MTOK
+    on_plans = solution[: shape.n_x] + solution[shape.n_x + shape.n_y :]
+    on_key = solution[shape.n_x : shape.n_x + shape.n_y]
+    return on_plans.reshape(dims), on_key.reshape(dims[:2]), "optimal"
