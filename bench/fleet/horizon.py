@@ -1,8 +1,9 @@
 """A clairvoyant schedule planned by an LP over the whole trace, replayed through ``World``.
 
 The plan. Requests are pooled per (cell, model family) as the bound pools them
-(``bench.fleet.cells``), each counted warm (``Fleet.counted``: a session that stays
-on one rung reads its prefix back). ``X[g, s]`` is how much of group g plan s
+(``bench.fleet.cells``), each counted (``Fleet.counted``) and billed as it would be
+if its session stayed on one rung: warm when the session's previous request came
+within the cache's TTL, else written (``staying_warm``). ``X[g, s]`` is how much of group g plan s
 serves; each window period W may count at most what it has left (``left(W)``, no
 crossing allowance: the real windows let one request over, which the replay gets
 for free); maximise the key's $ kept off it, each group's tokens valued at its own
@@ -12,8 +13,9 @@ The replay. Requests go through a fresh ``World`` in time order. Each (plan,
 family) holds a budget: what the plan allocated it in the cells so far less what it
 served, reset when the plan's 7d window resets. A request goes to a plan that the
 simulator admits now (so nothing is refused) and has budget for its family: the
-plan its session's prefix is warm on first (no rebuild), else the plan with the
-most budget; failing all, the key. The LP decides which requests the key takes
+plan its session's prefix is warm on first (no rebuild; it may then spend the other
+plans' budget for the family), else the plan with the most budget; failing all,
+the key. The LP decides which requests the key takes
 (the cheapest per token, where plans run short), the budgets carry that decision
 into whole requests, and the world's accounting decides what was served, so the
 key $ is what one real policy would pay.
@@ -35,6 +37,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_array
 
 from bench.fleet.achievable import Achievable
+from bench.fleet.cache import TTL_SECONDS
 from bench.fleet.cells import (
     Cells,
     FlatRequest,
@@ -60,15 +63,34 @@ class _Demand:
     usd: dict[Group, float]
 
 
-def _demand(trace: Trace, requests: list[FlatRequest], cells: Cells, since: float) -> _Demand:
+def staying_warm(requests: list[FlatRequest]) -> list[bool]:
+    """Per request, whether its prefix is warm if every session stays where it is:
+    its session's previous request came at most the cache's TTL before it (a request
+    without a session reads what it names as cached)."""
+    last: dict[str, float] = {}
+    warm = []
+    for request in requests:
+        at = to_unix(request.at)
+        if request.session is None:
+            warm.append(True)
+            continue
+        before = last.get(request.session)
+        warm.append(before is not None and at - before <= TTL_SECONDS)
+        last[request.session] = at
+    return warm
+
+
+def _demand(
+    trace: Trace, requests: list[FlatRequest], warm: list[bool], cells: Cells, since: float
+) -> _Demand:
     tokens: dict[Group, int] = defaultdict(int)
     usd: dict[Group, float] = defaultdict(float)
-    for request in requests:
+    for request, hot in zip(requests, warm, strict=True):
         if to_unix(request.at) < since:
             continue
         group = (cells.of(request.at), request.family)
-        tokens[group] += request.counted(trace.fleet)
-        usd[group] += request.key_usd(trace.fleet)
+        tokens[group] += request.counted(trace.fleet, warm=hot)
+        usd[group] += request.key_usd(trace.fleet, warm=hot)
     return _Demand(dict(tokens), dict(usd))
 
 
@@ -171,7 +193,8 @@ def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
     cells = cells_of(trace)
     plans = range(len(fleet.subscriptions))
     start = to_unix(fleet.start)
-    plan = allocation(trace, world, cells, _demand(trace, requests, cells, start), start)
+    warm = staying_warm(requests)
+    plan = allocation(trace, world, cells, _demand(trace, requests, warm, cells, start), start)
     planned_at = start
     budget: dict[tuple[int, str | None], float] = defaultdict(float)
     week = {s: _week(trace, s, start) for s in plans}
@@ -181,7 +204,8 @@ def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
     for request in requests:
         now = world.now(request.at)
         if horizon is not None and now - planned_at >= horizon:
-            plan = allocation(trace, world, cells, _demand(trace, requests, cells, now), now)
+            demand = _demand(trace, requests, warm, cells, now)
+            plan = allocation(trace, world, cells, demand, now)
             planned_at = now
             budget.clear()
             cell = cells.of(request.at) - 1
@@ -199,7 +223,7 @@ def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
         s = _choose(world, trace, request, budget)
         schedule.append(s)
         rung = world.key_rung if s is None else world.subscriptions[s + 1].rung
-        warm = world.cache.warm(request.session, None if s is None else s + 1, now)
+        hot = world.cache.warm(request.session, None if s is None else s + 1, now)
         before = world.key_usd
         outcome = world.attempt(
             rung,
@@ -215,7 +239,13 @@ def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
             if world.key_usd != before:
                 curve.append((request.at, world.key_usd))
         else:
-            budget[(s, request.family)] -= request.counted(fleet, warm=warm)
+            _spend(
+                budget,
+                s,
+                request.family,
+                request.counted(fleet, warm=hot),
+                share=bool(request.cached),
+            )
     curve.append((fleet.end, world.key_usd))
     return Achievable(world.key_usd, tuple(curve), time.perf_counter() - began, tuple(schedule))
 
@@ -226,19 +256,48 @@ def _choose(
     request: FlatRequest,
     budget: dict[tuple[int, str | None], float],
 ) -> int | None:
-    """The plan (fleet index) for ``request``: admitted now, with budget for its
-    family; its session's warm plan first, else the most budget. None: the key."""
+    """The plan (fleet index) for ``request``, one the simulator admits now: the plan
+    its session's prefix is warm on while the plans have budget for its family
+    between them, else the plan with the most budget for it. None: the key."""
     now = to_unix(request.at)
+    family = request.family
+    total = sum(left for (_, f), left in budget.items() if f == family and left > 0)
     best: tuple[bool, float, int] | None = None
     for s, spec in enumerate(trace.fleet.subscriptions):
-        left = budget.get((s, request.family), 0.0)
-        if left <= 0 or not usable(spec, request.at):
+        left = budget.get((s, family), 0.0)
+        warm = bool(request.cached) and world.cache.warm(request.session, s + 1, now)
+        if (left <= 0 and not (warm and total > 0)) or not usable(spec, request.at):
             continue
         credential = world.subscriptions[s + 1].credential
         if not world.sim.check_quota(credential, request.model).allowed:
             continue
-        warm = world.cache.warm(request.session, s + 1, now) if request.cached else False
         rank = (warm, left, -s)
         if best is None or rank > best:
             best = rank
     return None if best is None else -best[2]
+
+
+def _spend(
+    budget: dict[tuple[int, str | None], float],
+    s: int,
+    family: str | None,
+    tokens: int,
+    *,
+    share: bool,
+) -> None:
+    """Take ``tokens`` off plan ``s``'s budget for ``family``; with ``share`` (a
+    request with a prefix, which ``_choose`` keeps on its warm plan while any plan has
+    budget), what it lacks comes off the other plans'."""
+    budget[(s, family)] -= tokens
+    if not share:
+        return
+    others = sorted(
+        ((left, o) for (o, f), left in budget.items() if f == family and o != s and left > 0),
+        reverse=True,
+    )
+    for left, o in others:
+        if budget[(s, family)] >= 0:
+            break
+        take = min(left, -budget[(s, family)])
+        budget[(o, family)] -= take
+        budget[(s, family)] += take
