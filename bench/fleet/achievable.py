@@ -3,8 +3,8 @@
 Every request of the trace, in time order, goes to a plan that serves it now (asked
 of the simulator first, so none is refused) or to the key. The plan is chosen
 knowing the future (``bench.fleet.foresight``): a window that the request would take
-to or over its capacity takes it only if no dearer request (tokens at the key's
-price) that could count against it arrives before the window resets, or, for a
+to or over its capacity takes it only if no dearer request (what the key bills for
+it warm) that could count against it arrives before the window resets, or, for a
 weekly window, fewer dearer ones than there are plans' windows of its kind that
 wait for one (the last request a window serves is served whole, so it should be the
 dearest on offer, and each waiting window gets one);
@@ -17,6 +17,9 @@ Following the MILP's allocations instead (``bench.fleet.milp``) did worse on the
 traces ($18.4 against $8.0 on ``steady``): its fractional service and free choice of
 the crossing request are what real requests cannot follow.
 
+Each request is sent with its cached prefix and session (its agent), so the world
+decides whether the prefix is read or written again and the key bills accordingly;
+requests are compared by what they count warm and what the key bills for them warm.
 The world's own accounting decides what was served, so the schedule's key $ is what
 one real policy would pay: the optimum costs at most this.
 """
@@ -62,13 +65,14 @@ def _waiting(world: World, trace: Trace, request: FlatRequest) -> dict[str, int]
     than ``request``: windows that each want one request at least this dear to go
     over, so the dearest to come cannot serve them all."""
     counts: dict[str, int] = {}
+    counted = request.counted(trace.fleet)
     for s, spec in enumerate(trace.fleet.subscriptions):
         if not usable(spec, request.at):
             continue
         credential = world.subscriptions[s + 1].credential
         credential.roll(to_unix(request.at))
         for window in credential.applicable_windows(request.model):
-            if window.name != "five_hour" and window.capacity - window.used <= request.tokens:
+            if window.name != "five_hour" and window.capacity - window.used <= counted:
                 counts[window.name] = counts.get(window.name, 0) + 1
     return counts
 
@@ -93,8 +97,8 @@ def _fit(
     for window in credential.applicable_windows(request.model):
         room = window.capacity - window.used
         lost_at = min(window.resets_at() or end, end)
-        if request.tokens >= room:
-            value = request.tokens * trace.fleet.key_price(request.model)
+        if request.counted(trace.fleet) >= room:
+            value = request.key_usd(trace.fleet) * MTOK
             enough = waiting.get(window.name, 1)
             if foresight.dearer(window.name, at, lost_at, value, enough) >= enough:
                 return None
@@ -130,19 +134,25 @@ def achievable_replay(trace: Trace, *, calm: float = 0.0) -> Achievable:
     world = World(trace.fleet)
     requests = requests_of(trace)
     keep = max(1, len(trace.fleet.subscriptions))
-    foresight = Foresight(requests, trace.fleet.key_price, keep)
-    total, curve = 0.0, [(trace.fleet.start, 0.0)]
+    foresight = Foresight(requests, lambda r: r.key_usd(trace.fleet) * MTOK, keep)
+    curve = [(trace.fleet.start, 0.0)]
     schedule: list[int | None] = []
     for request in requests:
         world.now(request.at)
         s = _choose(world, trace, foresight, request, calm)
         schedule.append(s)
         rung = world.key_rung if s is None else world.subscriptions[s + 1].rung
-        outcome = world.attempt(rung, model=request.model, tokens=request.tokens, at=request.at)
+        outcome = world.attempt(
+            rung,
+            model=request.model,
+            tokens=request.tokens,
+            at=request.at,
+            cached=request.cached,
+            session=request.session,
+        )
         if not outcome.ok:
             raise RuntimeError(f"the schedule was refused at {request.at}: {outcome.detail}")
         if s is None:
-            total += request.tokens * trace.fleet.key_price(request.model) / MTOK
-            curve.append((request.at, total))
-    curve.append((trace.fleet.end, total))
-    return Achievable(total, tuple(curve), time.perf_counter() - began, tuple(schedule))
+            curve.append((request.at, world.key_usd))
+    curve.append((trace.fleet.end, world.key_usd))
+    return Achievable(world.key_usd, tuple(curve), time.perf_counter() - began, tuple(schedule))

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from bench.fleet.trace import SubscriptionSpec, Trace
+from bench.fleet.trace import Fleet, Request, SubscriptionSpec, Trace
 from bench.fleet.world import to_unix
 from simulator.state import FAMILY_WINDOW, WINDOW_DURATIONS, model_family
 
@@ -28,12 +28,28 @@ WEEKLY_BUCKET_SECONDS = 2 * 60 * 60
 @dataclass(frozen=True)
 class FlatRequest:
     """One request of one turn: its instant, model, family (None: no weekly family
-    window) and tokens."""
+    window), fresh tokens, cached prefix, session (the agent: whose prompt cache it
+    reads) and turn (index in the trace; -1: none)."""
 
     at: datetime
     model: str
     family: str | None
     tokens: int
+    cached: int = 0
+    session: str | None = None
+    turn: int = -1
+
+    @property
+    def request(self) -> Request:
+        return Request(0.0, self.tokens, self.cached)
+
+    def counted(self, fleet: Fleet, *, warm: bool = True) -> int:
+        """What it counts in a plan's windows (``Fleet.counted``)."""
+        return fleet.counted(self.request, warm=warm)
+
+    def key_usd(self, fleet: Fleet, *, warm: bool = True) -> float:
+        """What the key bills for it (``Fleet.key_usd``)."""
+        return fleet.key_usd(self.model, self.request, warm=warm)
 
 
 def requests_of(trace: Trace) -> list[FlatRequest]:
@@ -44,8 +60,11 @@ def requests_of(trace: Trace) -> list[FlatRequest]:
             trace.model_of(turn),
             model_family(trace.model_of(turn)),
             part.tokens,
+            part.cached,
+            turn.agent,
+            index,
         )
-        for turn in trace.turns
+        for index, turn in enumerate(trace.turns)
         for part in turn.parts
     ]
     flat.sort(key=lambda r: r.at)  # stable

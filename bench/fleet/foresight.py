@@ -2,7 +2,7 @@
 
 A window that is about to go over its capacity serves the request that takes it
 over whole, so the schedule wants that request to be the one the key would charge
-most for (its tokens at its model's key price). ``Foresight.dearest`` answers "the
+most for (what the key bills for it with its prefix warm). ``Foresight.dearest`` answers "the
 dearest request after ``at`` and before ``until`` that counts against a window of
 this kind" in constant time (a sparse table of range maxima).
 """
@@ -56,10 +56,11 @@ class Foresight:
     """The requests of a trace, indexed by the windows they count against."""
 
     def __init__(
-        self, requests: list[FlatRequest], price: Callable[[str], float], keep: int
+        self, requests: list[FlatRequest], value: Callable[[FlatRequest], float], keep: int
     ) -> None:
-        """``price``: the key's $ per Mtok of a model; ``keep``: the most dearer
-        requests ``dearer`` will count."""
+        """``value``: what the key would charge for a request (any unit, the one
+        ``dearer`` is asked in); ``keep``: the most dearer requests ``dearer`` will
+        count."""
         by_kind: dict[str, tuple[list[float], list[float]]] = {}
         for request in requests:
             kinds = [_EVERY]
@@ -68,7 +69,7 @@ class Foresight:
             for kind in kinds:
                 times, values = by_kind.setdefault(kind, ([], []))
                 times.append(to_unix(request.at))
-                values.append(request.tokens * price(request.model))
+                values.append(value(request))
         self.tables = {kind: _RangeTop(*columns, keep) for kind, columns in by_kind.items()}
         # Just after the last request: no room is of use later (a turn may run past
         # the trace's end).
@@ -76,7 +77,7 @@ class Foresight:
 
     def dearer(self, window: str, after: float, until: float, value: float, enough: int) -> int:
         """How many requests in (after, until) that count against ``window`` the key
-        would charge more for (tokens × $/Mtok) than ``value``, counted up to
+        would charge more for than ``value``, counted up to
         ``enough``."""
         kind = window if window in FAMILY_WINDOW.values() else _EVERY
         table = self.tables.get(kind)

@@ -30,6 +30,17 @@ count as key tokens. That point is feasible and costs the run's key spend, so th
 MILP's optimum, and HiGHS' dual bound on it (what is reported, so a solve cut short
 by the time limit still bounds), is at most any run's spend.
 
+The prompt cache. A request counts ``Fleet.counted`` in a window and the key bills
+``Fleet.key_usd`` for it, both least when its prefix is warm (a read), so every
+request is taken warm: ``D[g]`` is the group's warm count, and its key $ is priced
+at ``p[g]``, the largest warm $ per counted token of its requests, over at most
+``K[g] / p[g]`` tokens (``K[g]``: its warm key $; equal to ``D[g]`` when every
+request has the same rate, as without a cache). A run's point sets X to the warm
+key $ it kept off the key over ``p[g]``: no more than the tokens it counted (so
+every window row holds, a crossing request's share no more than its warm count),
+and the objective ``K[g] - p[g] Σ_s X`` is the warm key $ of what the run sent to
+the key, at most what the key billed it.
+
 Pooling loses nothing: the requests of a group meet the same rows with the same
 coefficients, so any pooled X ≤ D splits back into per-request amounts in [0, n].
 With cells finer than every constraint's granularity (each boundary of a window
@@ -110,15 +121,40 @@ class _Model:
         self.rhs.append(rhs)
 
 
-def _groups(trace: Trace, cells: Cells) -> tuple[dict[Group, int], dict[Group, int]]:
-    """Per group, its demand and its largest request (tokens)."""
-    demand: dict[Group, int] = defaultdict(int)
+@dataclass(frozen=True)
+class _Demand:
+    """Per group: ``tokens``, what its requests count in a window warm (the least
+    they can count); ``micro_usd``, what the key bills for them warm (the least it
+    can bill), in millionths of a dollar; ``rate``, the largest of its requests'
+    $ per Mtok counted; ``largest``, the most one of them counts."""
+
+    tokens: dict[Group, int]
+    micro_usd: dict[Group, float]
+    rate: dict[Group, float]
+    largest: dict[Group, int]
+
+    def served(self, group: Group) -> float:
+        """The most X of ``group`` can be: the key $ it holds, in tokens at its rate
+        (its warm tokens when every request has the same rate)."""
+        rate = self.rate[group]
+        return min(float(self.tokens[group]), self.micro_usd[group] / rate) if rate > 0 else 0.0
+
+
+def _groups(trace: Trace, cells: Cells) -> _Demand:
+    tokens: dict[Group, int] = defaultdict(int)
+    micro_usd: dict[Group, float] = defaultdict(float)
+    rate: dict[Group, float] = defaultdict(float)
     largest: dict[Group, int] = defaultdict(int)
     for request in requests_of(trace):
         group = (cells.of(request.at), request.family)
-        demand[group] += request.tokens
-        largest[group] = max(largest[group], request.tokens)
-    return dict(demand), dict(largest)
+        counted = request.counted(trace.fleet)
+        billed = request.key_usd(trace.fleet) * MTOK
+        tokens[group] += counted
+        micro_usd[group] += billed
+        largest[group] = max(largest[group], counted)
+        if counted > 0:
+            rate[group] = max(rate[group], billed / counted)
+    return _Demand(dict(tokens), dict(micro_usd), dict(rate), dict(largest))
 
 
 def _left(trace: Trace, key: WindowKey) -> int:
@@ -128,14 +164,16 @@ def _left(trace: Trace, key: WindowKey) -> int:
 
 
 def _service_columns(
-    trace: Trace, cells: Cells, demand: dict[Group, int], model: _Model
+    trace: Trace, cells: Cells, demand: _Demand, model: _Model
 ) -> tuple[dict[tuple[int, str | None, int], int], dict[WindowKey, list[tuple[int, Group]]]]:
     """One X column per (group, plan) that could serve; each window period's members."""
     columns: dict[tuple[int, str | None, int], int] = {}
     members: dict[WindowKey, list[tuple[int, Group]]] = defaultdict(list)
-    for (cell, family), tokens in sorted(demand.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+    for cell, family in sorted(demand.tokens, key=lambda g: (g[0], str(g[1]))):
         at = cells.middle(cell)
-        price = trace.fleet.key_price(family or "")
+        price, tokens = demand.rate[(cell, family)], demand.served((cell, family))
+        if tokens <= 0:
+            continue
         for s, spec in enumerate(trace.fleet.subscriptions):
             if not usable(spec, from_unix(at)):
                 continue
@@ -156,13 +194,12 @@ def _window_rows(
     cells: Cells,
     key: WindowKey,
     members: list[tuple[int, Group]],
-    demand: dict[Group, int],
-    largest: dict[Group, int],
+    demand: _Demand,
     model: _Model,
 ) -> None:
     """W's capacity row with its crossing binaries, and its closed-after-crossing rows."""
     left = _left(trace, key)
-    if sum(demand[g] for _, g in members) <= left:
+    if sum(demand.served(g) for _, g in members) <= left:
         return  # W cannot bind
     s, window, period = key
     spec = trace.fleet.subscriptions[s]
@@ -172,7 +209,7 @@ def _window_rows(
         buckets[int((cells.middle(group[0]) - begin) // step)].append((col, group))
     ordered = [buckets[b] for b in sorted(buckets)]
     crossing = [model.column(0.0, 1.0, integral=True) for _ in ordered]
-    overdraw = [(max(largest[g] for _, g in bucket) - 1) / MTOK for bucket in ordered]
+    overdraw = [(max(demand.largest[g] for _, g in bucket) - 1) / MTOK for bucket in ordered]
     # Σ_j (a_j - a_{j-1}) (M_j - 1), regrouped by a_j.
     allowance = [
         (crossing[j], -overdraw[j] + (overdraw[j + 1] if j + 1 < len(ordered) else 0.0))
@@ -180,7 +217,7 @@ def _window_rows(
     ]
     model.row([(col, 1.0) for col, _ in members] + allowance, left / MTOK)
     for j in range(1, len(ordered)):
-        tokens = sum(demand[g] for _, g in ordered[j]) / MTOK
+        tokens = sum(demand.served(g) for _, g in ordered[j]) / MTOK
         model.row([(col, 1.0) for col, _ in ordered[j]] + [(crossing[j - 1], tokens)], tokens)
         model.row([(crossing[j - 1], 1.0), (crossing[j], -1.0)], 0.0)
 
@@ -224,14 +261,14 @@ def lower_solve(trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS) -> Lowe
     ends with no dual bound at all."""
     began = time.perf_counter()
     cells = cells_of(trace)
-    demand, largest = _groups(trace, cells)
+    demand = _groups(trace, cells)
     model = _Model([], [], [], [], [], [], [])
     columns, members = _service_columns(trace, cells, demand, model)
     for key in sorted(members):
-        _window_rows(trace, cells, key, members[key], demand, largest, model)
+        _window_rows(trace, cells, key, members[key], demand, model)
     _demand_rows(columns, model)
     dual, status, gap = _solve(model, time_limit)
-    everything = sum(trace.fleet.key_price(f or "") * d for (_, f), d in demand.items()) / MTOK
+    everything = sum(demand.micro_usd.values()) / MTOK
     return LowerBound(
         usd=max(0.0, everything + dual),
         status=status,

@@ -224,7 +224,7 @@ def test_foresight_counts_the_dearer_requests_to_come_up_to_enough():
         FlatRequest(START + timedelta(minutes=i), HAIKU, "haiku", rng.randint(1, 1000))
         for i in range(300)
     ]
-    foresight = Foresight(requests, lambda model: 1.0, keep=4)
+    foresight = Foresight(requests, lambda r: r.tokens, keep=4)
     for _ in range(200):
         lo, hi = sorted(rng.sample(range(301), 2))
         value, enough = rng.randint(1, 1000), rng.randint(1, 4)

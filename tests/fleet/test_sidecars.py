@@ -22,6 +22,8 @@ def test_the_kept_traces_sidecar_records_its_sha256_and_bounds_in_order(name):
     assert raw["trace_sha256"] == sha256_of(path)
     assert sidecar_current(path)
     assert 0 < raw["lower_usd"] <= raw["achievable_usd"]
+    # A bracket tight enough to judge a policy by (issue 31).
+    assert raw["achievable_usd"] <= 1.5 * raw["lower_usd"]
 
 
 def test_a_sidecar_is_stale_once_its_trace_changes(tmp_path):
