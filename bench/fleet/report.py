@@ -86,9 +86,10 @@ class Comparison:
 
     @property
     def achievable(self) -> Achievable:
-        """The cheapest of the clairvoyant heuristic and every run's replay (ties:
-        the heuristic, then lineup order)."""
-        best = Achievable(self.bounds.achievable_usd, "heuristic", self.bounds.achievable_curve)
+        """The cheapest of the clairvoyant schedules (the bounds') and every run's
+        replay (ties: the bounds' schedule, then lineup order)."""
+        bounds = self.bounds
+        best = Achievable(bounds.achievable_usd, bounds.achievable_source, bounds.achievable_curve)
         for run, replay in zip(self.runs, self.replays, strict=True):
             usd = replay.key_usd + run.metrics.failed_usd
             if usd < best.usd:
