@@ -54,6 +54,7 @@ from subscriptions.plan_facts import (
 from subscriptions.policy_refusals import assignment_policy_refusal, switching_stop
 from subscriptions.rung_secrets import key_rung
 from subscriptions.selectors import subscription_count
+from subscriptions.week_planning import planned_read
 from trinity import clock
 
 logger = logging.getLogger(__name__)
@@ -267,6 +268,11 @@ def _placement_due_read(state: TurnState, need: Need, now: datetime) -> Evidence
     return state.evidence.learn(placement_due=True)
 
 
+def _planned(state: TurnState, need: Need, now: datetime) -> Evidence:
+    """The agent's entry in the week plan (one cache read)."""
+    return replace(state.evidence, planned=planned_read(state.agent.pk))
+
+
 def _readings(state: TurnState, need: Need, now: datetime) -> Evidence:
     return readings_read(state.evidence, need)
 
@@ -296,6 +302,7 @@ _GATHER: dict[Ask, Callable[[TurnState, Need, datetime], Evidence]] = {
     Ask.READINGS: _readings,
     Ask.PLACEMENT: _placement,
     Ask.PLACEMENT_DUE: _placement_due,
+    Ask.PLANNED: _planned,
     Ask.BREAKER_FAILURE: _breaker_failure,
     Ask.BREAKER_OPEN: _breaker_open,
 }

@@ -67,6 +67,13 @@ class Why(StrEnum):
     # is clearly better balanced (``routing.headroom.placement``): the turn
     # starts there and commits it.
     PLACEMENT = "placement"
+    # The week plan (``routing.plan_ahead``) puts the agent on this plan: the turn
+    # starts there and commits it.
+    PLANNED = "planned"
+    # The week plan has the key take this agent's turns for now (its family's turns
+    # are the cheapest to bill while the week's demand is over what the plans serve);
+    # it commits no switch.
+    SPILL = "spill"
 
 
 class Stop(StrEnum):

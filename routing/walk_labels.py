@@ -26,6 +26,8 @@ WHY_LABELS: Final[dict[str, str]] = {
     Why.POLICY: "a plan its routing policy allows (its own subscription is not one)",
     Why.AT_CAPACITY: "another plan: its own was serving its concurrency cap",
     Why.PLACEMENT: "moved at a turn boundary: this plan's weekly headroom expires sooner",
+    Why.PLANNED: "moved at a turn boundary: the week plan puts the agent on this plan",
+    Why.SPILL: "the week plan has the key take this agent's turns for now",
     # Not a Why: a switch applied from a legacy agent server's answer
     # (execution/sending.py), which names no rung.
     "legacy": "applied by assignment (legacy agent server)",

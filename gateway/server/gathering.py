@@ -257,6 +257,12 @@ def _placement_due(request: Request, need: Need, now: datetime) -> Evidence:
     return request.evidence.learn(placement_due=False)
 
 
+def _planned(request: Request, need: Need, now: datetime) -> Evidence:
+    """A gateway session has no entry in the week plan (it plans agents): it stays on
+    its plan while the plan serves, as for placement."""
+    return replace(request.evidence, planned=None)
+
+
 def _readings(request: Request, need: Need, now: datetime) -> Evidence:
     return readings_read(request.evidence, need)
 
@@ -284,6 +290,7 @@ GATHER: Final[dict[Ask, Callable[[Request, Need, datetime], Evidence]]] = {
     Ask.READINGS: _readings,
     Ask.PLACEMENT: _placement,
     Ask.PLACEMENT_DUE: _placement_due,
+    Ask.PLANNED: _planned,
     Ask.BREAKER_FAILURE: _breaker_failure,
     Ask.BREAKER_OPEN: _breaker_open,
 }

@@ -81,9 +81,7 @@ def hour_of_week(instant: datetime) -> int:
     return instant.weekday() * 24 + instant.hour
 
 
-def demand_profile(
-    turns: Iterable[tuple[datetime, float]], *, now: datetime
-) -> tuple[float, ...]:
+def demand_profile(turns: Iterable[tuple[datetime, float]], *, now: datetime) -> tuple[float, ...]:
     """An agent's expected tokens per hour of the week, from its past turns
     ``(started_at, tokens)``: each of the last ``HISTORY_WEEKS`` weeks weighs
     ``DECAY`` times the one after it, and the profile is the weighted mean over the
@@ -108,9 +106,7 @@ def demand_profile(
     return tuple(value / weight for value in sums)
 
 
-def capacity_estimate(
-    served_tokens: float, utilization: float | None, *, nominal: float
-) -> float:
+def capacity_estimate(served_tokens: float, utilization: float | None, *, nominal: float) -> float:
     """A window's tokens per period: what the plan served in the window so far over
     the share of it that reads used, once that share says enough; else ``nominal``."""
     if utilization is None or utilization < LEARN_FROM_PERCENT or served_tokens <= 0:

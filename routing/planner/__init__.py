@@ -11,6 +11,7 @@ from routing.facts import AgentFacts, TurnFacts
 from routing.planner.actions import (
     AFFINITY_STAGE,
     PLACEMENT_STAGE,
+    PLANNED_STAGE,
     PRE_DISPATCH_STAGE,
     ROUTED_KEY,
     ROUTED_PLAN,
@@ -53,6 +54,7 @@ __all__ = [
     "EXHAUSTED_STOPS",
     "KEY_RUNG",
     "PLACEMENT_STAGE",
+    "PLANNED_STAGE",
     "PRE_DISPATCH_STAGE",
     "ROUTED_KEY",
     "ROUTED_PLAN",

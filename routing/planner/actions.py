@@ -50,6 +50,9 @@ class Ask(StrEnum):
     PLACEMENT = "placement"
     # Whether the agent is due a look (claims it: at most once per ``placement.EVERY``).
     PLACEMENT_DUE = "placement_due"
+    # The agent's entry in the week plan (``routing.plan_ahead.week_plan.Planned``), or
+    # None when there is none: one cache read.
+    PLANNED = "planned"
     # Count the last attempt's failure against its provider if it is a provider-level
     # one; then whether the breaker is open.
     BREAKER_FAILURE = "breaker_failure"
@@ -61,6 +64,7 @@ class Ask(StrEnum):
 AFFINITY_STAGE = "affinity"
 PRE_DISPATCH_STAGE = "pre_dispatch"
 PLACEMENT_STAGE = "placement"
+PLANNED_STAGE = "planned"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from routing import policy
 from routing.attempt_refusal import QUOTA_REASONS, AttemptRefusal
 from routing.eligibility import Excluded, Reason
 from routing.facts import AgentFacts
+from routing.plan_ahead.week_plan import Planned
 from routing.planner.actions import Ask, Fail, Finish, Need, Notice, Park, Switch
 from routing.planner.evidence import Attempt, Busy, Closure, Evidence
 from routing.planner.lookups import (
@@ -88,7 +89,8 @@ def _notice(agent: AgentFacts, ran_on: RungRef | None, why: Why) -> Notice | Non
     if ran_on is None:
         return None
     if ran_on.kind is RungKind.API_KEY:
-        return Notice.API_KEY_ROUTE if why is Why.API_KEY and not agent.on_api_key else None
+        keyed = why in (Why.API_KEY, Why.SPILL)
+        return Notice.API_KEY_ROUTE if keyed and not agent.on_api_key else None
     return Notice.SUBSCRIPTION_RETURN if agent.on_api_key else None
 
 
@@ -98,6 +100,10 @@ def _unrefused_reason(evidence: Evidence, why: Why) -> str:
         return "its routing policy does not allow its subscription"
     if why is Why.PLACEMENT:
         return "another plan's weekly headroom expires sooner"
+    if why in (Why.PLANNED, Why.SPILL) and isinstance(evidence.planned, Planned):
+        return evidence.planned.text()
+    if why in (Why.PLANNED, Why.SPILL):
+        return "the week plan placed it there"
     assigned = evidence.assigned
     if isinstance(assigned, Excluded) and assigned.forbidden:
         return assigned.detail  # e.g. its subscription is paused

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from routing.eligibility import Admitted, Excluded
 from routing.facts import AgentFacts, TurnFacts
+from routing.plan_ahead.week_plan import Planned
 from routing.rung import PLATFORM_KEY_LABEL, RungRef
 from routing.walk import Stop, Why
 
@@ -185,6 +186,9 @@ class Evidence:
     previous: Previous | None | Unknown = UNKNOWN
     # The session's plan as a rung when it may stay on it, else None.
     affinity_plan: RungRef | None | Unknown = UNKNOWN
+    # The agent's entry in the week plan, None when there is none (kept for the turn:
+    # a served planned move explains itself with it).
+    planned: Planned | None | Unknown = UNKNOWN
     # How many subscriptions the provider has (the walk's rung cap is this + 2).
     pool_size: int | None = None
     # Subscription rungs whose secret the executor holds (id -> name), and ids it asked

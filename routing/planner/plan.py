@@ -10,8 +10,10 @@
    turn;
 4. the first rung: the session's previous plan (affinity); else pre-dispatch (the
    assignment is known not to serve, or forecast to run out before the turn ends:
-   then only to a plan that is not); else placement (a plan whose weekly headroom
-   expires sooner, or a better balanced one); else the assignment;
+   then only to a plan that is not); else the week plan's entry for the agent while
+   it is current (``planned``: its plan, or the key for a spill); else placement (a
+   plan whose weekly headroom expires sooner, or a better balanced one); else the
+   assignment;
 5. every ``Send`` checks the time budget; applying it, the executor takes the plan's
    concurrency lease (full: ``Busy``, routed around), reserves the key's budget
    (closed: ``BudgetRefused``, park or fail), and sends;
@@ -58,6 +60,7 @@ from routing.planner.lookups import (
     settings_of,
     walk_of,
 )
+from routing.planner.planned import planned_or_placement
 from routing.planner.walking import after_refusal, around_cap
 from routing.rung import RungKind
 from routing.walk import Pick, Stop, Why
@@ -104,7 +107,9 @@ def _opening(evidence: Evidence, *, now: datetime) -> Action:
     first = (
         _affinity(evidence, agent)
         or _pre_dispatch(evidence, agent, now=now)
-        or _placement(evidence, agent, now=now)
+        or planned_or_placement(
+            evidence, agent, lambda: _placement(evidence, agent, now=now), now=now
+        )
     )
     return sent(evidence, first or Send(agent.baseline, Why.ASSIGNED), now=now)
 

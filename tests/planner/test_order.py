@@ -55,8 +55,9 @@ def test_a_plain_turn_is_sent_on_its_assignment_and_finishes_without_a_switch() 
     assert run.sent_on == ["plan-1"]
     assert run.sends[0].why is Why.ASSIGNED and not run.sends[0].routed
     assert run.end == Finish(plan_rung(ORIGIN), Why.ASSIGNED, None, None, plain=True)
-    # A served turn reads only the breaker, readiness and the assignment's evidence.
-    assert [n.ask for n in run.needs] == [Ask.BREAKER, Ask.READY, Ask.ASSIGNED]
+    # A served turn reads only the breaker, readiness, the assignment's evidence and its
+    # entry in the week plan (none here).
+    assert [n.ask for n in run.needs] == [Ask.BREAKER, Ask.READY, Ask.ASSIGNED, Ask.PLANNED]
 
 
 # The breaker, before anything is sent

@@ -49,7 +49,7 @@ def test_an_assignment_that_is_not_placeable_never_ranks_the_pool() -> None:
     run = drive(placing(placeable=False))
 
     assert run.sent_on == ["plan-1"] and run.sends[0].why is Why.ASSIGNED
-    assert [n.ask for n in run.needs] == [Ask.BREAKER, Ask.READY, Ask.ASSIGNED]
+    assert [n.ask for n in run.needs] == [Ask.BREAKER, Ask.READY, Ask.ASSIGNED, Ask.PLANNED]
 
 
 def test_nowhere_better_runs_as_assigned() -> None:

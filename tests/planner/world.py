@@ -14,6 +14,7 @@ from routing.headroom.alternatives import Selection
 from routing.headroom.classification import NO_EVIDENCE, Tier
 from routing.headroom.ranking import Ranked
 from routing.headroom.reading import Reading
+from routing.plan_ahead.week_plan import Planned
 from routing.planner import (
     KEY_RUNG,
     Action,
@@ -115,6 +116,8 @@ class World:
     moved_at: datetime | None = None
     moved_from: int | None = None
     placement_due: bool = True
+    # The agent's entry in the week plan (None: no plan).
+    planned: Planned | None = None
     outcomes: dict[tuple[str, int | None], list[Outcome]] = field(default_factory=dict)
     default_outcome: Outcome = SERVED
 
@@ -232,6 +235,8 @@ def _answer(world: World, evidence: Evidence, need: Need, now: datetime) -> Evid
         return evidence.learn(readings={k: v for k, v in world.readings.items() if k in need.ids})
     if ask is Ask.PLACEMENT_DUE:
         return evidence.learn(placement_due=world.placement_due)
+    if ask is Ask.PLANNED:
+        return replace(evidence, planned=world.planned)
     if ask is Ask.PLACEMENT:
         target = world.placement if world.placement in need.ids else None
         return evidence.learn(placement=target)
