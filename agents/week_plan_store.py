@@ -120,13 +120,14 @@ def week_plan_read() -> WeekPlan | None:
 
 def planned_json(entry: Planned) -> dict[str, Any]:
     """An entry as the APIs show it: where (the plan's name, or "the platform key"),
-    until when, why, and the explainer's line."""
+    until when, why, and the explainer's line (instants as datetimes: DRF renders
+    them as every other instant of the API)."""
     return {
         "kind": entry.kind,
         "subscription_id": entry.subscription_id,
         "where": "the platform key" if entry.on_key else entry.name,
-        "until": entry.until.isoformat(),
+        "until": entry.until,
         "because": entry.because,
-        "made_at": entry.made_at.isoformat(),
+        "made_at": entry.made_at,
         "text": entry.text(),
     }

@@ -25,6 +25,7 @@ from django.db import transaction
 from agents.models import Agent
 from agents.week_plan_store import week_plan_store
 from routing.plan_ahead.inputs import WeekInputs
+from routing.plan_ahead.solve import plan_week
 from routing.plan_ahead.week_plan import WeekPlan
 from subscriptions.models import Subscription
 from subscriptions.week_plan.gather import week_inputs_gather
@@ -66,14 +67,7 @@ class SolveReport:
     plan: str = ""
 
 
-def _plan_week(inputs: WeekInputs) -> WeekPlan:
-    # Imported here until the solver lands beside the inputs (the lead's part).
-    from routing.plan_ahead.solve import plan_week
-
-    return plan_week(inputs)
-
-
-def week_plan_solve(*, now: datetime, solver: Solver = _plan_week) -> SolveReport:
+def week_plan_solve(*, now: datetime, solver: Solver = plan_week) -> SolveReport:
     """Plan the week from what is known at ``now`` and store the plan, unless another
     run holds the solve marker. Never raises: a failure is logged and reported, and
     the previous plan stays (it goes stale; turns then fall back)."""
