@@ -139,7 +139,9 @@ def _request() -> None:
     if not marker_claim(REQUEST_MARKER, ttl=DEBOUNCE_SECONDS):
         return  # held: a run is already on its way (or the cache is down: beat plans)
     try:
-        app.tasks[TASK].apply_async(countdown=DEBOUNCE_SECONDS, expires=EVERY_SECONDS)
+        # Through the broker even when tasks run eagerly (tests, a shell): a request
+        # is for later by design, and solving inline would plan inside the write.
+        app.send_task(TASK, countdown=DEBOUNCE_SECONDS, expires=EVERY_SECONDS)
     except Exception:  # noqa: BLE001 - a broker outage must not fail the write
         logger.warning("week plan: request not enqueued (broker); beat plans next")
         marker_release(REQUEST_MARKER)

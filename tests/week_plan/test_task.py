@@ -137,8 +137,15 @@ class TestRequests:
     @pytest.fixture
     def sent(self, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         calls: list[dict[str, Any]] = []
-        task = app.tasks[service.TASK]
-        monkeypatch.setattr(task, "apply_async", lambda *a, **kw: calls.append(kw))
+        real = app.send_task
+
+        def send_task(name: str, *args: Any, **kwargs: Any) -> Any:
+            if name != service.TASK:
+                return real(name, *args, **kwargs)
+            calls.append({"task": name, **kwargs})
+            return None
+
+        monkeypatch.setattr(app, "send_task", send_task)
         return calls
 
     def test_a_new_plan_asks_for_a_plan_once_per_burst(
@@ -149,7 +156,13 @@ class TestRequests:
         with django_capture_on_commit_callbacks(execute=True):
             AgentFactory.create(name="bot")
 
-        assert sent == [{"countdown": service.DEBOUNCE_SECONDS, "expires": service.EVERY_SECONDS}]
+        assert sent == [
+            {
+                "task": "subscriptions.week_plan_solve",
+                "countdown": service.DEBOUNCE_SECONDS,
+                "expires": service.EVERY_SECONDS,
+            }
+        ]
 
     @pytest.mark.parametrize("change", ["pause", "commit", "delete_agent", "delete_plan"])
     def test_a_pause_a_switch_or_a_delete_asks_for_a_plan(
