@@ -26,6 +26,8 @@ from agents.models import (
     WaitPolicy,
 )
 from agents.selectors import agent_get_visible, agents_visible_to
+from agents.week_plan_store import planned_json, planned_read, planned_read_many
+from trinity import clock
 from trinity.models import SystemSettings
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
@@ -59,6 +61,16 @@ def _effective_usd(*caps: Decimal | None) -> str | None:
     return None if tightest is None else f"{tightest:.2f}"
 
 
+class PlannedOutput(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=["plan", "key"])
+    subscription_id = serializers.IntegerField(allow_null=True)
+    where = serializers.CharField(help_text="the plan's name, or 'the platform key'")
+    until = serializers.DateTimeField()
+    because = serializers.CharField()
+    made_at = serializers.DateTimeField()
+    text = serializers.CharField(help_text="the explainer's line")
+
+
 class AgentRefOutput(serializers.Serializer[Any]):
     """An agent as another resource lists it: its name and its owner. Names are unique
     per owner only, so the pair is what addresses it (``/api/agents/<name>?owner=``)."""
@@ -76,6 +88,10 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
         "provider (a Claude agent never walks to a Codex plan, nor the reverse)",
     )
     subscription = serializers.SerializerMethodField()
+    planned = serializers.SerializerMethodField(
+        help_text="where the week plan places the agent's turns and until when (null: no "
+        "current plan for it; its turns follow today's rules)"
+    )
     platform_key = serializers.SerializerMethodField()
     effective_key_budget_daily_usd = serializers.SerializerMethodField(
         help_text="the tightest of the owner's, the admin's and the fleet's daily cap"
@@ -103,6 +119,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "provider",
             "model",
             "subscription",
+            "planned",
             "use_platform_api_key",
             "routing_policy",
             "wait_policy",
@@ -130,6 +147,17 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
         if obj.subscription is None:
             return None
         return {"id": obj.subscription.pk, "name": obj.subscription.name}
+
+    @extend_schema_field(PlannedOutput(allow_null=True))
+    def get_planned(self, obj: Agent) -> dict[str, Any] | None:
+        # A list reads every row's entry in one round trip first (``AgentListApi.get``).
+        context = self.context
+        if "planned" in context:
+            entry = context["planned"].get(obj.pk)
+        else:
+            entry = planned_read(obj.pk)
+        now = context.get("now") or clock.now()
+        return planned_json(entry) if entry is not None and entry.current(now) else None
 
     def _system(self) -> SystemSettings:
         # Read once per response, a list's rows included (they share the root's context).
@@ -246,7 +274,10 @@ class AgentListApi(APIView):
 
     @extend_schema(responses=AgentOutput(many=True))
     def get(self, request: Request) -> Response:
-        return Response(AgentOutput(agents_visible_to(request.user), many=True).data)
+        agents = list(agents_visible_to(request.user))
+        # Each agent's week-plan entry: one cache read for the page, not one per row.
+        context = {"planned": planned_read_many(a.pk for a in agents), "now": clock.now()}
+        return Response(AgentOutput(agents, many=True, context=context).data)
 
     @extend_schema(request=Input, responses={201: AgentOutput, 409: CONFLICT})
     def post(self, request: Request) -> Response:

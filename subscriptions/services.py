@@ -17,6 +17,7 @@ from subscriptions.headroom.first_look import first_look_after_commit
 from subscriptions.headroom.store import RefusalMark, refusal_marker_write, snapshot_read
 from subscriptions.models import CredentialKind, FailureKind, RateLimitEvent, Subscription
 from subscriptions.tokens import plan_token_fingerprint, validate_plan_token
+from subscriptions.week_plan.service import week_plan_requested
 from trinity.crypto import Secret
 from trinity.errors import Conflict, InvalidInput, NotFound
 from trinity.notifications import notification_send
@@ -140,6 +141,7 @@ def subscription_pause_set(
         )
     subscription.refresh_from_db(fields=["paused_at", "paused_by"])
     if changed:
+        week_plan_requested()
         verb = "paused" if paused else "resumed"
         notification_send(
             kind=f"subscription_{verb}",
@@ -169,6 +171,7 @@ def _assignment_write(*, agent: Agent, expected: int | None, subscription_id: in
         )
     agent.subscription_id = subscription_id
     _apply_credentials_after_commit(agent.pk)
+    week_plan_requested()
 
 
 @transaction.atomic
@@ -263,6 +266,7 @@ def assignment_commit(
     agent.subscription_id = subscription_id
     agent.last_switch = switch
     _apply_credentials_after_commit(agent.pk)
+    week_plan_requested()
     notification_send(
         kind="subscription_switched",
         title=f"Subscription auto-switched to {subscription_name!r}",

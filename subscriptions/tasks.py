@@ -12,6 +12,7 @@ from subscriptions.headroom import (
     sampler,
 )
 from subscriptions.services import rate_limit_events_cleanup
+from subscriptions.week_plan import service as week_plan
 from trinity import clock
 
 logger = logging.getLogger(__name__)
@@ -52,3 +53,19 @@ def prune_headroom_history() -> int:
     deleted = sampler.headroom_history_prune(now=clock.now())
     logger.info("deleted %d headroom samples past retention", deleted)
     return deleted
+
+
+@shared_task(
+    name=week_plan.TASK,
+    soft_time_limit=week_plan.SOFT_TIME_LIMIT_SECONDS,
+    time_limit=week_plan.TIME_LIMIT_SECONDS,
+)
+def solve_week_plan() -> dict[str, object]:
+    report = week_plan.week_plan_solve(now=clock.now())
+    return {
+        "status": report.status,
+        "plans": report.plans,
+        "agents": report.agents,
+        "seconds": round(report.seconds, 3),
+        "plan": report.plan,
+    }

@@ -4,8 +4,11 @@ from django.urls import path
 
 from subscriptions import api, key_spend_api
 from subscriptions.headroom import api as headroom_api
+from subscriptions.week_plan import api as week_plan_api
 
 urlpatterns = [
+    # The planning task's last plan (subscriptions/week_plan/).
+    path("week-plan", week_plan_api.WeekPlanApi.as_view(), name="week-plan"),
     path("subscriptions", api.SubscriptionListApi.as_view(), name="subscription-list"),
     path("subscriptions/<int:pk>", api.SubscriptionDetailApi.as_view(), name="subscription-detail"),
     path(

@@ -64,6 +64,12 @@ app.conf.beat_schedule = {
         "schedule": 60,
         "options": {"expires": 60},
     },
+    # Every 5 minutes: plan the week ahead (a plan is acted on for 30 minutes).
+    "week-plan-solve": {
+        "task": "subscriptions.week_plan_solve",
+        "schedule": 300,
+        "options": {"expires": 300},
+    },
     # Every 5 minutes: re-enqueue webhook deliveries whose message a broker or worker lost.
     "resume-notification-deliveries": {
         "task": "trinity.resume_notification_deliveries",
@@ -110,3 +116,11 @@ def _first_headroom_sweep(sender: object, **kwargs: object) -> None:
     from django.conf import settings
 
     app.send_task("subscriptions.headroom_sweep", expires=settings.TRINITY_HEADROOM_SAMPLE_SECONDS)
+
+
+@beat_init.connect
+def _first_week_plan(sender: object, **kwargs: object) -> None:
+    """Plan the week once as beat starts (an interval entry would first fire 5 minutes
+    later), after the first sweep has had time to store readings. The solve marker
+    keeps this from doubling a run another beat started."""
+    app.send_task("subscriptions.week_plan_solve", countdown=30, expires=300)

@@ -46,6 +46,11 @@ class RoutingOutput(serializers.Serializer[Any]):
     excluded = serializers.ListField(child=serializers.DictField())
     key = serializers.DictField()
     ranking_fallback = serializers.CharField(allow_null=True)
+    planned = serializers.CharField(
+        allow_null=True,
+        help_text="the week plan's line for this agent while its entry is current "
+        "(null: no current plan; the turn follows today's rules)",
+    )
     summary = serializers.ListField(child=serializers.CharField())
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from agents.models import Agent
+from agents.week_plan_store import planned_read
 from execution.deadlines import DEADLINE_SLACK
 from execution.gathering import at_capacity_ids, evidence_read
 from execution.models import Execution, Trigger
@@ -200,6 +201,10 @@ class Explanation:
     excluded: list[ExcludedLine]
     key: KeyLine
     ranking_fallback: str | None
+    # The week plan's line for this agent ("planned for max-b until Thu 09:00 UTC,
+    # because …") while its entry is current; None without one (a stale or missing
+    # plan: the turn follows today's rules).
+    planned: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """JSON-safe (ISO instants); never a secret (none is ever held here)."""
@@ -492,7 +497,13 @@ def _explanation(
         excluded=_excluded(st, selection, rows, sends, readings) if selection else [],
         key=_key_line(key_rung_state(agent=st.agent, system=state.settings(), now=now)),
         ranking_fallback=(selection.fallback or None) if selection is not None else None,
+        planned=_planned_text(st.agent, now),
     )
+
+
+def _planned_text(agent: Agent, now: datetime) -> str | None:
+    entry = planned_read(agent.pk)
+    return entry.text() if entry is not None and entry.current(now) else None
 
 
 def _sid(send: Send) -> int:

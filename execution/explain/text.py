@@ -119,6 +119,8 @@ def explanation_text(explanation: Explanation) -> list[str]:
     elif e.breaker != breaker.BreakerState.CLOSED.value:
         lines.append(f"Provider breaker: {e.breaker}")
     lines += _assigned_text(e)
+    if e.planned:
+        lines.append(f"Week plan: {e.planned}")
     lines += _order_text(e)
     lines += _excluded_text(e)
     lines.append(_key_text(e))

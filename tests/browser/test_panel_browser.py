@@ -326,6 +326,9 @@ def _expect_content(page: Any, page_id: str) -> None:
         expect(page.locator("tr[data-agent]")).to_have_count(4)
         expect(page.locator("tr[data-agent='researcher']")).to_contain_text("max-20x-main")
         expect(page.locator("tr[data-agent='nightly-report']")).to_contain_text("pro-backup")
+        # The week plan's column: no plan stored here, so no agent has a current entry.
+        expect(page.get_by_role("columnheader", name="Planned")).to_be_visible()
+        expect(page.get_by_test_id("planned").first).to_contain_text("No current plan")
     elif page_id == "activity":
         expect(page.locator("tr[data-execution]")).to_have_count(2)
         expect(page.locator("tr[data-execution]").first).to_contain_text("researcher")
