@@ -469,15 +469,20 @@ def _family_index(model: str) -> int:
     return 0 if family == "sonnet" else 1 if family == "opus" else 2
 
 
-PEAK_SLOTS = 0.1  # the busiest tenth of the 5-hour slots make the peak
+# The busiest quarter of the week's 5-hour slots make its peak: about a workday's
+# office hours of one office (the very busiest few would let a single burst set
+# the scale of the whole week).
+PEAK_SLOTS = 0.25
 
 
 def pressure(fleet: Fleet, demand: Demand) -> dict[str, float]:
     """How much of what the plans can serve ``demand`` asks for, per limit: its tokens
     over the weekly windows' capacity (``weekly``), each family's over its family
-    window's (``sonnet``, ``opus``), and the busiest tenth of the 5-hour slots (from the
-    start) over the plans' 5-hour capacity in them (``peak``: where the 5-hour windows
-    are the tighter limit)."""
+    window's (``sonnet``, ``opus``), and the busiest quarter of the 5-hour slots (from
+    the start) over the plans' 5-hour capacity in them (``peak``: where the 5-hour
+    windows are the tighter limit). A plan counts its 5-hour capacity once a slot
+    whatever its phase: over a sustained peak that is what it serves; a burst that
+    straddles its reset could get up to twice as much."""
     per_family = np.bincount(demand.family, weights=demand.counted, minlength=3)
     found = {"weekly": float(demand.counted.sum()) / max(_weekly(fleet, "seven_day"), 1)}
     for index, name in ((0, "sonnet"), (1, "opus")):
