@@ -1,4 +1,5 @@
-"""``python -m bench.fleet [--trace PATH ...] [--out DIR] [--refresh-bounds] [--no-rules]``.
+"""``python -m bench.fleet [--trace PATH ...] [--out DIR] [--refresh-bounds] [--no-rules]``,
+or ``python -m bench.fleet --holdout N [--seed S] [--lineup baselines|all] [--write DIR]``.
 
 The fleet benchmark. Without ``--trace`` it replays the kept traces
 (bench/fleet/traces/). Prints one markdown table per trace (every policy's key $
@@ -14,6 +15,11 @@ Exits 1 if a run breaks an invariant (a turn lost or run twice, a request served
 twice, windows that disagree with the requests they served, a run whose replay is
 refused or pays differently, a policy or the achievable schedule below the lower
 bound); a missed target is reported, not an error.
+
+``--holdout N`` runs N traces the policy never saw instead (``bench.fleet.holdout``:
+drawn from ``--seed``, random by default and printed first; none kept unless
+``--write DIR``), and prints a row per trace, the distribution and the held-out
+targets; it exits 1 on the same invariant breaks.
 """
 
 from __future__ import annotations
@@ -62,7 +68,33 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="skip this project's run under the simulator's window rule (~10 %% of the time)",
     )
-    return parser.parse_args(argv)
+    held = parser.add_argument_group("held-out traces (bench/fleet/holdout.py)")
+    held.add_argument(
+        "--holdout", type=int, metavar="N", help="draw N traces the policy never saw and run them"
+    )
+    held.add_argument("--seed", type=int, metavar="S", help="the draw's seed (default: random)")
+    held.add_argument(
+        "--lineup",
+        choices=("baselines", "all"),
+        default="baselines",
+        help="this project and the outside baselines (default), or every policy",
+    )
+    held.add_argument(
+        "--time-limit", type=float, metavar="SECONDS", help="the MILP's time limit per trace"
+    )
+    held.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    held.add_argument(
+        "--write",
+        type=Path,
+        metavar="DIR",
+        help="also write the drawn traces there (replay: --trace)",
+    )
+    args = parser.parse_args(argv)
+    if args.holdout is not None and (args.holdout < 1 or args.trace):
+        parser.error("--holdout takes N >= 1 and no --trace")
+    if args.seed is not None and args.seed < 0:
+        parser.error("--seed takes a whole number >= 0")
+    return args
 
 
 def _shown(path: Path) -> Path:
@@ -71,6 +103,17 @@ def _shown(path: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
+    if args.holdout is not None:
+        from bench.fleet.holdout import TIME_LIMIT_SECONDS, holdout_main
+
+        return holdout_main(
+            args.holdout,
+            args.seed,
+            lineup=args.lineup,
+            time_limit=args.time_limit or TIME_LIMIT_SECONDS,
+            workers=args.workers,
+            write=args.write,
+        )
     boot()
     from bench.fleet.bounds import bounds_for, sidecar_current, sidecar_of
     from bench.fleet.plots import plots
