@@ -101,19 +101,23 @@ def _shown(path: Path) -> Path:
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
+def _holdout(args: argparse.Namespace) -> int:
+    from bench.fleet.holdout import TIME_LIMIT_SECONDS, holdout_main
+
+    return holdout_main(
+        args.holdout,
+        args.seed,
+        lineup=args.lineup,
+        time_limit=args.time_limit or TIME_LIMIT_SECONDS,
+        workers=args.workers,
+        write=args.write,
+    )
+
+
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
     if args.holdout is not None:
-        from bench.fleet.holdout import TIME_LIMIT_SECONDS, holdout_main
-
-        return holdout_main(
-            args.holdout,
-            args.seed,
-            lineup=args.lineup,
-            time_limit=args.time_limit or TIME_LIMIT_SECONDS,
-            workers=args.workers,
-            write=args.write,
-        )
+        return _holdout(args)
     boot()
     from bench.fleet.bounds import bounds_for, sidecar_current, sidecar_of
     from bench.fleet.plots import plots

@@ -596,14 +596,11 @@ def _describe(family: str, fleet: Fleet, target: float, one_request: bool) -> st
     )
 
 
-def family_draw(family: str, rng: np.random.Generator, limits: Limits = LIMITS) -> Trace:
-    """One trace of ``family`` (a key of ``SHAPES``) drawn from ``rng``, its size
-    within ``limits``."""
-    shape = SHAPES[family]
-    plans = _plans(rng)
-    count = int(rng.integers(RANGES.agents[0], RANGES.agents[1] + 1))
-    agents = _agents(rng, plans, count)
-    target = float(rng.uniform(*RANGES.demand))
+def _billing_draw(
+    rng: np.random.Generator,
+) -> tuple[bool, float, dict[str, float], dict[str, float]]:
+    """Whether turns are one request each, the key's flat price and per-family
+    prices, and the cache weights (a one-request trace carries no cache)."""
     one_request = bool(rng.random() < ONE_REQUEST_SHARE)
     if rng.random() < LIST_PRICE_SHARE:
         price, prices = 5.0, dict(LIST_PRICES)
@@ -615,6 +612,18 @@ def family_draw(family: str, rng: np.random.Generator, limits: Limits = LIMITS) 
             "read": round(float(rng.uniform(*RANGES.cache_read)), 3),
             "write": round(float(rng.uniform(*RANGES.cache_write)), 3),
         }
+    return one_request, price, prices, weights
+
+
+def family_draw(family: str, rng: np.random.Generator, limits: Limits = LIMITS) -> Trace:
+    """One trace of ``family`` (a key of ``SHAPES``) drawn from ``rng``, its size
+    within ``limits``."""
+    shape = SHAPES[family]
+    plans = _plans(rng)
+    count = int(rng.integers(RANGES.agents[0], RANGES.agents[1] + 1))
+    agents = _agents(rng, plans, count)
+    target = float(rng.uniform(*RANGES.demand))
+    one_request, price, prices, weights = _billing_draw(rng)
     fleet = Fleet(
         name=family,
         start=START,

@@ -106,8 +106,9 @@ def _room(world: World, s: int, key: WindowKey, now: float) -> int:
     return max(0, window.capacity - window.used)
 
 
-def allocation(trace: Trace, world: World, cells: Cells, demand: _Demand, now: float) -> Allocation:
-    """The LP's plan from ``now`` on: tokens of each group each plan serves."""
+def _columns(trace: Trace, world: World, cells: Cells, demand: _Demand, now: float):
+    """The LP's columns (a group on a plan that may serve it), their value per token,
+    their bounds, and which window periods and groups each belongs to."""
     columns: list[tuple[Group, int]] = []
     cost: list[float] = []
     upper: list[float] = []
@@ -135,6 +136,12 @@ def allocation(trace: Trace, world: World, cells: Cells, demand: _Demand, now: f
             by_group[group].append(col)
             for key in keys:
                 members[key].append(col)
+    return columns, cost, upper, members, by_group
+
+
+def allocation(trace: Trace, world: World, cells: Cells, demand: _Demand, now: float) -> Allocation:
+    """The LP's plan from ``now`` on: tokens of each group each plan serves."""
+    columns, cost, upper, members, by_group = _columns(trace, world, cells, demand, now)
     if not columns:
         return {}
     rows: list[int] = []
@@ -183,6 +190,30 @@ def _week(trace: Trace, s: int, at: float) -> int:
     return period_of(spec, "seven_day", at) if "seven_day" in spec.windows else 0
 
 
+def _advance(
+    trace: Trace,
+    cells: Cells,
+    plan: Allocation,
+    budget: dict[tuple[int, str | None], float],
+    week: dict[int, int],
+    cell: int,
+    here: int,
+) -> int:
+    """Add each plan's allotment of the cells up to ``here`` to its budgets (zeroed
+    when its weekly window resets); returns the cell reached."""
+    while cell < here:
+        cell += 1
+        middle = cells.middle(cell)
+        for s in week:
+            if _week(trace, s, middle) != week[s]:
+                week[s] = _week(trace, s, middle)
+                for key in [k for k in budget if k[0] == s]:
+                    budget[key] = 0.0
+            for family in ("opus", "sonnet", "haiku", None):
+                budget[(s, family)] += plan.get((cell, family, s), 0.0)
+    return cell
+
+
 def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
     """Plan with the LP (again every ``horizon`` seconds; None: once), replay through a
     fresh ``World``; raises RuntimeError on a refusal (asking first rules it out)."""
@@ -191,13 +222,12 @@ def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
     fleet = trace.fleet
     requests = requests_of(trace)
     cells = cells_of(trace)
-    plans = range(len(fleet.subscriptions))
     start = to_unix(fleet.start)
     warm = staying_warm(requests)
     plan = allocation(trace, world, cells, _demand(trace, requests, warm, cells, start), start)
     planned_at = start
     budget: dict[tuple[int, str | None], float] = defaultdict(float)
-    week = {s: _week(trace, s, start) for s in plans}
+    week = {s: _week(trace, s, start) for s in range(len(fleet.subscriptions))}
     cell = -1
     curve = [(fleet.start, 0.0)]
     schedule: list[int | None] = []
@@ -209,17 +239,7 @@ def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
             planned_at = now
             budget.clear()
             cell = cells.of(request.at) - 1
-        here = cells.of(request.at)
-        while cell < here:
-            cell += 1
-            middle = cells.middle(cell)
-            for s in plans:
-                if _week(trace, s, middle) != week[s]:
-                    week[s] = _week(trace, s, middle)
-                    for key in [k for k in budget if k[0] == s]:
-                        budget[key] = 0.0
-                for family in ("opus", "sonnet", "haiku", None):
-                    budget[(s, family)] += plan.get((cell, family, s), 0.0)
+        cell = _advance(trace, cells, plan, budget, week, cell, cells.of(request.at))
         s = _choose(world, trace, request, budget)
         schedule.append(s)
         rung = world.key_rung if s is None else world.subscriptions[s + 1].rung
