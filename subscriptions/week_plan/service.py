@@ -136,11 +136,13 @@ def week_plan_requested() -> None:
 
 
 def _request() -> None:
+    if app.conf.task_always_eager:
+        # Tasks run inline (tests, a shell): a request is for later by design, and
+        # solving inside the write that asked would plan the next turns mid-test.
+        return
     if not marker_claim(REQUEST_MARKER, ttl=DEBOUNCE_SECONDS):
         return  # held: a run is already on its way (or the cache is down: beat plans)
     try:
-        # Through the broker even when tasks run eagerly (tests, a shell): a request
-        # is for later by design, and solving inline would plan inside the write.
         app.send_task(TASK, countdown=DEBOUNCE_SECONDS, expires=EVERY_SECONDS)
     except Exception:  # noqa: BLE001 - a broker outage must not fail the write
         logger.warning("week plan: request not enqueued (broker); beat plans next")
