@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from bench.fleet.generate import HAIKU, OPUS, SONNET, START
+from bench.fleet.generate import HAIKU, OPUS, SONNET, START, TURN_CAP
 from bench.fleet.generate import MAX_REQUESTS as MAX_TURN_REQUESTS
 from bench.fleet.trace import (
     DEFAULT_CACHE_WEIGHTS,
@@ -101,8 +101,10 @@ LIST_PRICE_SHARE = 0.6  # traces whose key is at list prices per family (else fl
 REVOKE_SHARE, ADD_SHARE, REMOVE_SHARE = 0.35, 0.35, 0.3
 # Turns whose model is not their agent's: a Sonnet agent's hard steps on Opus.
 OPUS_OVERRIDE = (0.0, 0.15)
-# Claude Code compacts its context near the window's end: no prefix passes this.
+# Claude Code compacts its context near the window's end: no prefix passes this, and
+# no request sends more fresh tokens than this.
 CONTEXT_CAP = 160_000
+REQUEST_CAP = 200_000
 
 
 @dataclass(frozen=True)
@@ -336,8 +338,16 @@ def _prefix(rng: np.random.Generator) -> int:
 def _sizes(draft: Draft, factor: float) -> tuple[list[int], list[int]]:
     """The draft's fresh tokens at ``factor`` and each request's cached prefix: the
     session prefix, then every fresh token the turn sent before (up to
-    ``CONTEXT_CAP``)."""
-    fresh = [max(1, round(f * factor)) for f in draft.fresh]
+    ``CONTEXT_CAP``). A request sends at most ``REQUEST_CAP`` fresh tokens, and a turn
+    stops growing at ``generate.TURN_CAP`` (the heaviest turns of a real install):
+    scaled demand lands in the turns below the caps, not in a few monsters that no
+    plan's 5-hour window holds."""
+    fresh, total = [], 0
+    for size in draft.fresh:
+        cap = REQUEST_CAP if draft.prefix is not None else TURN_CAP
+        tokens = max(1, min(round(size * factor), cap, TURN_CAP - total))
+        fresh.append(tokens)
+        total += tokens
     if draft.prefix is None:
         return fresh, [0] * len(fresh)
     cached, context = [], draft.prefix

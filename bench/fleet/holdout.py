@@ -239,12 +239,17 @@ def row(outcome: Outcome) -> str:
         f"{outcome.project_usd:.2f}{mark}",
         f"{name} {usd:.2f}",
         ratio,
-        f"{outcome.lower_usd:.2f}",
+        f"{outcome.lower_usd:.2f}" + ("" if _optimal(outcome) else " (time limit)"),
         f"{outcome.failed_while_servable}",
         f"{outcome.ping_pongs_per_agent_week:.2f}",
         f"{outcome.seconds:.0f}",
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _optimal(outcome: Outcome) -> bool:
+    """Whether the MILP was solved to optimality (else its dual bound at the limit)."""
+    return "optimal" in outcome.lower_status.lower()
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -404,6 +409,9 @@ def holdout_main(
         f"the bounds; {time.process_time() - cpu:.1f} s CPU here; {os.cpu_count()} CPUs, "
         f"load {load})"
     )
+    cut = sum(not _optimal(o) for o in outcomes)
+    print(f"The MILP reached its {time_limit:g} s limit on {cut} of {count} traces (their lower")
+    print("bound is its dual bound then: valid, and looser).")
     problems = [f"{o.name}: {p}" for o in outcomes for p in o.problems]
     for problem in problems:
         print(f"INVARIANT BROKEN: {problem}", file=sys.stderr)
