@@ -126,6 +126,8 @@ class ProjectPolicy(Policy):
                 readings[pk] = self.world.reading(pk, now)
         self.pool.readings_record(readings)
         self._forecasts_update(readings, now)
+        if self.week is not None:
+            self.week.observe(readings)
         if self.rebalances:
             self._rebalance(now)
         if self.week is not None and self.week.due(now):

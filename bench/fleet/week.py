@@ -49,6 +49,9 @@ class WeekPlanner:
         # Per plan, the instants and running token sums of the requests it served.
         self.served_at: dict[int, list[datetime]] = defaultdict(list)
         self.served_sum: dict[int, list[float]] = defaultdict(list)
+        # Per plan and window: the first reading of its current period (its reset, when
+        # it was read, its utilization then): what a capacity is learned from.
+        self.first_seen: dict[tuple[int, str], tuple[datetime | None, datetime, float]] = {}
         self.plan: WeekPlan | None = None
         self.solved_at: datetime | None = None
         self.solves = 0
@@ -60,6 +63,23 @@ class WeekPlanner:
         sums = self.served_sum[subscription_id]
         self.served_at[subscription_id].append(at)
         sums.append((sums[-1] if sums else 0.0) + tokens)
+
+    def observe(self, readings: dict[int, Reading]) -> None:
+        """Keep the first reading of each window's current period (the sampler's
+        history, as ``HeadroomSample`` rows keep it in production)."""
+        for pk, reading in readings.items():
+            if not reading.answered:
+                continue
+            for name, found in reading.windows.items():
+                if found.utilization is None:
+                    continue
+                first = self.first_seen.get((pk, name))
+                if first is None or first[0] != found.resets_at:
+                    self.first_seen[(pk, name)] = (
+                        found.resets_at,
+                        reading.fetched_at,
+                        float(found.utilization),
+                    )
 
     def due(self, now: datetime) -> bool:
         return self.solved_at is None or now - self.solved_at >= EVERY
@@ -97,11 +117,15 @@ class WeekPlanner:
             spec = self.trace.fleet.subscriptions[pk - 1]
             windows = []
             for name, found in reading.windows.items() if reading is not None else ():
-                period_start = (found.resets_at or now) - _period(name)
+                first = self.first_seen.get((pk, name))
+                served, rise = 0.0, None
+                if first is not None and first[0] == found.resets_at and found.utilization:
+                    served = self._served_since(pk, first[1]) - self._served_since(
+                        pk, reading.fetched_at
+                    )
+                    rise = float(found.utilization) - first[2]
                 capacity = capacity_estimate(
-                    self._served_since(pk, period_start),
-                    found.utilization,
-                    nominal=nominal_capacity(spec.plan_type, name),
+                    served, rise, nominal=nominal_capacity(spec.plan_type, name)
                 )
                 state = window_state(
                     name,

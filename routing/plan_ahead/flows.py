@@ -36,6 +36,7 @@ COARSE = timedelta(hours=3)
 MTOK = 1e6
 TIE_BREAK = 1e-8  # $ per Mtok per hour until the weekly window's reset
 STAY = 1e-4  # $ per Mtok earned by serving an agent's forecast where it is
+SKIPPED: frozenset[str] = frozenset()
 SOONER = 0.02  # what a key token planned now costs more than one planned last
 
 
@@ -140,7 +141,7 @@ def _window_rows(inputs: WeekInputs, shape: _Shape, starts, families, cost: np.n
     for p, plan in enumerate(inputs.plans):
         for window in plan.windows:
             counted = [f for f, family in enumerate(families) if window.counts(family)]
-            if not counted:
+            if not counted or window.name in SKIPPED:
                 continue
             periods: dict[int, list[int]] = {}
             for s, begin in enumerate(starts):

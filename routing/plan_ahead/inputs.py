@@ -112,12 +112,15 @@ def demand_profile(
     return tuple(sums[h] / weights[h] if weights[h] >= 0.5 else mean for h in range(HOURS_OF_WEEK))
 
 
-def capacity_estimate(served_tokens: float, utilization: float | None, *, nominal: float) -> float:
-    """A window's tokens per period: what the plan served in the window so far over
-    the share of it that reads used, once that share says enough; else ``nominal``."""
-    if utilization is None or utilization < LEARN_FROM_PERCENT or served_tokens <= 0:
+def capacity_estimate(served_tokens: float, rise: float | None, *, nominal: float) -> float:
+    """A window's tokens per period: what the plan served between two readings of one
+    period over how far its utilization rose between them (percentage points), once
+    the rise says enough; else ``nominal``. A rise, not the utilization itself: what was
+    used before the first reading (before Trinity saw the plan, or by another client
+    early in the period) says nothing of what Trinity's tokens weigh."""
+    if rise is None or rise < LEARN_FROM_PERCENT or served_tokens <= 0:
         return nominal
-    return served_tokens * 100.0 / utilization
+    return served_tokens * 100.0 / rise
 
 
 # Tokens per window of a Max 20x plan, the nominal a plan's capacity starts from before

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from django.db import connections
-from django.db.models import Case, DateTimeField, F, Model, Q, Sum, Value, When
+from django.db.models import Case, DateTimeField, F, Min, Model, Q, Sum, Value, When
 from django.db.models.functions import TruncHour
 
 from agents.models import RUNTIME_PROVIDER, Agent
@@ -39,7 +39,7 @@ from routing.plan_ahead.inputs import (
     demand_profile,
 )
 from subscriptions.headroom.store import snapshots_read
-from subscriptions.models import Subscription
+from subscriptions.models import HeadroomSample, Subscription
 from subscriptions.plan_facts import candidates_read, fresh_for
 
 PROVIDERS = (providers.ANTHROPIC, providers.OPENAI)
@@ -115,14 +115,20 @@ def week_inputs_gather(*, now: datetime) -> dict[str, WeekInputs]:
     provider's week is its own problem. Raises only what the database raises; a cache
     that does not answer leaves every plan unread (nominal, all left)."""
     plans = _plans_read(now)
-    served = _served_in_windows(plans, now)
+    firsts = _first_samples(plans, now)
+    served = _served_in_windows(firsts, now)
     agents = _agents_read(now)
     prices = _prices_read(now)
     return {
         provider: WeekInputs(
             now=now,
             plans=tuple(
-                _plan_state(p, served.get(p.candidate.subscription_id, {}), now)
+                _plan_state(
+                    p,
+                    served.get(p.candidate.subscription_id, {}),
+                    firsts.get(p.candidate.subscription_id, {}),
+                    now,
+                )
                 for p in plans
                 if p.provider == provider
             ),
@@ -186,16 +192,22 @@ def _windows_of(plan: _Plan, now: datetime) -> dict[str, tuple[float | None, dat
     return windows
 
 
-def _plan_state(plan: _Plan, served: Mapping[str, float], now: datetime) -> PlanState:
+def _plan_state(
+    plan: _Plan,
+    served: Mapping[str, float],
+    firsts: Mapping[str, tuple[datetime, float]],
+    now: datetime,
+) -> PlanState:
+    """The plan's windows: what is left of each, of a capacity learned from how far
+    its utilization rose since the period's first sample against what the plan served
+    since then (``capacity_estimate``), else the plan type's nominal."""
     candidate = plan.candidate
     states = []
     for name, (utilization, resets_at, read) in sorted(_windows_of(plan, now).items()):
         nominal = nominal_tokens(plan.provider, candidate.plan_type or "", name)
-        capacity = (
-            capacity_estimate(served.get(name, 0.0), utilization, nominal=nominal)
-            if read
-            else nominal
-        )
+        first = firsts.get(name)
+        rise = (utilization - first[1]) if read and first and utilization is not None else None
+        capacity = capacity_estimate(served.get(name, 0.0), rise, nominal=nominal)
         used = min(100.0, max(0.0, utilization or 0.0))
         states.append(
             WindowState(
@@ -209,10 +221,8 @@ def _plan_state(plan: _Plan, served: Mapping[str, float], now: datetime) -> Plan
     return PlanState(id=candidate.subscription_id, name=candidate.name, windows=tuple(states))
 
 
-def _served_in_windows(plans: Iterable[_Plan], now: datetime) -> dict[int, dict[str, float]]:
-    """Tokens each plan served since each of its read windows began: one query, one
-    sum per window name, each with the start of that plan's own period (a family
-    window counts its family's turns only)."""
+def _period_starts(plans: Iterable[_Plan], now: datetime) -> dict[str, dict[int, datetime]]:
+    """Per window name, when each plan's current period of it began (read windows)."""
     starts: dict[str, dict[int, datetime]] = defaultdict(dict)
     for plan in plans:
         for name, (_, resets_at, read) in _windows_of(plan, now).items():
@@ -220,6 +230,62 @@ def _served_in_windows(plans: Iterable[_Plan], now: datetime) -> dict[int, dict[
                 starts[name][plan.candidate.subscription_id] = resets_at - cast(
                     "timedelta", window_duration(name)
                 )
+    return starts
+
+
+def _first_samples(
+    plans: Iterable[_Plan], now: datetime
+) -> dict[int, dict[str, tuple[datetime, float]]]:
+    """Per plan and read window, the first stored sample of the window's current
+    period: when it was taken and the window's utilization then. Two queries: the
+    first instant per plan and window name (one aggregate), then those rows."""
+    starts = _period_starts(plans, now)
+    if not starts:
+        return {}
+    names = sorted(starts)
+    firsts: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        since = Case(
+            *(When(pk=pk, then=Value(start)) for pk, start in starts[name].items()),
+            default=Value(now),
+            output_field=DateTimeField(),
+        )
+        within = Q(headroom_samples__fetched_at__gte=since, headroom_samples__status="ok")
+        firsts[f"w{i}"] = Min("headroom_samples__fetched_at", filter=within)
+    ids = {pk for by_plan in starts.values() for pk in by_plan}
+    rows = list(Subscription.objects.filter(pk__in=ids).values("pk").annotate(**firsts))
+    wanted = {(row["pk"], row[f"w{i}"]) for row in rows for i in range(len(names)) if row[f"w{i}"]}
+    if not wanted:
+        return {}
+    match = Q()
+    for pk, at in wanted:
+        match |= Q(subscription_id=pk, fetched_at=at)
+    samples = {
+        (pk, at): windows or {}
+        for pk, at, windows in HeadroomSample.objects.filter(match).values_list(
+            "subscription_id", "fetched_at", "windows"
+        )
+    }
+    found: dict[int, dict[str, tuple[datetime, float]]] = defaultdict(dict)
+    for row in rows:
+        for i, name in enumerate(names):
+            at = row[f"w{i}"]
+            utilization = (samples.get((row["pk"], at)) or {}).get(name, {}).get("utilization")
+            if at is not None and utilization is not None:
+                found[row["pk"]][name] = (at, float(utilization))
+    return found
+
+
+def _served_in_windows(
+    firsts: Mapping[int, Mapping[str, tuple[datetime, float]]], now: datetime
+) -> dict[int, dict[str, float]]:
+    """Tokens each plan served since the first sample of each of its read windows'
+    current period: one query, one sum per window name, each with that plan's own
+    instant (a family window counts its family's turns only)."""
+    starts: dict[str, dict[int, datetime]] = defaultdict(dict)
+    for pk, by_name in firsts.items():
+        for name, (at, _) in by_name.items():
+            starts[name][pk] = at
     if not starts:
         return {}
     tokens = F("served_executions__input_tokens") + F("served_executions__output_tokens")

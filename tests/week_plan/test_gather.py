@@ -16,7 +16,7 @@ from routing.headroom.reading import ReadingStatus
 from routing.plan_ahead.inputs import WeekInputs, hour_of_week
 from simulator.state import DEFAULT_CAPACITY
 from subscriptions.headroom.store import snapshots_write
-from subscriptions.models import FailureKind
+from subscriptions.models import FailureKind, HeadroomSample
 from subscriptions.week_plan.gather import (
     LIST_PRICES,
     MAX_20X_TOKENS,
@@ -65,10 +65,27 @@ def test_a_models_family_is_routings_family_window(model: str, family: str | Non
     assert model_family(model) == family
 
 
-def test_a_read_window_learns_its_capacity_from_what_the_plan_served(at_t0: object) -> None:
+def _sample(plan: object, at: datetime, **utilization: float) -> None:
+    HeadroomSample.objects.create(
+        subscription=plan,
+        fetched_at=at,
+        status="ok",
+        windows={
+            name: {"utilization": value, "resets_at": None, "status": "allowed"}
+            for name, value in utilization.items()
+        },
+    )
+
+
+def test_a_read_window_learns_its_capacity_from_how_far_it_rose(at_t0: object) -> None:
     plan = SubscriptionFactory.create(name="max-a", plan_type="max-20x")
     agent = AgentFactory.create(subscription=plan)
-    # The 5-hour window began 3 h ago (resets in 2 h); 400k served in it, 40 % used.
+    # The 5-hour window began 3 h ago (resets in 2 h), the weekly one 4 days ago. The
+    # first sample of both periods (2 h 50 min ago) read 0 % and 10 %; since then the
+    # plan served 400k and they read 40 % and 50 %: 400k is 40 points of each.
+    _sample(plan, T0 - timedelta(hours=4, minutes=10), five_hour=70.0, seven_day=5.0)
+    _sample(plan, T0 - timedelta(hours=2, minutes=50), five_hour=0.0, seven_day=10.0)
+    _sample(plan, T0 - timedelta(hours=2), five_hour=20.0, seven_day=30.0)
     snapshots_write(
         {
             plan.pk: reading(
@@ -80,19 +97,20 @@ def test_a_read_window_learns_its_capacity_from_what_the_plan_served(at_t0: obje
         }
     )
     turn(agent, at=T0 - timedelta(hours=1), tokens=400_000, served_by=plan)
-    turn(agent, at=T0 - timedelta(hours=4), tokens=600_000, served_by=plan)  # before it
+    # Before the first sample of the 5-hour period: counted in neither rise.
+    turn(agent, at=T0 - timedelta(hours=4), tokens=600_000, served_by=plan)
 
     inputs = week_inputs_gather(now=T0)["anthropic"]
 
     five = _window(inputs, "max-a", "five_hour")
-    assert five.capacity == pytest.approx(1_000_000)  # 400k is 40 %
+    assert five.capacity == pytest.approx(1_000_000)
     assert five.left == pytest.approx(600_000)
     assert five.resets_at == T0 + timedelta(hours=2)
     assert five.period == timedelta(hours=5)
-    # The weekly window began 4 days ago: both turns count, 1M at 50 %.
+    # The weekly period's first sample is the one 4 h 10 min ago (5 %): both turns
+    # count against a rise of 45 points.
     seven = _window(inputs, "max-a", "seven_day")
-    assert seven.capacity == pytest.approx(2_000_000)
-    assert seven.left == pytest.approx(1_000_000)
+    assert seven.capacity == pytest.approx(1_000_000 * 100 / 45)
     assert seven.period == timedelta(days=7)
 
 
