@@ -27,6 +27,7 @@ from agents.models import (
 )
 from agents.selectors import agent_get_visible, agents_visible_to
 from agents.week_plan_store import planned_json, planned_read, planned_read_many
+from routing.plan_ahead.week_plan import KINDS
 from trinity import clock
 from trinity.models import SystemSettings
 from trinity.schema import CONFLICT
@@ -62,7 +63,7 @@ def _effective_usd(*caps: Decimal | None) -> str | None:
 
 
 class PlannedOutput(serializers.Serializer[Any]):
-    kind = serializers.ChoiceField(choices=["plan", "key"])
+    kind = serializers.ChoiceField(choices=KINDS)
     subscription_id = serializers.IntegerField(allow_null=True)
     where = serializers.CharField(help_text="the plan's name, or 'the platform key'")
     until = serializers.DateTimeField()

@@ -385,6 +385,10 @@ SPECTACULAR_SETTINGS = {
         "NotificationLevelEnum": "trinity.models.Notification.Level",
         # A gateway key's status (active, expired, revoked).
         "GatewayKeyStatusEnum": "gateway.selectors.KEY_STATUSES",
+        # A notification channel's kind (beside the week plan entry's, also "kind").
+        "NotificationChannelKindEnum": "trinity.models.NotificationChannel.Kind",
+        # A week plan entry's kind: a plan, or the key (a spill).
+        "PlannedKindEnum": "routing.plan_ahead.week_plan.KINDS",
     },
 }
 

@@ -14,6 +14,7 @@ from typing import Any
 STALE_AFTER = timedelta(minutes=30)
 KEY = "key"  # an entry's ``kind`` when the key should take the agent's turns
 PLAN = "plan"
+KINDS = (PLAN, KEY)
 
 
 @dataclass(frozen=True, slots=True)

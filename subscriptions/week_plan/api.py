@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from routing.plan_ahead.week_plan import KINDS
 from subscriptions.week_plan.selectors import week_plan_visible
 from trinity import clock
 
@@ -17,7 +18,7 @@ from trinity import clock
 class PlacementOutput(serializers.Serializer[Any]):
     agent = serializers.CharField()
     owner = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["plan", "key"])
+    kind = serializers.ChoiceField(choices=KINDS)
     subscription_id = serializers.IntegerField(allow_null=True)
     where = serializers.CharField(help_text="the plan's name, or 'the platform key'")
     until = serializers.DateTimeField()
