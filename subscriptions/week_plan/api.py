@@ -10,21 +10,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from routing.plan_ahead.week_plan import KINDS
+from agents.api import PlannedOutput
 from subscriptions.week_plan.selectors import week_plan_visible
 from trinity import clock
 
 
-class PlacementOutput(serializers.Serializer[Any]):
+class PlacementOutput(PlannedOutput):
+    """An agent's entry as the Agents API shows it, with whose agent it is and
+    whether a turn acts on it now."""
+
     agent = serializers.CharField()
     owner = serializers.CharField()
-    kind = serializers.ChoiceField(choices=KINDS)
-    subscription_id = serializers.IntegerField(allow_null=True)
-    where = serializers.CharField(help_text="the plan's name, or 'the platform key'")
-    until = serializers.DateTimeField()
-    because = serializers.CharField()
-    made_at = serializers.DateTimeField()
-    text = serializers.CharField(help_text="the explainer's line")
     current = serializers.BooleanField(
         help_text="whether a turn now acts on it (the plan is fresh and `until` is ahead)"
     )
