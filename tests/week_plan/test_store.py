@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pytest
@@ -21,16 +20,8 @@ from agents.week_plan_store import (
 from routing.plan_ahead.week_plan import STALE_AFTER
 from subscriptions import week_planning
 from tests.headroom.readings import T0
+from tests.headroom.test_store import ON_REDIS, UNREACHABLE_REDIS
 from tests.week_plan.factories import planned, week_plan
-
-UNREACHABLE_REDIS = {
-    "default": {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": "redis://127.0.0.1:9/0",
-        "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.2, "SOCKET_TIMEOUT": 0.2},
-    }
-}
-ON_REDIS = bool(os.environ.get("REDIS_URL"))
 
 pytestmark = pytest.mark.django_db
 
