@@ -114,13 +114,13 @@ def chains_of(requests: list[FlatRequest], warm: list[bool]) -> list[int]:
     return chains
 
 
-def rate_class(micro_usd: float, counted: int) -> int:
-    """The class of key $ per counted token: classes are ``RATE_STEP`` apart, so tokens
+def rate_class(micro_usd: float, counted: int, step: float = RATE_STEP) -> int:
+    """The class of key $ per counted token: classes are ``step`` apart, so tokens
     priced at their class's dearest rate are overvalued by less than that (-1: what
     counts nothing or costs nothing)."""
     if counted <= 0 or micro_usd <= 0:
         return -1
-    return math.floor(math.log(micro_usd / counted) / math.log1p(RATE_STEP))
+    return math.floor(math.log(micro_usd / counted) / math.log1p(step))
 
 
 def windows_for(family: str | None) -> tuple[str, ...]:

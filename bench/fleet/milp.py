@@ -84,6 +84,7 @@ from scipy.optimize import LinearConstraint, milp
 from scipy.sparse import coo_array
 
 from bench.fleet.cells import (
+    RATE_STEP,
     Cells,
     bucket_seconds,
     cells_of,
@@ -164,7 +165,7 @@ class _Demand:
         return min(float(self.tokens[group]), self.micro_usd[group] / rate) if rate > 0 else 0.0
 
 
-def _groups(trace: Trace, cells: Cells) -> _Demand:
+def _groups(trace: Trace, cells: Cells, step: float) -> _Demand:
     tokens: dict[Group, int] = defaultdict(int)
     micro_usd: dict[Group, float] = defaultdict(float)
     rate: dict[Group, float] = defaultdict(float)
@@ -173,7 +174,7 @@ def _groups(trace: Trace, cells: Cells) -> _Demand:
     for request, warm in zip(requests, may_be_warm(requests), strict=True):
         counted = request.counted(trace.fleet, warm=warm)
         billed = request.key_usd(trace.fleet, warm=warm) * MTOK
-        group = (cells.of(request.at), request.family, rate_class(billed, counted))
+        group = (cells.of(request.at), request.family, rate_class(billed, counted, step))
         tokens[group] += counted
         micro_usd[group] += billed
         largest[group] = max(largest[group], counted)
@@ -282,12 +283,15 @@ def _solve(model: _Model, time_limit: float) -> tuple[float, str, float | None]:
     return float(dual), str(result.message), None if gap is None else float(gap)
 
 
-def lower_solve(trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS) -> LowerBound:
-    """The MILP's bound on ``trace``'s key spend ($); raises RuntimeError if HiGHS
+def lower_solve(
+    trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS, rate_step: float = RATE_STEP
+) -> LowerBound:
+    """The MILP's bound on ``trace``'s key spend ($), its groups ``rate_step`` apart
+    in rate (coarser: a smaller model, a looser bound); raises RuntimeError if HiGHS
     ends with no dual bound at all."""
     began = time.perf_counter()
     cells = cells_of(trace)
-    demand = _groups(trace, cells)
+    demand = _groups(trace, cells, rate_step)
     model = _Model([], [], [], [], [], [], [])
     columns, members = _service_columns(trace, cells, demand, model)
     for key in sorted(members):
