@@ -15,10 +15,13 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from bench.fleet.cache import TTL_SECONDS
 from bench.fleet.trace import Fleet, Request, SubscriptionSpec, Trace
 from bench.fleet.world import to_unix
 from simulator.state import FAMILY_WINDOW, WINDOW_DURATIONS, model_family
 
+# The width of a rate class (``rate_class``): classes 2 % apart.
+RATE_STEP = 0.02
 # The crossing request of a window is placed to within one bucket. Finer buckets give a
 # tighter bound and a larger MILP; these keep a week of 7 plans well under a minute.
 BUCKET_SECONDS: dict[str, int] = {"five_hour": 30 * 60}
@@ -69,6 +72,55 @@ def requests_of(trace: Trace) -> list[FlatRequest]:
     ]
     flat.sort(key=lambda r: r.at)  # stable
     return flat
+
+
+def may_be_warm(requests: list[FlatRequest]) -> list[bool]:
+    """Per request (``requests_of`` order), whether its prefix can be warm in any
+    schedule: another request of its session comes at most the cache's TTL before it
+    (or at the same instant, which the engine may send first). Every request is sent
+    at its trace instant or not at all, and the cache is warm only where the session's
+    last served request went, within the TTL; so a request with none of its session's
+    within the TTL before it is a cache write wherever it goes. A request without a
+    session reads what it names as cached (``PromptCache.warm``)."""
+    warm = [request.session is None for request in requests]
+    last: dict[str, tuple[float, int]] = {}
+    for index, request in enumerate(requests):
+        if request.session is None:
+            continue
+        at = to_unix(request.at)
+        before = last.get(request.session)
+        if before is not None and at - before[0] <= TTL_SECONDS:
+            warm[index] = True
+            if before[0] == at:
+                warm[before[1]] = True
+        last[request.session] = (at, index)
+    return warm
+
+
+def chains_of(requests: list[FlatRequest], warm: list[bool]) -> list[int]:
+    """Per request, the index of the first request of its chain: a session's run of
+    requests each within the TTL of the one before (``may_be_warm``), which one rung
+    serves warm after its first wrote the prefix. A request without a session is a
+    chain of its own."""
+    head: dict[str, int] = {}
+    chains = []
+    for index, (request, hot) in enumerate(zip(requests, warm, strict=True)):
+        if request.session is None:
+            chains.append(index)
+            continue
+        if not hot or request.session not in head:
+            head[request.session] = index
+        chains.append(head[request.session])
+    return chains
+
+
+def rate_class(micro_usd: float, counted: int, step: float = RATE_STEP) -> int:
+    """The class of key $ per counted token: classes are ``step`` apart, so tokens
+    priced at their class's dearest rate are overvalued by less than that (-1: what
+    counts nothing or costs nothing)."""
+    if counted <= 0 or micro_usd <= 0:
+        return -1
+    return math.floor(math.log(micro_usd / counted) / math.log1p(step))
 
 
 def windows_for(family: str | None) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ used strictly less than what it had (``left(W)``: capacity less what was used at
 start for the period in force then, the capacity for later ones), and then counts all
 of it, so a window ends at most one request over. Minimise the key's $.
 
-The relaxation. Requests are pooled per (cell, model family) (``bench.fleet.cells``):
+The relaxation. Requests are pooled per (cell, model family, rate class) (``bench.fleet.cells``,
+the class below):
 demand ``D[g]`` (tokens), its largest request ``m[g]`` and the key's price ``p[g]``.
 Variables, in Mtok: ``X[g, s]`` in [0, D[g]], tokens of group g served by plan s,
 present only where s is registered, not revoked, and no window it counts against was
@@ -31,18 +32,39 @@ MILP's optimum, and HiGHS' dual bound on it (what is reported, so a solve cut sh
 by the time limit still bounds), is at most any run's spend.
 
 The prompt cache. A request counts ``Fleet.counted`` in a window and the key bills
-``Fleet.key_usd`` for it, both least when its prefix is warm (a read), so every
-request is taken warm: ``D[g]`` is the group's warm count, and its key $ is priced
-at ``p[g]``, the largest warm $ per counted token of its requests, over at most
-``K[g] / p[g]`` tokens (``K[g]``: its warm key $; equal to ``D[g]`` when every
-request has the same rate, as without a cache). A run's point sets X to the warm
-key $ it kept off the key over ``p[g]``: no more than the tokens it counted (so
-every window row holds, a crossing request's share no more than its warm count),
-and the objective ``K[g] - p[g] Σ_s X`` is the warm key $ of what the run sent to
-the key, at most what the key billed it.
+``Fleet.key_usd`` for it, both least when its prefix is warm (a read) and most when
+it is written. Which one it is, the world decides (``cache.PromptCache``): warm only
+where the session's last served request went, at most ``TTL_SECONDS`` before. A
+run sends every request at its trace instant or never: ``Policy._try`` sends each at
+``max(turn start + offset, the turn's clock)``, the turn's clock starts at the turn's
+instant and only takes the instants of its requests sent before, whose offsets are
+no later, so the max is always the trace instant; no policy delays a turn (a
+``Park`` ends it unserved). So a request none of whose session's requests comes
+within the TTL before it (``cells.may_be_warm``) is a write in every run: the bound
+counts it written, and every other request read, its cheapest case. Both are then
+what the request counts and costs at least in any run.
 
-Pooling loses nothing: the requests of a group meet the same rows with the same
-coefficients, so any pooled X ≤ D splits back into per-request amounts in [0, n].
+Rates differ from request to request (a read prefix costs the key 0.1× its input
+price and counts 0.029× in a window on the kept traces; a written one 1.25× and
+1.077×), so a group holds requests of one rate class: key $ per counted token
+within ``cells.RATE_STEP`` of each other (``cells.rate_class``). Its key $ is priced
+at ``p[g]``, the largest rate of its requests, over at most ``K[g] / p[g]`` tokens
+(``K[g]``: its key $ so counted; equal to ``D[g]`` when every request has the same
+rate, as without a cache). A run's point sets X to the key $ (so counted) it kept
+off the key over ``p[g]``: no more than the tokens it counted (so every window row
+holds, a crossing request's share no more than its count), and the objective ``K[g]
+- p[g] Σ_s X`` is the key $ of what the run sent to the key, at most what the key
+billed it. One class for every rate would price a group's every token at its
+dearest request's rate: on ``steady`` that bound was $106, against $243 with classes.
+
+Runs compared with the bound serve every request. A run that fails some is
+compared with the bound with each failed request priced warm on the key
+(``Metrics.failed_usd``): its point takes a failed request onto the key at the
+bound's price, written where ``may_be_warm`` says so, which the floor does not
+charge, so for such a run the check is short of a proof by that difference.
+
+Pooling loses nothing else: the requests of a group meet the same rows with the
+same coefficients, so any pooled X ≤ D splits back into per-request amounts in [0, n].
 With cells finer than every constraint's granularity (each boundary of a window
 period, a bucket, a plan's arrival, removal or revocation is a cell edge) this is
 exactly the request-level relaxation: fractional service, the crossing placed to
@@ -62,11 +84,14 @@ from scipy.optimize import LinearConstraint, milp
 from scipy.sparse import coo_array
 
 from bench.fleet.cells import (
+    RATE_STEP,
     Cells,
     bucket_seconds,
     cells_of,
+    may_be_warm,
     period_of,
     period_start,
+    rate_class,
     requests_of,
     usable,
     windows_for,
@@ -77,7 +102,7 @@ from bench.fleet.world import from_unix
 MTOK = 1e6
 TIME_LIMIT_SECONDS = 50.0
 
-Group = tuple[int, str | None]  # (cell, model family)
+Group = tuple[int, str | None, int]  # (cell, model family, rate class)
 WindowKey = tuple[int, str, int]  # (plan index, window name, period)
 
 
@@ -140,15 +165,16 @@ class _Demand:
         return min(float(self.tokens[group]), self.micro_usd[group] / rate) if rate > 0 else 0.0
 
 
-def _groups(trace: Trace, cells: Cells) -> _Demand:
+def _groups(trace: Trace, cells: Cells, step: float) -> _Demand:
     tokens: dict[Group, int] = defaultdict(int)
     micro_usd: dict[Group, float] = defaultdict(float)
     rate: dict[Group, float] = defaultdict(float)
     largest: dict[Group, int] = defaultdict(int)
-    for request in requests_of(trace):
-        group = (cells.of(request.at), request.family)
-        counted = request.counted(trace.fleet)
-        billed = request.key_usd(trace.fleet) * MTOK
+    requests = requests_of(trace)
+    for request, warm in zip(requests, may_be_warm(requests), strict=True):
+        counted = request.counted(trace.fleet, warm=warm)
+        billed = request.key_usd(trace.fleet, warm=warm) * MTOK
+        group = (cells.of(request.at), request.family, rate_class(billed, counted, step))
         tokens[group] += counted
         micro_usd[group] += billed
         largest[group] = max(largest[group], counted)
@@ -165,13 +191,14 @@ def _left(trace: Trace, key: WindowKey) -> int:
 
 def _service_columns(
     trace: Trace, cells: Cells, demand: _Demand, model: _Model
-) -> tuple[dict[tuple[int, str | None, int], int], dict[WindowKey, list[tuple[int, Group]]]]:
+) -> tuple[dict[tuple[Group, int], int], dict[WindowKey, list[tuple[int, Group]]]]:
     """One X column per (group, plan) that could serve; each window period's members."""
-    columns: dict[tuple[int, str | None, int], int] = {}
+    columns: dict[tuple[Group, int], int] = {}
     members: dict[WindowKey, list[tuple[int, Group]]] = defaultdict(list)
-    for cell, family in sorted(demand.tokens, key=lambda g: (g[0], str(g[1]))):
+    for group in sorted(demand.tokens, key=lambda g: (g[0], str(g[1]), g[2])):
+        cell, family, _ = group
         at = cells.middle(cell)
-        price, tokens = demand.rate[(cell, family)], demand.served((cell, family))
+        price, tokens = demand.rate[group], demand.served(group)
         if tokens <= 0:
             continue
         for s, spec in enumerate(trace.fleet.subscriptions):
@@ -183,9 +210,9 @@ def _service_columns(
             if any(k[2] < 0 or _left(trace, k) <= 0 for k in keys):
                 continue  # not begun, or exhausted at the start: it refuses until a reset
             col = model.column(-price, tokens / MTOK)
-            columns[(cell, family, s)] = col
+            columns[(group, s)] = col
             for key in keys:
-                members[key].append((col, (cell, family)))
+                members[key].append((col, group))
     return columns, members
 
 
@@ -222,11 +249,11 @@ def _window_rows(
         model.row([(crossing[j - 1], 1.0), (crossing[j], -1.0)], 0.0)
 
 
-def _demand_rows(columns: dict[tuple[int, str | None, int], int], model: _Model) -> None:
+def _demand_rows(columns: dict[tuple[Group, int], int], model: _Model) -> None:
     """Σ_s X[g, s] ≤ D[g] where more than one plan could serve g (else X's bound)."""
     by_group: dict[Group, list[int]] = defaultdict(list)
-    for (cell, family, _), col in columns.items():
-        by_group[(cell, family)].append(col)
+    for (group, _), col in columns.items():
+        by_group[group].append(col)
     for cols in by_group.values():
         if len(cols) > 1:
             model.row([(col, 1.0) for col in cols], model.upper[cols[0]])
@@ -256,12 +283,15 @@ def _solve(model: _Model, time_limit: float) -> tuple[float, str, float | None]:
     return float(dual), str(result.message), None if gap is None else float(gap)
 
 
-def lower_solve(trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS) -> LowerBound:
-    """The MILP's bound on ``trace``'s key spend ($); raises RuntimeError if HiGHS
+def lower_solve(
+    trace: Trace, *, time_limit: float = TIME_LIMIT_SECONDS, rate_step: float = RATE_STEP
+) -> LowerBound:
+    """The MILP's bound on ``trace``'s key spend ($), its groups ``rate_step`` apart
+    in rate (coarser: a smaller model, a looser bound); raises RuntimeError if HiGHS
     ends with no dual bound at all."""
     began = time.perf_counter()
     cells = cells_of(trace)
-    demand = _groups(trace, cells)
+    demand = _groups(trace, cells, rate_step)
     model = _Model([], [], [], [], [], [], [])
     columns, members = _service_columns(trace, cells, demand, model)
     for key in sorted(members):
