@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,9 +26,10 @@ from typing import NamedTuple
 
 from django.conf import settings
 
+from bench.fleet.cache import TTL_SECONDS
 from bench.fleet.policies import Policy, TurnResult, TurnRun
 from bench.fleet.trace import Trace, Turn
-from bench.fleet.world import ResetRecord, World, from_unix
+from bench.fleet.world import ResetRecord, World, from_unix, to_unix
 from routing.rung import Rung, RungKind
 
 # A switch back to where the agent came from within this long is a ping-pong.
@@ -216,6 +218,24 @@ def simulate(trace: Trace, policy_type: type[Policy], *, phased: bool = True) ->
     return run
 
 
+def _session_instants(trace: Trace) -> dict[str, list[float]]:
+    """Each agent's request instants in the trace (unix seconds), ascending."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for turn in trace.turns:
+        for part in turn.parts:
+            found[turn.agent].append(to_unix(turn.at + timedelta(seconds=part.offset)))
+    for values in found.values():
+        values.sort()
+    return found
+
+
+def _may_be_warm(instants: list[float], at: datetime) -> bool:
+    """Whether a request at ``at`` could read a warm prefix in some schedule: another
+    request of its session comes within the TTL before it (``cells.may_be_warm``)."""
+    t = to_unix(at)
+    return bisect_right(instants, t) - bisect_left(instants, t - TTL_SECONDS) >= 2
+
+
 def _pct(unused: int, capacity: int) -> float:
     return 100.0 * unused / capacity if capacity else 0.0
 
@@ -223,6 +243,7 @@ def _pct(unused: int, capacity: int) -> float:
 def measure(run: Run, *, notifications: int) -> Metrics:
     """The figures of one run (docs/benchmarks.md defines each)."""
     m = Metrics(notifications=notifications)
+    instants: dict[str, list[float]] = {}
     for record in run.records:
         result, turn = record.result, record.turn
         m.refusals += result.refusals
@@ -235,10 +256,19 @@ def measure(run: Run, *, notifications: int) -> Metrics:
         left = turn.parts[result.next :]
         m.failed_requests += len(left)
         m.failed_tokens += sum(part.tokens for part in left)
-        # Priced warm: the cheapest the key could have served them, so the failed
+        # Priced as the bound prices them (``cells.may_be_warm``): warm unless no
+        # request of the agent's comes within the cache's TTL before it, so the failed
         # requests never lift a policy's floor above what it could have paid.
         model = run.trace.model_of(turn)
-        m.failed_usd += sum(run.trace.fleet.key_usd(model, part, warm=True) for part in left)
+        instants = instants or _session_instants(run.trace)
+        m.failed_usd += sum(
+            run.trace.fleet.key_usd(
+                model,
+                part,
+                warm=_may_be_warm(instants[turn.agent], turn.at + timedelta(seconds=part.offset)),
+            )
+            for part in left
+        )
     m.rebuilt_tokens = run.rebuilt_tokens
     by_agent: dict[str, list[RequestRecord]] = defaultdict(list)
     for request in run.requests:

@@ -220,3 +220,19 @@ def test_a_turn_reads_its_agents_prefix_then_its_context_so_far():
     assert WRITE_WEIGHTS[0] <= weights["write"] <= WRITE_WEIGHTS[1]
     assert with_cache(trace) == cached
     assert with_cache(replace(trace, fleet=replace(trace.fleet, seed=10))) != cached
+
+
+def test_a_failed_request_is_priced_as_the_bound_prices_it() -> None:
+    """Warm when another request of its session comes within the TTL before it (or
+    at the same instant), else a write: ``engine._may_be_warm`` is ``may_be_warm``."""
+    from datetime import UTC, datetime
+
+    from bench.fleet.cache import TTL_SECONDS
+    from bench.fleet.engine import _may_be_warm
+
+    at = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
+    t = at.timestamp()
+    assert _may_be_warm([t - TTL_SECONDS, t], at)
+    assert not _may_be_warm([t - TTL_SECONDS - 1, t], at)
+    assert _may_be_warm([t, t], at)  # two at one instant: either may go first
+    assert not _may_be_warm([t], at)
