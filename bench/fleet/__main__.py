@@ -82,7 +82,9 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     held.add_argument(
         "--time-limit", type=float, metavar="SECONDS", help="the MILP's time limit per trace"
     )
-    held.add_argument("--workers", type=int, default=2, help="processes (default 2)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="processes, one trace each at a time (default 2)"
+    )
     held.add_argument(
         "--write",
         type=Path,
@@ -118,49 +120,33 @@ def main(argv: list[str]) -> int:
     args = _arguments(argv)
     if args.holdout is not None:
         return _holdout(args)
-    boot()
-    from bench.fleet.bounds import bounds_for, sidecar_current, sidecar_of
-    from bench.fleet.plots import plots
-    from bench.fleet.report import Comparison, check, compare
-    from bench.fleet.tables import table, targets
-    from bench.fleet.trace import TraceError, trace_read
+    boot()  # the tables' header below; each worker boots its own
+    from bench.fleet.kept import KeptJob, kept_results
+    from bench.fleet.tables import TARGETS_HEADER
 
     paths = args.trace or [TRACES / f"{name}.jsonl" for name in KEPT]
-    started, cpu = time.perf_counter(), time.process_time()
-    comparisons: list[Comparison] = []
+    out = None if args.no_plots else args.out
+    jobs = [KeptJob(path, args.refresh_bounds, not args.no_rules, out) for path in paths]
+    started = time.perf_counter()
+    rows: list[str] = []
     problems: list[str] = []
     written: list[Path] = []
-    for path in paths:
-        try:
-            trace = trace_read(path)
-        except (OSError, TraceError) as exc:
-            print(f"{path}: {exc}", file=sys.stderr)
+    for done in kept_results(jobs, args.workers):
+        if done.error:
+            print(done.error, file=sys.stderr)
             return 2
-        solving = args.refresh_bounds or not sidecar_current(path)
-        began = time.perf_counter()
-        bounds = bounds_for(trace, path, refresh=args.refresh_bounds)
-        if solving:
-            print(
-                f"Solved the bounds of {_shown(path)} in {time.perf_counter() - began:.1f} s "
-                f"(its sidecar was {'refreshed' if args.refresh_bounds else 'missing or stale'}); "
-                f"wrote {_shown(sidecar_of(path))}"
-            )
-            print()
-        comparison = compare(trace, bounds, rules=not args.no_rules)
-        comparisons.append(comparison)
-        problems.extend(f"{trace.fleet.name}: {p}" for p in check(comparison))
-        print(table(comparison))
-        print()
-        if not args.no_plots:
-            written.extend(plots(comparison, args.out))
+        print(done.text)
+        rows.extend(done.target_rows)
+        problems.extend(done.problems)
+        written.extend(done.written)
     print("Targets, measured:")
     print()
-    print(targets(comparisons))
+    print("\n".join([TARGETS_HEADER, "|---|---|---|---|---|---|", *rows]))
     print()
-    elapsed, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+    elapsed = time.perf_counter() - started
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        f"{len(paths)} trace(s) in {elapsed:.1f} s wall, {cpu_seconds:.1f} s CPU "
+        f"{len(paths)} trace(s) in {elapsed:.1f} s wall on {args.workers} worker(s) "
         f"({os.cpu_count()} CPUs, load {load})"
     )
     for path in written:
