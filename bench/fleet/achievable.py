@@ -122,6 +122,22 @@ def _choose(
     return max(fits)[1] if fits else None
 
 
+def schedule_send(world: World, request: FlatRequest, s: int | None) -> None:
+    """Send ``request`` through ``world`` on plan index ``s`` (None: the key), as a
+    clairvoyant schedule does: it asked first, so a refusal is a bug and raises."""
+    rung = world.key_rung if s is None else world.subscriptions[s + 1].rung
+    outcome = world.attempt(
+        rung,
+        model=request.model,
+        tokens=request.tokens,
+        at=request.at,
+        cached=request.cached,
+        session=request.session,
+    )
+    if not outcome.ok:
+        raise RuntimeError(f"the schedule was refused at {request.at}: {outcome.detail}")
+
+
 def achievable_replay(trace: Trace, *, calm: float = 0.0) -> Achievable:
     """Replay the schedule through a fresh ``World``; raises RuntimeError on a refusal
     (which asking the simulator first rules out).
@@ -141,17 +157,7 @@ def achievable_replay(trace: Trace, *, calm: float = 0.0) -> Achievable:
         world.now(request.at)
         s = _choose(world, trace, foresight, request, calm)
         schedule.append(s)
-        rung = world.key_rung if s is None else world.subscriptions[s + 1].rung
-        outcome = world.attempt(
-            rung,
-            model=request.model,
-            tokens=request.tokens,
-            at=request.at,
-            cached=request.cached,
-            session=request.session,
-        )
-        if not outcome.ok:
-            raise RuntimeError(f"the schedule was refused at {request.at}: {outcome.detail}")
+        schedule_send(world, request, s)
         if s is None:
             curve.append((request.at, world.key_usd))
     curve.append((trace.fleet.end, world.key_usd))

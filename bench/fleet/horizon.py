@@ -40,7 +40,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_array
 
-from bench.fleet.achievable import Achievable
+from bench.fleet.achievable import Achievable, schedule_send
 from bench.fleet.cells import (
     Cells,
     FlatRequest,
@@ -301,19 +301,9 @@ def horizon_replay(trace: Trace, *, horizon: float | None = None) -> Achievable:
             planned_at = now
         s = replay.place(index, request)
         schedule.append(s)
-        rung = world.key_rung if s is None else world.subscriptions[s + 1].rung
         hot = world.cache.warm(request.session, None if s is None else s + 1, now)
         before = world.key_usd
-        outcome = world.attempt(
-            rung,
-            model=request.model,
-            tokens=request.tokens,
-            at=request.at,
-            cached=request.cached,
-            session=request.session,
-        )
-        if not outcome.ok:
-            raise RuntimeError(f"the schedule was refused at {request.at}: {outcome.detail}")
+        schedule_send(world, request, s)
         if s is None:
             if world.key_usd != before:
                 curve.append((request.at, world.key_usd))
