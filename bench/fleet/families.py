@@ -368,7 +368,7 @@ def _poisson(rng: np.random.Generator, levels: np.ndarray, turns: float) -> list
     mass = levels.sum(axis=1)
     expected = weights * mass
     scale = turns / expected.sum() if expected.sum() > 0 else 0.0
-    arrivals = []
+    arrivals: list[tuple[float, int]] = []
     for agent in range(levels.shape[0]):
         if mass[agent] <= 0:
             continue
@@ -535,7 +535,7 @@ def _scale(fleet: Fleet, drafts: list[Draft], target: float) -> float:
     family = np.array([_family_index(d.model) for d in drafts for _ in d.offsets], dtype=int)
 
     def ratio(factor: float) -> float:
-        counted = []
+        counted: list[int] = []
         for draft in drafts:
             fresh, cached = _sizes(draft, factor)
             counted.extend(f + math.ceil(c * read) for f, c in zip(fresh, cached, strict=True))

@@ -26,6 +26,7 @@ from routing.plan_ahead.inputs import (
     AgentDemand,
     PlanState,
     WeekInputs,
+    WindowState,
     capacity_estimate,
     demand_profile,
     nominal_capacity,
@@ -115,35 +116,49 @@ class WeekPlanner:
             if reading is not None and reading.status is ReadingStatus.INVALID_TOKEN:
                 continue
             spec = self.trace.fleet.subscriptions[pk - 1]
-            windows = []
-            for name, found in reading.windows.items() if reading is not None else ():
-                first = self.first_seen.get((pk, name))
-                served, rise = 0.0, None
-                if first is not None and first[0] == found.resets_at and found.utilization:
-                    served = self._served_since(pk, first[1]) - self._served_since(
-                        pk, reading.fetched_at
-                    )
-                    rise = float(found.utilization) - first[2]
-                capacity = capacity_estimate(
-                    served, rise, nominal=nominal_capacity(spec.plan_type, name)
-                )
-                state = window_state(
-                    name,
-                    utilization=found.utilization,
-                    resets_at=found.resets_at,
-                    capacity=capacity,
-                    now=now,
-                )
-                if state is not None:
-                    windows.append(state)
-            if reading is None:
-                for name in ("five_hour", "seven_day"):
-                    capacity = nominal_capacity(spec.plan_type, name)
-                    state = window_state(
-                        name, utilization=None, resets_at=None, capacity=capacity, now=now
-                    )
-                    windows.append(state)
+            windows = (
+                self._read_windows(pk, spec.plan_type, reading, now)
+                if reading is not None
+                else self._nominal_windows(spec.plan_type, now)
+            )
             yield PlanState(pk, spec.name, tuple(windows))
+
+    def _read_windows(
+        self, pk: int, plan_type: str, reading: Reading, now: datetime
+    ) -> list[WindowState]:
+        """Each window the reading shows, with a capacity learned from how far it rose
+        since the period's first reading against what the plan served since then."""
+        windows = []
+        for name, found in reading.windows.items():
+            first = self.first_seen.get((pk, name))
+            served, rise = 0.0, None
+            if first is not None and first[0] == found.resets_at and found.utilization:
+                served = self._served_since(pk, first[1]) - self._served_since(
+                    pk, reading.fetched_at
+                )
+                rise = float(found.utilization) - first[2]
+            capacity = capacity_estimate(served, rise, nominal=nominal_capacity(plan_type, name))
+            state = window_state(
+                name,
+                utilization=found.utilization,
+                resets_at=found.resets_at,
+                capacity=capacity,
+                now=now,
+            )
+            if state is not None:
+                windows.append(state)
+        return windows
+
+    @staticmethod
+    def _nominal_windows(plan_type: str, now: datetime) -> list[WindowState]:
+        """A plan nothing was read of: its nominal windows, all left."""
+        windows = []
+        for name in ("five_hour", "seven_day"):
+            capacity = nominal_capacity(plan_type, name)
+            state = window_state(name, utilization=None, resets_at=None, capacity=capacity, now=now)
+            if state is not None:
+                windows.append(state)
+        return windows
 
     def _agents(self, now, assignment, moved):
         for spec in self.trace.fleet.agents:

@@ -137,7 +137,10 @@ def _window_rows(inputs: WeekInputs, shape: _Shape, starts, families, cost: np.n
     """One row per window period of each plan: its flows at most what it has left
     (the current period) or its capacity (later ones). Adds the reset tie-break to
     ``cost``."""
-    rows, cols, vals, upper = [], [], [], []
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    upper: list[float] = []
     for p, plan in enumerate(inputs.plans):
         for window in plan.windows:
             counted = [f for f, family in enumerate(families) if window.counts(family)]

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from django.db import connections
-from django.db.models import Case, DateTimeField, F, Min, Model, Q, Sum, Value, When
+from django.db.models import Case, DateTimeField, F, Min, Q, Sum, Value, When
 from django.db.models.functions import TruncHour
 
 from agents.models import RUNTIME_PROVIDER, Agent
@@ -96,8 +96,10 @@ def nominal_tokens(provider: str, plan_type: str, window: str) -> float:
     return base * ratio / 20
 
 
-def _execution_model() -> type[Model]:
-    return cast("type[Model]", Agent._meta.get_field("executions").related_model)
+def _execution_model() -> Any:
+    """``execution.Execution``, reached through the agent's relation (this floor may
+    not import ``execution``): typed ``Any``, as its manager is not ``Model``'s."""
+    return Agent._meta.get_field("executions").related_model
 
 
 @dataclass(frozen=True, slots=True)

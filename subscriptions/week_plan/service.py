@@ -25,7 +25,6 @@ from django.db import transaction
 from agents.models import Agent
 from agents.week_plan_store import week_plan_store
 from routing.plan_ahead.inputs import WeekInputs
-from routing.plan_ahead.solve import plan_week
 from routing.plan_ahead.week_plan import WeekPlan
 from subscriptions.models import Subscription
 from subscriptions.week_plan.gather import week_inputs_gather
@@ -67,7 +66,15 @@ class SolveReport:
     plan: str = ""
 
 
-def week_plan_solve(*, now: datetime, solver: Solver = plan_week) -> SolveReport:
+def _plan_week() -> Solver:
+    """The solver. SciPy loads here (0.4 s), in the worker that solves, not in every
+    process that loads the app (the web, the gateway)."""
+    from routing.plan_ahead.solve import plan_week
+
+    return plan_week
+
+
+def week_plan_solve(*, now: datetime, solver: Solver | None = None) -> SolveReport:
     """Plan the week from what is known at ``now`` and store the plan, unless another
     run holds the solve marker. Never raises: a failure is logged and reported, and
     the previous plan stays (it goes stale; turns then fall back)."""
@@ -78,11 +85,12 @@ def week_plan_solve(*, now: datetime, solver: Solver = plan_week) -> SolveReport
         return SolveReport("unreachable")
     if not held:
         return SolveReport("busy")
+    solve = solver or _plan_week()
     started = time.perf_counter()
     try:
         weeks = week_inputs_gather(now=now)
         plan = week_plans_merge(
-            [solver(inputs) for inputs in weeks.values() if inputs.agents], now=now
+            [solve(inputs) for inputs in weeks.values() if inputs.agents], now=now
         )
     except Exception:  # noqa: BLE001 - any failure keeps the previous plan
         logger.exception("week plan: planning failed; the previous plan stays until stale")

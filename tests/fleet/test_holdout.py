@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from bench.fleet.holdout import (
 TINY = Limits(turns=30, requests=90, min_turns=20)
 
 
-def _outcome(name: str = "flat-00-s1", **changes: object) -> Outcome:
+def _outcome(name: str = "flat-00-s1", **changes: Any) -> Outcome:
     base = Outcome(
         name=name,
         family=name.rsplit("-", 2)[0],

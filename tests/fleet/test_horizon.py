@@ -10,6 +10,7 @@ import itertools
 import random
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ def cached_optimum(trace: Trace) -> float:
     ):
         world = World(trace.fleet)
         for request, s in zip(requests, choice, strict=True):
-            sent = dict(
+            sent: dict[str, Any] = dict(
                 model=request.model,
                 tokens=request.tokens,
                 at=request.at,

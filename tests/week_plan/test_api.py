@@ -89,9 +89,12 @@ def test_each_agent_lists_its_current_entry_with_one_cache_read(
 ) -> None:
     single: list[str] = []
     real_get = cache.get
-    monkeypatch.setattr(
-        cache, "get", lambda key, *a, **k: single.append(key) or real_get(key, *a, **k)
-    )
+
+    def counted_get(key: str, *args: Any, **kwargs: Any) -> Any:
+        single.append(key)
+        return real_get(key, *args, **kwargs)
+
+    monkeypatch.setattr(cache, "get", counted_get)
 
     agents = {a["name"]: a for a in admin_client_api.get("/api/agents").json()}
 

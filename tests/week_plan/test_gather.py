@@ -16,7 +16,7 @@ from routing.headroom.reading import ReadingStatus
 from routing.plan_ahead.inputs import WeekInputs, hour_of_week
 from simulator.state import DEFAULT_CAPACITY
 from subscriptions.headroom.store import snapshots_write
-from subscriptions.models import FailureKind, HeadroomSample
+from subscriptions.models import FailureKind, HeadroomSample, Subscription
 from subscriptions.week_plan.gather import (
     LIST_PRICES,
     MAX_20X_TOKENS,
@@ -34,11 +34,11 @@ from trinity.crypto import Secret
 pytestmark = pytest.mark.django_db
 
 
-def _plan(inputs: WeekInputs, name: str):  # type: ignore[no-untyped-def]
+def _plan(inputs: WeekInputs, name: str):
     return next(p for p in inputs.plans if p.name == name)
 
 
-def _window(inputs: WeekInputs, plan: str, window: str):  # type: ignore[no-untyped-def]
+def _window(inputs: WeekInputs, plan: str, window: str):
     return next(w for w in _plan(inputs, plan).windows if w.name == window)
 
 
@@ -65,7 +65,7 @@ def test_a_models_family_is_routings_family_window(model: str, family: str | Non
     assert model_family(model) == family
 
 
-def _sample(plan: object, at: datetime, **utilization: float) -> None:
+def _sample(plan: Subscription, at: datetime, **utilization: float) -> None:
     HeadroomSample.objects.create(
         subscription=plan,
         fetched_at=at,
