@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from routing import providers
+
 HOURS_OF_WEEK = 168
 HOUR = timedelta(hours=1)
 WEEK = timedelta(weeks=1)
@@ -123,17 +125,33 @@ def capacity_estimate(served_tokens: float, rise: float | None, *, nominal: floa
     return served_tokens * 100.0 / rise
 
 
-# Tokens per window of a Max 20x plan, the nominal a plan's capacity starts from before
-# its own readings teach better (``capacity_estimate``). The provider publishes no
-# token figures, only the ratios plans are sold at (Pro 1 : Max 5x 5 : Max 20x 20);
-# the scale is the simulator's default Max 20x plan.
-NOMINAL_MAX_20X = {
-    "five_hour": 2_000_000.0,
-    "seven_day": 20_000_000.0,
-    "seven_day_sonnet": 15_000_000.0,
-    "seven_day_opus": 10_000_000.0,
+# A plan's tokens per window when nothing it served says otherwise, as a multiple of
+# Pro's (Anthropic sells Max 5x and Max 20x as 5 and 20 times Pro; a Team seat counts
+# as Max 5x and Enterprise as Max 20x). An assumption, stated in
+# docs/flows/week-plan.md; a plan of a type not listed counts as 5.
+PLAN_RATIO: dict[tuple[str, str], float] = {
+    (providers.ANTHROPIC, "pro"): 1,
+    (providers.ANTHROPIC, "max-5x"): 5,
+    (providers.ANTHROPIC, "max-20x"): 20,
+    (providers.ANTHROPIC, "team"): 5,
+    (providers.ANTHROPIC, "enterprise"): 20,
+    (providers.OPENAI, "plus"): 1,
+    (providers.OPENAI, "pro"): 20,
+    (providers.OPENAI, "team"): 5,
+    (providers.OPENAI, "business"): 5,
+    (providers.OPENAI, "enterprise"): 20,
 }
-PLAN_SHARE = {"max-20x": 1.0, "enterprise": 1.0, "max-5x": 0.25, "team": 0.25, "pro": 0.05}
+DEFAULT_RATIO = 5.0
+# Max 20x's tokens per window: the provider simulator's own (``simulator/state.py``
+# ``DEFAULT_CAPACITY``, pinned equal by tests/week_plan/test_gather.py). No provider
+# publishes its windows in tokens; what each plan served against how far its windows
+# rose replaces this (``capacity_estimate``).
+MAX_20X_TOKENS: dict[str, float] = {
+    "five_hour": 2_000_000,
+    "seven_day": 20_000_000,
+    "seven_day_sonnet": 15_000_000,
+    "seven_day_opus": 10_000_000,
+}
 PERIODS = {
     "five_hour": timedelta(hours=5),
     "seven_day": timedelta(days=7),
@@ -142,9 +160,10 @@ PERIODS = {
 }
 
 
-def nominal_capacity(plan_type: str, window: str) -> float:
-    """A window's nominal tokens per period for a plan type (Max 5x when unknown)."""
-    return NOMINAL_MAX_20X.get(window, 0.0) * PLAN_SHARE.get(plan_type, 0.25)
+def nominal_capacity(plan_type: str, window: str, provider: str = providers.ANTHROPIC) -> float:
+    """A plan's assumed tokens per ``window`` (``PLAN_RATIO`` of Max 20x's / 20)."""
+    ratio = PLAN_RATIO.get((provider, plan_type), DEFAULT_RATIO)
+    return MAX_20X_TOKENS.get(window, MAX_20X_TOKENS["seven_day"]) * ratio / 20
 
 
 def window_state(

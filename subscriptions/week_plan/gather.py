@@ -37,6 +37,7 @@ from routing.plan_ahead.inputs import (
     WindowState,
     capacity_estimate,
     demand_profile,
+    nominal_capacity,
 )
 from subscriptions.headroom.store import snapshots_read
 from subscriptions.models import HeadroomSample, Subscription
@@ -45,33 +46,6 @@ from subscriptions.plan_facts import candidates_read, fresh_for
 PROVIDERS = (providers.ANTHROPIC, providers.OPENAI)
 CORE = (FIVE_HOUR, SEVEN_DAY)
 
-# A plan's tokens per window when nothing it served says otherwise, as a multiple of
-# Pro's (Anthropic publishes Max 5x and Max 20x as 5 and 20 times Pro; Team seats are
-# counted as Max 5x and Enterprise as Max 20x). An assumption, stated in
-# docs/flows/week-plan.md; a plan of a type not listed counts as 5.
-PLAN_RATIO: dict[tuple[str, str], float] = {
-    (providers.ANTHROPIC, "pro"): 1,
-    (providers.ANTHROPIC, "max-5x"): 5,
-    (providers.ANTHROPIC, "max-20x"): 20,
-    (providers.ANTHROPIC, "team"): 5,
-    (providers.ANTHROPIC, "enterprise"): 20,
-    (providers.OPENAI, "plus"): 1,
-    (providers.OPENAI, "pro"): 20,
-    (providers.OPENAI, "team"): 5,
-    (providers.OPENAI, "business"): 5,
-    (providers.OPENAI, "enterprise"): 20,
-}
-DEFAULT_RATIO = 5.0
-# Max 20x's tokens per window: the provider simulator's own (``simulator/state.py``
-# ``DEFAULT_CAPACITY``, pinned equal by tests/week_plan/test_gather.py). No provider
-# publishes its windows in tokens; the sampler's readings and what each plan served
-# replace this as soon as a window reads ``LEARN_FROM_PERCENT`` used.
-MAX_20X_TOKENS: dict[str, float] = {
-    FIVE_HOUR: 2_000_000,
-    SEVEN_DAY: 20_000_000,
-    "seven_day_sonnet": 15_000_000,
-    "seven_day_opus": 10_000_000,
-}
 # The key's list price per model family, USD per million tokens (input and output
 # together, as a turn of an agent spends them), when the key has not yet served that
 # family: what a planned spill is priced at. None: a model of no known family.
@@ -87,13 +61,6 @@ def model_family(model: str) -> str | None:
     if window is not None:
         return window.removeprefix(FAMILY_WINDOW_PREFIX)
     return "haiku" if "haiku" in model.lower() else None
-
-
-def nominal_tokens(provider: str, plan_type: str, window: str) -> float:
-    """A plan's assumed tokens per ``window`` (``PLAN_RATIO`` of Max 20x's / 20)."""
-    ratio = PLAN_RATIO.get((provider, plan_type), DEFAULT_RATIO)
-    base = MAX_20X_TOKENS.get(window, MAX_20X_TOKENS[SEVEN_DAY])
-    return base * ratio / 20
 
 
 def _execution_model() -> Any:
@@ -206,7 +173,7 @@ def _plan_state(
     candidate = plan.candidate
     states = []
     for name, (utilization, resets_at, read) in sorted(_windows_of(plan, now).items()):
-        nominal = nominal_tokens(plan.provider, candidate.plan_type or "", name)
+        nominal = nominal_capacity(candidate.plan_type or "", name, plan.provider)
         first = firsts.get(name)
         rise = (utilization - first[1]) if read and first and utilization is not None else None
         capacity = capacity_estimate(served.get(name, 0.0), rise, nominal=nominal)

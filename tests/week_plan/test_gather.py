@@ -13,17 +13,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from routing.headroom.reading import ReadingStatus
-from routing.plan_ahead.inputs import WeekInputs, hour_of_week
+from routing.plan_ahead.inputs import MAX_20X_TOKENS, WeekInputs, hour_of_week, nominal_capacity
 from simulator.state import DEFAULT_CAPACITY
 from subscriptions.headroom.store import snapshots_write
 from subscriptions.models import FailureKind, HeadroomSample, Subscription
-from subscriptions.week_plan.gather import (
-    LIST_PRICES,
-    MAX_20X_TOKENS,
-    model_family,
-    nominal_tokens,
-    week_inputs_gather,
-)
+from subscriptions.week_plan.gather import LIST_PRICES, model_family, week_inputs_gather
 from tests.agents.factories import AgentFactory
 from tests.headroom.factories import codex_token
 from tests.headroom.readings import T0, reading
@@ -44,11 +38,11 @@ def _window(inputs: WeekInputs, plan: str, window: str):
 
 def test_max_20x_is_the_simulators_capacity_and_the_others_scale_from_it() -> None:
     assert dict(DEFAULT_CAPACITY) == MAX_20X_TOKENS
-    assert nominal_tokens("anthropic", "max-20x", "seven_day") == 20_000_000
-    assert nominal_tokens("anthropic", "max-5x", "five_hour") == 500_000
-    assert nominal_tokens("anthropic", "pro", "five_hour") == 100_000
-    assert nominal_tokens("anthropic", "team", "seven_day") == 5_000_000
-    assert nominal_tokens("anthropic", "enterprise", "seven_day") == 20_000_000
+    assert nominal_capacity("max-20x", "seven_day") == 20_000_000
+    assert nominal_capacity("max-5x", "five_hour") == 500_000
+    assert nominal_capacity("pro", "five_hour") == 100_000
+    assert nominal_capacity("team", "seven_day") == 5_000_000
+    assert nominal_capacity("enterprise", "seven_day") == 20_000_000
 
 
 @pytest.mark.parametrize(
