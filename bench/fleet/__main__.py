@@ -145,8 +145,9 @@ def main(argv: list[str]) -> int:
     print()
     elapsed = time.perf_counter() - started
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    processes = max(1, min(args.workers, len(jobs)))
     print(
-        f"{len(paths)} trace(s) in {elapsed:.1f} s wall on {args.workers} worker(s) "
+        f"{len(paths)} trace(s) in {elapsed:.1f} s wall on {processes} process(es) "
         f"({os.cpu_count()} CPUs, load {load})"
     )
     for path in written:
