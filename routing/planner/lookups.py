@@ -9,12 +9,13 @@ from datetime import datetime
 from routing.attempt_refusal import AttemptRefusal, QuotaEvidence, classify_attempt_refusal
 from routing.facts import AgentFacts
 from routing.headroom.alternatives import Selection
+from routing.headroom.placement import settled
 from routing.headroom.recovery import earliest_known_reset
-from routing.planner.actions import Ask, Fail, Need, Send
+from routing.planner.actions import ROUTED_PLAN, Ask, Fail, Need, Send
 from routing.planner.evidence import Attempt, BudgetRefused, Busy, Event, Evidence, SettingsFacts
 from routing.planner.texts import NOT_SENT_IN_TIME
 from routing.rung import KEY_RUNG, RungKind, RungRef
-from routing.walk import Pick, Stop, Walk, pre_dispatch_pick, walk_start
+from routing.walk import Pick, Stop, Walk, Why, pre_dispatch_pick, walk_start
 
 # Stops that mean every credential the walk could try refused.
 EXHAUSTED_STOPS = frozenset({Stop.EXHAUSTED, Stop.ALREADY_TRIED, Stop.RUNG_CAP})
@@ -190,3 +191,44 @@ def sent(evidence: Evidence, choice: Send | Need, *, now: datetime) -> Send | Ne
     if (evidence.turn.budget_end - now).total_seconds() < SEND_FLOOR_SECONDS:
         return Fail(error_code="timeout", detail=NOT_SENT_IN_TIME)
     return choice
+
+
+def look_selection(
+    evidence: Evidence, agent: AgentFacts, stage: str, *, now: datetime
+) -> Selection | Need | None:
+    """The ranking a move at a turn boundary (placement, a planned move) picks from,
+    once its gates pass: the agent has settled since its last move, its look is due
+    (claimed first: a cache read, so a turn between looks reads no settings row), and
+    it may switch. None: no move now."""
+    if not settled(agent.moved_at, now=now):
+        return None
+    due = evidence.facts.placement_due
+    if due is None:
+        return Need(Ask.PLACEMENT_DUE, stage=stage)
+    if not due:
+        return None
+    switching = may_switch(evidence, stage)
+    if isinstance(switching, Need) or not switching:
+        return switching or None
+    return selection_of(evidence, walk_of(evidence, including_last=False), stage)
+
+
+def move_to(
+    evidence: Evidence, selection: Selection, target: int, why: Why, stage: str
+) -> Send | Need | None:
+    """Start the turn on ``target`` when the ranking admits it (``why`` placement or
+    planned, routed to a plan); None when it does not or no secret is held."""
+    name = next(
+        (
+            r.candidate.name
+            for r in selection.ranked
+            if r.candidate.subscription_id == target and r.readmitted is None
+        ),
+        None,
+    )
+    if name is None:
+        return None
+    rung = rung_of(evidence, Pick(RungKind.SUBSCRIPTION, target, name, why), stage)
+    if rung is None or isinstance(rung, Need):
+        return rung
+    return Send(rung, why, routed=ROUTED_PLAN)

@@ -36,7 +36,6 @@ from routing.eligibility import Admitted, Excluded, Reason
 from routing.facts import AgentFacts
 from routing.headroom.classification import Tier
 from routing.headroom.placement import CANDIDATES as PLACEMENT_CANDIDATES
-from routing.headroom.placement import settled
 from routing.planner.actions import (
     AFFINITY_STAGE,
     PLACEMENT_STAGE,
@@ -52,18 +51,18 @@ from routing.planner.actions import (
 from routing.planner.ending import finish, key_budget_stop, outage, policy_refused
 from routing.planner.evidence import UNKNOWN, BudgetRefused, Busy, Evidence, Unreachable
 from routing.planner.lookups import (
+    look_selection,
     may_switch,
+    move_to,
     pre_dispatch_choice,
     rung_of,
-    selection_of,
     sent,
     settings_of,
-    walk_of,
 )
 from routing.planner.planned import planned_or_placement
 from routing.planner.walking import after_refusal, around_cap
 from routing.rung import RungKind
-from routing.walk import Pick, Stop, Why
+from routing.walk import Stop, Why
 
 
 def plan(evidence: Evidence, *, now: datetime) -> Action:
@@ -225,7 +224,7 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
     within ``DWELL`` of the agent's last move, never when the agent may not switch,
     and a failed read only skips it."""
     stage = PLACEMENT_STAGE
-    if agent.origin is None or not settled(agent.moved_at, now=now):
+    if agent.origin is None:
         return None
     if evidence.skipped & {stage, PRE_DISPATCH_STAGE}:  # the assignment's read failed
         return None
@@ -234,20 +233,8 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
         return Need(Ask.ASSIGNED, stage=stage)
     if not (isinstance(assigned, Admitted) and assigned.placeable):
         return None
-    # The look's claim comes first: it is a cache read, and a turn between looks (the
-    # steady state) must not read the settings row for a look it will not take.
-    due = evidence.facts.placement_due
-    if due is None:
-        return Need(Ask.PLACEMENT_DUE, stage=stage)
-    if not due:
-        return None
-    switching = may_switch(evidence, stage)
-    if isinstance(switching, Need):
-        return switching
-    if not switching:
-        return None
-    selection = selection_of(evidence, walk_of(evidence, including_last=False), stage)
-    if isinstance(selection, Need):
+    selection = look_selection(evidence, agent, stage, now=now)
+    if selection is None or isinstance(selection, Need):
         return selection
     target = evidence.facts.placement
     if target is UNKNOWN:
@@ -261,8 +248,4 @@ def _placement(evidence: Evidence, agent: AgentFacts, *, now: datetime) -> Send 
         return Need(Ask.PLACEMENT, measured, stage=stage)
     if target is None:
         return None
-    name = next(r.candidate.name for r in selection.ranked if r.candidate.subscription_id == target)
-    rung = rung_of(evidence, Pick(RungKind.SUBSCRIPTION, target, name, Why.PLACEMENT), stage)
-    if rung is None or isinstance(rung, Need):
-        return rung
-    return Send(rung, Why.PLACEMENT, routed=ROUTED_PLAN)
+    return move_to(evidence, selection, target, Why.PLACEMENT, stage)

@@ -25,20 +25,24 @@ from datetime import datetime
 
 from routing.eligibility import Admitted
 from routing.facts import AgentFacts
-from routing.headroom.placement import settled
 from routing.plan_ahead.week_plan import Planned
 from routing.planner.actions import (
     PLACEMENT_STAGE,
     PLANNED_STAGE,
     PRE_DISPATCH_STAGE,
     ROUTED_KEY,
-    ROUTED_PLAN,
     Ask,
     Need,
     Send,
 )
 from routing.planner.evidence import UNKNOWN, Evidence
-from routing.planner.lookups import key_available, may_switch, rung_of, selection_of, walk_of
+from routing.planner.lookups import (
+    key_available,
+    look_selection,
+    may_switch,
+    move_to,
+    rung_of,
+)
 from routing.rung import RungKind
 from routing.walk import Pick, Why
 
@@ -101,31 +105,9 @@ def _spill(evidence: Evidence) -> Step:
 
 
 def _move(evidence: Evidence, agent: AgentFacts, entry: Planned, *, now: datetime) -> Step:
-    if not settled(agent.moved_at, now=now):
-        return None
-    due = evidence.facts.placement_due
-    if due is None:
-        return Need(Ask.PLACEMENT_DUE, stage=PLANNED_STAGE)
-    if not due:
-        return None
-    switching = may_switch(evidence, PLANNED_STAGE)
-    if isinstance(switching, Need) or not switching:
-        return switching or None
-    selection = selection_of(evidence, walk_of(evidence, including_last=False), PLANNED_STAGE)
-    if isinstance(selection, Need):
+    """The planned plan, through placement's own gates and ranking."""
+    selection = look_selection(evidence, agent, PLANNED_STAGE, now=now)
+    if selection is None or isinstance(selection, Need):
         return selection
-    admitted = next(
-        (
-            r.candidate.name
-            for r in selection.ranked
-            if r.candidate.subscription_id == entry.subscription_id and r.readmitted is None
-        ),
-        None,
-    )
-    if admitted is None:
-        return None
-    pick = Pick(RungKind.SUBSCRIPTION, entry.subscription_id, admitted, Why.PLANNED)
-    rung = rung_of(evidence, pick, PLANNED_STAGE)
-    if rung is None or isinstance(rung, Need):
-        return rung
-    return Send(rung, Why.PLANNED, routed=ROUTED_PLAN)
+    assert entry.subscription_id is not None  # noqa: S101 - a plan entry names its plan
+    return move_to(evidence, selection, entry.subscription_id, Why.PLANNED, PLANNED_STAGE)
