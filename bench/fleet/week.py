@@ -10,7 +10,7 @@ product's ``plan_week`` and answers ``Ask.PLANNED`` with the agent's entry: the 
 planner itself follows or ignores it, as in production.
 
 The product solves every 5 minutes and when a plan or agent changes; the benchmark
-every ``EVERY`` (an hour) and when a plan is removed, to keep a week's run in seconds.
+every ``EVERY`` (an hour), to keep a week's run in seconds.
 """
 
 from __future__ import annotations
