@@ -14,9 +14,11 @@ trip, and forgotten on any transport error to that endpoint.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -36,6 +38,14 @@ logger = logging.getLogger(__name__)
 AUTH_OVERRIDE_HEADER = "X-Trinity-Auth-Override"
 CONNECT_TIMEOUT = 5.0
 CONTROL_TIMEOUT = 15.0
+# A cancel is a kill: the agent server answers at once, or the flag and the deadline
+# stop the turn instead.
+CANCEL_TIMEOUT = 5.0
+NDJSON = "application/x-ndjson"
+# A streamed answer's lines: an event is small (the agent server bounds it), the last
+# line carries the whole answer. A longer line is off contract.
+EVENT_LINE_MAX = 64 * 1024
+RESULT_LINE_MAX = 32 * 1024 * 1024
 # A turn's HTTP call waits for the runtime's own timeout plus this margin, so the
 # agent server answers 504 itself instead of the client cutting the line first.
 TURN_TIMEOUT_MARGIN = 30.0
@@ -175,10 +185,7 @@ class AgentServerClient:
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        if self.endpoint.startswith(UNIX_SCHEME):
-            client, base = _sockets.get(self.endpoint[len(UNIX_SCHEME) :]), UNIX_BASE_URL
-        else:
-            client, base = _http.get(), self.endpoint
+        client, base = self._client()
         try:
             return client.request(
                 method,
@@ -189,18 +196,24 @@ class AgentServerClient:
                 timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
             )
         except httpx.HTTPError as exc:
-            # Whatever answers there next must prove itself again (a server that died
-            # leaves its endpoint to whoever binds it first).
-            _verified.discard(self._key)
-            # httpx messages carry the URL only; redact anyway, a proxy may echo more.
-            error = (
-                AgentServerNotConnected
-                if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
-                else AgentServerUnavailable
-            )
-            raise error(
-                redact(f"{type(exc).__name__} talking to {self.endpoint}{path}: {exc}")
-            ) from None
+            raise self._transport_error(exc, path) from None
+
+    def _client(self) -> tuple[httpx.Client, str]:
+        if self.endpoint.startswith(UNIX_SCHEME):
+            return _sockets.get(self.endpoint[len(UNIX_SCHEME) :]), UNIX_BASE_URL
+        return _http.get(), self.endpoint
+
+    def _transport_error(self, exc: httpx.HTTPError, path: str) -> AgentServerUnavailable:
+        # Whatever answers there next must prove itself again (a server that died
+        # leaves its endpoint to whoever binds it first).
+        _verified.discard(self._key)
+        # httpx messages carry the URL only; redact anyway, a proxy may echo more.
+        error = (
+            AgentServerNotConnected
+            if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+            else AgentServerUnavailable
+        )
+        return error(redact(f"{type(exc).__name__} talking to {self.endpoint}{path}: {exc}"))
 
     def _request(
         self, method: str, path: str, *, json: dict[str, Any] | None = None, timeout: float
@@ -253,13 +266,16 @@ class AgentServerClient:
         session_id: str | None = None,
         budget_usd: Decimal | None = None,
         budget_name: str | None = None,
+        on_event: Callable[[object], None] | None = None,
     ) -> TurnOutcome:
         """POST /api/task (or /api/chat with a session id) and parse the typed answer.
 
         ``rung`` travels as the turn's ``auth_override``: the agent server applies it
         to this one spawn and echoes its kind. A key rung carries ``budget_usd``, the
         key's tightest remaining budget for this turn (named ``budget_name``), which
-        its forwarder refuses to spend past.
+        its forwarder refuses to spend past. With ``on_event`` the turn is streamed:
+        each event the agent server passes on as it happens goes to it, and the answer
+        is the stream's last line (``turn_stream_read``).
         """
         body: dict[str, Any] = {
             "execution_id": execution_id,
@@ -279,10 +295,54 @@ class AgentServerClient:
         if session_id:
             body["session_id"] = session_id
             path = "/api/chat"
-        response = self._request(
-            "POST", path, json=body, timeout=timeout_seconds + TURN_TIMEOUT_MARGIN
-        )
+        timeout = timeout_seconds + TURN_TIMEOUT_MARGIN
+        if on_event is not None:
+            body["stream"] = True
+            return self._streamed(path, body, timeout=timeout, on_event=on_event)
+        response = self._request("POST", path, json=body, timeout=timeout)
         return parse_turn_response(response)
+
+    def _streamed(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        timeout: float,
+        on_event: Callable[[object], None],
+    ) -> TurnOutcome:
+        if self._key not in _verified:
+            self.prove()
+        client, base = self._client()
+        try:
+            with client.stream(
+                "POST",
+                f"{base}{path}",
+                json=body,
+                headers=self._headers(),
+                timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            ) as response:
+                if not response.headers.get("content-type", "").startswith(NDJSON):
+                    response.read()  # a refusal before the turn began: plain JSON
+                    return parse_turn_response(response)
+                echo = response.headers.get(AUTH_OVERRIDE_HEADER)
+                return turn_stream_read(_lines(response.iter_bytes()), echo, on_event)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, path) from None
+
+    def cancel_turn(self, *, execution_id: str) -> bool:
+        """POST /api/turns/{id}/cancel: the agent server kills the turn's CLI and
+        everything it started, and refuses any later attempt of it. True when a running
+        spawn was killed; raises AgentServerUnavailable."""
+        response = self._request(
+            "POST", f"/api/turns/{execution_id}/cancel", timeout=CANCEL_TIMEOUT
+        )
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.status_code != 200 or not isinstance(data, dict):
+            raise AgentServerUnavailable(f"cancel answered {response.status_code}")
+        return data.get("cancelled") is True
 
     def reload_token(self, *, token: Secret, remove_api_key: bool) -> list[str]:
         """POST /api/credentials/reload-token; returns the env_shadow names.
@@ -402,12 +462,15 @@ def parse_turn_response(response: httpx.Response) -> TurnOutcome:
     ``container_fault`` outcome (which never walks, so an off-contract answer cannot
     move a turn onto a second, billed credential).
     """
-    echo = response.headers.get(AUTH_OVERRIDE_HEADER)
-    status = response.status_code
     try:
         data = response.json()
     except ValueError:
         data = None
+    return parse_turn_answer(response.status_code, data, response.headers.get(AUTH_OVERRIDE_HEADER))
+
+
+def parse_turn_answer(status: int, data: object, echo: str | None) -> TurnOutcome:
+    """``parse_turn_response`` on an answer's status and parsed body."""
     if not isinstance(data, dict):
         return _fault(status, f"agent server answered {status} without a JSON body", echo)
     try:
@@ -456,3 +519,46 @@ def _fault(status: int, detail: str, echo: str | None) -> TurnOutcome:
         detail=detail,
         override_echo=echo,
     )
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The stream's lines, each cut at ``RESULT_LINE_MAX`` (a longer one is dropped
+    whole: whatever it was, it is off contract)."""
+    buffer = b""
+    overlong = False
+    for chunk in chunks:
+        buffer += chunk
+        while (end := buffer.find(b"\n")) >= 0:
+            line, buffer = buffer[:end], buffer[end + 1 :]
+            if not overlong:
+                yield line
+            overlong = False
+        if len(buffer) > RESULT_LINE_MAX:
+            buffer, overlong = b"", True
+    if buffer and not overlong:
+        yield buffer
+
+
+def turn_stream_read(
+    lines: Iterator[bytes], echo: str | None, on_event: Callable[[object], None]
+) -> TurnOutcome:
+    """Read a streamed turn: events to ``on_event`` as they come, the answer from the
+    ``result`` line. A stream that ends without one is a ``container_fault`` (never
+    walks: it cannot move a turn onto a second, billed credential)."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "event" and len(line) <= EVENT_LINE_MAX:
+            on_event(item.get("event"))
+        elif item.get("type") == "result":
+            status = item.get("status")
+            if isinstance(status, int) and not isinstance(status, bool):
+                return parse_turn_answer(status, item.get("body"), echo)
+            return _fault(200, "agent server's stream ended with a malformed result", echo)
+    return _fault(200, "agent server's stream ended without a result", echo)

@@ -11,8 +11,9 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db.models import QuerySet
-from django.http import Http404
+from django.http import Http404, HttpResponseBase
 from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -25,6 +26,8 @@ from rest_framework.views import APIView
 from agents.models import Agent
 from agents.selectors import agent_get_visible, agents_named
 from execution import services
+from execution.live.api import StreamingApiView, streamed_turn
+from execution.live.cancel import execution_cancel
 from execution.models import AUTONOMOUS_TRIGGERS, Execution, Status, Trigger
 from execution.selectors import (
     REPORT_GROUPS,
@@ -55,6 +58,8 @@ ERROR_HTTP_STATUS = {
     "runtime_killed": 500,
     "upstream_error": 502,
     "worker_lost": 503,
+    # Its owner or an admin stopped it.
+    "cancelled": 409,
 }
 RETRYABLE_STOPS = frozenset({Stop.BUDGET, Stop.PROVIDER_OUTAGE, Stop.AT_CAPACITY})
 
@@ -125,6 +130,7 @@ class ExecutionOutput(FieldsBuiltOnce, serializers.ModelSerializer[Execution]):
             "deadline",
             "finished_at",
             "parked_until",
+            "cancel_requested_at",
         ]
 
     def get_served_by_subscription(self, obj: Execution) -> dict[str, Any] | None:
@@ -157,13 +163,25 @@ TURN_FAILED = {
 }
 
 
+def _stream_field() -> serializers.BooleanField:
+    return serializers.BooleanField(
+        default=False,
+        help_text="answer the turn's events as Server-Sent Events while it runs "
+        "(text/event-stream, the same stream as GET /api/executions/{id}/events)",
+    )
+
+
+# A turn sent with stream: true answers its events (docs/flows/live-turns.md).
+TURN_STREAM = {(200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR)}
+
+
 def _timeout_field() -> serializers.IntegerField:
     return serializers.IntegerField(
         min_value=5, max_value=settings.TRINITY_TURN_TIMEOUT_MAX_SECONDS, required=False
     )
 
 
-class AgentTaskApi(APIView):
+class AgentTaskApi(StreamingApiView):
     """Run one turn on an agent (its owner or an admin).
 
     Sync by default: the answer comes back in this response, after the walk if the
@@ -180,6 +198,7 @@ class AgentTaskApi(APIView):
         trigger = serializers.ChoiceField(
             choices=[Trigger.API, *AUTONOMOUS_TRIGGERS], default=Trigger.API
         )
+        stream = _stream_field()
 
         def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
             fields = super().get_fields()
@@ -191,20 +210,35 @@ class AgentTaskApi(APIView):
                 raise serializers.ValidationError(
                     {"trigger": ["An autonomous trigger needs async: true."]}
                 )
+            if attrs["stream"] and attrs["run_async"]:
+                raise serializers.ValidationError(
+                    {
+                        "stream": [
+                            "Choose stream or async: an async turn's stream is "
+                            "GET /api/executions/{id}/events."
+                        ]
+                    }
+                )
             return attrs
 
     class Accepted(serializers.Serializer[Any]):
         execution_id = serializers.UUIDField()
         status = serializers.CharField()
 
-    @extend_schema(request=Input, responses={200: ExecutionOutput, 202: Accepted, **TURN_FAILED})
-    def post(self, request: Request, name: str) -> Response:
+    @extend_schema(
+        request=Input,
+        responses={200: ExecutionOutput, 202: Accepted, **TURN_STREAM, **TURN_FAILED},
+    )
+    def post(self, request: Request, name: str) -> HttpResponseBase:
         agent = agent_get_visible(
             user=request.user, name=name, owner=request.query_params.get("owner")
         )
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
+        if values.pop("stream"):
+            values.pop("run_async")
+            return streamed_turn(request, agent, values)
         if values.pop("run_async"):
             execution = services.execution_enqueue(agent=agent, **values)
             return Response(
@@ -213,7 +247,7 @@ class AgentTaskApi(APIView):
         return turn_response(services.execution_run(agent=agent, **values))
 
 
-class AgentChatApi(APIView):
+class AgentChatApi(StreamingApiView):
     """Continue (or start) a Claude Code chat session on an agent; sync.
 
     The answer carries the ``session_id`` to send with the next message; the session
@@ -225,9 +259,10 @@ class AgentChatApi(APIView):
         session_id = serializers.RegexField(r"^[A-Za-z0-9._:-]{1,200}$", required=False)
         model = serializers.CharField(max_length=100, required=False)
         timeout_seconds = _timeout_field()
+        stream = _stream_field()
 
-    @extend_schema(request=Input, responses={200: ExecutionOutput, **TURN_FAILED})
-    def post(self, request: Request, name: str) -> Response:
+    @extend_schema(request=Input, responses={200: ExecutionOutput, **TURN_STREAM, **TURN_FAILED})
+    def post(self, request: Request, name: str) -> HttpResponseBase:
         agent = agent_get_visible(
             user=request.user, name=name, owner=request.query_params.get("owner")
         )
@@ -235,6 +270,10 @@ class AgentChatApi(APIView):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         session_id = values.pop("session_id", None) or str(uuid.uuid4())
+        if values.pop("stream"):
+            return streamed_turn(
+                request, agent, {**values, "trigger": Trigger.CHAT, "session_id": session_id}
+            )
         return turn_response(
             services.execution_run(
                 agent=agent, trigger=Trigger.CHAT, session_id=session_id, **values
@@ -289,6 +328,20 @@ class ExecutionDetailApi(APIView):
     @extend_schema(responses=ExecutionOutput)
     def get(self, request: Request, pk: str) -> Response:
         return Response(ExecutionOutput(execution_get_visible(user=request.user, pk=pk)).data)
+
+
+class ExecutionCancelApi(APIView):
+    """Cancel a turn (its agent's owner or an admin): a queued or parked one before it
+    runs; a running one has its CLI, and everything the CLI started, killed, and ends
+    ``cancelled`` (its stream's ``end`` says when), with nothing committed and no
+    refusal recorded. 409 ``finished`` when it already ended."""
+
+    @extend_schema(request=None, responses={200: ExecutionOutput})
+    def post(self, request: Request, pk: str) -> Response:
+        execution = execution_get_visible(user=request.user, pk=pk)
+        return Response(
+            ExecutionOutput(execution_cancel(execution=execution, now=clock.now())).data
+        )
 
 
 class NotificationOutput(FieldsBuiltOnce, serializers.ModelSerializer[Notification]):

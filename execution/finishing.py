@@ -34,7 +34,7 @@ def ended(state: TurnState, action: Park | Fail) -> Execution:
         key_budget_notify(closed=action.key_closed, agent=agent, now=now)
     execution.walk_stop = action.walk_stop
     execution.attempts = state.attempts
-    _record_spend(execution, state.last_outcome)
+    spend_record(execution, state.last_outcome)
     if isinstance(action, Park):
         return parking.execution_park(
             execution=execution, agent=agent, until=action.until, detail=action.detail, now=now
@@ -45,7 +45,7 @@ def ended(state: TurnState, action: Park | Fail) -> Execution:
     return finish_failed(execution, error_code=action.error_code, detail=action.detail)
 
 
-def _record_spend(execution: Execution, outcome: TurnOutcome | None) -> None:
+def spend_record(execution: Execution, outcome: TurnOutcome | None) -> None:
     """A turn that fails after its requests were served still spent them: its metered
     tokens and cost are recorded (an agent server that predates metering says none)."""
     if outcome is None or outcome.metered is None:

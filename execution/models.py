@@ -29,6 +29,13 @@ class Status(models.TextChoices):
     FAILED = "failed", "Failed"
     # An autonomous turn every credential refused, waiting for the earliest reset.
     PARKED = "parked", "Parked"
+    # Stopped by its owner or an admin (``POST /api/executions/{id}/cancel``): nothing
+    # committed, no refusal recorded, no key reservation left.
+    CANCELLED = "cancelled", "Cancelled"
+
+
+# A turn in one of these will not run again: its event stream is complete.
+FINISHED_STATUSES = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 
 
 class Schedule(models.Model):
@@ -113,6 +120,9 @@ class Execution(models.Model):
     # What the platform key's budgets reserved for this turn: {"usd": "...", "ledgers":
     # [ids]}; released (and the real cost spent) when the turn finishes.
     key_reservation = models.JSONField(null=True, blank=True)
+    # When its owner or an admin asked to cancel it (the turn ends ``cancelled`` at its
+    # next step, its CLI killed by its agent server).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -144,3 +154,27 @@ class Execution(models.Model):
     def autonomous(self) -> bool:
         """Nobody is waiting for the answer (a schedule, another agent, an MCP call)."""
         return self.trigger not in INTERACTIVE_TRIGGERS
+
+
+class ExecutionEvent(models.Model):
+    """One event of a turn as it happened (``execution/live/``): what its CLI did (text,
+    tool calls and their outcomes) and what the platform did (sent, refused, walking,
+    served, committed, ended), kept so a finished turn can be replayed. ``seq`` counts
+    from 1 per turn with no gaps: the stream's ``id`` (``Last-Event-ID`` resumes after it).
+    Redacted before it is stored; bounded per turn (``execution/live/events.py``)."""
+
+    id = models.BigAutoField(primary_key=True)
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20)
+    data = models.JSONField(default=dict)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["execution_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "seq"], name="execution_event_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id} #{self.seq} {self.kind}"

@@ -10,6 +10,8 @@ from dataclasses import replace
 from agents import lifecycle
 from agents.client import AgentServerNotConnected, AgentServerUnavailable, TurnOutcome
 from execution.deadlines import budget_end
+from execution.live.cancel import TurnCancelled, cancel_requested
+from execution.live.turn_events import attempt_answered, attempt_sent
 from execution.protection import key_reserve, key_settle, lease_take
 from execution.turn_state import TurnState
 from routing.planner import Attempt, BudgetRefused, Busy, Outcome, Record, Send, Unreachable
@@ -27,6 +29,7 @@ logger = logging.getLogger(__name__)
 def send(state: TurnState, action: Send) -> None:
     """Send the turn on ``action.rung``, or say why nothing was sent (a full cap, a
     closed key budget, an unreachable agent server)."""
+    _unless_cancelled(state)
     if action.routed:
         state.routed = action.routed
         name = action.rung.name if action.rung is not None else "its own credential"
@@ -53,11 +56,17 @@ def send(state: TurnState, action: Send) -> None:
         # As it goes on the wire (a Codex plan's current access token, refreshed when
         # due): what ran, so the trail's fingerprint is the token that was sent.
         rung = codex_wire_rung(rung, now=clock.now())
+    why = Why.RETRY if action.retry else action.why
+    attempt_sent(state.events, rung, why.value, walked=state.events.attempt > 0)
     outcome = _request(state, rung)
     if outcome is None:
         return
     ran_on = _ran_on(state, rung, outcome)
-    _note_attempt(state, ran_on, Why.RETRY if action.retry else action.why, outcome)
+    _note_attempt(state, ran_on, why, outcome)
+    attempt_answered(state.events, ran_on, outcome)
+    if not outcome.ok and (outcome.error_code == "cancelled" or cancel_requested(state.holder)):
+        state.last_outcome = outcome
+        raise TurnCancelled(outcome.detail)
     attempt = Attempt(
         sent=action.rung,
         ran_on=state.keep(ran_on) if ran_on is not None else None,
@@ -73,6 +82,13 @@ def send(state: TurnState, action: Send) -> None:
     )
     state.last_outcome = outcome
     state.evidence = state.evidence.after(attempt)
+
+
+def _unless_cancelled(state: TurnState) -> None:
+    """Nothing more is sent for a turn its owner or an admin cancelled (one cache
+    GET): a release of what it holds, and its row, follow in ``turn_dispatch``."""
+    if cancel_requested(state.holder):
+        raise TurnCancelled("cancelled before the attempt was sent")
 
 
 def _request(state: TurnState, rung: Rung | None) -> TurnOutcome | None:
@@ -113,6 +129,7 @@ def _run_turn(state: TurnState, rung: Rung | None) -> TurnOutcome:
             session_id=execution.session_id or None,
             budget_usd=reservation.remaining_usd if reservation is not None else None,
             budget_name=reservation.remaining_of if reservation is not None else None,
+            on_event=state.events.cli,
         )
 
 
@@ -176,7 +193,9 @@ def _note_attempt(state: TurnState, ran_on: Rung | None, why: Why, outcome: Turn
             "name": ran_on.name if ran_on else "",
             "fingerprint": ran_on.secret.fingerprint if ran_on else "",
             "why": why.value,
-            "outcome": "served" if outcome.ok else "refused",
+            "outcome": "served"
+            if outcome.ok
+            else ("cancelled" if outcome.error_code == "cancelled" else "refused"),
             "error_code": outcome.error_code,
             "status_code": outcome.status_code,
             "override_echo": outcome.override_echo,

@@ -23,6 +23,8 @@ from django.db import DatabaseError
 from agents.models import Agent
 from execution.finishing import ended, finish_after_database_loss, finish_failed
 from execution.gathering import evidence_gather
+from execution.live.cancel import TurnCancelled, finish_cancelled
+from execution.live.turn_events import turn_ended
 from execution.models import Execution, Status
 from execution.protection import key_settle, protection_release
 from execution.sending import record, send
@@ -53,6 +55,8 @@ def turn_dispatch(*, execution: Execution, agent: Agent) -> Execution:
     ):
         try:
             finished = _run(state)
+        except TurnCancelled as cancelled:
+            finished = finish_cancelled(state, cancelled)
         except DatabaseError:
             finished = finish_after_database_loss(execution)
         except Exception:
@@ -67,6 +71,7 @@ def turn_dispatch(*, execution: Execution, agent: Agent) -> Execution:
         with contextlib.suppress(DatabaseError):
             key_settle(state, None)
         protection_release(state, served=finished.status == Status.SUCCEEDED)
+        turn_ended(state.events, finished)
         _observe(state, finished)
     return finished
 

@@ -14,6 +14,8 @@ from typing import Any
 from agents.client import TurnOutcome
 from agents.models import Agent, WaitPolicy
 from execution.deadlines import budget_end
+from execution.live.events import TurnEvents, turn_events_open
+from execution.live.turn_events import turn_begun
 from execution.models import Execution
 from routing.headroom.windows import family_window
 from routing.planner import Evidence, RungRef, TurnFacts
@@ -54,6 +56,8 @@ class TurnState:
     exhausted: bool = False
     # The agent server's answer to the last attempt (what a served turn keeps).
     last_outcome: TurnOutcome | None = None
+    # What the turn's stream is told (``execution/live/``).
+    events: TurnEvents = field(default_factory=lambda: TurnEvents(execution_id=""))
 
     @property
     def holder(self) -> str:
@@ -101,4 +105,9 @@ def turn_state_start(execution: Execution, agent: Agent) -> TurnState:
             max_wait_seconds=agent.max_wait_seconds,
         )
     )
-    return TurnState(execution=execution, agent=agent, evidence=Evidence(turn=facts))
+    # A parked turn running again continues its stream; a new one starts it.
+    again = execution.parked_until is not None
+    events = turn_events_open(str(execution.pk), again=again)
+    if not again:
+        turn_begun(events, execution)
+    return TurnState(execution=execution, agent=agent, evidence=Evidence(turn=facts), events=events)

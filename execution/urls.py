@@ -4,6 +4,7 @@ from django.urls import path
 
 from execution import api
 from execution.explain import api as explain_api
+from execution.live import api as live_api
 from execution.schedules import api as schedules_api
 
 urlpatterns = [
@@ -23,6 +24,12 @@ urlpatterns = [
     path("agents/<slug:name>/routing", explain_api.AgentRoutingApi.as_view(), name="agent-routing"),
     path("executions", api.ExecutionListApi.as_view(), name="execution-list"),
     path("executions/<uuid:pk>", api.ExecutionDetailApi.as_view(), name="execution-detail"),
+    path(
+        "executions/<uuid:pk>/events",
+        live_api.ExecutionEventsApi.as_view(),
+        name="execution-events",
+    ),
+    path("executions/<uuid:pk>/cancel", api.ExecutionCancelApi.as_view(), name="execution-cancel"),
     path("notifications", api.NotificationListApi.as_view(), name="notification-list"),
     path(
         "notifications/mark-read",

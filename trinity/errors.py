@@ -33,6 +33,12 @@ class Conflict(DomainError):
     code = "conflict"
 
 
+class Finished(Conflict):
+    """The turn already finished: there is nothing left to cancel."""
+
+    code = "finished"
+
+
 class Ambiguous(Conflict):
     """A name several objects carry, none of them the caller's own: say which (an
     admin addressing another owner's agent gives ``?owner=<username>``)."""

@@ -125,7 +125,7 @@ def test_task_permissions_and_bad_input(
     assert owner_client.get("/api/executions?status=weird").status_code == 400
 
 
-def test_a_served_turn_on_its_own_plan_costs_three_sql_statements(
+def test_a_served_turn_on_its_own_plan_costs_four_sql_statements(
     planned_agent: tuple[Agent, str], owner: User, owner_client: APIClient
 ) -> None:
     from django.db import connection
@@ -144,6 +144,8 @@ def test_a_served_turn_on_its_own_plan_costs_three_sql_statements(
 
     assert execution.status == "succeeded"
     verbs = [q["sql"].split(None, 1)[0] for q in queries.captured_queries]
-    # The row, the admission count, the served row: the planner read the breaker and the
-    # assignment's evidence from the cache, and nothing else.
-    assert verbs == ["INSERT", "SELECT", "UPDATE"], verbs
+    # The row, the admission count, the served row, its events (one INSERT, no
+    # transaction): the planner read the breaker and the assignment's evidence from the
+    # cache, and nothing else.
+    assert verbs == ["INSERT", "SELECT", "UPDATE", "INSERT"], verbs
+    assert [e.kind for e in execution.events.all()] == ["turn", "sent", "served", "end"]

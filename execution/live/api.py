@@ -1,0 +1,98 @@
+"""Live turns over REST: a turn's event stream, a streamed task or chat, and cancel."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import connection
+from django.http import HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.models import Agent
+from execution import services
+from execution.live.sse import MEDIA_TYPE, sse_response
+from execution.models import Execution
+from execution.selectors import execution_get_visible
+from trinity.errors import InvalidInput
+
+# A resumed stream names the last event it has: a seq, never more than a turn holds.
+SEQ_MAX = 10**9
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets a client ask for ``text/event-stream`` (EventSource does); the stream
+    itself is the view's own response. An error is JSON whatever was asked."""
+
+    media_type = MEDIA_TYPE
+    format = "sse"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        return json.dumps(data).encode()
+
+
+class StreamingApiView(APIView):
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        # A stream is the view's own response (DRF passes it through untouched).
+        if isinstance(response, Response) and isinstance(
+            getattr(request, "accepted_renderer", None), EventStreamRenderer
+        ):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _after(request: Request) -> int:
+    """The last event the client has: ``Last-Event-ID`` (EventSource's reconnect) or
+    ``?after=``; 0 for the whole stream."""
+    raw = request.headers.get("Last-Event-ID") or request.query_params.get("after") or "0"
+    if not raw.isdigit() or int(raw) > SEQ_MAX:
+        raise InvalidInput("Give the seq of the last event received (0 or more).", field="after")
+    return int(raw)
+
+
+class ExecutionEventsApi(StreamingApiView):
+    """A turn's events as Server-Sent Events: live while it runs, replayed once it
+    ended; closes after its ``end`` (or ``parked``). Resumable: ``Last-Event-ID`` (or
+    ``?after=<seq>``) starts after that event."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int, description="resume after this seq")],
+        responses={(200, MEDIA_TYPE): OpenApiResponse(OpenApiTypes.STR)},
+    )
+    def get(self, request: Request, pk: str) -> HttpResponseBase:
+        after = _after(request)
+        execution = execution_get_visible(user=request.user, pk=pk)
+        return sse_response(request._request, str(execution.pk), after)
+
+
+def streamed_turn(request: Request, agent: Agent, values: dict[str, Any]) -> HttpResponseBase:
+    """Start the turn in a thread of this process and answer its event stream. The
+    turn runs to its end whether or not the client stays (as a sync turn would)."""
+    execution = services.execution_create(agent=agent, **values)
+    services.execution_admit(execution=execution, record_refusal=False)
+    threading.Thread(target=_turn_run, args=(execution, agent), name=f"turn-{execution.pk}").start()
+    return sse_response(request._request, str(execution.pk), 0)
+
+
+def _turn_run(execution: Execution, agent: Agent) -> None:
+    try:
+        services.execution_dispatch(execution=execution, agent=agent)
+    finally:
+        connection.close()
