@@ -192,6 +192,13 @@ bench-gateway: $(STAMP)
 bench-sandbox: $(STAMP) $(NODE_STAMP) sandbox-tools
 	$(PY) bench/sandbox.py $(SANDBOX_ARGS)
 
+# Live turns' event streams against the API (bench/sse.py): one web process, GET
+# /api/agents idle and beside 100 open streams; the same two variables as bench-turn,
+# and e.g. SSE_ARGS="--streams 200 --requests 600".
+.PHONY: bench-sse
+bench-sse: $(STAMP)
+	$(PY) bench/sse.py $(SSE_ARGS)
+
 bench: $(STAMP) bench-turn
 	$(PY) bench/ranking.py
 	$(PY) bench/sweep.py

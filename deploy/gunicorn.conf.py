@@ -1,26 +1,44 @@
 """gunicorn's configuration for the web process: `gunicorn -c deploy/gunicorn.conf.py`.
 
-A sync turn (``POST /api/agents/{name}/task`` or ``/chat``) waits on its agent server
-for as long as the turn runs, up to TRINITY_TURN_TIMEOUT_MAX_SECONDS. So a turn holds
-a thread, not a process: gthread workers, each serving ``threads`` requests at once
-(32 by default, so 32 concurrent turns per process). A waiting thread sits in a
-socket read with the GIL released; the backend's own work per turn is about a
-millisecond of Python.
+Each worker is a uvicorn worker (``uvicorn_worker.UvicornWorker``) serving
+``trinity.asgi:application``: one event loop carries every socket of the process, so
+a live turn's event stream (``GET /api/executions/{id}/events``, a StreamingHttpResponse
+over an async iterator) costs a socket and a little memory, not a thread, however long
+it stays open.
 
-Why gthread and not gevent: gevent would need monkeypatching before Django, psycopg,
-redis and httpx are imported, a new dependency, and a hub that any CPU-bound step
-(Fernet, JSON, the ranking after a refusal) blocks for every other request; Django's
-per-thread database connections, the pooled ``httpx.Client`` (thread-safe) and the
-local runtime's reaper threads work as they are under real threads.
+Django's sync code (middleware, the DRF views, the ORM) still runs on threads: asgiref
+gives each request a ThreadSensitiveContext with a one-thread executor of its own, made
+for that request and ended with it. A sync turn (``POST /api/agents/{name}/task`` or
+``/chat``) waits on its agent server in that thread for as long as the turn runs, up to
+TRINITY_TURN_TIMEOUT_MAX_SECONDS, as it did under gthread; the backend's own work per
+turn is about a millisecond of Python, and a waiting thread sits in a socket read with
+the GIL released.
 
-Capacity: each busy thread holds one Postgres connection for its turn (Django opens it
-at the request's first query and closes it at its end), so the worst case is workers x
-threads connections: 2 x 32 = 64 by default, inside Postgres's default
-max_connections of 100 beside the Celery worker and beat.
+How many threads: asgiref bounds none of them (the ASGI_THREADS variable it once read
+was removed in asgiref 3.5.3, and it only ever sized the loop's default executor,
+which Django's thread-sensitive calls do not use). ``trinity/asgi.py``'s RequestSlots
+is the bound: at most WEB_THREADS requests (32 by default) are inside Django at once
+per process; the next waits on the loop, holding no thread, as a request waited for a
+free gthread thread before. An event stream gives its slot back when its headers go
+out, so streams never count against it.
+
+Database connections: one per thread that queries, opened at the request's first query.
+Each request's thread is new under ASGI, so CONN_MAX_AGE keeps nothing across requests
+here (a request's connection goes when its thread ends; Django's own close at the end of
+the request is what closes it under CONN_MAX_AGE=0). An event stream's connection is
+closed when its view returns (trinity.middleware.EventStreamReleasesConnections), not
+when the stream ends. So the worst case is still workers x WEB_THREADS connections from
+requests, 2 x 32 = 64 by default, plus whatever the streams' iterators hold while they
+read, inside Postgres's default max_connections of 100 beside the Celery worker and beat.
+
+Why not gevent: it would need monkeypatching before Django, psycopg, redis and httpx are
+imported, and a hub that any CPU-bound step (Fernet, JSON, the ranking after a refusal)
+blocks for every other request. Why not gthread any more: an event stream would hold a
+thread for its whole life, so 32 watchers of live turns would leave no thread for the API.
 
 Every value is read from the environment and a bad one stops the server with its
 name, the way trinity/settings.py reads its own (this file loads before Django does,
-so it cannot import the settings).
+so it cannot import the settings; WEB_THREADS is read by trinity/asgi.py, in the worker).
 """
 
 from __future__ import annotations
@@ -52,18 +70,21 @@ TURN_TIMEOUT_MAX_SECONDS = _env_int(
 # 30 s to finish the row), plus 30 s so gunicorn is never the one that ends a turn.
 TURN_SLACK_SECONDS = 60 + 30
 
-wsgi_app = "trinity.wsgi:application"
+# gunicorn's name for the application to load; an ASGI one with this worker class.
+wsgi_app = "trinity.asgi:application"
 bind = "0.0.0.0:8000"
-worker_class = "gthread"
+worker_class = "uvicorn_worker.UvicornWorker"
 workers = _env_int("WEB_CONCURRENCY", 2, minimum=1, maximum=64)
-threads = _env_int("WEB_THREADS", 32, minimum=2, maximum=256)
-# A gthread worker's main loop tells the arbiter it is alive every second however long
-# its threads are busy, so this only ends a worker whose loop itself is stuck; it is
-# still kept above the longest turn, so that it can never be what cuts one.
+# A uvicorn worker tells the arbiter it is alive from its event loop, every timeout/2,
+# whatever its threads are doing, so this only ends a worker whose loop itself is
+# stuck; it is still kept above the longest turn, so that it can never be what cuts one.
 timeout = TURN_TIMEOUT_MAX_SECONDS + TURN_SLACK_SECONDS
 # On a restart (deploy, HUP, SIGTERM) a worker stops accepting and waits this long for
 # its in-flight requests: every turn running then may finish instead of being left to
-# the reaper as ``worker_lost``. deploy/compose.yaml's stop_grace_period covers it.
+# the reaper as ``worker_lost``. An open event stream is in flight too: it ends with its
+# turn's ``end`` event (a turn is bounded by the same maximum) or is cut here, and its
+# client resumes from Last-Event-ID on another worker. deploy/compose.yaml's
+# stop_grace_period covers it.
 graceful_timeout = TURN_TIMEOUT_MAX_SECONDS + TURN_SLACK_SECONDS
 # gunicorn's runtime control socket (for gunicornc) defaults to $HOME/.gunicorn, which
 # the image's unprivileged user cannot create under /app, and which two gunicorns on

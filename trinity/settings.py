@@ -129,6 +129,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so that it sees the response last: an event stream's connections go
+    # back before the first byte of it does (trinity/middleware.py).
+    "trinity.middleware.EventStreamReleasesConnections",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -431,13 +434,22 @@ LOGGING = {
     # Every process logs through the one redacting handler on root. Loggers that
     # arrive with handlers of their own lose them and propagate instead: Django's
     # "django" (a DEBUG-only console and mail_admins, which mails tracebacks) and
-    # "django.server" (runserver's request lines), and gunicorn's error and access
-    # logs in its workers (an access line carries the path and query as sent).
-    # Celery installs none (trinity/celery.py answers its setup_logging signal).
+    # "django.server" (runserver's request lines), gunicorn's error and access logs
+    # in its workers, and uvicorn's (the ASGI server in those workers and under
+    # `make run`; an access line carries the path and query as sent). Celery
+    # installs none (trinity/celery.py answers its setup_logging signal).
     "loggers": {
         **{
             name: {"handlers": [], "propagate": True}
-            for name in ("django", "django.server", "gunicorn.error", "gunicorn.access")
+            for name in (
+                "django",
+                "django.server",
+                "gunicorn.error",
+                "gunicorn.access",
+                "uvicorn",
+                "uvicorn.error",
+                "uvicorn.access",
+            )
         },
         # One INFO line per HTTP request (health polls, probes) drowns everything else.
         "httpx": {"level": "WARNING"},

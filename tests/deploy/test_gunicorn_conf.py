@@ -1,5 +1,6 @@
-"""deploy/gunicorn.conf.py: a sync turn holds a thread, not a process, and no timeout
-of the web server cuts a turn the settings allow.
+"""deploy/gunicorn.conf.py: uvicorn workers serve the ASGI application (an event
+stream holds no thread; a sync turn holds a thread of its own, not a process), and no
+timeout of the web server cuts a turn the settings allow.
 
 The conf file is loaded the way gunicorn loads it (executed as a Python file) with a
 chosen environment, so each case reads what a deployment with that environment gets.
@@ -7,6 +8,7 @@ chosen environment, so each case reads what a deployment with that environment g
 
 from __future__ import annotations
 
+import importlib
 import re
 import runpy
 from pathlib import Path
@@ -35,10 +37,16 @@ def _longest_turn(max_seconds: float) -> float:
     return max_seconds + DEADLINE_SLACK.total_seconds()
 
 
-def test_it_serves_many_turns_per_process_on_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_serves_the_asgi_application_on_uvicorn_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     conf = _load(monkeypatch)
-    assert conf["worker_class"] == "gthread"
-    assert conf["threads"] > 1
+    assert conf["worker_class"] == "uvicorn_worker.UvicornWorker"
+    assert conf["wsgi_app"] == "trinity.asgi:application"
+    # The worker class and the application it names are both importable here.
+    module, _, name = conf["worker_class"].rpartition(".")
+    assert getattr(importlib.import_module(module), name)
+    assert "threads" not in conf  # a gthread setting: the bound is WEB_THREADS, in trinity/asgi.py
 
 
 def test_its_timeouts_outlast_the_longest_turn_the_settings_allow(

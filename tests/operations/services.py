@@ -239,20 +239,24 @@ def gunicorn(
     log_path: Path,
     workers: int = 1,
     threads: int = 4,
-    worker_class: str = "gthread",
+    worker_class: str | None = None,
 ) -> Iterator[str]:
-    """gunicorn with deploy/gunicorn.conf.py (its hooks included) on a free loopback port."""
+    """gunicorn with deploy/gunicorn.conf.py (its hooks included) on a free loopback port:
+    its uvicorn workers on trinity.asgi with ``threads`` requests inside Django at once
+    (WEB_THREADS), or another ``worker_class`` (a WSGI one, e.g. "sync") on trinity.wsgi."""
     port = free_port()
     log = log_path.open("wb")
+    argv = [
+        sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py",
+        "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+    ]  # fmt: skip
+    if worker_class is not None:
+        argv += ["--worker-class", worker_class, "--threads", str(threads)]
+        argv += ["trinity.wsgi:application"]
     proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py",
-            "--bind", f"127.0.0.1:{port}",
-            "--workers", str(workers), "--threads", str(threads),
-            "--worker-class", worker_class,
-        ],
+        argv,
         cwd=REPO,
-        env=dict(env),
+        env={**env, "WEB_THREADS": str(max(threads, 2))},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -109,7 +109,10 @@ def test_the_dev_procfile_serves_web_and_the_simulator_on_the_configured_ports()
         ).stdout
         for params in expand_processes(procfile.processes, env=env, port=9123)
     }
-    assert "runserver 127.0.0.1:9123 " in expanded["web.1"]
+    web = expanded["web.1"].split()
+    assert "trinity.asgi:application" in web
+    assert web[web.index("--host") + 1 :][:3] == ["127.0.0.1", "--port", "9123"]
+    assert "--reload" not in web
     assert "--port 9124 " in expanded["simulator.1"]
 
 

@@ -246,7 +246,7 @@ def test_a_management_command_logs_through_redaction(
     _assert_clean(command.stop(), "MARKER-warning", "RuntimeError: upstream echoed")
 
 
-@pytest.mark.parametrize("server", ["runserver", "gunicorn"])
+@pytest.mark.parametrize("server", ["runserver", "gunicorn", "uvicorn", "gunicorn-deployed"])
 def test_the_web_process_logs_requests_through_redaction(
     server: str, spawn: Callable[..., Child], tmp_path: Path
 ) -> None:
@@ -258,6 +258,31 @@ def test_the_web_process_logs_requests_through_redaction(
             "-m",
             "gunicorn",
             "trinity.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--access-logfile",
+            "-",
+        ],
+        # `make run`'s web (deploy/Procfile.dev), access lines on.
+        "uvicorn": [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "trinity.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        # As deployed: the conf's uvicorn workers, access lines on.
+        "gunicorn-deployed": [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "deploy/gunicorn.conf.py",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
