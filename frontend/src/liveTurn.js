@@ -184,7 +184,8 @@ export function statusLine(turn, formatTime = String) {
   if (turn.status === "parked") return turn.parkedUntil ? `${label} until ${formatTime(turn.parkedUntil)}` : label;
   if (!end) return label;
   if (end.status === "succeeded") return end.servedBy ? `${label} on ${end.servedBy}` : label;
-  const code = end.errorCode ? `: ${end.errorLabel} (${end.errorCode})` : "";
+  // A cancelled turn's code is "cancelled": the label says it already.
+  const code = end.errorCode && end.errorCode !== end.status ? `: ${end.errorLabel} (${end.errorCode})` : "";
   return `${label}${code}${end.errorDetail ? `. ${end.errorDetail}` : ""}`;
 }
 

@@ -117,9 +117,9 @@ describe("applyEvent", () => {
     const failed = run([TURN, ["end", { status: "failed", error_code: "rate_limit", error_detail: "every plan refused", response: "", served_by: null, session_id: null }]]);
     expect(statusLine(failed)).toBe("Failed: rate limit (rate_limit). every plan refused");
     expect(failed.sessionId).toBe("s1");
-    const cancelled = run([TURN, ["end", { status: "cancelled", error_code: "cancelled", error_detail: "", served_by: null }]]);
+    const cancelled = run([TURN, ["end", { status: "cancelled", error_code: "cancelled", error_detail: "Cancelled by alice.", served_by: null }]]);
     expect(cancelled.status).toBe("cancelled");
-    expect(statusLine(cancelled)).toMatch(/^Cancelled: .*\(cancelled\)$/);
+    expect(statusLine(cancelled)).toBe("Cancelled. Cancelled by alice.");
   });
 
   it("shows the final response when no text streamed", () => {

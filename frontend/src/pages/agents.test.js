@@ -62,7 +62,7 @@ describe("AgentsPage: creating", () => {
     const form = wrapper.find("[data-testid=agent-form]");
     await form.find("#new-agent-name").setValue("bot");
     // The codex plan is not offered to a Claude runtime.
-    expect(form.findAll("#new-agent-subscription option").map((o) => o.text())).toEqual(["Automatic: the best-ranked plan", "None", "plan-a", "plan-b"]);
+    expect(form.findAll("#new-agent-subscription option").map((o) => o.text())).toEqual(["Automatic (best-ranked)", "None", "plan-a", "plan-b"]);
     await form.find("#new-agent-subscription").setValue("4");
     await form.find("#new-agent-wait").setValue("fail");
     await form.findAll("input[type=checkbox]").find((c) => c.element.value === "Read").setValue(true);
@@ -81,6 +81,16 @@ describe("AgentsPage: creating", () => {
     expect(wrapper.find("[data-testid=agent-form]").exists()).toBe(false);
     expect(row("bot").text()).toContain("plan-b");
     expect(wrapper.find("[data-testid=agents-message]").text()).toBe("Created bot.");
+  });
+
+  it("offers the new runtime's plans when the runtime changes, dropping a plan it can't use", async () => {
+    await mountPage({ "GET /api/agents": json(200, []) });
+    await button("New agent").trigger("click");
+    await wrapper.find("#new-agent-subscription").setValue("3");
+    await wrapper.find("#new-agent-runtime").setValue("codex-cli");
+    await settle();
+    expect(wrapper.findAll("#new-agent-subscription option").map((o) => o.text())).toEqual(["Automatic (best-ranked)", "None", "codex-plan"]);
+    expect(wrapper.find("#new-agent-subscription").element.value).toBe("auto");
   });
 
   it("shows the server's field errors beside their fields and keeps the form", async () => {
