@@ -10,8 +10,9 @@ export default defineConfig({
     outDir: "dist",
     emptyOutDir: true,
     assetsDir: "assets",
-    // One small app: keep the output to a script and a stylesheet.
-    chunkSizeWarningLimit: 400,
+    // One small app: keep the output to a script and a stylesheet. Chart.js is most of
+    // it; the agent console and the turn replay brought it past 400 kB.
+    chunkSizeWarningLimit: 450,
   },
   server: {
     // `npm run dev` against a running `make run` (the API and the session live there).

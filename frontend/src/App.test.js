@@ -53,4 +53,19 @@ describe("App", () => {
     expect(wrapper.find("h1").text()).toBe("Sign in to Trinity");
     expect(wrapper.text()).toContain("Your session ended");
   });
+
+  it("opens an agent's console from its hash, under Agents in the nav", async () => {
+    mockFetch({
+      "GET /api/auth/csrf": { status: 204, body: null },
+      "GET /api/auth/me": json(200, { username: "operator", is_admin: false }),
+      "GET /api/agents/bot?owner=operator": json(200, { name: "bot", owner: "operator", process_state: "running" }),
+    });
+    window.location.hash = "#/agents/bot/console?owner=operator";
+    await new Promise((resolve) => window.addEventListener("hashchange", resolve, { once: true }));
+    wrapper = mount(App);
+    await settle();
+    expect(wrapper.find("h1").text()).toBe("Console: bot");
+    expect(wrapper.find("nav a[aria-current=page]").text()).toBe("Agents");
+    window.location.hash = "";
+  });
 });

@@ -89,23 +89,53 @@ export async function request(method, path, body) {
   } catch {
     throw new ApiError(0, null);
   }
-  const type = response.headers.get("content-type") || "";
-  let data = null;
-  if (response.status !== 204 && type.includes("application/json")) {
-    data = await response.json().catch(() => null);
-  }
-  if (!response.ok) {
-    const retryAfter = Number.parseInt(response.headers.get("retry-after") ?? "", 10);
-    const error = new ApiError(response.status, data, Number.isFinite(retryAfter) ? retryAfter : null);
-    // DRF answers a missing session with 403 "Authentication credentials were not
-    // provided."; the auth API with 401.
-    const unauthenticated =
-      response.status === 401 ||
-      (response.status === 403 && /credentials were not provided/i.test(error.message));
-    if (unauthenticated && onSessionLost && !path.startsWith("/api/auth/")) onSessionLost();
-    throw error;
-  }
+  const data = await jsonBody(response);
+  if (!response.ok) throw failure(response, data, path);
   return data;
+}
+
+async function jsonBody(response) {
+  const type = response.headers.get("content-type") || "";
+  if (response.status === 204 || !type.includes("application/json")) return null;
+  return response.json().catch(() => null);
+}
+
+/** The ApiError a refused response means; tells the app when the session is gone. */
+function failure(response, data, path) {
+  const retryAfter = Number.parseInt(response.headers.get("retry-after") ?? "", 10);
+  const error = new ApiError(response.status, data, Number.isFinite(retryAfter) ? retryAfter : null);
+  // DRF answers a missing session with 403 "Authentication credentials were not
+  // provided."; the auth API with 401.
+  const unauthenticated =
+    response.status === 401 || (response.status === 403 && /credentials were not provided/i.test(error.message));
+  if (unauthenticated && onSessionLost && !path.startsWith("/api/auth/")) onSessionLost();
+  return error;
+}
+
+/**
+ * Open a request that answers with an event stream (a live turn). Resolves to the
+ * Response when it succeeded (its body not read: an event stream, or JSON from a server
+ * that does not stream); rejects with an ApiError as `request` does. `signal` aborts it.
+ */
+export async function openStream(method, path, body, signal) {
+  const headers = { Accept: "text/event-stream" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (!SAFE_METHODS.has(method)) headers["X-CSRFToken"] = csrfToken();
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+  } catch (e) {
+    if (signal?.aborted) throw e;
+    throw new ApiError(0, null);
+  }
+  if (!response.ok) throw failure(response, await jsonBody(response), path);
+  return response;
 }
 
 export const api = {

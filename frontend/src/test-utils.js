@@ -23,6 +23,7 @@ export function mockFetch(routes) {
     if (typeof answer === "function") answer = await answer(calls[calls.length - 1]);
     if (!answer) answer = NO_ROUTE;
     const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body ?? null);
+    if (init.signal?.aborted) throw new DOMException("aborted", "AbortError");
     return {
       ok: answer.status >= 200 && answer.status < 300,
       status: answer.status,
@@ -34,10 +35,52 @@ export function mockFetch(routes) {
         },
       },
       json: async () => JSON.parse(text),
+      body: answer.stream ?? null,
     };
   });
   vi.stubGlobal("fetch", fetchMock);
   return { calls, fetchMock };
+}
+
+/** An answer whose body is an SSE stream (see `controlledStream`, `streamOf`). */
+export function eventStream(stream, headers = {}) {
+  return { status: 200, body: "", type: "text/event-stream", stream, headers };
+}
+
+/** One SSE event as the server writes it. */
+export function sseEvent(seq, kind, data) {
+  return `id: ${seq}\nevent: ${kind}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/** A byte stream that yields `chunks` (strings) and closes. */
+export function streamOf(chunks) {
+  const encoder = new TextEncoder();
+  return new ReadableStream({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
+      controller.close();
+    },
+  });
+}
+
+/**
+ * A byte stream the test feeds: `push(text)`, `close()`, `fail()` (the connection
+ * drops). Reading stays pending between pushes, as a live turn's stream does.
+ */
+export function controlledStream() {
+  const encoder = new TextEncoder();
+  let controller;
+  const stream = new ReadableStream({
+    start(c) {
+      controller = c;
+    },
+  });
+  return {
+    stream,
+    push: (text) => controller.enqueue(encoder.encode(text)),
+    close: () => controller.close(),
+    fail: () => controller.error(new TypeError("network error")),
+  };
 }
 
 export async function settle() {
