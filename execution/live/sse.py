@@ -21,11 +21,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
 
 from execution.live.events import FINAL_KINDS
 from execution.live.hub import hub_for_loop
-from execution.live.store import ended_unannounced, events_after
+from execution.live.store import PAGE, ended_unannounced, events_cached, events_kept
+from trinity import clock
 
 KEEPALIVE_SECONDS = 15.0
 # How often a stream with nothing new asks the row whether the turn ended unannounced.
@@ -42,39 +44,56 @@ def sse_format(event: dict[str, Any]) -> bytes:
 
 
 def _next(execution_id: str, after: int, *, check_status: bool) -> list[dict[str, Any]]:
-    events = events_after(execution_id, after)
+    """The events after ``after``: the cache's; with ``check_status`` also the
+    database's, or the ``end`` of a turn that finished without writing one."""
+    events = events_cached(execution_id, after)
     if events or not check_status:
         return events
-    ended = ended_unannounced(execution_id, after)
+    events = events_kept(execution_id, after)
+    if events:
+        return events
+    ended = ended_unannounced(execution_id, after, now=clock.now())
     return [ended] if ended is not None else []
+
+
+def _next_closing(execution_id: str, after: int, *, check_status: bool) -> list[dict[str, Any]]:
+    """``_next`` that gives its database connection back: an open stream holds none
+    while it waits (a hundred streams would hold a hundred)."""
+    try:
+        return _next(execution_id, after, check_status=check_status)
+    finally:
+        if check_status:
+            connection.close()
 
 
 def _sync_body(execution_id: str, after: int) -> Iterator[bytes]:
     yield f"retry: {RETRY_MS}\n\n".encode()
-    last_sent = last_status = time.monotonic()
+    check, last_sent, last_status = True, time.monotonic(), time.monotonic()
     while True:
-        now = time.monotonic()
-        check = now - last_status >= STATUS_SECONDS
-        last_status = now if check else last_status
         events = _next(execution_id, after, check_status=check)
         for event in events:
             yield sse_format(event)
             after = event["seq"]
             if event["kind"] in FINAL_KINDS:
                 return
+        now = time.monotonic()
+        if check:
+            last_status = now
         if events:
-            last_sent = now
+            # A full page: read on at once, the database's too (a replay).
+            check, last_sent = len(events) >= PAGE, now
             continue
         if now - last_sent >= KEEPALIVE_SECONDS:
             last_sent = now
             yield b": keepalive\n\n"
         time.sleep(POLL_SECONDS)
+        check = time.monotonic() - last_status >= STATUS_SECONDS
 
 
 async def _async_body(execution_id: str, after: int) -> AsyncIterator[bytes]:
     yield f"retry: {RETRY_MS}\n\n".encode()
     hub = hub_for_loop()
-    read = sync_to_async(_next)
+    read = sync_to_async(_next_closing)
     check, last_sent = True, time.monotonic()
     while True:
         events = await read(execution_id, after, check_status=check)
@@ -84,7 +103,7 @@ async def _async_body(execution_id: str, after: int) -> AsyncIterator[bytes]:
             if event["kind"] in FINAL_KINDS:
                 return
         if events:
-            check, last_sent = False, time.monotonic()
+            check, last_sent = len(events) >= PAGE, time.monotonic()
             continue
         # Woken when the turn publishes past ``after``; else, after a while, the row
         # is asked whether the turn ended without a word.

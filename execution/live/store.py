@@ -4,6 +4,7 @@ kept them (or when the cache lost them)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.cache import cache
@@ -22,36 +23,52 @@ def head_read(execution_id: str) -> int | None:
     return head if isinstance(head, int) else None
 
 
-def events_after(execution_id: str, after: int) -> list[dict[str, Any]]:
-    """The turn's events with ``seq`` > ``after``, in order, at most ``PAGE``."""
+def events_cached(execution_id: str, after: int) -> list[dict[str, Any]]:
+    """What the running turn published after ``after`` (at most ``PAGE``), from the
+    cache alone: [] when it holds nothing newer (or lost it)."""
     head = head_read(execution_id)
-    if head is not None and head > after:
-        seqs = range(after + 1, min(head, after + PAGE) + 1)
-        found = cache.get_many([event_key(execution_id, s) for s in seqs])
-        events = []
-        for seq in seqs:
-            event = found.get(event_key(execution_id, seq))
-            if not isinstance(event, dict):
-                break
-            events.append(event)
-        if events:
-            return events
+    if head is None or head <= after:
+        return []
+    seqs = range(after + 1, min(head, after + PAGE) + 1)
+    found = cache.get_many([event_key(execution_id, s) for s in seqs])
+    events = []
+    for seq in seqs:
+        event = found.get(event_key(execution_id, seq))
+        if not isinstance(event, dict):
+            break
+        events.append(event)
+    return events
+
+
+def events_kept(execution_id: str, after: int) -> list[dict[str, Any]]:
+    """The events the database keeps after ``after`` (at most ``PAGE``)."""
     rows = ExecutionEvent.objects.filter(execution_id=execution_id, seq__gt=after).order_by("seq")
     return [{"seq": row.seq, "kind": row.kind, "data": row.data} for row in rows[:PAGE]]
 
 
-def ended_unannounced(execution_id: str, after: int) -> dict[str, Any] | None:
+def events_after(execution_id: str, after: int) -> list[dict[str, Any]]:
+    """The turn's events with ``seq`` > ``after``, in order, at most ``PAGE``."""
+    return events_cached(execution_id, after) or events_kept(execution_id, after)
+
+
+# A finished row without its ``end`` this long: its process was lost before writing
+# it (a turn writes its events right after its row, in the same process).
+UNANNOUNCED_AFTER = timedelta(seconds=10)
+
+
+def ended_unannounced(execution_id: str, after: int, *, now: datetime) -> dict[str, Any] | None:
     """The ``end`` of a turn that finished without writing one (its process was lost:
-    the reaper failed it), numbered after the last event read; else None."""
+    the reaper failed it), numbered after the last event read; else None. The caller
+    found no event after ``after`` in the cache or the database."""
     row = (
         Execution.objects.filter(pk=execution_id)
-        .only("status", "error_code", "error_detail", "response", "session_id")
+        .only("status", "error_code", "error_detail", "response", "session_id", "finished_at")
         .first()
     )
-    if row is None or row.status not in FINISHED_STATUSES:
+    if row is None or row.status not in FINISHED_STATUSES or row.finished_at is None:
         return None
-    if events_after(execution_id, after):
-        return None  # its events are not all read yet
+    if row.finished_at > now - UNANNOUNCED_AFTER:
+        return None
     return {
         "seq": after + 1,
         "kind": "end",
