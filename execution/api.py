@@ -44,7 +44,7 @@ from trinity.errors import InvalidInput
 from trinity.models import Notification
 from trinity.notification_inbox import notifications_mark_read, notifications_with_read_state
 from trinity.pagination import TIME_RANGE_PARAMETERS, NewestFirst, created_in_range
-from trinity.schema import OWNER_PARAMETER
+from trinity.schema import CONFLICT, OWNER_PARAMETER
 
 # A failed turn answers with the status its error_code means to an HTTP client.
 ERROR_HTTP_STATUS = {
@@ -336,7 +336,7 @@ class ExecutionCancelApi(APIView):
     ``cancelled`` (its stream's ``end`` says when), with nothing committed and no
     refusal recorded. 409 ``finished`` when it already ended."""
 
-    @extend_schema(request=None, responses={200: ExecutionOutput})
+    @extend_schema(request=None, responses={200: ExecutionOutput, 409: CONFLICT})
     def post(self, request: Request, pk: str) -> Response:
         execution = execution_get_visible(user=request.user, pk=pk)
         return Response(

@@ -65,9 +65,9 @@ def ended_unannounced(execution_id: str, after: int, *, now: datetime) -> dict[s
         .only("status", "error_code", "error_detail", "response", "session_id", "finished_at")
         .first()
     )
-    if row is None or row.status not in FINISHED_STATUSES or row.finished_at is None:
+    if row is None or row.status not in FINISHED_STATUSES:
         return None
-    if row.finished_at > now - UNANNOUNCED_AFTER:
+    if row.finished_at is not None and row.finished_at > now - UNANNOUNCED_AFTER:
         return None
     return {
         "seq": after + 1,
