@@ -1,4 +1,5 @@
-"""The HTTP surface: /health, /api/task, /api/chat, /api/credentials/reload-token."""
+"""The HTTP surface: /health, /api/task, /api/chat (plain or streamed),
+/api/turns/{execution_id}/cancel, /api/credentials/reload-token."""
 
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Request, Response
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from agent_server.cancel import Cancellations
 from agent_server.config import AgentConfig
 from agent_server.confinement import Confinement, confinement_make
 from agent_server.contract import (
     AUTH_OVERRIDE_HEADER,
     AppliedOverride,
+    CancelResponse,
     ChatRequest,
     ChatResponse,
     ErrorBody,
@@ -47,7 +52,9 @@ from agent_server.runtimes.anthropic_api import AnthropicApiRuntime
 from agent_server.runtimes.base import Clock, Runtime, Turn, TurnOutcome
 from agent_server.runtimes.claude_code import ClaudeCodeRuntime
 from agent_server.runtimes.codex_cli import CodexCliRuntime
+from agent_server.runtimes.events import Emit, EventBounds
 from agent_server.state import AgentState
+from agent_server.streaming import streamed_turn
 from trinity_contract.errors import ERROR_STATUS, ErrorCode
 from trinity_contract.log_json import log_context
 from trinity_contract.proof import BadNonce, health_proof
@@ -223,11 +230,24 @@ def _add_routes(app: FastAPI, server: _Server) -> None:
 
     @app.post("/api/task", response_model=TaskResponse)
     async def task(body: TaskRequest) -> Response:
+        if body.stream:
+            return server.stream_turn(body, session_id=None)
         return await server.run_turn(body, session_id=None)
 
     @app.post("/api/chat", response_model=ChatResponse)
     async def chat(body: ChatRequest) -> Response:
+        if body.stream:
+            return server.stream_turn(body, session_id=body.session_id)
         return await server.run_turn(body, session_id=body.session_id)
+
+    @app.post("/api/turns/{execution_id}/cancel", response_model=CancelResponse)
+    async def cancel(
+        execution_id: Annotated[str, PathParam(min_length=1, max_length=200)],
+    ) -> Response:
+        cancelled = await server.cancels.cancel(execution_id)
+        logger.info("turn %s: cancel asked (a running turn ended: %s)", execution_id, cancelled)
+        answer = CancelResponse(execution_id=execution_id, cancelled=cancelled)
+        return JSONResponse(answer.model_dump(mode="json"))
 
     @app.post("/api/credentials/reload-token", response_model=ReloadTokenResponse)
     async def reload_token(body: ReloadTokenRequest) -> Response:
@@ -271,6 +291,9 @@ class _Server:
             openai_upstream=config.openai_upstream,
             redactor=redactor,
         )
+        self.cancels = Cancellations()
+        # The tasks of streamed turns, held while they run.
+        self.streams: set[asyncio.Task[Any]] = set()
 
     @asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
@@ -324,10 +347,30 @@ class _Server:
             body.model_dump(mode="json"), status_code=ERROR_STATUS[code], headers=headers
         )
 
-    async def run_turn(self, body: TaskRequest, *, session_id: str | None) -> Response:
+    async def run_turn(
+        self, body: TaskRequest, *, session_id: str | None, emit: Emit | None = None
+    ) -> JSONResponse:
+        """The turn's answer; its events go to `emit` as they happen, when given."""
         # Every line this turn logs carries the platform's execution id (LOG_FORMAT=json).
         with log_context(execution_id=body.execution_id):
-            return await self._run_turn(body, session_id=session_id)
+            if self.cancels.is_cancelled(body.execution_id):
+                logger.info("turn %s: already cancelled, not started", body.execution_id)
+                return self.error_response(
+                    "cancelled",
+                    f"the turn {body.execution_id} was cancelled before it started",
+                    execution_id=body.execution_id,
+                    headers=_override_headers(body),
+                )
+            return await self._run_turn(body, session_id=session_id, emit=emit)
+
+    def stream_turn(self, body: TaskRequest, *, session_id: str | None) -> Response:
+        """The turn answered as the NDJSON stream (agent_server/streaming.py)."""
+        return streamed_turn(
+            lambda emit: self.run_turn(body, session_id=session_id, emit=emit),
+            execution_id=body.execution_id,
+            headers=_override_headers(body),
+            keep=self.streams,
+        )
 
     async def spend(
         self, spawn: Turn, env: dict[str, str], override: AppliedOverride | None = None
@@ -364,6 +407,9 @@ class _Server:
                 outcome = await runtime.run(replace(spawn, upstream=grant.seen), cli_env)
             except TurnError as exc:
                 raise _metered_error(exc, grant.meter) from None
+            except asyncio.CancelledError:
+                self.cancels.spent(spawn.execution_id, grant.meter.summary())
+                raise
         return _metered_outcome(outcome, grant.meter.summary()), grant.ratelimit or None
 
     def _timeout(self, body: TaskRequest) -> float:
@@ -372,9 +418,11 @@ class _Server:
             timeout = min(timeout, self.config.timeout_max)
         return timeout
 
-    async def _run_turn(self, body: TaskRequest, *, session_id: str | None) -> Response:
+    async def _run_turn(
+        self, body: TaskRequest, *, session_id: str | None, emit: Emit | None
+    ) -> JSONResponse:
         override = body.auth_override.applied() if body.auth_override else None
-        headers = {AUTH_OVERRIDE_HEADER: override.kind} if override else {}
+        headers = _override_headers(body)
         timeout = self._timeout(body)
         logger.info(
             "turn %s: start runtime=%s model=%s session=%s override=%s timeout=%gs",
@@ -386,7 +434,9 @@ class _Server:
             timeout,
         )
         try:
-            outcome, ratelimit = await self._spawn(body, override, session_id, timeout)
+            outcome, ratelimit = await self.cancels.run(
+                body.execution_id, self._spawn(body, override, session_id, timeout, emit)
+            )
         except TurnError as exc:
             logger.warning(
                 "turn %s: %s (%s)",
@@ -428,9 +478,11 @@ class _Server:
         override: AppliedOverride | None,
         session_id: str | None,
         timeout: float,
+        emit: Emit | None = None,
     ) -> tuple[TurnOutcome, dict[str, str] | None]:
         """One spawn in its own home, after the session's earlier turn; the home of a
-        turn without a session is discarded after it."""
+        turn without a session is discarded after it. Its events, bounded and
+        redacted, go to `emit` when given."""
         state = self.state
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -451,6 +503,7 @@ class _Server:
                     home=home,
                     cwd=state.area.workdir,
                     session_id=session_id,
+                    events=EventBounds(redactor=self.redactor, emit=emit) if emit else None,
                 )
                 return await self.spend(spawn, env, override)
             finally:
@@ -489,6 +542,12 @@ class _Server:
             if answer.get(optional) is None:
                 answer.pop(optional, None)  # optional: absent, not null
         return JSONResponse(answer, headers=headers)
+
+
+def _override_headers(body: TaskRequest) -> dict[str, str]:
+    """The header naming the override a turn runs on (none without one)."""
+    override = body.auth_override.applied() if body.auth_override else None
+    return {AUTH_OVERRIDE_HEADER: override.kind} if override else {}
 
 
 async def _session_acquire(lock: asyncio.Lock, *, session_id: str | None, timeout: float) -> None:

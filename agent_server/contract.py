@@ -3,6 +3,23 @@
 Both sides pin these shapes: `tests/agent_server/test_contract.py` snapshots the JSON
 schema and the canonical example payloads below, and the Django-side client pins the
 same examples. Change a shape here only together with the snapshot and the client.
+
+Streamed turns: `/api/task` and `/api/chat` with `"stream": true` answer `200`,
+`Content-Type: application/x-ndjson` (with the same `X-Trinity-Auth-Override` header
+as a plain answer), one JSON object a line: zero or more `StreamEventLine`s as the
+turn runs, then exactly one `StreamResultLine` whose `status` and `body` are exactly
+the plain answer's (a `TaskResponse` / `ChatResponse` on 200, an `ErrorBody`
+otherwise). A request refused before the turn starts (401, 400) is answered as plain
+JSON. Every event string is redacted and bounded (`TextEvent` .. `TruncatedEvent`);
+per spawn at most 1000 events or 256 KiB of event text, then one `TruncatedEvent`
+and no more events; CLI lines that cannot be read (not JSON, other shapes, over
+1 MiB) show nothing. A client that leaves a stream ends its turn: the spawn is
+killed as a cancelled one is (the id is not remembered as cancelled).
+
+Cancel: `POST /api/turns/{execution_id}/cancel` answers `CancelResponse`; a running
+turn of that id has its whole process group SIGKILLed and answers the `cancelled`
+ErrorBody (409). The id is remembered (the last 1024, 15 minutes): a turn request
+for it later answers `cancelled` at once and spawns nothing.
 """
 
 from __future__ import annotations
@@ -76,6 +93,8 @@ class TaskRequest(BaseModel):
     model: str | None = Field(default=None, min_length=1, max_length=200)
     timeout_seconds: float = Field(gt=0, le=86_400)
     auth_override: AuthOverride | None = None
+    # Answer the NDJSON stream (see the module docstring) instead of one JSON body.
+    stream: bool = False
 
 
 class ChatRequest(TaskRequest):
@@ -139,6 +158,58 @@ class ErrorBody(BaseModel):
     limiting_window: str | None = Field(default=None, max_length=40)
     # A turn that failed after some requests were served still spent them.
     metered: Metered | None = None
+
+
+class TextEvent(BaseModel):
+    """A piece of the answer's text as it is produced (a longer text is several)."""
+
+    kind: Literal["text"] = "text"
+    text: str = Field(max_length=4000)
+
+
+class ToolCallEvent(BaseModel):
+    """A tool call; `input` is a short summary (Bash: the command; Read, Write, Edit:
+    the file path; else compact JSON), cut with "…"."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    id: str = Field(max_length=100)
+    name: str = Field(max_length=100)
+    input: str = Field(max_length=300)
+
+
+class ToolResultEvent(BaseModel):
+    kind: Literal["tool_result"] = "tool_result"
+    id: str = Field(max_length=100)
+    ok: bool
+    output: str = Field(max_length=500)
+
+
+class TruncatedEvent(BaseModel):
+    """The spawn's cap was reached (`dropped`: the events refused at that moment);
+    no more events follow, the result line still does."""
+
+    kind: Literal["truncated"] = "truncated"
+    dropped: int = Field(ge=1)
+
+
+StreamEvent = TextEvent | ToolCallEvent | ToolResultEvent | TruncatedEvent
+
+
+class StreamEventLine(BaseModel):
+    type: Literal["event"] = "event"
+    event: StreamEvent = Field(discriminator="kind")
+
+
+class StreamResultLine(BaseModel):
+    type: Literal["result"] = "result"
+    status: int
+    body: dict[str, Any]
+
+
+class CancelResponse(BaseModel):
+    execution_id: str
+    # Whether a turn of that id was running here (its spawn, if started, killed).
+    cancelled: bool
 
 
 class ReloadTokenRequest(BaseModel):
@@ -332,6 +403,31 @@ EXAMPLE_ERRORS: Final[dict[str, dict[str, Any]]] = {
         "execution_id": None,
         "resets_at": None,
     },
+    "cancelled": {
+        "error_code": "cancelled",
+        "detail": "the turn was cancelled; its process group was killed",
+        "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+        "resets_at": None,
+    },
+}
+
+EXAMPLE_STREAM_LINES: Final[tuple[dict[str, Any], ...]] = (
+    {"type": "event", "event": {"kind": "text", "text": "Looking at the open "}},
+    {
+        "type": "event",
+        "event": {"kind": "tool_call", "id": "toolu_01", "name": "Bash", "input": "gh pr list"},
+    },
+    {
+        "type": "event",
+        "event": {"kind": "tool_result", "id": "toolu_01", "ok": True, "output": "#12 ..."},
+    },
+    {"type": "event", "event": {"kind": "truncated", "dropped": 1}},
+    {"type": "result", "status": 200, "body": EXAMPLE_TASK_RESPONSE},
+)
+
+EXAMPLE_CANCEL_RESPONSE: Final[dict[str, Any]] = {
+    "execution_id": "3f1c2a9e-7d4b-4c1e-9a51-0c6f1e2d8b70",
+    "cancelled": True,
 }
 
 # The direct Messages-API runtime sees the provider's representative claim.
@@ -384,6 +480,9 @@ EXAMPLES: Final[tuple[tuple[type[BaseModel], dict[str, Any]], ...]] = (
     (ReloadTokenResponse, EXAMPLE_RELOAD_TOKEN_RESPONSE),
     (HealthResponse, EXAMPLE_HEALTH_RESPONSE),
     (HealthResponse, EXAMPLE_HEALTH_RESPONSE_WITH_PROOF),
+    *((StreamEventLine, line) for line in EXAMPLE_STREAM_LINES[:-1]),
+    (StreamResultLine, EXAMPLE_STREAM_LINES[-1]),
+    (CancelResponse, EXAMPLE_CANCEL_RESPONSE),
 )
 
 CONTRACT_MODELS: Final[tuple[type[BaseModel], ...]] = (
@@ -395,6 +494,9 @@ CONTRACT_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ReloadTokenRequest,
     ReloadTokenResponse,
     HealthResponse,
+    StreamEventLine,
+    StreamResultLine,
+    CancelResponse,
 )
 
 

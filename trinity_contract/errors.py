@@ -23,6 +23,9 @@ ErrorCode = Literal[
     "billing",
     "invalid_request",
     "unauthorized",
+    # The platform cancelled the turn (POST /api/turns/{execution_id}/cancel): its
+    # process group was killed, or it was never started. Says nothing of a credential.
+    "cancelled",
 ]
 
 ERROR_CODES: Final[frozenset[str]] = frozenset(get_args(ErrorCode))
@@ -39,4 +42,5 @@ ERROR_STATUS: Final[dict[str, int]] = {
     "billing": 402,
     "invalid_request": 400,
     "unauthorized": 401,
+    "cancelled": 409,
 }

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent_server.metering import Metered
+from agent_server.runtimes.events import EventBounds
 from agent_server.upstream import UpstreamSeen
 
 Clock = Callable[[], datetime]
@@ -41,6 +42,8 @@ class Turn:
     # What the forwarder saw of the provider's answers on this turn's grant (its
     # latest refusal, rate-limit headers); None when the turn had no grant.
     upstream: UpstreamSeen | None = None
+    # Where the spawn's events go while it runs (a streamed turn), else None.
+    events: EventBounds | None = None
 
 
 @dataclass(frozen=True)

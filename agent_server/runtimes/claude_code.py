@@ -1,4 +1,12 @@
-"""The Claude Code CLI runtime: one `claude -p --output-format json` process per turn.
+"""The Claude Code CLI runtime: one `claude -p --output-format stream-json` process
+per turn.
+
+Every turn, streamed or not, runs with `--output-format stream-json --verbose
+--include-partial-messages`: one JSON line per step as it happens (text deltas,
+tool calls, tool results; `claude_events.py` reads them as events) and last the
+same result object `--output-format json` prints, which decides the answer. The
+pinned CLI (agent_server/package.json) has the partial-messages flag; the line
+reader also takes text from whole messages, should a CLI stream none.
 
 The message goes to the CLI on stdin, not as an argv word: a single argv string is
 capped at 128 KiB on Linux (E2BIG), a message starting with `-` would be read as a
@@ -20,12 +28,15 @@ from agent_server.classifier import classify_runtime_refusal
 from agent_server.errors import TurnError
 from agent_server.isolation import AgentUser
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome, session_uuid
+from agent_server.runtimes.claude_events import claude_line_events, is_result
+from agent_server.runtimes.events import EVENT_LINE_BYTES, EventBounds, json_object
 from agent_server.runtimes.process import CliProcesses, excerpt, killed_error
 from agent_server.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
 LABEL = "the Claude Code CLI"
+STREAM_FLAGS = ("--output-format", "stream-json", "--verbose", "--include-partial-messages")
 _CONTEXT_SUFFIX = re.compile(r"\[[^\]]*\]$")
 
 
@@ -60,7 +71,7 @@ class ClaudeCodeRuntime:
         The agent's allowed tools go as `--allowedTools` (print mode denies every tool
         that needs approval otherwise).
         """
-        argv = [self.binary, "-p", "--output-format", "json"]
+        argv = [self.binary, "-p", *STREAM_FLAGS]
         if self.allowed_tools:
             # One comma-joined word: the flag is variadic and would swallow what follows.
             argv += ["--allowedTools", ",".join(self.allowed_tools)]
@@ -73,18 +84,25 @@ class ClaudeCodeRuntime:
         return argv
 
     async def run(self, turn: Turn, env: Mapping[str, str]) -> TurnOutcome:
-        finished = await self._processes.run(
-            self.argv(turn, env),
-            stdin=turn.message.encode("utf-8"),
-            cwd=turn.cwd,
-            home=turn.home,
-            env=env,
-            timeout=turn.timeout_seconds,
-            execution_id=turn.execution_id,
-        )
+        reader = _Lines(turn.events)
+        try:
+            finished = await self._processes.run(
+                self.argv(turn, env),
+                stdin=turn.message.encode("utf-8"),
+                cwd=turn.cwd,
+                home=turn.home,
+                env=env,
+                timeout=turn.timeout_seconds,
+                execution_id=turn.execution_id,
+                on_line=reader.line,
+            )
+        finally:
+            if turn.events is not None:
+                turn.events.close()
         return interpret_cli_exit(
             returncode=finished.returncode,
-            stdout=finished.stdout,
+            # The result line when the CLI printed one, else what it printed last.
+            stdout=reader.result or finished.stdout,
             stderr=finished.stderr,
             requested_model=turn.model,
             now=self.clock(),
@@ -92,6 +110,25 @@ class ClaudeCodeRuntime:
 
     async def aclose(self) -> None:
         self._processes.kill_all()
+
+
+class _Lines:
+    """One spawn's stdout lines: the last result line kept, the rest as events."""
+
+    def __init__(self, events: EventBounds | None) -> None:
+        self.events = events
+        self.result: bytes | None = None
+        self._streamed: set[str] = set()
+
+    def line(self, raw: bytes) -> None:
+        parsed = json_object(raw)
+        if parsed is None:
+            return
+        if is_result(parsed):
+            self.result = raw
+        elif self.events is not None and not self.events.stopped:
+            if len(raw) <= EVENT_LINE_BYTES:
+                self.events.take(claude_line_events(parsed, self._streamed))
 
 
 def _transcript_exists(home: Path, env: Mapping[str, str], sid: str) -> bool:

@@ -14,9 +14,10 @@ its thread with `codex exec resume <thread id> -`.
 `--json` prints one event a line: `thread.started` (the thread id), `item.completed`
 (an `agent_message` is answer text; the last one is the turn's answer, as the CLI's
 own `--output-last-message` takes it: earlier ones are commentary while it works),
-`turn.completed` (usage: the thread's running total, so a resumed turn's own is the
-difference from the last one recorded) or `turn.failed`, and `error` lines (retries
-too). A failure is classified from the provider answer the forwarder kept first.
+`item.started` (a command starting), `turn.completed` (usage: the thread's running
+total, so a resumed turn's own is the difference from the last one recorded) or
+`turn.failed`, and `error` lines (retries too). A failure is classified from the
+provider answer the forwarder kept first.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from agent_server.credentials import CODEX_FORWARDER_URL, OPENAI_API_KEY
 from agent_server.errors import TurnError
 from agent_server.isolation import AgentUser
 from agent_server.runtimes.base import Clock, Turn, TurnOutcome, session_uuid
+from agent_server.runtimes.codex_events import codex_line_events
 from agent_server.runtimes.codex_home import (
     ThreadRecord,
     ThreadStore,
@@ -41,6 +43,7 @@ from agent_server.runtimes.codex_home import (
     codex_home_prepare,
     rollout_exists,
 )
+from agent_server.runtimes.events import EVENT_LINE_BYTES, EventBounds, json_object
 from agent_server.runtimes.process import CliProcesses, Finished, excerpt, killed_error
 from agent_server.sandbox import Sandbox
 from agent_server.upstream import UpstreamSeen
@@ -56,6 +59,8 @@ DEFAULT_MODEL: Final = "gpt-5.5-codex"
 UNROUTABLE_PROXY: Final = "http://127.0.0.1:9"
 _PROXY_NAMES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 _NO_PROXY: Final = "127.0.0.1,localhost,::1"
+# How many agent messages and error lines a run keeps (the answer is the last one).
+KEEP: Final = 20
 
 
 @dataclass
@@ -116,16 +121,22 @@ class CodexCliRuntime:
         if thread is not None and not rollout_exists(codex_home, thread.thread_id):
             logger.warning("turn %s: thread history gone, a new thread", turn.execution_id)
             thread = None
-        finished = await self._processes.run(
-            self.argv(model, thread),
-            stdin=turn.message.encode("utf-8"),
-            cwd=turn.cwd,
-            home=turn.home,
-            env=cli_env(env, codex_home),
-            timeout=turn.timeout_seconds,
-            execution_id=turn.execution_id,
-        )
-        events = parse_events(finished.stdout)
+        reader = _Lines(turn.events)
+        try:
+            finished = await self._processes.run(
+                self.argv(model, thread),
+                stdin=turn.message.encode("utf-8"),
+                cwd=turn.cwd,
+                home=turn.home,
+                env=cli_env(env, codex_home),
+                timeout=turn.timeout_seconds,
+                execution_id=turn.execution_id,
+                on_line=reader.line,
+            )
+        finally:
+            if turn.events is not None:
+                turn.events.close()
+        events = reader.seen
         if key is not None and events.thread_id is not None:
             self._remember(key, events, thread)
         return interpret_codex_exit(
@@ -169,6 +180,24 @@ def cli_env(env: Mapping[str, str], codex_home: Path) -> dict[str, str]:
     return cli
 
 
+class _Lines:
+    """One spawn's stdout lines: what the result needs, and the events shown."""
+
+    def __init__(self, events: EventBounds | None) -> None:
+        self.events = events
+        self.seen = CodexEvents()
+        self._started: set[str] = set()
+
+    def line(self, raw: bytes) -> None:
+        parsed = json_object(raw)
+        if parsed is None:
+            return
+        take_event(self.seen, parsed)
+        if self.events is not None and not self.events.stopped:
+            if len(raw) <= EVENT_LINE_BYTES:
+                self.events.take(codex_line_events(parsed, self._started))
+
+
 def parse_events(stdout: bytes) -> CodexEvents:
     """Read the JSON lines of `codex exec --json`; lines that are not events are skipped."""
     events = CodexEvents()
@@ -178,11 +207,13 @@ def parse_events(stdout: bytes) -> CodexEvents:
         except ValueError:
             continue
         if isinstance(event, dict):
-            _take(events, event)
+            take_event(events, event)
     return events
 
 
-def _take(events: CodexEvents, event: dict[str, Any]) -> None:
+def take_event(events: CodexEvents, event: dict[str, Any]) -> None:
+    """Add what one parsed line says to `events` (the answer keeps only the last
+    few messages and errors: a CLI printing without end holds no more memory)."""
     kind = event.get("type")
     if kind == "thread.started" and isinstance(event.get("thread_id"), str):
         events.thread_id = event["thread_id"]
@@ -190,7 +221,7 @@ def _take(events: CodexEvents, event: dict[str, Any]) -> None:
         # An `error` item is a notice (a model without metadata, a transport
         # fallback), not the turn failing: only `turn.failed` says that.
         if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
-            events.messages.append(item["text"])
+            events.messages[:] = [*events.messages[-(KEEP - 1) :], item["text"]]
     elif kind == "turn.completed":
         usage = _mapping(event.get("usage"))
         events.usage = (_int(usage.get("input_tokens")), _int(usage.get("output_tokens")))
@@ -198,7 +229,7 @@ def _take(events: CodexEvents, event: dict[str, Any]) -> None:
         error = _mapping(event.get("error"))
         events.failure = str(error.get("message") or "the turn failed")
     elif kind == "error" and isinstance(event.get("message"), str):
-        events.errors.append(event["message"])
+        events.errors[:] = [*events.errors[-(KEEP - 1) :], event["message"]]
 
 
 def interpret_codex_exit(

@@ -31,6 +31,14 @@ from agent_server.sandbox import Sandbox
 logger = logging.getLogger(__name__)
 
 EXCERPT_CHARS = 600
+# The longest stdout line handed to a runtime (its result may be long); a longer
+# one is skipped. Event parsing reads only lines up to events.EVENT_LINE_BYTES.
+LINE_LIMIT = 16 * 1024 * 1024
+# What is kept of the CLI's output once it was read (for a fault's excerpt).
+OUTPUT_TAIL = 64 * 1024
+STDERR_TAIL = 64 * 1024
+READ_CHUNK = 64 * 1024
+OnLine = Callable[[bytes], None]
 # How long to wait for a process we have just SIGKILLed to be reaped.
 _REAP_SECONDS = 5.0
 _PR_SET_PDEATHSIG = 1
@@ -38,7 +46,8 @@ _PR_SET_PDEATHSIG = 1
 
 @dataclass(frozen=True)
 class Finished:
-    """A CLI process that ran to its end (or was killed): its status and output."""
+    """A CLI process that ran to its end (or was killed): its status and the tails of
+    its output (process.OUTPUT_TAIL, STDERR_TAIL); whole lines went to `on_line`."""
 
     returncode: int
     stdout: bytes
@@ -69,9 +78,14 @@ class CliProcesses:
         env: Mapping[str, str],
         timeout: float,
         execution_id: str,
+        on_line: OnLine | None = None,
     ) -> Finished:
         """Run `argv` to its end within `timeout` seconds, in `cwd` with the spawn
         HOME `home` (in the sandbox, the two places it may write).
+
+        Each line of its stdout goes to `on_line` as it is printed (without its
+        newline; a line over LINE_LIMIT bytes is skipped); `Finished.stdout` keeps
+        only the last OUTPUT_TAIL bytes, `Finished.stderr` the last STDERR_TAIL.
 
         Raises TurnError("container_fault") when it cannot start and
         TurnError("timeout") when it outlives `timeout` (its group is killed first).
@@ -83,7 +97,8 @@ class CliProcesses:
         logger.info("turn %s: spawned %s pid=%s", execution_id, Path(argv[0]).name, proc.pid)
         try:
             try:
-                stdout, stderr = await asyncio.wait_for(proc.communicate(stdin), timeout)
+                async with asyncio.timeout(timeout):
+                    stdout, stderr = await _communicate(proc, stdin, on_line)
             except TimeoutError:
                 kill_group(proc.pid)
                 await _reap(proc)
@@ -93,7 +108,7 @@ class CliProcesses:
                 ) from None
         finally:
             # Tool processes the CLI left behind die with the turn; on cancellation
-            # (client gone, server stopping) the CLI itself does too.
+            # (a cancelled turn, a client gone, the server stopping) the CLI does too.
             kill_group(proc.pid)
             if proc.returncode is None:
                 await _reap(proc)
@@ -187,6 +202,99 @@ def _die_with_parent(parent_pid: int) -> list[Callable[[], None]]:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return [preexec]
+
+
+async def _communicate(
+    proc: asyncio.subprocess.Process, stdin: bytes, on_line: OnLine | None
+) -> tuple[bytes, bytes]:
+    """Feed stdin, read stdout by lines and stderr bounded, until both end and the
+    process exits. Returns the tails of stdout and stderr."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    lines = LineReader(on_line)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_feed(proc.stdin, stdin))
+        stderr = group.create_task(_tail(proc.stderr, STDERR_TAIL, None))
+        stdout = await _tail(proc.stdout, OUTPUT_TAIL, lines.feed)
+        lines.end()
+        await stderr
+        await proc.wait()
+    return stdout, stderr.result()
+
+
+async def _feed(pipe: asyncio.StreamWriter, data: bytes) -> None:
+    # A CLI that exits without reading all of its prompt closes the pipe: not ours
+    # to report, its exit says what happened.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        pipe.write(data)
+        await pipe.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        pipe.close()
+
+
+async def _tail(
+    pipe: asyncio.StreamReader, keep: int, chunk_to: Callable[[bytes], None] | None
+) -> bytes:
+    """Read `pipe` to its end in chunks (never a whole line at once: asyncio's
+    readline raises on a long one), handing each to `chunk_to`; returns the last
+    `keep` bytes."""
+    tail = bytearray()
+    while chunk := await pipe.read(READ_CHUNK):
+        if chunk_to is not None:
+            chunk_to(chunk)
+        tail += chunk
+        if len(tail) > keep:
+            del tail[: len(tail) - keep]
+    return bytes(tail)
+
+
+class LineReader:
+    """Splits a byte stream into lines for `on_line`; a line over LINE_LIMIT bytes
+    is dropped whole (its start is never delivered as a line), never buffered."""
+
+    def __init__(self, on_line: OnLine | None) -> None:
+        self.on_line = on_line
+        self._buffer = bytearray()
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.on_line is None:
+            return
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._line(chunk[start:end])
+            start = end + 1
+        self._add(chunk[start:])
+
+    def end(self) -> None:
+        """The stream ended: its last line, if it had no newline."""
+        if self._buffer and not self._skipping:
+            self._deliver(bytes(self._buffer))
+        self._buffer.clear()
+
+    def _line(self, piece: bytes) -> None:
+        self._add(piece)
+        if not self._skipping:
+            self._deliver(bytes(self._buffer))
+        self._buffer.clear()
+        self._skipping = False
+
+    def _deliver(self, line: bytes) -> None:
+        if self.on_line is None:
+            return
+        try:
+            self.on_line(line)
+        except Exception:
+            # What a line shows is never worth the turn: the CLI's output goes on.
+            logger.exception("a CLI output line could not be read; skipped")
+
+    def _add(self, piece: bytes) -> None:
+        if self._skipping:
+            return
+        if len(self._buffer) + len(piece) > LINE_LIMIT:
+            self._skipping = True
+            self._buffer.clear()
+            return
+        self._buffer += piece
 
 
 def kill_group(pgid: int) -> None:

@@ -23,7 +23,11 @@ import pytest
 
 from agent_server.errors import TurnError
 from agent_server.runtimes.base import Turn, session_uuid
-from agent_server.runtimes.claude_code import ClaudeCodeRuntime, interpret_cli_exit
+from agent_server.runtimes.claude_code import (
+    STREAM_FLAGS,
+    ClaudeCodeRuntime,
+    interpret_cli_exit,
+)
 
 NOW = datetime(2026, 11, 30, 3, 25, tzinfo=UTC)
 
@@ -198,10 +202,19 @@ def test_the_command_line_names_model_and_session_but_never_the_message(tmp_path
     transcript.parent.mkdir(parents=True)
     transcript.write_text("{}\n")
     second = runtime.argv(turn, {})
-    base = ["claude", "-p", "--output-format", "json", "--model", "claude-opus-4-8"]
+    base = ["claude", "-p", *STREAM_FLAGS, "--model", "claude-opus-4-8"]
     assert first == [*base, "--session-id", sid]
     assert second == [*base, "--resume", sid]
-    assert runtime.argv(make_turn(tmp_path), {}) == ["claude", "-p", "--output-format", "json"]
+    assert runtime.argv(make_turn(tmp_path), {}) == ["claude", "-p", *STREAM_FLAGS]
+
+
+def test_every_turn_streams_json_lines_with_partial_messages() -> None:
+    assert STREAM_FLAGS == (
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+    )
 
 
 def test_allowed_tools_go_to_the_command_line_as_one_word(tmp_path: Path) -> None:
@@ -210,8 +223,7 @@ def test_allowed_tools_go_to_the_command_line_as_one_word(tmp_path: Path) -> Non
     assert argv == [
         "claude",
         "-p",
-        "--output-format",
-        "json",
+        *STREAM_FLAGS,
         "--allowedTools",
         "Read,Bash",
         "--model",

@@ -114,6 +114,27 @@ def test_a_codex_plan_turn_is_served_through_the_forwarder(
     assert seen(sim) == [(PLAN_PATH, "codex", "plan-a")]
 
 
+def test_a_streamed_codex_turn_shows_its_text_then_the_result(
+    sim: SimulatorProcess, start_codex: StartServer
+) -> None:
+    token = register_plan(sim, "plan-a")
+    server = start_codex(CODEX_ACCESS_TOKEN=token, CODEX_ACCOUNT_ID="acct-plan-a")
+    assert server.client is not None
+    body = turn(message="say hi", stream=True)
+
+    with server.client.stream("POST", "/api/task", json=body) as response:
+        assert response.status_code == 200
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+
+    texts = [line["event"]["text"] for line in lines[:-1] if line["event"]["kind"] == "text"]
+    assert lines[0]["event"]["kind"] == "text"  # text before the result
+    assert "".join(texts) == "Simulated reply: say hi"
+    result = lines[-1]
+    assert result["type"] == "result" and result["status"] == 200, result
+    assert result["body"]["response"] == "Simulated reply: say hi"
+    assert result["body"]["execution_id"] == body["execution_id"]
+
+
 @pytest.mark.parametrize("window", ["five_hour", "seven_day"])
 def test_a_used_up_plan_window_is_a_rate_limit_with_the_upstreams_reset(
     sim: SimulatorProcess, start_codex: StartServer, window: str

@@ -61,6 +61,7 @@ def test_every_error_code_has_one_status_and_one_example() -> None:
         "billing": 402,
         "invalid_request": 400,
         "unauthorized": 401,
+        "cancelled": 409,
     }
 
 
