@@ -37,6 +37,7 @@ ERROR_LABELS: Final[dict[str, str]] = {
     "runtime_killed": "runtime killed",
     "upstream_error": "upstream error",
     "worker_lost": "worker lost",
+    "cancelled": "cancelled",
 }
 
 # The error codes a failed turn ends with, which the Activity page filters on, in the
@@ -51,6 +52,7 @@ EXECUTION_ERROR_CODES: Final = (
     "runtime_killed",
     "upstream_error",
     "worker_lost",
+    "cancelled",
 )
 
 

@@ -61,7 +61,7 @@ def finish_cancelled(state: TurnState, cancelled: TurnCancelled) -> Execution:
     spend_record(execution, state.last_outcome)
     execution.status = Status.CANCELLED
     execution.error_code = CANCELLED
-    execution.error_detail = "cancelled while it ran"
+    execution.error_detail = "Its CLI and everything the CLI started were stopped."
     execution.finished_at = clock.now()
     execution.save()
     logger.info("turn %s on %s: cancelled (%s)", execution.pk, execution.agent_name, cancelled)
@@ -76,7 +76,7 @@ def execution_cancel(*, execution: Execution, now: datetime) -> Execution:
         waiting = Execution.objects.filter(pk=execution.pk, status=execution.status).update(
             status=Status.CANCELLED,
             error_code=CANCELLED,
-            error_detail="cancelled before it ran",
+            error_detail="It was stopped before it ran.",
             cancel_requested_at=now,
             finished_at=now,
         )

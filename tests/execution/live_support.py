@@ -8,8 +8,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import StreamingHttpResponse
-
 
 @dataclass
 class Event:
@@ -39,10 +37,11 @@ def sse_events(chunks: Iterable[bytes]) -> Iterator[Event]:
                 )
 
 
-def body_events(response: StreamingHttpResponse) -> Iterator[Event]:
+def body_events(response: Any) -> Iterator[Event]:
+    """The events of a test client's streamed answer (a ``StreamingHttpResponse``)."""
     assert response.status_code == 200, getattr(response, "content", b"")[:500]
     assert response["Content-Type"].startswith("text/event-stream")
-    return sse_events(response.streaming_content)  # type: ignore[arg-type]
+    return sse_events(response.streaming_content)
 
 
 def kinds(events: Iterable[Event]) -> list[str]:

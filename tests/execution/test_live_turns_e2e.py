@@ -20,6 +20,8 @@ from tests.procs import alive, cmdline, descendants_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
+LONG_COMMAND = "echo waiting; sleep 300; echo done"
+
 
 def _stream(client: APIClient, path: str, **body: object) -> list[Event]:
     response = client.post(path, {**body, "stream": True}, format="json")
@@ -78,8 +80,13 @@ def test_a_walk_mid_turn_shows_as_events_in_order_and_replays_the_same(
     ]
     refused = next(e for e in events if e.kind == "refused")
     assert refused.data["error_code"] == "rate_limit" and refused.data["resets_at"]
-    texts = [e for e in events if e.kind == "text"]
-    assert texts and all(e.data["attempt"] == 2 for e in texts)
+    # Each text belongs to its attempt: the refused one's (the CLI's own words of the
+    # limit) is superseded by the walk, the served one's is the answer.
+    texts = {
+        n: "".join(e.data["text"] for e in events if e.kind == "text" and e.data["attempt"] == n)
+        for n in (1, 2)
+    }
+    assert "limit" in texts[1] and texts[2]
     execution_id = events[0].data["execution_id"]
     replayed = _replay(owner_client, execution_id)
     assert [(e.seq, e.kind, e.data) for e in replayed] == [(e.seq, e.kind, e.data) for e in events]
@@ -102,7 +109,7 @@ def test_last_event_id_resumes_without_loss_or_duplicates(
     # Another operator's turn is not theirs to read; a bad resume point is a 400.
     assert other_client.get(f"/api/executions/{execution_id}/events").status_code == 404
     bad = owner_client.get(f"/api/executions/{execution_id}/events", HTTP_LAST_EVENT_ID="x")
-    assert bad.status_code == 400 and bad.json()["field"] == "after"
+    assert bad.status_code == 400 and "after" in bad.json()
     assert events[-1].data["session_id"] == events[0].data["session_id"]
 
 
@@ -116,7 +123,8 @@ def test_cancel_during_a_long_tool_call_kills_the_cli_and_its_tools(
     plan, _ = register_plan(control, "plan-a")
     agent = agent_on(owner, plan)
     Agent.objects.filter(pk=agent.pk).update(allowed_tools=["Bash"])
-    control.arm_red_team(trigger="LONG-TOOL", reads=[], commands=["sleep 300"])
+    # The CLI's Bash refuses a bare long sleep; a command that sleeps inside runs.
+    control.arm_red_team(trigger="LONG-TOOL", reads=[], commands=[LONG_COMMAND])
     response = owner_client.post(
         "/api/agents/bot/task", {"message": "LONG-TOOL: wait", "stream": True}, format="json"
     )
