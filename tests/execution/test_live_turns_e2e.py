@@ -28,8 +28,10 @@ def _stream(client: APIClient, path: str, **body: object) -> list[Event]:
     return list(body_events(response))
 
 
-def _replay(client: APIClient, execution_id: str, **headers: str) -> list[Event]:
-    return list(body_events(client.get(f"/api/executions/{execution_id}/events", **headers)))
+def _replay(client: APIClient, execution_id: str, last_event_id: str | None = None) -> list[Event]:
+    headers = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+    path = f"/api/executions/{execution_id}/events"
+    return list(body_events(client.get(path, headers=headers)))
 
 
 def test_a_streamed_turns_text_reaches_the_client_before_the_turn_ends(
@@ -102,7 +104,7 @@ def test_last_event_id_resumes_without_loss_or_duplicates(
     execution_id = events[0].data["execution_id"]
 
     for cut in (1, 3, len(events) - 1):
-        resumed = _replay(owner_client, execution_id, HTTP_LAST_EVENT_ID=str(cut))
+        resumed = _replay(owner_client, execution_id, str(cut))
         assert [(e.seq, e.data) for e in resumed] == [(e.seq, e.data) for e in events[cut:]]
     by_query = list(body_events(owner_client.get(f"/api/executions/{execution_id}/events?after=2")))
     assert [e.seq for e in by_query] == [e.seq for e in events[2:]]
