@@ -225,3 +225,24 @@ def test_a_codex_agent_never_walks_to_a_claude_plan_nor_a_claude_agent_to_a_code
     assert {s[1] for s in turns if s[0] == PLAN_PATH} == {"gpt-a"}
     assert {s[1] for s in turns if s[0] == "/v1/messages"} == {"max-a"}
     assert all(status == 429 for _, _, status in turns)
+
+
+def test_a_streamed_codex_turn_shows_its_text_before_it_ends(
+    codex_plan: CodexPlan, control: SimulatorControl, owner: User, owner_client: APIClient
+) -> None:
+    from tests.execution.live_support import body_events, kinds
+
+    plan, _ = codex_plan("gpt-a")
+    codex_agent(owner, plan)
+    control.set_stream_pause(400)  # a slow model: the answer ends well after its text
+    response = owner_client.post(
+        "/api/agents/coder/task", {"message": "say hi", "stream": True}, format="json"
+    )
+
+    events = list(body_events(response))
+
+    assert kinds(events)[:2] == ["turn", "sent"] and kinds(events)[-2:] == ["served", "end"]
+    text = next(e for e in events if e.kind == "text")
+    assert "Simulated reply" in "".join(e.data["text"] for e in events if e.kind == "text")
+    assert text.at < events[-1].at - 0.2, "the text came only with the end"
+    assert events[-1].data["served_by"] == {"kind": "subscription", "name": "gpt-a"}
