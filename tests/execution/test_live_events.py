@@ -17,7 +17,8 @@ from trinity_contract.redaction import register_secret
 
 
 def test_only_the_contracts_kinds_and_fields_are_kept() -> None:
-    for off in (None, "text", 3, [], {"kind": "shell", "text": "x"}, {"kind": "text"}):
+    offs: list[object] = [None, "text", 3, [], {"kind": "shell", "text": "x"}, {"kind": "text"}]
+    for off in offs:
         assert cli_event_fields(off) is None
     kind, data = cli_event_fields(
         {"kind": "tool_call", "id": "t1", "name": "Bash", "input": "ls", "secret": "x"}
