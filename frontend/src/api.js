@@ -75,23 +75,29 @@ export class ApiError extends Error {
  * rejects with an ApiError. Status 0 means the server could not be reached.
  */
 export async function request(method, path, body) {
-  const headers = { Accept: "application/json" };
+  const response = await send(method, path, body, "application/json");
+  const data = await jsonBody(response);
+  if (!response.ok) throw failure(response, data, path);
+  return data;
+}
+
+/** The fetch both kinds of request make: the CSRF header on a write, the session's cookie. */
+async function send(method, path, body, accept, signal) {
+  const headers = { Accept: accept };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (!SAFE_METHODS.has(method)) headers["X-CSRFToken"] = csrfToken();
-  let response;
   try {
-    response = await fetch(path, {
+    return await fetch(path, {
       method,
       headers,
       credentials: "same-origin",
       body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
     });
-  } catch {
+  } catch (e) {
+    if (signal?.aborted) throw e;
     throw new ApiError(0, null);
   }
-  const data = await jsonBody(response);
-  if (!response.ok) throw failure(response, data, path);
-  return data;
 }
 
 async function jsonBody(response) {
@@ -118,22 +124,7 @@ function failure(response, data, path) {
  * that does not stream); rejects with an ApiError as `request` does. `signal` aborts it.
  */
 export async function openStream(method, path, body, signal) {
-  const headers = { Accept: "text/event-stream" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (!SAFE_METHODS.has(method)) headers["X-CSRFToken"] = csrfToken();
-  let response;
-  try {
-    response = await fetch(path, {
-      method,
-      headers,
-      credentials: "same-origin",
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal,
-    });
-  } catch (e) {
-    if (signal?.aborted) throw e;
-    throw new ApiError(0, null);
-  }
+  const response = await send(method, path, body, "text/event-stream", signal);
   if (!response.ok) throw failure(response, await jsonBody(response), path);
   return response;
 }

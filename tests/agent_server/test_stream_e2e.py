@@ -99,16 +99,23 @@ def test_a_streamed_turns_text_arrives_before_its_result_and_before_the_cli_exit
     assert len(texts) > 1  # streamed in pieces, not once at the end
 
 
-def test_a_cancelled_turn_ends_its_cli_and_what_bash_started_and_answers_409(
-    sim: SimulatorProcess, start_server: StartServer
-) -> None:
-    token = oat("cancel")
+def _sleeping_turn(
+    sim: SimulatorProcess, start_server: StartServer, label: str
+) -> tuple[Any, dict[str, Any]]:
+    """A server whose next streamed turn runs a long Bash call, and that turn's body."""
+    token = oat(label)
     sim.control.register(token, kind="oauth", label="sub-a")
-    trigger = f"cancel-{uuid.uuid4().hex[:8]}"
+    trigger = f"{label}-{uuid.uuid4().hex[:8]}"
     sim.control.arm_red_team(trigger=trigger, reads=[], commands=[SLEEP])
     server = start_server(CLAUDE_CODE_OAUTH_TOKEN=token, TRINITY_AGENT_ALLOWED_TOOLS="Bash")
     assert server.client is not None
-    body = turn(message=f"{trigger}: wait", stream=True, timeout_seconds=120)
+    return server, turn(message=f"{trigger}: wait", stream=True, timeout_seconds=120)
+
+
+def test_a_cancelled_turn_ends_its_cli_and_what_bash_started_and_answers_409(
+    sim: SimulatorProcess, start_server: StartServer
+) -> None:
+    server, body = _sleeping_turn(sim, start_server, "cancel")
 
     with server.client.stream("POST", "/api/task", json=body) as response:
         lines = stream_lines(response)
@@ -143,13 +150,7 @@ def test_a_cancelled_turn_ends_its_cli_and_what_bash_started_and_answers_409(
 def test_a_client_leaving_the_stream_ends_the_turn(
     sim: SimulatorProcess, start_server: StartServer
 ) -> None:
-    token = oat("leave")
-    sim.control.register(token, kind="oauth", label="sub-a")
-    trigger = f"leave-{uuid.uuid4().hex[:8]}"
-    sim.control.arm_red_team(trigger=trigger, reads=[], commands=[SLEEP])
-    server = start_server(CLAUDE_CODE_OAUTH_TOKEN=token, TRINITY_AGENT_ALLOWED_TOOLS="Bash")
-    assert server.client is not None
-    body = turn(message=f"{trigger}: wait", stream=True, timeout_seconds=120)
+    server, body = _sleeping_turn(sim, start_server, "leave")
 
     with server.client.stream("POST", "/api/task", json=body) as response:
         # held: a dropped line iterator would close the response early
