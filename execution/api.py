@@ -13,7 +13,6 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponseBase
 from django.utils.dateparse import parse_date, parse_datetime
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -26,7 +25,7 @@ from rest_framework.views import APIView
 from agents.models import Agent
 from agents.selectors import agent_get_visible, agents_named
 from execution import services
-from execution.live.api import StreamingApiView, streamed_turn
+from execution.live.api import TURN_STREAM, StreamingApiView, streamed_turn
 from execution.live.cancel import execution_cancel
 from execution.models import AUTONOMOUS_TRIGGERS, Execution, Status, Trigger
 from execution.selectors import (
@@ -169,10 +168,6 @@ def _stream_field() -> serializers.BooleanField:
         help_text="answer the turn's events as Server-Sent Events while it runs "
         "(text/event-stream, the same stream as GET /api/executions/{id}/events)",
     )
-
-
-# A turn sent with stream: true answers its events (docs/flows/live-turns.md).
-TURN_STREAM = {(200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR)}
 
 
 def _timeout_field() -> serializers.IntegerField:

@@ -9,7 +9,6 @@ from typing import Any
 
 from django.db import connection
 from django.http import HttpResponseBase
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -25,6 +24,24 @@ from trinity.errors import InvalidInput
 
 # A resumed stream names the last event it has: a seq, never more than a turn holds.
 SEQ_MAX = 10**9
+EVENT_KINDS = [
+    "turn", "sent", "text", "tool_call", "tool_result", "truncated",
+    "refused", "walking", "served", "committed", "parked", "end",
+]  # fmt: skip
+# One event of the stream as OpenAPI describes a text/event-stream answer.
+SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "description": "the event's seq (Last-Event-ID resumes after it)"},
+        "event": {"type": "string", "enum": EVENT_KINDS},
+        "data": {
+            "type": "string",
+            "description": "the event's fields, JSON (docs/flows/live-turns.md)",
+        },
+    },
+    "required": ["id", "event", "data"],
+}
+TURN_STREAM = {(200, MEDIA_TYPE): OpenApiResponse(SSE_EVENT_SCHEMA)}
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -74,7 +91,7 @@ class ExecutionEventsApi(StreamingApiView):
 
     @extend_schema(
         parameters=[OpenApiParameter("after", int, description="resume after this seq")],
-        responses={(200, MEDIA_TYPE): OpenApiResponse(OpenApiTypes.STR)},
+        responses=TURN_STREAM,
     )
     def get(self, request: Request, pk: str) -> HttpResponseBase:
         after = _after(request)
