@@ -26,7 +26,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     parser.add_argument("--seed", type=Path, help="JSON list of credentials to load at boot")
+    parser.add_argument(
+        "--stream-pause-ms",
+        type=int,
+        default=0,
+        help="pause between a streamed answer's events, a slow model (make run's demo: 100)",
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.stream_pause_ms <= 10_000:
+        parser.error("--stream-pause-ms must be 0..10000")
 
     logging.basicConfig(
         stream=sys.stderr,
@@ -45,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
 
     sim = Simulator()
+    sim.stream_pause_ms = args.stream_pause_ms
     if args.seed is not None:
         loaded = load_seed(sim, args.seed)
         logging.getLogger("simulator").info("loaded %d credential(s) from %s", loaded, args.seed)
