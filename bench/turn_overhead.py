@@ -33,7 +33,7 @@ Every process it starts (simulator, agent server, gunicorn) is stopped on the wa
 from __future__ import annotations
 
 import argparse
-import runpy
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -116,7 +116,10 @@ def run(args: argparse.Namespace, workdir: Path, bench_db: str) -> None:
                 pairs=args.pairs,
                 max_seconds=args.max_seconds,
             )
-            threads = int(runpy.run_path(str(WEB_CONF))["threads"])
+            # The web's bound on requests inside Django at once (trinity/asgi.py).
+            from trinity.asgi import web_threads
+
+            threads = web_threads(os.environ)
             rig.sim.control.set_latency(CONCURRENT_LATENCY_MS)
             concurrent = concurrent_turns(webs["web"], rig.fleet, threads)
             rig.sim.control.set_latency(0)
