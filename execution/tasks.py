@@ -6,6 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from execution import handover, parking, services
+from execution.live.retention import turn_events_prune
 from execution.schedules.services import schedules_fire
 from trinity import clock
 
@@ -57,3 +58,9 @@ def resend_parked_turns() -> int:
 def fire_schedules() -> int:
     """Fire the due agent schedules as queued ``schedule`` turns."""
     return schedules_fire(now=clock.now())
+
+
+@shared_task(name="execution.prune_turn_events", soft_time_limit=50, time_limit=60)
+def prune_turn_events() -> int:
+    """Drop finished turns' events past TRINITY_TURN_EVENTS_RETENTION_DAYS."""
+    return turn_events_prune(now=clock.now())

@@ -40,6 +40,12 @@ app.conf.beat_schedule = {
         "schedule": HOUR,
         "options": {"expires": HOUR},
     },
+    # Hourly: drop finished turns' events (their replay) past their retention.
+    "prune-turn-events": {
+        "task": "execution.prune_turn_events",
+        "schedule": HOUR,
+        "options": {"expires": HOUR},
+    },
     # Every minute: revive agents recorded as running whose server died.
     "supervise-agents": {
         "task": "agents.supervise",

@@ -506,6 +506,11 @@ if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
 RATE_LIMIT_WINDOW_SECONDS = _env_int(
     "TRINITY_RATE_LIMIT_WINDOW_SECONDS", 2 * 3600, minimum=60, maximum=7 * 24 * 3600
 )
+# How long a finished turn's events (its replay, ``execution/live/``) are kept; the
+# turn's row stays. An hourly beat task drops older ones, a bounded batch at a time.
+TRINITY_TURN_EVENTS_RETENTION_DAYS = _env_int(
+    "TRINITY_TURN_EVENTS_RETENTION_DAYS", 30, minimum=1, maximum=3650
+)
 RATE_LIMIT_EVENT_RETENTION_SECONDS = _env_int(
     "TRINITY_RATE_LIMIT_EVENT_RETENTION_SECONDS", 24 * 3600, minimum=3600, maximum=90 * 24 * 3600
 )
