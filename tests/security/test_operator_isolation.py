@@ -264,6 +264,14 @@ def _read_urls(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, str]]]:
                 yield url, query
 
 
+def _body(response: Any) -> bytes:
+    """The answer's bytes; a turn's event stream read to its end (every turn here is
+    finished, so its stream closes by itself)."""
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content)
+    return bytes(response.content)
+
+
 def _walk(client: APIClient, schema: dict[str, Any]) -> dict[tuple[str, str], Any]:
     """GET every read URL; the bodies by (url, query), each checked to be an answer."""
     bodies: dict[tuple[str, str], Any] = {}
@@ -277,7 +285,7 @@ def _walk(client: APIClient, schema: dict[str, Any]) -> dict[tuple[str, str], An
             response.status_code,
         )
         bodies[(url, str(sorted(query.items())))] = (
-            response.content.decode() if response.status_code == 200 else ""
+            _body(response).decode() if response.status_code == 200 else ""
         )
     return bodies
 
