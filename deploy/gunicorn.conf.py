@@ -71,6 +71,10 @@ TURN_TIMEOUT_MAX_SECONDS = _env_int(
 TURN_SLACK_SECONDS = 60 + 30
 
 # gunicorn's name for the application to load; an ASGI one with this worker class.
+# Each request runs on a thread of its own (ASGI): the web lends it a pooled database
+# connection instead of opening one per request (trinity/settings.py, TRINITY_DB_POOL).
+os.environ.setdefault("TRINITY_DB_POOL", "1")
+
 wsgi_app = "trinity.asgi:application"
 bind = "0.0.0.0:8000"
 worker_class = "uvicorn_worker.UvicornWorker"

@@ -200,6 +200,23 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # Health-checked before reuse, so a restarted database costs one failed check.
 DATABASES["default"].setdefault("CONN_MAX_AGE", 600)
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# The ASGI web (deploy/gunicorn.conf.py sets TRINITY_DB_POOL=1) runs each request on a
+# thread of its own, so a connection kept per thread would be a new one per request
+# (4 ms, above): there a pool per process lends one to each request and takes it back
+# at its end. Its size bounds the process's connections: WEB_THREADS requests inside
+# Django plus the streamed turns and streams' reads beside them.
+TRINITY_DB_POOL = env.bool("TRINITY_DB_POOL", default=False)
+TRINITY_DB_POOL_MAX = _env_int("TRINITY_DB_POOL_MAX", 40, minimum=4, maximum=500)
+if TRINITY_DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Django has the pool check a connection before it lends it.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": TRINITY_DB_POOL_MAX,
+        # A request waits this long for a connection before it fails (a 503).
+        "timeout": 10,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")
