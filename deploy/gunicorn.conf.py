@@ -22,14 +22,17 @@ per process; the next waits on the loop, holding no thread, as a request waited 
 free gthread thread before. An event stream gives its slot back when its headers go
 out, so streams never count against it.
 
-Database connections: one per thread that queries, opened at the request's first query.
-Each request's thread is new under ASGI, so CONN_MAX_AGE keeps nothing across requests
-here (a request's connection goes when its thread ends; Django's own close at the end of
-the request is what closes it under CONN_MAX_AGE=0). An event stream's connection is
-closed when its view returns (trinity.middleware.EventStreamReleasesConnections), not
-when the stream ends. So the worst case is still workers x WEB_THREADS connections from
-requests, 2 x 32 = 64 by default, plus whatever the streams' iterators hold while they
-read, inside Postgres's default max_connections of 100 beside the Celery worker and beat.
+Database connections: a pool per worker (TRINITY_DB_POOL=1, set below; psycopg_pool
+through Django's "pool" option, trinity/settings.py). Each request's thread is new under
+ASGI, so a connection kept per thread would be a new one per request (3.6 ms here, 0.27
+ms to borrow from the pool); the request borrows one at its first query and gives it
+back at its end, as an event stream does after each read
+(trinity.middleware.EventStreamReleasesConnections, execution/live/sse.py). A streamed
+turn (``"stream": true``) runs in a thread of its own and holds one for its turn; at
+most TRINITY_WEB_STREAMED_TURNS (8) run per process, the next is answered 429. So a
+worker holds at most WEB_THREADS + TRINITY_WEB_STREAMED_TURNS + 2 connections
+(TRINITY_DB_POOL_MAX, 42 by default): 84 for two workers, inside Postgres's default
+max_connections of 100 beside the Celery worker and beat.
 
 Why not gevent: it would need monkeypatching before Django, psycopg, redis and httpx are
 imported, and a hub that any CPU-bound step (Fernet, JSON, the ranking after a refusal)

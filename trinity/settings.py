@@ -206,7 +206,16 @@ DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 # at its end. Its size bounds the process's connections: WEB_THREADS requests inside
 # Django plus the streamed turns and streams' reads beside them.
 TRINITY_DB_POOL = env.bool("TRINITY_DB_POOL", default=False)
-TRINITY_DB_POOL_MAX = _env_int("TRINITY_DB_POOL_MAX", 40, minimum=4, maximum=500)
+# Streamed turns (``"stream": true``) run in threads of the web process beside the
+# requests, each holding a connection for its turn: at most this many per process.
+TRINITY_WEB_STREAMED_TURNS = _env_int("TRINITY_WEB_STREAMED_TURNS", 8, minimum=1, maximum=256)
+TRINITY_DB_POOL_MAX = _env_int(
+    "TRINITY_DB_POOL_MAX",
+    # WEB_THREADS requests inside Django (trinity/asgi.py) + the streamed turns + 2.
+    _env_int("WEB_THREADS", 32, minimum=2, maximum=256) + TRINITY_WEB_STREAMED_TURNS + 2,
+    minimum=4,
+    maximum=500,
+)
 if TRINITY_DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Django has the pool check a connection before it lends it.

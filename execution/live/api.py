@@ -7,6 +7,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.http import HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -20,7 +21,7 @@ from execution import services
 from execution.live.sse import MEDIA_TYPE, sse_response
 from execution.models import Execution
 from execution.selectors import execution_get_visible
-from trinity.errors import InvalidInput
+from trinity.errors import InvalidInput, TooManyTurns
 
 # A resumed stream names the last event it has: a seq, never more than a turn holds.
 SEQ_MAX = 10**9
@@ -99,12 +100,50 @@ class ExecutionEventsApi(StreamingApiView):
         return sse_response(request._request, str(execution.pk), after)
 
 
+class _StreamedTurns:
+    """The streamed turns this process runs, at most TRINITY_WEB_STREAMED_TURNS: each
+    holds a thread and a database connection for its turn (a capacity of the process,
+    as its request slots are; nothing about any turn's outcome is decided here)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0
+
+    def take(self) -> None:
+        cap = settings.TRINITY_WEB_STREAMED_TURNS
+        with self._lock:
+            if self.running >= cap:
+                raise TooManyTurns(
+                    f"This web process is running its cap of {cap} streamed turns; retry "
+                    "shortly, or send the turn with async: true and follow "
+                    "GET /api/executions/{id}/events.",
+                    retry_after=STREAMED_RETRY_AFTER_SECONDS,
+                )
+            self.running += 1
+
+    def give(self) -> None:
+        with self._lock:
+            self.running -= 1
+
+
+streamed_turns = _StreamedTurns()
+STREAMED_RETRY_AFTER_SECONDS = 5
+
+
 def streamed_turn(request: Request, agent: Agent, values: dict[str, Any]) -> HttpResponseBase:
     """Start the turn in a thread of this process and answer its event stream. The
     turn runs to its end whether or not the client stays (as a sync turn would)."""
-    execution = services.execution_create(agent=agent, **values)
-    services.execution_admit(execution=execution, record_refusal=False)
-    threading.Thread(target=_turn_run, args=(execution, agent), name=f"turn-{execution.pk}").start()
+    streamed_turns.take()
+    try:
+        execution = services.execution_create(agent=agent, **values)
+        services.execution_admit(execution=execution, record_refusal=False)
+        thread = threading.Thread(
+            target=_turn_run, args=(execution, agent), name=f"turn-{execution.pk}"
+        )
+        thread.start()
+    except BaseException:
+        streamed_turns.give()
+        raise
     return sse_response(request._request, str(execution.pk), 0)
 
 
@@ -112,4 +151,5 @@ def _turn_run(execution: Execution, agent: Agent) -> None:
     try:
         services.execution_dispatch(execution=execution, agent=agent)
     finally:
+        streamed_turns.give()
         connection.close()
