@@ -223,8 +223,10 @@ if TRINITY_DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.pos
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": TRINITY_DB_POOL_MAX,
-        # A request waits this long for a connection before it fails (a 503).
-        "timeout": 10,
+        # How long a request waits to borrow one. The pool holds one for each request
+        # and streamed turn the process admits, so this is spent only while the database
+        # does not answer: /readyz must still say so within a probe's timeout.
+        "timeout": 2,
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
