@@ -71,7 +71,7 @@ def finish_cancelled(state: TurnState, cancelled: TurnCancelled) -> Execution:
 def execution_cancel(*, execution: Execution, now: datetime) -> Execution:
     """Cancel ``execution`` (already checked visible to the caller); returns its row.
 
-    Raises Conflict when it already finished."""
+    Raises Finished (409) when it already finished."""
     if execution.status in (Status.QUEUED, Status.PARKED):
         waiting = Execution.objects.filter(pk=execution.pk, status=execution.status).update(
             status=Status.CANCELLED,

@@ -57,13 +57,13 @@ def _next(execution_id: str, after: int, *, check_status: bool) -> list[dict[str
 
 
 def _next_closing(execution_id: str, after: int, *, check_status: bool) -> list[dict[str, Any]]:
-    """``_next`` that gives its database connection back: an open stream holds none
-    while it waits (a hundred streams would hold a hundred)."""
+    """``_next`` that gives its database connection back (to the pool, or closed): an
+    open stream holds none while it waits (a hundred streams would hold a hundred; the
+    embedded default's cache is the database too)."""
     try:
         return _next(execution_id, after, check_status=check_status)
     finally:
-        if check_status:
-            connection.close()
+        connection.close()
 
 
 def _sync_body(execution_id: str, after: int) -> Iterator[bytes]:

@@ -46,11 +46,6 @@ def events_kept(execution_id: str, after: int) -> list[dict[str, Any]]:
     return [{"seq": row.seq, "kind": row.kind, "data": row.data} for row in rows[:PAGE]]
 
 
-def events_after(execution_id: str, after: int) -> list[dict[str, Any]]:
-    """The turn's events with ``seq`` > ``after``, in order, at most ``PAGE``."""
-    return events_cached(execution_id, after) or events_kept(execution_id, after)
-
-
 # A finished row without its ``end`` this long: its process was lost before writing
 # it (a turn writes its events right after its row, in the same process).
 UNANNOUNCED_AFTER = timedelta(seconds=10)
