@@ -10,8 +10,9 @@ the database in one insert, where a finished turn is replayed from.
 What the agent server passes on from the CLI is not trusted: only the contract's kinds
 and fields are kept, every string is redacted and cut to its bound, and a turn keeps
 at most ``MAX_CLI_EVENTS`` of them (then one ``truncated`` event says so, and the
-rest are dropped and counted in the log). The platform's own events (sent, refused, walking, served, committed, the
-end) are always kept: a walk is bounded by its rung cap.
+rest are dropped and counted in the log). The platform's own events (sent, refused,
+walking, served, committed, the end) are always kept: a walk is bounded by its rung
+cap.
 """
 
 from __future__ import annotations
