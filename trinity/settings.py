@@ -225,8 +225,9 @@ if TRINITY_DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.pos
         "max_size": TRINITY_DB_POOL_MAX,
         # How long a request waits to borrow one. The pool holds one for each request
         # and streamed turn the process admits, so this is spent only while the database
-        # does not answer: /readyz must still say so within a probe's timeout.
-        "timeout": 2,
+        # does not answer or has just come back (the pool reconnects with a backoff);
+        # /readyz borrows with a probe's shorter wait (trinity/health.py).
+        "timeout": 10,
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
