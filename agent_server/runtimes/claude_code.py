@@ -85,20 +85,7 @@ class ClaudeCodeRuntime:
 
     async def run(self, turn: Turn, env: Mapping[str, str]) -> TurnOutcome:
         reader = _Lines(turn.events)
-        try:
-            finished = await self._processes.run(
-                self.argv(turn, env),
-                stdin=turn.message.encode("utf-8"),
-                cwd=turn.cwd,
-                home=turn.home,
-                env=env,
-                timeout=turn.timeout_seconds,
-                execution_id=turn.execution_id,
-                on_line=reader.line,
-            )
-        finally:
-            if turn.events is not None:
-                turn.events.close()
+        finished = await self._processes.run_turn(self.argv(turn, env), turn, env, reader.line)
         return interpret_cli_exit(
             returncode=finished.returncode,
             # The result line when the CLI printed one, else what it printed last.

@@ -122,20 +122,9 @@ class CodexCliRuntime:
             logger.warning("turn %s: thread history gone, a new thread", turn.execution_id)
             thread = None
         reader = _Lines(turn.events)
-        try:
-            finished = await self._processes.run(
-                self.argv(model, thread),
-                stdin=turn.message.encode("utf-8"),
-                cwd=turn.cwd,
-                home=turn.home,
-                env=cli_env(env, codex_home),
-                timeout=turn.timeout_seconds,
-                execution_id=turn.execution_id,
-                on_line=reader.line,
-            )
-        finally:
-            if turn.events is not None:
-                turn.events.close()
+        finished = await self._processes.run_turn(
+            self.argv(model, thread), turn, cli_env(env, codex_home), reader.line
+        )
         events = reader.seen
         if key is not None and events.thread_id is not None:
             self._remember(key, events, thread)

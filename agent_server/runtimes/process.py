@@ -26,6 +26,7 @@ from typing import Any
 
 from agent_server.errors import TurnError
 from agent_server.isolation import AGENT_UMASK, AgentUser
+from agent_server.runtimes.base import Turn
 from agent_server.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,26 @@ class CliProcesses:
             self._live_groups.discard(proc.pid)
         returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         return Finished(returncode=returncode, stdout=stdout, stderr=stderr)
+
+    async def run_turn(
+        self, argv: list[str], turn: Turn, env: Mapping[str, str], on_line: OnLine
+    ) -> Finished:
+        """`run` for a turn: its message on stdin, in its cwd and spawn HOME, within its
+        time; the turn's event sink is closed once the CLI ended, however it ended."""
+        try:
+            return await self.run(
+                argv,
+                stdin=turn.message.encode("utf-8"),
+                cwd=turn.cwd,
+                home=turn.home,
+                env=env,
+                timeout=turn.timeout_seconds,
+                execution_id=turn.execution_id,
+                on_line=on_line,
+            )
+        finally:
+            if turn.events is not None:
+                turn.events.close()
 
     async def _spawn(
         self, argv: list[str], *, cwd: Path, env: Mapping[str, str]
