@@ -242,13 +242,28 @@ def session_plan_read(subscription_id: int, *, provider: str) -> tuple[PlanFacts
     row = (
         Subscription.objects.filter(pk=subscription_id, provider=provider)
         .only(
-            "pk", "name", "token", "provider", "plan_type", "billing_class", "overage", "paused_at"
+            "pk",
+            "name",
+            "token",
+            "provider",
+            "plan_type",
+            "billing_class",
+            "overage",
+            "paused_at",
+            "token_expires_at",
         )
         .first()
     )
     if row is None or not row.token:
         return PlanFacts(Candidate(subscription_id, "", 0), present=False), None
-    rung = Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name, row.provider)
+    rung = Rung(
+        RungKind.SUBSCRIPTION,
+        row.token,
+        row.pk,
+        row.name,
+        row.provider,
+        expires_at=row.token_expires_at,
+    )
     return plan_facts_read(row), rung
 
 

@@ -17,9 +17,18 @@ def subscription_rungs(ids: Iterable[int]) -> dict[int, Rung]:
     wanted = list(ids)
     if not wanted:
         return {}
-    rows = Subscription.objects.filter(pk__in=wanted).only("pk", "name", "token", "provider")
+    rows = Subscription.objects.filter(pk__in=wanted).only(
+        "pk", "name", "token", "provider", "token_expires_at"
+    )
     return {
-        row.pk: Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name, row.provider)
+        row.pk: Rung(
+            RungKind.SUBSCRIPTION,
+            row.token,
+            row.pk,
+            row.name,
+            row.provider,
+            expires_at=row.token_expires_at,
+        )
         for row in rows
         if row.token
     }
