@@ -421,6 +421,8 @@ SPECTACULAR_SETTINGS = {
         "NotificationChannelKindEnum": "trinity.models.NotificationChannel.Kind",
         # A week plan entry's kind: a plan, or the key (a spill).
         "PlannedKindEnum": "routing.plan_ahead.week_plan.KINDS",
+        # Whom a plan is signed in with from the panel (claude, chatgpt).
+        "SignInProviderEnum": "subscriptions.plan_sign_in.providers.SIGN_IN_CHOICES",
     },
 }
 
