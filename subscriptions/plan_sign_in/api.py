@@ -70,8 +70,10 @@ class PlanSignInCodeApi(APIView):
 
     permission_classes = [IsAdmin]
 
+    # Not "code": an error answer's "code" is the error's kind (trinity.api), so a
+    # field of that name could not carry its messages.
     class Input(serializers.Serializer[Any]):
-        code = serializers.CharField(
+        pasted = serializers.CharField(
             max_length=4096,
             trim_whitespace=True,
             help_text="what the provider's page showed: code#state, the callback address, "
@@ -93,7 +95,7 @@ class PlanSignInCodeApi(APIView):
         subscription, created = plan_sign_in_finish(
             user_id=_admin_id(request),
             flow=flow,
-            pasted=data.validated_data["code"],
+            pasted=data.validated_data["pasted"],
             now=clock.now(),
         )
         subscription = subscription_get_visible(user=request.user, pk=subscription.pk)

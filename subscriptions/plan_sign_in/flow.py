@@ -105,7 +105,7 @@ def plan_sign_in_finish(
 ) -> tuple[Subscription, bool]:
     """Redeem the pasted code of ``flow`` and register its plan; returns ``(plan,
     created)``. Raises NotFound for a flow that is not this admin's or expired,
-    InvalidInput (field ``code``) for a code of another sign-in or one the provider
+    InvalidInput (field ``pasted``) for a code of another sign-in or one the provider
     refuses, ProviderUnavailable when the provider cannot say."""
     key = _CACHE_KEY.format(flow)
     pending = cache.get(key)
@@ -116,11 +116,11 @@ def plan_sign_in_finish(
         )
     code, state = pasted_code(pasted)
     if not code:
-        raise InvalidInput("Paste the code the provider's page showed.", field="code")
+        raise InvalidInput("Paste the code the provider's page showed.", field="pasted")
     if state and not hmac.compare_digest(state, pending["state"]):
         raise InvalidInput(
             "This code belongs to another sign-in (its state does not match). Start again.",
-            field="code",
+            field="pasted",
         )
     provider = SignInProvider(pending["provider"])
     answer = code_redeem(

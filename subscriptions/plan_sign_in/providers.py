@@ -106,7 +106,7 @@ def code_redeem(
     client: httpx.Client | None = None,
 ) -> dict[str, Any]:
     """The token endpoint's answer for ``code`` (access, refresh and, for ChatGPT, id
-    tokens). Raises InvalidInput (field ``code``) when the provider refuses the code,
+    tokens). Raises InvalidInput (field ``pasted``) when the provider refuses the code,
     ProviderUnavailable when it cannot say."""
     oauth = CLIENTS[key]
     body = {
@@ -149,7 +149,7 @@ def _answer(key: SignInProvider, response: httpx.Response) -> dict[str, Any]:
         raise InvalidInput(
             "The provider refused the code: it expired, was used already, or belongs to "
             f"another sign-in ({code or response.status_code}). Start the sign-in again.",
-            field="code",
+            field="pasted",
         )
     raise ProviderUnavailable(
         f"The {key} sign-in service answered HTTP {response.status_code}; try again."

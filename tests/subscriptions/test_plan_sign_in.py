@@ -52,7 +52,7 @@ def shown_code(authorize_url: str) -> str:
 
 
 def paste(client: APIClient, flow: str, code: str) -> Any:
-    return client.post(f"{START}/{flow}/code", {"code": code}, format="json")
+    return client.post(f"{START}/{flow}/code", {"pasted": code}, format="json")
 
 
 @pytest.mark.django_db
@@ -137,7 +137,7 @@ def test_a_code_of_another_sign_in_is_refused_and_nothing_stored(
     refused = paste(admin_client_api, first["flow"], foreign)
 
     assert refused.status_code == 400
-    assert "state does not match" in refused.json()["code"][0]
+    assert "state does not match" in refused.json()["pasted"][0]
     assert not Subscription.objects.exists()
     assert sim.oauth()["codes_redeemed"] == 0  # refused before the provider was asked
     # The flow stays open for its own code.
@@ -155,7 +155,7 @@ def test_a_code_the_provider_refuses_is_a_400_and_nothing_stored(
     refused = paste(admin_client_api, flow["flow"], f"not-{code}#{state}")
 
     assert refused.status_code == 400
-    assert "refused the code" in refused.json()["code"][0]
+    assert "refused the code" in refused.json()["pasted"][0]
     assert not Subscription.objects.exists()
 
 
