@@ -7,14 +7,12 @@ tokens), PostgreSQL's row lock; the race is two forked processes.
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.synchronize
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.test import override_settings
 
 from routing.rung import Rung, RungKind
@@ -25,6 +23,7 @@ from subscriptions.models import Subscription
 from subscriptions.plan_refresh import Refresh
 from subscriptions.services import subscription_register
 from tests.conftest import sign_in_urls
+from tests.subscriptions.racing import race_refresh
 from trinity.crypto import Secret
 from trinity.models import Notification
 
@@ -53,7 +52,7 @@ def _plan(sim: SimulatorControl, *, expires_in: float) -> Subscription:
     return plan
 
 
-def _columns(plan: Subscription) -> tuple[str, str, datetime, str]:
+def stored_columns(plan: Subscription) -> tuple[str, str, datetime, str]:
     """The row's stored token columns as the database holds them (ciphertext)."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -110,7 +109,7 @@ def test_a_revoked_refresh_token_leaves_the_stored_tokens_and_tells_the_operator
 ) -> None:
     plan = _plan(sim, expires_in=60)
     sim.revoke_refresh(REFRESH)
-    before = _columns(plan)
+    before = stored_columns(plan)
 
     first = claude_credential_fresh(plan.pk, now=datetime.now(UTC))
     second = claude_credential_fresh(plan.pk, now=datetime.now(UTC))
@@ -118,7 +117,7 @@ def test_a_revoked_refresh_token_leaves_the_stored_tokens_and_tells_the_operator
     assert first.refresh is second.refresh is Refresh.SIGN_IN_DEAD
     assert first.code == "invalid_grant"
     assert first.credential.access_token == ACCESS  # the turn goes on with what it has
-    assert _columns(plan) == before  # byte for byte: nothing was written
+    assert stored_columns(plan) == before  # byte for byte: nothing was written
     notices = Notification.objects.filter(kind="claude_sign_in_dead")
     assert notices.count() == 1
     notice = notices.get()
@@ -130,24 +129,12 @@ def test_a_revoked_refresh_token_leaves_the_stored_tokens_and_tells_the_operator
 @pytest.mark.django_db
 def test_an_unreachable_token_endpoint_changes_nothing(sim: SimulatorControl) -> None:
     plan = _plan(sim, expires_in=60)
-    before = _columns(plan)
+    before = stored_columns(plan)
     with override_settings(TRINITY_CLAUDE_OAUTH_TOKEN_URL="http://127.0.0.1:9/v1/oauth/token"):
         fresh = claude_credential_fresh(plan.pk, now=datetime.now(UTC))
     assert fresh.refresh is Refresh.FAILED
-    assert _columns(plan) == before
+    assert stored_columns(plan) == before
     assert not Notification.objects.exists()
-
-
-def _race(
-    pk: int, barrier: multiprocessing.synchronize.Barrier, results: multiprocessing.Queue[object]
-) -> None:
-    """One process wanting the plan's token now; its own database connection."""
-    try:
-        barrier.wait(timeout=30)
-        fresh = claude_credential_fresh(pk, now=datetime.now(UTC))
-        results.put((fresh.refresh.value, fresh.code, fresh.credential.access_token))
-    finally:
-        connections.close_all()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -155,21 +142,8 @@ def test_two_processes_racing_a_due_refresh_refresh_once_and_both_send_the_rotat
     sim: SimulatorControl,
 ) -> None:
     plan = _plan(sim, expires_in=60)
-    # The refresh takes a while, so the second process reaches the lock while the first
-    # holds it (without the lock and the re-read inside it, both would refresh and the
-    # second would present a spent refresh token: invalid_grant, the sign-in revoked).
-    sim.set_latency(300)
-    connections.close_all()  # each child opens its own connection
-    context = multiprocessing.get_context("fork")
-    barrier = context.Barrier(2)
-    results = context.Queue()
-    workers = [context.Process(target=_race, args=(plan.pk, barrier, results)) for _ in "ab"]
-    for worker in workers:
-        worker.start()
-    outcomes = [results.get(timeout=60) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=30)
-    sim.set_latency(0)
+
+    outcomes = race_refresh(sim, claude_credential_fresh, plan.pk)
 
     assert sorted(refresh for refresh, _, _ in outcomes) == ["not_due", "refreshed"]
     assert _refreshes(sim) == 1

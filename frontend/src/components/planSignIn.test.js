@@ -66,47 +66,38 @@ describe("PlanSignIn", () => {
     expect(wrapper.find("#add-name-error").text()).toMatch(/name is required/);
   });
 
-  it("shows a refused code next to the field, clears it and keeps the sign-in open", async () => {
+  // The sign-in started, then the pasted code answered with ``answer``.
+  async function pasteAnswered(answer, pasted = "c#s") {
     stubOpen();
     mockFetch({
       "POST /api/subscriptions/sign-in": json(201, STARTED),
-      "POST /api/subscriptions/sign-in/f-1/code": json(400, { pasted: ["The provider refused the code."] }),
+      "POST /api/subscriptions/sign-in/f-1/code": answer,
     });
     wrapper = mount(PlanSignIn, { props: { idPrefix: "t", name: "max", provider: "anthropic", planType: "pro" } });
     await clickNamed(wrapper, "Sign in with Claude");
-    await wrapper.find("#t-sign-in-code").setValue("bad#s");
+    await wrapper.find("#t-sign-in-code").setValue(pasted);
     await clickNamed(wrapper, "Finish sign-in");
-    expect(wrapper.find("#t-sign-in-error").text()).toBe("The provider refused the code.");
+    return wrapper.find("#t-sign-in-error").text();
+  }
+
+  it("shows a refused code next to the field, clears it and keeps the sign-in open", async () => {
+    const error = await pasteAnswered(json(400, { pasted: ["The provider refused the code."] }), "bad#s");
+    expect(error).toBe("The provider refused the code.");
     expect(wrapper.find("#t-sign-in-code").element.value).toBe("");
     expect(wrapper.emitted("saved")).toBeUndefined();
   });
 
   it("goes back to the start when the sign-in expired", async () => {
-    stubOpen();
-    mockFetch({
-      "POST /api/subscriptions/sign-in": json(201, STARTED),
-      "POST /api/subscriptions/sign-in/f-1/code": json(404, { detail: "No sign-in of yours waits under this id.", code: "not_found" }),
-    });
-    wrapper = mount(PlanSignIn, { props: { idPrefix: "t", name: "max", provider: "anthropic", planType: "pro" } });
-    await clickNamed(wrapper, "Sign in with Claude");
-    await wrapper.find("#t-sign-in-code").setValue("late#s");
-    await clickNamed(wrapper, "Finish sign-in");
-    expect(wrapper.find("#t-sign-in-error").text()).toMatch(/No sign-in of yours/);
+    const error = await pasteAnswered(json(404, { detail: "No sign-in of yours waits under this id.", code: "not_found" }));
+    expect(error).toMatch(/No sign-in of yours/);
     expect(wrapper.find("#t-sign-in-code").exists()).toBe(false);
     expect(wrapper.findAll("button").map((b) => b.text())).toContain("Sign in with Claude");
   });
 
   it("a provider that does not answer is said as it is", async () => {
-    stubOpen();
-    mockFetch({
-      "POST /api/subscriptions/sign-in": json(201, STARTED),
-      "POST /api/subscriptions/sign-in/f-1/code": json(502, { detail: "The claude sign-in service did not answer; try again.", code: "provider_unavailable" }),
-    });
-    wrapper = mount(PlanSignIn, { props: { idPrefix: "t", name: "max", provider: "anthropic", planType: "pro" } });
-    await clickNamed(wrapper, "Sign in with Claude");
-    await wrapper.find("#t-sign-in-code").setValue("c#s");
-    await clickNamed(wrapper, "Finish sign-in");
-    expect(wrapper.find("#t-sign-in-error").text()).toMatch(/did not answer/);
+    const detail = "The claude sign-in service did not answer; try again.";
+    const error = await pasteAnswered(json(502, { detail, code: "provider_unavailable" }));
+    expect(error).toMatch(/did not answer/);
     expect(wrapper.find("#t-sign-in-code").exists()).toBe(true);
   });
 });
