@@ -76,8 +76,8 @@ class PlanSignInCodeApi(APIView):
         pasted = serializers.CharField(
             max_length=4096,
             trim_whitespace=True,
-            help_text="what the provider's page showed: code#state, the callback address, "
-            "or the bare code",
+            help_text="what the provider's page showed: Claude's code#state, or the callback "
+            "address ChatGPT's sign-in landed on",
         )
 
     @extend_schema(

@@ -4,7 +4,7 @@
 (the cache, ``FLOW_TTL_SECONDS``, bound to the admin who started the flow: the
 verifier never reaches the browser) and returns the provider's authorize URL.
 ``plan_sign_in_finish`` takes what the admin pasted back (Claude's ``code#state``,
-ChatGPT's callback address, or a bare code), checks the state, redeems the code at
+ChatGPT's callback address), checks the state, redeems the code at
 the provider's token endpoint and registers the plan with its tokens, encrypted: a
 Claude plan's access token as its token with the refresh token and expiry beside it
 (``subscriptions/claude_refresh.py``), a ChatGPT plan's whole sign-in as the Codex
@@ -107,6 +107,14 @@ def plan_sign_in_finish(
     created)``. Raises NotFound for a flow that is not this admin's or expired,
     InvalidInput (field ``pasted``) for a code of another sign-in or one the provider
     refuses, ProviderUnavailable when the provider cannot say."""
+    code, state = pasted_code(pasted)
+    if not (code and state):
+        # Both pages give the state with the code: it is what ties the code to this flow.
+        raise InvalidInput(
+            "Paste all the provider's page showed: Claude's code#state, or the whole "
+            "callback address ChatGPT's sign-in landed on.",
+            field="pasted",
+        )
     key = _CACHE_KEY.format(flow)
     pending = cache.get(key)
     if not isinstance(pending, dict) or pending.get("user") != user_id:
@@ -114,10 +122,7 @@ def plan_sign_in_finish(
             "No sign-in of yours waits under this id: it expired (after "
             f"{FLOW_TTL_SECONDS // 60} minutes) or was finished. Start again."
         )
-    code, state = pasted_code(pasted)
-    if not code:
-        raise InvalidInput("Paste the code the provider's page showed.", field="pasted")
-    if state and not hmac.compare_digest(state, pending["state"]):
+    if not hmac.compare_digest(state.encode(), str(pending["state"]).encode()):
         raise InvalidInput(
             "This code belongs to another sign-in (its state does not match). Start again.",
             field="pasted",

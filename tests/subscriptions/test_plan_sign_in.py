@@ -182,6 +182,18 @@ def test_a_provider_that_does_not_answer_is_a_502_and_nothing_stored(
 
 
 @pytest.mark.django_db
+def test_a_code_without_its_state_is_refused_before_the_provider_is_asked(
+    sim: SimulatorControl, admin_client_api: APIClient
+) -> None:
+    flow = start(admin_client_api).json()
+    code, _, _ = shown_code(flow["authorize_url"]).partition("#")
+    refused = paste(admin_client_api, flow["flow"], code)
+    assert refused.status_code == 400 and "code#state" in refused.json()["pasted"][0]
+    assert sim.oauth()["codes_redeemed"] == 0
+    assert not Subscription.objects.exists()
+
+
+@pytest.mark.django_db
 def test_an_unknown_flow_and_an_unknown_plan_type_are_refused(
     sim: SimulatorControl, admin_client_api: APIClient, admin_user: User
 ) -> None:
