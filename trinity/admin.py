@@ -52,6 +52,8 @@ class ThrottledAdminAuthenticationForm(AdminAuthenticationForm):
 
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
+# Admin's login page offers the provider's sign-in too, when single sign-on is on.
+admin.site.login_template = "sso/admin_login.html"
 
 
 # knox's own admin lists each token's digest; this one lists whose token it is and

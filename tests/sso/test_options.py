@@ -40,3 +40,18 @@ def test_an_unreachable_provider_sends_the_browser_back_with_an_error(
     settings.TRINITY_OIDC_DISCOVERY_URL = "http://127.0.0.1:9/nothing-listens"
     answer = client.get("/oidc/authenticate/")
     assert (answer.status_code, answer["Location"]) == (302, "/?sso_error=unavailable")
+
+
+def test_admins_login_page_offers_the_providers_sign_in_only_when_it_is_on(
+    settings: Any, client: Client
+) -> None:
+    settings.TRINITY_OIDC_DISCOVERY_URL = ""
+    assert "Sign in with" not in client.get("/admin/login/?next=/admin/").text
+    settings.TRINITY_OIDC_DISCOVERY_URL = "https://id.example.test"
+    settings.TRINITY_OIDC_PROVIDER_NAME = "Acme SSO"
+    page = client.get("/admin/login/?next=/admin/").text
+    assert (
+        '<a class="button" href="/oidc/authenticate/?next=/admin/">Sign in with Acme SSO</a>'
+        in page
+    )
+    assert 'name="password"' in page  # the break-glass admin's form stays
