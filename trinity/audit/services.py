@@ -73,14 +73,25 @@ def audit_record(*, actor: Actor, source: str, change: Change) -> AuditEntry:
 
 
 def audit_command(
-    *, action: str, object_type: str = "", object_id: str = "", **changes: Any
-) -> None:
+    *,
+    action: str,
+    object_type: str = "",
+    object_id: str = "",
+    object_label: str = "",
+    changes: dict[str, Any] | None = None,
+) -> AuditEntry:
     """Record a change a management command made: actor system, source manage.py.
-    ``changes`` are ``field=[before, after]`` pairs (never a secret's value)."""
-    audit_record(
+    ``changes`` are ``{field: [before, after]}`` (a secret only by fingerprint)."""
+    return audit_record(
         actor=Actor(kind=ActorKind.SYSTEM),
         source=Source.MANAGE_PY,
-        change=Change(action=action, object_type=object_type, object_id=object_id, changes=changes),
+        change=Change(
+            action=action,
+            object_type=object_type,
+            object_id=object_id,
+            object_label=object_label,
+            changes=changes or {},
+        ),
     )
 
 
