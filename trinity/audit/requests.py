@@ -16,14 +16,16 @@ from knox.models import AuthToken
 
 from trinity.audit.models import ActorKind, AuditEntry, Source
 from trinity.audit.registry import Target, target_for
-from trinity.audit.rows import changes, row_state
+from trinity.audit.rows import changes, row_state, secret_mark, secret_named
 from trinity.audit.services import Actor, Change, audit_record
 from trinity.authentication import client_address
 
 METHOD_VERBS = {"POST": "create", "PUT": "update", "PATCH": "update", "DELETE": "delete"}
 # Django admin's own pages for one object: /admin/<app>/<model>/<id>/change|delete/.
-_ADMIN_OBJECT = re.compile(r"^(?P<app>[a-z0-9_]+?)_(?P<model>[a-z0-9]+)_(?P<verb>change|delete)$")
-_ADMIN_VERBS = {"change": "update", "delete": "delete"}
+_ADMIN_OBJECT = re.compile(
+    r"^(?P<app>[a-z0-9_]+?)_(?P<model>[a-z0-9]+)_(?P<verb>change|delete|password_change)$"
+)
+_ADMIN_VERBS = {"change": "update", "delete": "delete", "password_change": "password_change"}
 
 
 def target_of(match: ResolverMatch | None) -> Target | None:
@@ -38,7 +40,9 @@ def target_of(match: ResolverMatch | None) -> Target | None:
 
 def _admin_target(match: ResolverMatch) -> Target | None:
     found = _ADMIN_OBJECT.match(str(match.url_name))
-    if found is None or "object_id" not in match.kwargs:
+    # The object's pages take ``object_id``; a user's password page takes ``id``.
+    key = "object_id" if "object_id" in match.kwargs else "id"
+    if found is None or key not in match.kwargs:
         return None
     try:
         model = apps.get_model(found["app"], found["model"])
@@ -47,7 +51,7 @@ def _admin_target(match: ResolverMatch) -> Target | None:
     return Target(
         object_type=f"{model._meta.app_label}.{model._meta.model_name}",
         verb=_ADMIN_VERBS[found["verb"]],
-        candidates=lambda kwargs: model._default_manager.filter(pk=unquote(kwargs["object_id"])),
+        candidates=lambda kwargs: model._default_manager.filter(pk=unquote(kwargs[key])),
     )
 
 
@@ -99,7 +103,12 @@ def label_of(row: Model) -> str:
 
 
 def subject(target: Target, row: Model) -> tuple[str, str, str]:
-    ident = target.ident(row) if target.ident is not None else str(row.pk)
+    if target.ident is not None:
+        ident = target.ident(row)
+    elif secret_named(row._meta.pk):  # knox's token rows are keyed by their digest
+        ident = secret_mark(row.pk) or ""
+    else:
+        ident = str(row.pk)
     return target.object_type, ident, label_of(row)
 
 

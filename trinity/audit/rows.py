@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Field, Model
+from django.db.models import Model
 
 from trinity.crypto import EncryptedSecretField, Secret, fingerprint
 
@@ -21,7 +21,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 _TEXT_TYPES = (str, bytes, Secret)
 
 
-def _secret_named(field: Field[Any, Any]) -> bool:
+def secret_named(field: Any) -> bool:
+    """True when ``field``'s name says it holds a secret (see ``SECRET_WORDS``)."""
     words = _WORD.findall(field.name.lower())
     return (
         "fingerprint" not in words
@@ -56,7 +57,7 @@ def row_state(instance: Model) -> dict[str, Any]:
     for field in instance._meta.concrete_fields:
         value = getattr(instance, field.attname)
         if isinstance(field, EncryptedSecretField) or (
-            isinstance(value, _TEXT_TYPES) and _secret_named(field)
+            isinstance(value, _TEXT_TYPES) and secret_named(field)
         ):
             state[field.name] = secret_mark(value)
         else:

@@ -107,9 +107,37 @@ def test_an_admin_change_to_a_user_keeps_the_password_by_fingerprint(person: Use
         {"password1": "new-AUDITcanary-pass-1", "password2": "new-AUDITcanary-pass-1"},
     )
     assert response.status_code == 302, response.content[:300]
-    entries = _new_entries(before)
-    assert len(entries) == 1
-    assert "AUDITcanary" not in json.dumps(entries[0].changes)
+    [entry] = _new_entries(before)
+    assert (entry.action, entry.source, entry.object_id) == (
+        "auth.user.password_change",
+        "admin",
+        str(person.pk),
+    )
+    # The hash changed, shown by its last 4 characters only.
+    before_mark, after_mark = entry.changes["password"]
+    assert before_mark != after_mark and after_mark.startswith("…") and len(after_mark) == 5
+    assert "AUDITcanary" not in json.dumps(entry.changes)
+
+
+def test_an_admin_change_is_one_entry_with_the_fields_it_changed(person: User) -> None:
+    from trinity.selectors import system_settings_get
+
+    row = system_settings_get()
+    client = Client()
+    client.force_login(person)
+    before = _last_id()
+    response = client.post(
+        f"/admin/trinity/systemsettings/{row.pk}/change/",
+        {"auto_switch_subscriptions": "on", "headroom_alert_threshold": "90"},
+    )
+    assert response.status_code == 302, response.content[:500]
+    [entry] = _new_entries(before)
+    assert (entry.action, entry.source, entry.actor_username) == (
+        "trinity.systemsettings.update",
+        "admin",
+        "carol",
+    )
+    assert entry.changes["headroom_alert_threshold"] == [75, 90]
 
 
 def test_a_management_command_records_the_system_from_manage_py(person: User) -> None:
