@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,6 +24,7 @@ from trinity.audit.selectors import EXACT_FILTERS, audit_entries
 from trinity.pagination import TIME_RANGE_PARAMETERS, NewestFirst
 
 EXPORT_CHUNK = 500
+NDJSON = "application/x-ndjson"
 
 FILTER_PARAMETERS = [
     OpenApiParameter(name, str, description=f"only entries whose {field} is this")
@@ -55,16 +58,19 @@ class AuditEntryOutput(serializers.ModelSerializer[AuditEntry]):
         read_only_fields = fields
 
 
-class AuditListApi(APIView):
+class AuditListApi(ListAPIView[AuditEntry]):
     """Every recorded change, newest first, by cursor (``?cursor=``, ``?limit=``)."""
 
     permission_classes = [IsAdmin]
+    serializer_class = AuditEntryOutput
+    pagination_class = NewestFirst
 
-    @extend_schema(parameters=FILTER_PARAMETERS, responses=AuditEntryOutput(many=True))
-    def get(self, request: Request) -> Response:
-        paginator = NewestFirst()
-        page = paginator.paginate_queryset(audit_entries(request.query_params), request, self)
-        return paginator.get_paginated_response(AuditEntryOutput(page, many=True).data)
+    @extend_schema(parameters=FILTER_PARAMETERS)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[AuditEntry]:
+        return audit_entries(self.request.query_params)
 
 
 def _lines(rows: Any) -> Iterator[bytes]:
@@ -79,11 +85,11 @@ class AuditExportApi(APIView):
 
     @extend_schema(
         parameters=FILTER_PARAMETERS,
-        responses={200: OpenApiResponse(OpenApiTypes.STR, description="JSON lines")},
+        responses={(200, NDJSON): OpenApiResponse(OpenApiTypes.STR, description="JSON lines")},
     )
     def get(self, request: Request) -> StreamingHttpResponse:
         rows = audit_entries(request.query_params).order_by("created_at", "id")
-        response = StreamingHttpResponse(_lines(rows), content_type="application/x-ndjson")
+        response = StreamingHttpResponse(_lines(rows), content_type=NDJSON)
         response["Content-Disposition"] = 'attachment; filename="audit.jsonl"'
         response["Cache-Control"] = "no-store"
         return response

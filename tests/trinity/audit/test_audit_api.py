@@ -71,6 +71,8 @@ def test_the_filters_cut_by_actor_object_action_and_time(
         "agent.delete",
     ]
     assert admin_client_api.get("/api/audit", {"since": "yesterday"}).status_code == 400
+    refused = admin_client_api.get("/api/audit/export", {"object_type": "a\x00b"})
+    assert (refused.status_code, list(refused.json())) == (400, ["object_type"])
 
 
 def test_pages_follow_the_cursor_newest_first(
