@@ -40,7 +40,7 @@ register("notification-channel-detail", Target("notification_channel", candidate
 register(
     "notification-channel-test", Target("notification_channel", verb="test", candidates=_channel)
 )
-# The signals name the event and the user (trinity/audit/signals.py); these are the
-# actions when none was sent (a sign-out without a session).
-register("auth-login", Target("user", action="sign_in"))
-register("auth-logout", Target("user", action="sign_out"))
+# Recorded from the sign-in signals alone (trinity/audit/signals.py): a sign-out
+# without a session sends none and changes nothing.
+register("auth-login", Target("user", events_only=True))
+register("auth-logout", Target("user", events_only=True))

@@ -68,12 +68,19 @@ class AuditMiddleware:
             pending.before = _states(target.candidates(match.kwargs)[:MAX_CANDIDATES])
         request.audit_pending = pending  # type: ignore[attr-defined]
         response = self.get_response(request)
-        if response.status_code < 400 or pending.event is not None:
+        if _recorded(response, pending):
             try:
                 _record(request, response, pending)
             except Exception:  # the change is made; a lost entry must not turn it into a 500
                 logger.exception("audit entry not written for %s %s", request.method, request.path)
         return response
+
+
+def _recorded(response: HttpResponseBase, pending: Pending) -> bool:
+    if pending.event is not None:  # a sign-in, failed or not, or a sign-out
+        return True
+    events_only = pending.target is not None and pending.target.events_only
+    return response.status_code < 400 and not events_only
 
 
 def _states(rows: Any) -> dict[Any, tuple[Any, dict[str, Any]]]:

@@ -35,6 +35,9 @@ class Target:
     action: str | None = None
     # How the log names a row when its primary key will not do (a token's is its digest).
     ident: Callable[[Any], str] | None = None
+    # Recorded only when a sign-in signal names what happened (a sign-out without a
+    # session changes nothing, and anyone could fill the log with them).
+    events_only: bool = False
 
 
 _TARGETS: dict[str, Target] = {}

@@ -60,6 +60,12 @@ def test_a_panel_sign_in_and_sign_out_are_one_entry_each(person: User) -> None:
     assert (entry.action, entry.actor_username) == ("sign_out", "carol")
 
 
+def test_a_sign_out_without_a_session_is_not_recorded() -> None:
+    before = _last_id()
+    assert Client().post("/api/auth/logout").status_code == 204
+    assert _new_entries(before) == []
+
+
 def test_a_failed_sign_in_names_the_attempt_and_never_the_password(person: User) -> None:
     before = _last_id()
     assert _login(Client(), "wrong-AUDITcanary-password") == 400
