@@ -79,8 +79,13 @@ class AuditMiddleware:
 def _recorded(response: HttpResponseBase, pending: Pending) -> bool:
     if pending.event is not None:  # a sign-in, failed or not, or a sign-out
         return True
-    events_only = pending.target is not None and pending.target.events_only
-    return response.status_code < 400 and not events_only
+    if pending.target is not None and pending.target.events_only:
+        return False
+    if pending.match is not None and pending.match.namespace == "admin":
+        # Django admin redirects after a change it made; a form it shows again (200)
+        # with its errors changed nothing.
+        return 300 <= response.status_code < 400
+    return response.status_code < 400
 
 
 def _states(rows: Any) -> dict[Any, tuple[Any, dict[str, Any]]]:

@@ -34,6 +34,8 @@ def target_of(match: ResolverMatch | None) -> Target | None:
     if match is None or not match.url_name:
         return None
     if match.namespace == "admin":
+        if match.url_name in ("login", "logout"):  # from the sign-in signals alone
+            return Target("user", events_only=True)
         return _admin_target(match)
     return target_for(match.url_name)
 

@@ -144,6 +144,16 @@ def test_an_admin_change_is_one_entry_with_the_fields_it_changed(person: User) -
         "carol",
     )
     assert entry.changes["headroom_alert_threshold"] == [75, 90]
+    # A form Django admin shows again with its errors changed nothing: no entry.
+    before = _last_id()
+    refused = client.post(
+        f"/admin/trinity/systemsettings/{row.pk}/change/", {"headroom_alert_threshold": "x"}
+    )
+    assert refused.status_code == 200
+    assert _new_entries(before) == []
+    # Nor does a login form sent without a password (no sign-in was attempted).
+    assert Client().post("/admin/login/", {"username": "carol"}).status_code == 200
+    assert _new_entries(before) == []
 
 
 def test_a_management_command_records_the_system_from_manage_py(person: User) -> None:
