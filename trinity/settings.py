@@ -830,3 +830,13 @@ if TRINITY_BREAKER_OPEN_FAILURES < TRINITY_BREAKER_DEGRADED_FAILURES:
     raise ImproperlyConfigured(
         "TRINITY_BREAKER_OPEN_FAILURES must be at least TRINITY_BREAKER_DEGRADED_FAILURES"
     )
+
+# The audit log (trinity/audit, docs/flows/audit-log.md): one entry per change request,
+# append-only in the database (django-pgtrigger refuses UPDATE and DELETE on Postgres).
+# Its middleware sits inside authentication (it reads the user after the view).
+INSTALLED_APPS += ["pgtrigger", "trinity.audit"]
+MIDDLEWARE.append("trinity.audit.middleware.AuditMiddleware")
+# How long entries are kept; an hourly beat task deletes older ones in batches. 0: forever.
+TRINITY_AUDIT_RETENTION_DAYS = _env_int(
+    "TRINITY_AUDIT_RETENTION_DAYS", 365, minimum=0, maximum=36500
+)

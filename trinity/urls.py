@@ -21,6 +21,8 @@ urlpatterns = [
     path("api/", include("agents.urls")),
     # People's own CLIs through the pool: their gateway keys, usage and open requests.
     path("api/", include("gateway.urls")),
+    # The audit log (admins only, read-only): GET /api/audit and /api/audit/export.
+    path("api/", include("trinity.audit.urls")),
     # The settings panel: session sign-in for the built Vue app, and the app itself.
     path("api/auth/csrf", panel.auth_csrf, name="auth-csrf"),
     path("api/auth/login", panel.auth_login, name="auth-login"),
