@@ -17,6 +17,7 @@ from gateway.server.keybook import read_by_digest
 from tests.sso.flow import csrf_post, sso_sign_in
 from tests.sso.provider import ADMINS, IdentityProvider
 from trinity import clock
+from trinity.audit.models import AuditEntry
 from trinity.sso.models import SsoIdentity
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -77,7 +78,20 @@ def test_the_admin_group_makes_an_admin_and_leaving_it_unmakes_one_at_next_sign_
     client, _ = sso_sign_in(base, "carol", PASSWORD)
     assert me(client, base).json() == {"username": "carol", "is_admin": False}
     assert client.get(f"{base}/api/notification-channels").status_code == 403
-    assert not User.objects.get(username="carol").is_staff
+    carol = User.objects.get(username="carol")
+    assert not carol.is_staff
+    # The audit log says who made carol an admin and who took it back: the platform,
+    # following the provider's claims, each before that sign-in's own entry.
+    entries = AuditEntry.objects.filter(object_type="user", object_id=str(carol.pk))
+    assert [
+        (e.action, e.actor_kind, e.source, e.changes.get("is_staff"))
+        for e in entries.order_by("id")
+    ] == [
+        ("user.create", "system", "system", [False, True]),
+        ("sign_in", "user", "panel", None),
+        ("user.update", "system", "system", [True, False]),
+        ("sign_in", "user", "panel", None),
+    ]
 
 
 def test_sign_out_ends_the_session_and_offers_the_providers_end_session(

@@ -12,6 +12,8 @@ from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
 from django.db import IntegrityError, transaction
 
+from trinity.audit.models import ActorKind, Source
+from trinity.audit.services import Actor, Change, audit_record
 from trinity.sso.claims import admin_verdict, base_username, username_candidates
 from trinity.sso.models import SsoIdentity
 
@@ -58,21 +60,48 @@ def sso_identity_sign_in(*, issuer: str, claims: Mapping[str, Any], now: datetim
         .filter(issuer=issuer, subject=subject)
         .first()
     )
+    created = identity is None
     if identity is None:
         identity = _identity_create(issuer=issuer, subject=subject, claims=claims, now=now)
     user = identity.user
-    changed = []
+    changed = _follow_claims(user, claims)
+    if changed:
+        user.save(update_fields=list(changed))
+    if created or changed:
+        _audit_account(user, created=created, changed=changed)
+    SsoIdentity.objects.filter(pk=identity.pk).update(last_sign_in_at=now)
+    return user
+
+
+def _follow_claims(user: User, claims: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Set the account's admin role and email from the provider's claims; returns
+    ``{field: [before, after]}`` of what changed."""
+    changed: dict[str, list[Any]] = {}
     admin = admin_verdict(
         claims.get(settings.TRINITY_OIDC_GROUPS_CLAIM), settings.TRINITY_OIDC_ADMIN_GROUP
     )
     if admin is not None and user.is_staff != admin:
+        changed["is_staff"] = [user.is_staff, admin]
         user.is_staff = admin
-        changed.append("is_staff")
     email = claims.get("email")
     if isinstance(email, str) and email and user.email != email:
+        changed["email"] = [user.email, email]
         user.email = email
-        changed.append("email")
-    if changed:
-        user.save(update_fields=changed)
-    SsoIdentity.objects.filter(pk=identity.pk).update(last_sign_in_at=now)
-    return user
+    return changed
+
+
+def _audit_account(user: User, *, created: bool, changed: dict[str, list[Any]]) -> None:
+    """The account the provider's claims made or changed, in the audit log: the
+    platform did it (actor system, source system), following the provider; the
+    sign-in itself is the next entry (``trinity/audit/signals.py``)."""
+    audit_record(
+        actor=Actor(kind=ActorKind.SYSTEM),
+        source=Source.SYSTEM,
+        change=Change(
+            action="user.create" if created else "user.update",
+            object_type="user",
+            object_id=str(user.pk),
+            object_label=user.get_username(),
+            changes={"username": [None, user.get_username()], **changed} if created else changed,
+        ),
+    )
