@@ -6,9 +6,10 @@ from celery import shared_task
 from django.conf import settings
 
 from execution import handover, parking, services
-from execution.live.retention import turn_events_prune
+from execution.live.retention import BATCH, turn_events_prune
 from execution.schedules.services import schedules_fire
 from trinity import clock
+from trinity.retention import drain
 
 # A worker runs the whole turn, walk included: its hard limit is the longest turn
 # plus the client's margin and slack, so only a stuck worker is ever killed by it.
@@ -60,7 +61,9 @@ def fire_schedules() -> int:
     return schedules_fire(now=clock.now())
 
 
-@shared_task(name="execution.prune_turn_events", soft_time_limit=50, time_limit=60)
+@shared_task(name="execution.prune_turn_events", soft_time_limit=240, time_limit=300)
 def prune_turn_events() -> int:
-    """Drop finished turns' events past TRINITY_TURN_EVENTS_RETENTION_DAYS."""
-    return turn_events_prune(now=clock.now())
+    """Drop finished turns' events past TRINITY_TURN_EVENTS_RETENTION_DAYS, batch by
+    batch for up to three minutes."""
+    now = clock.now()
+    return drain(lambda: turn_events_prune(now=now), batch=BATCH, budget_seconds=180)

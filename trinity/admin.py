@@ -16,19 +16,24 @@ from trinity.authentication import (
     password_sign_in_succeeded,
 )
 from trinity.models import Notification, SystemSettings
+from trinity.sso.config import local_password_allowed, password_refusal_message
 
 
 class ThrottledAdminAuthenticationForm(AdminAuthenticationForm):
     """Admin's login under the panel's throttle: the same counts, limit and window
     (``trinity.authentication.password_sign_in_refusal``), so a guess cannot move to
     ``/admin/login/`` when the panel refuses it. Over the limit the password is not
-    checked and the form says when to try again."""
+    checked and the form says when to try again. While local passwords are off, only
+    the break-glass users' passwords are checked (``trinity.sso.config``)."""
 
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username")
         password = self.cleaned_data.get("password")
         if not username or not password:
             return super().clean()
+        if not local_password_allowed(username):
+            # Unchecked, like the panel: only the break-glass users use passwords now.
+            raise ValidationError(password_refusal_message(), code="sso_required")
         wait = password_sign_in_refusal(request=self.request, username=username)
         if wait is not None:
             raise ValidationError(
@@ -47,6 +52,8 @@ class ThrottledAdminAuthenticationForm(AdminAuthenticationForm):
 
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
+# Admin's login page offers the provider's sign-in too, when single sign-on is on.
+admin.site.login_template = "sso/admin_login.html"
 
 
 # knox's own admin lists each token's digest; this one lists whose token it is and

@@ -82,6 +82,12 @@ app.conf.beat_schedule = {
         "schedule": 300,
         "options": {"expires": 300},
     },
+    # Hourly: drop audit entries past TRINITY_AUDIT_RETENTION_DAYS, a batch at a time.
+    "prune-audit-log": {
+        "task": "audit.prune",
+        "schedule": HOUR,
+        "options": {"expires": HOUR},
+    },
 }
 
 

@@ -26,6 +26,8 @@ from trinity.authentication import (
     password_sign_in_refusal,
     password_sign_in_succeeded,
 )
+from trinity.sso.config import local_password_allowed, password_refusal_message
+from trinity.sso.logout import provider_sign_out_url
 
 NOT_BUILT = (
     "The settings panel has not been built. Run `cd frontend && npm ci && npm run build`, "
@@ -90,6 +92,8 @@ def auth_login(request: HttpRequest) -> JsonResponse:
     many failures from one address, or for one username from an address that user has
     not signed in from, 429 with ``Retry-After``, and the password is not checked
     (``trinity.authentication.password_sign_in_refusal``, shared with admin's login).
+    While local passwords are off, 403 ``sso_required`` for all but the break-glass
+    users, unchecked.
     """
     try:
         body = json.loads(request.body or b"{}")
@@ -104,6 +108,10 @@ def auth_login(request: HttpRequest) -> JsonResponse:
         or not password
     ):
         return JsonResponse({"detail": "Enter a username and a password."}, status=400)
+    if not local_password_allowed(username):
+        return JsonResponse(
+            {"detail": password_refusal_message(), "code": "sso_required"}, status=403
+        )
     wait = password_sign_in_refusal(request=request, username=username)
     if wait is not None:
         refused = JsonResponse(
@@ -125,8 +133,13 @@ def auth_login(request: HttpRequest) -> JsonResponse:
 @never_cache
 @csrf_protect
 def auth_logout(request: HttpRequest) -> HttpResponse:
-    """End the session (also fine when there is none): 204."""
+    """End the session (also fine when there is none): 204; for a session the identity
+    provider started, 200 with ``{end_session_url}`` when the provider offers one, for
+    the browser to end its session there too."""
+    at_provider = provider_sign_out_url(request)
     logout(request)
+    if at_provider:
+        return JsonResponse({"end_session_url": at_provider})
     return HttpResponse(status=204)
 
 

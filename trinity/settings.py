@@ -373,6 +373,48 @@ def _trusted_proxies() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
 # (trinity.authentication.client_address). Throttles and log lines use that address.
 TRINITY_TRUSTED_PROXIES = _trusted_proxies()
 
+# Single sign-on through the team's OpenID Connect provider (trinity/sso/,
+# docs/flows/sso.md). Off unless the discovery URL is set (the provider's issuer, or its
+# .well-known/openid-configuration); then the endpoints and signing keys come from it.
+TRINITY_OIDC_DISCOVERY_URL = env.str("TRINITY_OIDC_DISCOVERY_URL", default="").strip()
+TRINITY_OIDC_CLIENT_ID = env.str("TRINITY_OIDC_CLIENT_ID", default="").strip()
+TRINITY_OIDC_CLIENT_SECRET = env.str("TRINITY_OIDC_CLIENT_SECRET", default="").strip()
+TRINITY_OIDC_SCOPES = env.str("TRINITY_OIDC_SCOPES", default="openid email profile").strip()
+# The claim that lists a user's groups, and the group whose members are admins (unset:
+# sign-in never changes who is an admin).
+TRINITY_OIDC_GROUPS_CLAIM = env.str("TRINITY_OIDC_GROUPS_CLAIM", default="groups").strip()
+TRINITY_OIDC_ADMIN_GROUP = env.str("TRINITY_OIDC_ADMIN_GROUP", default="").strip()
+TRINITY_OIDC_PROVIDER_NAME = env.str(
+    "TRINITY_OIDC_PROVIDER_NAME", default="your identity provider"
+).strip()
+# Off: only the break-glass users below may sign in with a password (panel, admin, API).
+TRINITY_LOCAL_PASSWORDS = _env_bool("TRINITY_LOCAL_PASSWORDS", True)
+TRINITY_BREAK_GLASS_USERS = [
+    name.strip()
+    for name in env.str("TRINITY_BREAK_GLASS_USERS", default="admin").split(",")
+    if name.strip()
+]
+if TRINITY_OIDC_DISCOVERY_URL:
+    from trinity.sso.config import check_discovery_url
+
+    check_discovery_url(TRINITY_OIDC_DISCOVERY_URL)
+    if not TRINITY_OIDC_CLIENT_ID:
+        raise ImproperlyConfigured("TRINITY_OIDC_DISCOVERY_URL is set: set TRINITY_OIDC_CLIENT_ID")
+    if "openid" not in TRINITY_OIDC_SCOPES.split():
+        raise ImproperlyConfigured("TRINITY_OIDC_SCOPES must include openid")
+elif not TRINITY_LOCAL_PASSWORDS:
+    raise ImproperlyConfigured(
+        "TRINITY_LOCAL_PASSWORDS=false needs single sign-on (TRINITY_OIDC_DISCOVERY_URL): "
+        "otherwise only the break-glass users could sign in"
+    )
+INSTALLED_APPS.append("trinity.sso")
+# Passwords through trinity.sso.backends (it refuses them when local passwords are off),
+# the provider's sign-in through the OIDC backend (it answers only its own callback).
+AUTHENTICATION_BACKENDS = [
+    "trinity.sso.backends.LocalPasswordBackend",
+    "trinity.sso.backends.SsoBackend",
+]
+
 # Behind a TLS-terminating proxy (the compose example): cookies only over HTTPS, HSTS,
 # and the proxy's X-Forwarded-Proto says a request came in over HTTPS. The proxy must
 # set that header itself (overwriting a client's), or a client could claim HTTPS.
@@ -806,3 +848,13 @@ if TRINITY_BREAKER_OPEN_FAILURES < TRINITY_BREAKER_DEGRADED_FAILURES:
     raise ImproperlyConfigured(
         "TRINITY_BREAKER_OPEN_FAILURES must be at least TRINITY_BREAKER_DEGRADED_FAILURES"
     )
+
+# The audit log (trinity/audit, docs/flows/audit-log.md): one entry per change request,
+# append-only in the database (django-pgtrigger refuses UPDATE and DELETE on Postgres).
+# Its middleware sits inside authentication (it reads the user after the view).
+INSTALLED_APPS += ["pgtrigger", "trinity.audit"]
+MIDDLEWARE.append("trinity.audit.middleware.AuditMiddleware")
+# How long entries are kept; an hourly beat task deletes older ones in batches. 0: forever.
+TRINITY_AUDIT_RETENTION_DAYS = _env_int(
+    "TRINITY_AUDIT_RETENTION_DAYS", 365, minimum=0, maximum=36500
+)

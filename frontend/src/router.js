@@ -10,6 +10,8 @@ export const PAGES = [
   { id: "schedules", label: "Schedules" },
   { id: "activity", label: "Activity" },
   { id: "gateway", label: "Gateway" },
+  // Admins only: the nav shows it to them alone (App.vue), the API answers them alone.
+  { id: "audit", label: "Audit", admin: true },
 ];
 
 /**

@@ -1,5 +1,6 @@
-"""A gateway process's work between requests: re-reading changed keys (a revoked key's
-open requests end within a poll) and publishing its open requests for the panel."""
+"""A gateway process's work between requests: re-reading changed keys and deactivated
+owners (a revoked key's, or a deactivated owner's, open requests end within a poll)
+and publishing its open requests for the panel."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Final
 from django.conf import settings
 
 from gateway.open_streams import StreamBook
-from gateway.server.keybook import KeyBook, read_changed
+from gateway.server.keybook import KeyBook, read_poll
 
 logger = logging.getLogger("gateway")
 
@@ -45,9 +46,11 @@ class Background:
             task.cancel()
 
     async def poll(self) -> None:
-        """Take every key changed since the last poll; end a revoked key's requests."""
-        changed, newest = await self.pool(read_changed, self.keys.since)
+        """Take every key changed since the last poll and which keys' owners are
+        deactivated; end a revoked key's requests, and a deactivated owner's."""
+        changed, newest, owner_inactive = await self.pool(read_poll, self.keys.since)
         self.keys.apply(changed, newest, self.on_revoked)
+        self.keys.apply_owner_inactive(owner_inactive, self.on_revoked)
 
     async def _poll_forever(self) -> None:
         while True:

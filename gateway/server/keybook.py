@@ -5,14 +5,17 @@ thread pool) and remembers the answer, an unknown digest too for a few seconds, 
 client hammering with a wrong key costs one query per digest per period, not one per
 request. ``poll`` re-reads every key changed since the last poll (``updated_at``):
 a revoked or changed key takes effect within ``TRINITY_GATEWAY_POLL_SECONDS`` in every
-gateway process, and ``on_revoked`` ends a revoked key's open streams.
+gateway process, and ``on_revoked`` ends a revoked key's open streams. A key whose owner
+is deactivated is refused the same way: read with the key on a miss, and each poll
+re-reads which keys' owners are inactive (a deactivation moves no key's ``updated_at``,
+and a sign-in, the admin or a script may deactivate).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -40,11 +43,14 @@ class KeyPolicy:
     providers: frozenset[str]
     families: frozenset[str]
     limits: KeyLimits
+    owner_active: bool = True
 
     def refusal(self, now: datetime) -> str:
         """Why the key is refused now ("" when it is live)."""
         if self.revoked:
             return "this gateway key was revoked"
+        if not self.owner_active:
+            return "this gateway key's owner is deactivated"
         if self.expires_at is not None and self.expires_at <= now:
             return "this gateway key has expired"
         return ""
@@ -65,12 +71,13 @@ def policy_of(row: GatewayKey) -> KeyPolicy:
         providers=frozenset(row.providers or ()),
         families=frozenset(row.model_families or ()),
         limits=key_limits(row),
+        owner_active=row.owner.is_active,
     )
 
 
 def read_by_digest(digest: str) -> KeyPolicy | None:
     """One key by its digest (a database read; the thread pool's)."""
-    row = GatewayKey.objects.filter(digest=digest).first()
+    row = GatewayKey.objects.select_related("owner").filter(digest=digest).first()
     return policy_of(row) if row is not None else None
 
 
@@ -82,12 +89,26 @@ def read_changed(since: datetime | None) -> tuple[list[tuple[str, KeyPolicy]], d
     commits, so a change committed after a poll can carry an instant that poll already
     passed; read again, it is applied again (applying is idempotent), never missed. A
     revocation a poll missed would leave the key serving in this process."""
-    rows = GatewayKey.objects.order_by("updated_at")
+    rows = GatewayKey.objects.select_related("owner").order_by("updated_at")
     if since is not None:
         rows = rows.filter(updated_at__gt=since - POLL_OVERLAP)
     found = [(row.digest, policy_of(row), row.updated_at) for row in rows]
     newest = max((at for _, _, at in found), default=since)
     return [(digest, policy) for digest, policy, _ in found], newest
+
+
+def read_owner_inactive() -> frozenset[int]:
+    """The ids of the unrevoked keys whose owner is deactivated (one query)."""
+    rows = GatewayKey.objects.filter(owner__is_active=False, revoked_at__isnull=True)
+    return frozenset(rows.values_list("pk", flat=True))
+
+
+def read_poll(
+    since: datetime | None,
+) -> tuple[list[tuple[str, KeyPolicy]], datetime | None, frozenset[int]]:
+    """What one poll reads: ``read_changed`` and ``read_owner_inactive``."""
+    changed, newest = read_changed(since)
+    return changed, newest, read_owner_inactive()
 
 
 class KeyBook:
@@ -130,6 +151,19 @@ class KeyBook:
             if before is not None or digest in self.unknown:
                 self.known[digest] = policy
                 self.unknown.pop(digest, None)
-            if policy.revoked:
+            if policy.revoked or not policy.owner_active:
                 on_revoked(policy.key_id)
         self.since = newest
+
+    def apply_owner_inactive(
+        self, key_ids: frozenset[int], on_revoked: Callable[[int], None]
+    ) -> None:
+        """Refuse the known keys in ``key_ids`` (their owner is deactivated), ending
+        their streams, and admit again those whose owner is active again."""
+        for digest, policy in list(self.known.items()):
+            active = policy.key_id not in key_ids
+            if policy.owner_active == active:
+                continue
+            self.known[digest] = replace(policy, owner_active=active)
+            if not active:
+                on_revoked(policy.key_id)

@@ -27,7 +27,11 @@ from tests.execution.support import agent_on, messages_sent, register_plan
 from trinity import services as trinity_services
 
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
-CONFIG = "package_name_override: trinity_client\npost_hooks: []\n"
+# The audit export's JSON lines read as text (the generator knows no application/x-ndjson).
+CONFIG = (
+    "package_name_override: trinity_client\npost_hooks: []\n"
+    "content_type_overrides:\n  application/x-ndjson: text/plain\n"
+)
 
 
 @pytest.fixture

@@ -11,19 +11,23 @@ import { readUsage } from "../headroom.js";
 const PLAN = "sk-ant-oat01-" + "p".repeat(40);
 const API_KEY = "sk-ant-api03-" + "k".repeat(40);
 const NOW = Date.parse("2026-11-30T12:00:00Z");
+const SSO_ON = { sso: { enabled: true, label: "Acme SSO", start_url: "/oidc/authenticate/" }, local_passwords: true };
 
 let wrapper;
 afterEach(() => wrapper?.unmount());
 
 describe("LoginForm", () => {
+  const posts = (calls) => calls.filter((c) => c.method === "POST");
+
   it("signs in and forgets the password", async () => {
     const { calls } = mockFetch({ "POST /api/auth/login": json(200, { username: "root", is_admin: true }) });
     wrapper = mount(LoginForm);
+    await settle();
     await wrapper.find("#login-username").setValue("root");
     await wrapper.find("#login-password").setValue("pw");
     await wrapper.find("form").trigger("submit");
     await settle();
-    expect(calls[0].body).toEqual({ username: "root", password: "pw" });
+    expect(posts(calls)[0].body).toEqual({ username: "root", password: "pw" });
     expect(wrapper.emitted("signed-in")[0][0]).toEqual({ username: "root", is_admin: true });
     expect(wrapper.find("#login-password").element.value).toBe("");
   });
@@ -31,6 +35,7 @@ describe("LoginForm", () => {
   it("shows the server's refusal as an alert", async () => {
     mockFetch({ "POST /api/auth/login": json(400, { detail: "Those credentials were not accepted." }) });
     wrapper = mount(LoginForm);
+    await settle();
     await wrapper.find("#login-username").setValue("root");
     await wrapper.find("#login-password").setValue("nope");
     await wrapper.find("form").trigger("submit");
@@ -42,9 +47,41 @@ describe("LoginForm", () => {
   it("asks for both fields before sending anything", async () => {
     const { calls } = mockFetch({});
     wrapper = mount(LoginForm);
+    await settle();
     await wrapper.find("form").trigger("submit");
     expect(wrapper.find("[role=alert]").text()).toMatch(/username and a password/);
-    expect(calls).toHaveLength(0);
+    expect(posts(calls)).toHaveLength(0);
+  });
+
+  it("offers the provider's sign-in beside the password form", async () => {
+    mockFetch({ "GET /api/auth/options": json(200, SSO_ON) });
+    wrapper = mount(LoginForm);
+    await settle();
+    const start = wrapper.find("[data-testid=sso-start]");
+    expect(start.text()).toBe("Sign in with Acme SSO");
+    expect(start.attributes("href")).toBe("/oidc/authenticate/");
+    expect(wrapper.find("#login-password").exists()).toBe(true);
+  });
+
+  it("hides the password form when passwords are off, but the break-glass admin can open it", async () => {
+    mockFetch({ "GET /api/auth/options": json(200, { ...SSO_ON, local_passwords: false }) });
+    wrapper = mount(LoginForm);
+    await settle();
+    expect(wrapper.find("#login-password").exists()).toBe(false);
+    await wrapper.find("button").trigger("click");
+    expect(wrapper.find("#login-password").exists()).toBe(true);
+    expect(wrapper.text()).toContain("Break-glass sign-in");
+  });
+
+  it("says why the provider's sign-in failed and drops the reason from the address", async () => {
+    window.history.replaceState(null, "", "/?sso_error=denied#/agents");
+    mockFetch({ "GET /api/auth/options": json(200, SSO_ON) });
+    wrapper = mount(LoginForm);
+    await settle();
+    expect(wrapper.find("[data-testid=sso-error]").text()).toBe("Sign-in with Acme SSO was cancelled or refused.");
+    expect(window.location.search).toBe("");
+    expect(window.location.hash).toBe("#/agents");
+    window.history.replaceState(null, "", "/");
   });
 });
 

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from gateway.keys import gateway_key_create, gateway_key_revoke
 from gateway.models import GatewayKey
 from trinity import clock
+from trinity.audit.services import audit_command
 from trinity.errors import DomainError
 
 
@@ -44,6 +45,12 @@ class Command(BaseCommand):
             if row is None:
                 raise CommandError(f"{owner.username!r} has no gateway key {options['name']!r}")
             gateway_key_revoke(key=row, now=now)
+            audit_command(
+                action="gateway_key.delete",
+                object_type="gateway_key",
+                object_id=str(row.pk),
+                object_label=row.name,
+            )
             self.stdout.write(f"revoked gateway key {row.name!r} ({row.prefix}…)")
             return
         days = options["expires_in_days"]
@@ -65,6 +72,13 @@ class Command(BaseCommand):
             )
         except DomainError as exc:
             raise CommandError(exc.message) from exc
+        audit_command(
+            action="gateway_key.create",
+            object_type="gateway_key",
+            object_id=str(issued.row.pk),
+            object_label=issued.row.name,
+            changes={"owner": [None, owner.pk], "name": [None, issued.row.name]},
+        )
         self.stdout.write(issued.key)
 
 

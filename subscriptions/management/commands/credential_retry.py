@@ -18,6 +18,7 @@ from routing.providers import ANTHROPIC
 from subscriptions.models import Subscription
 from subscriptions.retry import RetryResult, platform_key_retry_now, subscription_retry_now
 from trinity import clock
+from trinity.audit.services import audit_command
 from trinity.errors import Conflict
 
 
@@ -51,6 +52,12 @@ class Command(BaseCommand):
             if subscription is None:
                 raise CommandError(f"No subscription named {options['subscription']!r}.")
             result = subscription_retry_now(subscription=subscription, actor=actor, now=now)
+        audit_command(
+            action=f"{result.credential}.retry",
+            object_type=result.credential,
+            object_label=result.name,
+            changes={"refusals_cleared": [None, result.cleared]},
+        )
         self.stdout.write(_line(result))
 
 

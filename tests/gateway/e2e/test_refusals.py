@@ -4,6 +4,7 @@ error with the right status (a 429 with ``Retry-After``), and nothing sent upstr
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from decimal import Decimal
@@ -206,3 +207,25 @@ def test_the_gateways_metrics_need_the_platforms_token(
         if line.startswith("trinity_gateway_overhead_seconds_count")
     ]
     assert counted and counted[0] >= 1
+
+
+def test_a_deactivated_owners_key_is_refused_within_a_poll(
+    gw: Gateway, control: SimulatorControl, person: User
+) -> None:
+    register_plan(control, "max-a")
+    key = issue(person)
+    assert post(gw, key).status_code == 200
+
+    # Deactivated as the admin does it: the key's own row does not change.
+    person.is_active = False
+    person.save(update_fields=["is_active"])
+    deactivated = time.monotonic()
+    answer = wait_for(lambda: (a := post(gw, key)).status_code == 401 and a or None)
+
+    # Within a poll (TRINITY_GATEWAY_POLL_SECONDS=1 here), with a second's slack.
+    assert time.monotonic() - deactivated < 2.5
+    assert anthropic_error(answer) == "authentication_error"
+    assert "owner is deactivated" in answer.json()["error"]["message"]
+    served = upstream_count(control)
+    assert post(gw, key).status_code == 401
+    assert upstream_count(control) == served

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 
 from gateway.keys import gateway_key_create
 from gateway.models import GatewayKey
-from gateway.server.keybook import KeyBook, read_by_digest, read_changed
+from gateway.server.keybook import KeyBook, read_by_digest, read_changed, read_poll
 from trinity import clock
 
 pytestmark = pytest.mark.django_db
@@ -38,4 +38,31 @@ def test_a_revocation_stamped_before_the_last_poll_is_read_by_the_next() -> None
     book.apply(*read_changed(book.since), on_revoked=ended.append)
 
     assert book.known[digest].revoked
+    assert ended == [issued.row.pk]
+
+
+def test_a_deactivated_owners_key_is_refused_at_the_next_poll_and_its_streams_end() -> None:
+    owner = User.objects.create_user("dev")
+    issued = gateway_key_create(owner=owner, created_by=owner, name="laptop", now=clock.now())
+    book = KeyBook()
+    digest, _, _ = book.cached(issued.key)
+    book.learn(digest, read_by_digest(digest))
+    assert book.known[digest].refusal(clock.now()) == ""
+    # Deactivated without touching the key (as the admin or a script does it).
+    User.objects.filter(pk=owner.pk).update(is_active=False)
+    ended: list[int] = []
+
+    changed, newest, inactive = read_poll(book.since)
+    book.apply(changed, newest, ended.append)
+    book.apply_owner_inactive(inactive, ended.append)
+
+    assert book.known[digest].refusal(clock.now()) == "this gateway key's owner is deactivated"
+    assert ended == [issued.row.pk]
+    # Read afresh (another process's first request), it is refused at once.
+    fresh = read_by_digest(digest)
+    assert fresh is not None and not fresh.owner_active
+    # Active again: admitted again at the next poll, with nothing more ended.
+    User.objects.filter(pk=owner.pk).update(is_active=True)
+    book.apply_owner_inactive(read_poll(book.since)[2], ended.append)
+    assert book.known[digest].refusal(clock.now()) == ""
     assert ended == [issued.row.pk]

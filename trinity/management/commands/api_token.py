@@ -15,6 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from trinity import services
+from trinity.audit.services import audit_command
 from trinity.errors import DomainError
 
 
@@ -45,4 +46,11 @@ class Command(BaseCommand):
             )
         except DomainError as exc:
             raise CommandError(exc.message) from None
+        audit_command(
+            action="api_token.create",
+            object_type="api_token",
+            object_id=f"{issued.token.token_key[:8]}…",
+            object_label=options["username"],
+            changes={"user": [None, issued.token.user_id], "rotate": [None, options["rotate"]]},
+        )
         self.stdout.write(issued.key)

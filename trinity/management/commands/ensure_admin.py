@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
 
+from trinity.audit.services import audit_command
 from trinity.local_secrets import read_or_create
 
 
@@ -28,7 +29,14 @@ class Command(BaseCommand):
         password_file = settings.VAR_DIR / "admin_password"
         if not User.objects.filter(is_staff=True).exists():
             password = read_or_create(password_file, lambda: secrets.token_urlsafe(12))
-            User.objects.create_superuser(username=username, password=password, email="")
+            user = User.objects.create_superuser(username=username, password=password, email="")
+            audit_command(
+                action="user.create",
+                object_type="auth.user",
+                object_id=str(user.pk),
+                object_label=username,
+                changes={"username": [None, username], "is_superuser": [None, True]},
+            )
             self.stdout.write(f"created admin user {username!r}")
         url = options["url"]
         if password_file.exists():
