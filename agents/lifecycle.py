@@ -64,6 +64,7 @@ def baseline_rung(agent: Agent) -> Rung | None:
             subscription.pk,
             subscription.name,
             subscription.provider,
+            expires_at=subscription.token_expires_at,
         )
     system = system_settings_get()
     provider = agent.provider

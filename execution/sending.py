@@ -17,8 +17,8 @@ from execution.turn_state import TurnState
 from routing.planner import Attempt, BudgetRefused, Busy, Outcome, Record, Send, Unreachable
 from routing.rung import Rung, RungKind
 from routing.walk import Why
-from subscriptions.codex_refresh import codex_wire_rung
 from subscriptions.evidence_reads import attempt_refusal_record
+from subscriptions.plan_wire import plan_wire_rung
 from subscriptions.services import assignment_commit
 from trinity import clock, metrics
 from trinity_contract.log_json import log_context_update
@@ -53,9 +53,9 @@ def send(state: TurnState, action: Send) -> None:
             state.evidence = state.evidence.after(BudgetRefused(closed, retry=action.retry))
             return
     if rung is not None:
-        # As it goes on the wire (a Codex plan's current access token, refreshed when
-        # due): what ran, so the trail's fingerprint is the token that was sent.
-        rung = codex_wire_rung(rung, now=clock.now())
+        # As it goes on the wire (a signed-in plan's current access token, refreshed
+        # when due): what ran, so the trail's fingerprint is the token that was sent.
+        rung = plan_wire_rung(rung, now=clock.now())
     why = Why.RETRY if action.retry else action.why
     attempt_sent(state.events, rung, why.value, walked=state.events.attempt > 0)
     outcome = _request(state, rung)

@@ -11,6 +11,7 @@ is a ``trinity.crypto.Secret`` (typed as ``SecretValue``; never printed: ``repr=
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -54,6 +55,10 @@ class Rung:
     # The ChatGPT account a Codex plan's access token is sent for (its wire form only:
     # ``subscriptions.codex_refresh.codex_wire_rung``).
     account_id: str = field(default="", compare=False)
+    # When a signed-in Claude plan's access token expires (None: a pasted token, never
+    # refreshed), read with its token so a turn judges it without another read
+    # (``subscriptions.claude_refresh.claude_wire_rung``).
+    expires_at: datetime | None = field(default=None, compare=False)
 
     @property
     def wire_kind(self) -> str:

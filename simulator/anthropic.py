@@ -25,6 +25,7 @@ CREDIT_TOO_LOW = (
 )
 RATE_LIMITED = "This request would exceed your account's rate limit. Please try again later."
 OAUTH_REVOKED = "OAuth token has been revoked. Please obtain a new token."
+OAUTH_EXPIRED = "OAuth token has expired. Please obtain a new token or refresh your existing token."
 USAGE_SCOPE_MISSING = "OAuth token does not meet scope requirement user:profile"
 # What the Anthropic API answers during an outage, by status (the error type and message
 # its SDKs and the CLI read).
@@ -117,7 +118,16 @@ def anthropic_credential(sim: Simulator, request: Request, outcome: Outcome) -> 
         return anthropic_error(401, "authentication_error", message)
     if cred.kind == "api_key" and cred.revoked:
         return anthropic_error(401, "authentication_error", "invalid x-api-key")
+    if access_expired(sim, token):
+        return anthropic_error(401, "authentication_error", OAUTH_EXPIRED)
     return None
+
+
+def access_expired(sim: Simulator, token: str) -> bool:
+    """Whether ``token`` is an access token a Claude sign-in issued that has expired
+    (a registered plan token without a sign-in never expires)."""
+    grant = sim.access_grants.get(token)
+    return grant is not None and grant.expired(sim.clock.now())
 
 
 def read_body(raw: bytes, outcome: Outcome, *, count: bool) -> Any:
@@ -230,6 +240,8 @@ def serve_oauth_usage(sim: Simulator, request: Request, outcome: Outcome) -> Res
         return anthropic_error(401, "authentication_error", "Invalid bearer token")
     if cred.revoked:
         return anthropic_error(401, "authentication_error", OAUTH_REVOKED)
+    if access_expired(sim, token):
+        return anthropic_error(401, "authentication_error", OAUTH_EXPIRED)
     retry_after = cred.usage_retry_after(sim.clock.now())
     if retry_after is not None:
         return anthropic_error(

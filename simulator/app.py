@@ -1,7 +1,8 @@
 """The provider simulator's HTTP surface: each provider's API, and the control API.
 
 The routes live with what they serve: the Anthropic side in ``simulator/anthropic.py``,
-the OpenAI side in ``simulator/codex.py``, the control API in
+the OpenAI side in ``simulator/codex.py``, both providers' sign-in in
+``simulator/oauth.py``, the control API in
 ``simulator/control_api.py``; every API request is answered as ``simulator/answering.py``
 says (counted in flight, held by the injected latency, recorded in the request log,
 synchronous from check to spend).
@@ -17,6 +18,7 @@ from simulator.answering import Answering, Outcome, bearer_token
 from simulator.anthropic import OAUTH_REVOKED, RATE_LIMITED, add_anthropic_routes, anthropic_error
 from simulator.codex import add_openai_routes
 from simulator.control_api import add_control_api
+from simulator.oauth import add_oauth_routes
 from simulator.state import Simulator
 
 # Read here by the fleet benchmark (``bench/fleet/world.py``): the refusals it mirrors.
@@ -31,6 +33,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     answering = Answering(sim)
     add_anthropic_routes(app, answering)
     add_openai_routes(app, answering)
+    add_oauth_routes(app, answering)
     add_control_api(app, answering)
     app.exception_handler(RequestValidationError)(invalid_body)
     # Last: it answers every path no route above took.

@@ -67,8 +67,8 @@ REFRESH_REFUSALS = {
 
 
 def add_openai_routes(app: FastAPI, answering: Answering) -> None:
-    """Mount the ChatGPT backend's and the platform's Responses endpoints, the sign-in
-    refresh and the plan's usage endpoint on ``app``."""
+    """Mount the ChatGPT backend's and the platform's Responses endpoints and the plan's
+    usage endpoint on ``app`` (the sign-in's ``/oauth/token``: ``simulator/oauth.py``)."""
     sim = answering.sim
 
     @app.post("/backend-api/codex/responses")
@@ -81,12 +81,6 @@ def add_openai_routes(app: FastAPI, answering: Answering) -> None:
     async def platform_responses(request: Request) -> Response:
         return await answering.answered(
             request, lambda raw, outcome: serve_platform(sim, raw, request, outcome)
-        )
-
-    @app.post("/oauth/token")
-    async def oauth_token(request: Request) -> Response:
-        return await answering.answered(
-            request, lambda raw, outcome: serve_refresh(sim, raw, outcome)
         )
 
     @app.get("/backend-api/wham/usage")
@@ -396,17 +390,37 @@ def refresh_request(raw: bytes) -> dict[str, Any]:
 
 def minted_tokens(sim: Simulator, cred: Credential, expires_at: float | None) -> dict[str, Any]:
     """The claims the CLI reads: the account, the plan, the email, the expiry."""
+    return chatgpt_claims(
+        sim,
+        plan_type=cred.plan_type,
+        account_id=cred.account_id,
+        user_id=cred.user_id,
+        email=cred.email,
+        expires_at=expires_at,
+    )
+
+
+def chatgpt_claims(
+    sim: Simulator,
+    *,
+    plan_type: str,
+    account_id: str | None,
+    user_id: str | None,
+    email: str | None,
+    expires_at: float | None,
+) -> dict[str, Any]:
+    """A ChatGPT sign-in token's claims (``minted_tokens``; a new sign-in's too)."""
     now = sim.clock.now()
     exp = math.floor(expires_at if expires_at is not None else now + NEVER_EXPIRES_S)
     claims = {
-        "chatgpt_plan_type": cred.plan_type,
-        "chatgpt_account_id": cred.account_id,
+        "chatgpt_plan_type": plan_type,
+        "chatgpt_account_id": account_id,
         # The CLI compares the user and account before and after a refresh: a
         # different (or missing) user reads as another person signing in.
-        "chatgpt_user_id": cred.user_id,
+        "chatgpt_user_id": user_id,
     }
     return {
-        "email": cred.email or "codex-sim@example.invalid",
+        "email": email or "codex-sim@example.invalid",
         "iat": math.floor(now),
         "exp": exp,
         "jti": secrets.token_hex(8),

@@ -34,11 +34,11 @@ class CredentialView(TypedDict):
     usage_delay_ms: int
     usage_throttled_until: str | None
     reset_jitter: list[int]
-    account_id: str | None  # Codex: the ChatGPT account its tokens belong to
-    user_id: str | None  # Codex: the chatgpt_user_id its id tokens carry
-    access_lifetime: int | None  # Codex: seconds each issued access token lives (None: ever)
-    access_expires_at: str | None  # Codex: when the newest access token expires
-    refreshes: int  # Codex: sign-in refreshes granted (rotations)
+    account_id: str | None  # a sign-in's: the ChatGPT account its tokens belong to
+    user_id: str | None  # a sign-in's: the chatgpt_user_id its id tokens carry
+    access_lifetime: int | None  # a sign-in's: seconds each access token lives (None: ever)
+    access_expires_at: str | None  # a sign-in's: when the newest access token expires
+    refreshes: int  # a sign-in's refreshes granted (rotations), Codex or Claude
     windows: dict[str, WindowView]
 
 
@@ -82,6 +82,13 @@ class RedTeamView(TypedDict):
     results: list[ToolResultView]
     answers: int
     cwd: str | None  # the working directory the CLI named in its prompt
+
+
+class OAuthView(TypedDict):
+    sign_ins: int  # plans signed in at the authorize page and token endpoints
+    codes_issued: int
+    codes_redeemed: int  # codes presented (each is spent by its first presentation)
+    refreshes: int  # refresh tokens rotated, every credential's
 
 
 class UpstreamErrorView(TypedDict):
@@ -240,6 +247,16 @@ class SimulatorControl:
         """With ``allowed=False`` the OAuth usage endpoint answers 403 for ``token``."""
         body = {"token": token, "allowed": allowed}
         return cast(CredentialView, self._call("POST", "/credentials/usage-scope", body))
+
+    # the sign-in (simulator/oauth.py)
+
+    def oauth(self) -> OAuthView:
+        return cast(OAuthView, self._call("GET", "/oauth"))
+
+    def revoke_refresh(self, refresh_token: str) -> None:
+        """The provider revokes this refresh token: presenting it is refused
+        (``refresh_token_invalidated``; Claude's endpoint says ``invalid_grant``)."""
+        self._call("POST", "/oauth/revoke-refresh", {"refresh_token": refresh_token})
 
     # clock
 

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, Field
 
-from simulator import codex
+from simulator import codex, oauth
 from simulator.answering import Answering
 from simulator.anthropic import UPSTREAM_ERRORS
 from simulator.redteam import ToolScript
@@ -158,6 +158,7 @@ def add_control_api(app: FastAPI, answering: Answering) -> None:
         return {"ok": True}
 
     codex.add_codex_control(control, sim, known)
+    oauth.add_oauth_control(control, sim)
     app.include_router(control)
 
 

@@ -376,9 +376,24 @@ class AccessGrant:
 
 @dataclass
 class RefreshGrant:
-    """A refresh token: single use, so ``used`` once it was exchanged."""
+    """A refresh token: single use, so ``used`` once it was exchanged; ``revoked`` by
+    the control API (the provider revoked this one sign-in's refresh token)."""
 
     credential: str
+    used: bool = False
+    revoked: bool = False
+
+
+@dataclass
+class AuthCode:
+    """An authorization code a sign-in page issued: single use, short-lived, bound to
+    the client, redirect URI, PKCE challenge and state it was asked with."""
+
+    client_id: str
+    redirect_uri: str
+    challenge: str
+    state: str
+    expires_at: float
     used: bool = False
 
 
@@ -414,6 +429,9 @@ class Simulator:
     # key for life; rotation adds grants that point at that key.
     access_grants: dict[str, AccessGrant] = field(default_factory=dict)
     refresh_grants: dict[str, RefreshGrant] = field(default_factory=dict)
+    # The sign-in pages' authorization codes (simulator/oauth.py), by value.
+    auth_codes: dict[str, AuthCode] = field(default_factory=dict)
+    sign_ins: int = 0
 
     def reset(self) -> None:
         """Back to a fresh start: no credentials, default models, real time, no latency,
@@ -432,6 +450,8 @@ class Simulator:
         self.codex_models = set(DEFAULT_CODEX_MODELS)
         self.access_grants.clear()
         self.refresh_grants.clear()
+        self.auth_codes.clear()
+        self.sign_ins = 0
 
     # credentials
 
@@ -451,17 +471,17 @@ class Simulator:
     ) -> Credential:
         """Create a credential, or update the given fields of an existing one.
 
-        ``sign_in`` (Codex only) sets the account, refresh token and access-token
-        lifetime. Raises ValueError on an unknown window name, a capacity below 1, or a
-        sign-in for another kind.
+        ``sign_in`` (a Codex or Claude plan's) sets the account, refresh token and
+        access-token lifetime. Raises ValueError on an unknown window name, a capacity
+        below 1, or a sign-in for a key.
         """
         names: tuple[str, ...] = tuple(WINDOW_DURATIONS)
         if kind == "codex":
             names = CODEX_WINDOWS
         elif kind in ("api_key", "openai_key"):
             names = ()  # a key pays per token; it has no plan windows
-        if sign_in is not None and kind != "codex":
-            raise ValueError("only a codex credential has a sign-in")
+        if sign_in is not None and kind not in ("codex", "oauth"):
+            raise ValueError("only a plan (codex, oauth) has a sign-in")
         for name, value in (capacity or {}).items():
             if name not in names:
                 raise ValueError(f"unknown window for {kind}: {name}")
@@ -489,7 +509,7 @@ class Simulator:
             cred.plan_type = plan_type
         if usage_delay_ms is not None:
             cred.usage_delay_ms = usage_delay_ms
-        if kind == "codex":
+        if kind == "codex" or sign_in is not None:
             self._sign_in(cred, sign_in or SignIn(), fresh=token not in self.access_grants)
         return cred
 
@@ -558,7 +578,7 @@ class Simulator:
         cred = self.credentials.get(grant.credential) if grant else None
         if grant is None or cred is None:
             raise RefreshRefused("refresh_token_expired", None)
-        if cred.revoked:
+        if cred.revoked or grant.revoked:
             raise RefreshRefused("refresh_token_invalidated", cred)
         if grant.used:
             cred.revoked = True
@@ -578,8 +598,11 @@ class Simulator:
         return model in self.codex_models
 
     def resolve(self, token: str, *, auto_kind: CredentialKind | None) -> Credential | None:
-        """The credential for ``token``, auto-registering it as ``auto_kind`` if unknown."""
+        """The credential for ``token`` (or for an access token its sign-in was issued),
+        auto-registering it as ``auto_kind`` if unknown."""
         cred = self.credentials.get(token)
+        if cred is None and token in self.access_grants:
+            cred = self.credentials.get(self.access_grants[token].credential)
         if cred is None and auto_kind is not None:
             cred = self.register(token=token, kind=auto_kind, auto_registered=True)
         return cred

@@ -41,6 +41,16 @@ register(
     "subscription-usage-refresh", Target("subscription", verb="usage_refresh", candidates=_by_pk)
 )
 register("subscription-assignment", Target("agent_assignment", candidates=_agent))
+# A plan's sign-in from the panel: its start changes no row (the flow lives in the
+# cache); the pasted code registers the plan (or signs an existing one in again).
+register(
+    "subscription-sign-in",
+    Target("subscription", action="subscription.sign_in_start"),
+)
+register(
+    "subscription-sign-in-code",
+    Target("subscription", verb="sign_in", created=_created),
+)
 for route in (
     "settings-auto-switch",
     "settings-api-key-fallback",

@@ -20,6 +20,12 @@ class Subscription(models.Model):
     plan_type = models.CharField(max_length=30)
     token = EncryptedSecretField(editable=False)
     token_fingerprint = models.CharField(max_length=4, editable=False)
+    # A Claude plan signed in from the panel (``subscriptions/plan_sign_in/``): the
+    # refresh token its sign-in rotates, and when ``token`` (its access token)
+    # expires. Both empty for a pasted token, which is never refreshed; a Codex plan
+    # keeps its whole sign-in in ``token`` (``subscriptions/codex_credential.py``).
+    refresh_token = EncryptedSecretField(null=True, blank=True, editable=False)
+    token_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     billing_class = models.CharField(max_length=20, default="plan", editable=False)
     overage = models.CharField(max_length=20, default="refuse", editable=False)
     max_concurrency = models.PositiveIntegerField(null=True, blank=True)

@@ -43,9 +43,10 @@ from routing.eligibility import Admission, Candidate, PlanFacts
 from routing.facts import TurnFacts
 from routing.headroom.alternatives import Selection, select
 from routing.headroom.candidates import candidate_of, candidate_row, in_load_balance_order
-from routing.rung import Rung, RungKind
+from routing.rung import Rung
 from subscriptions.headroom.store import RefusalMark, snapshots_read, turn_evidence_read
 from subscriptions.models import RateLimitEvent, Subscription
+from subscriptions.rung_secrets import plan_rung
 from subscriptions.selectors import skip_window_start
 
 logger = logging.getLogger(__name__)
@@ -242,14 +243,21 @@ def session_plan_read(subscription_id: int, *, provider: str) -> tuple[PlanFacts
     row = (
         Subscription.objects.filter(pk=subscription_id, provider=provider)
         .only(
-            "pk", "name", "token", "provider", "plan_type", "billing_class", "overage", "paused_at"
+            "pk",
+            "name",
+            "token",
+            "provider",
+            "plan_type",
+            "billing_class",
+            "overage",
+            "paused_at",
+            "token_expires_at",
         )
         .first()
     )
     if row is None or not row.token:
         return PlanFacts(Candidate(subscription_id, "", 0), present=False), None
-    rung = Rung(RungKind.SUBSCRIPTION, row.token, row.pk, row.name, row.provider)
-    return plan_facts_read(row), rung
+    return plan_facts_read(row), plan_rung(row)
 
 
 def selection_read(admission: Admission, *, strategy: str) -> Selection:

@@ -63,6 +63,9 @@ def subscription_register(
         "plan_type": plan_type,
         "token": Secret(token),
         "token_fingerprint": plan_token_fingerprint(provider=provider, token=token),
+        # A pasted token is never refreshed: a sign-in from the panel sets these after.
+        "refresh_token": None,
+        "token_expires_at": None,
         "billing_class": entry.billing_class,
         "overage": entry.overage,
     }

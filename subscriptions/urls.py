@@ -4,6 +4,7 @@ from django.urls import path
 
 from subscriptions import api, key_spend_api
 from subscriptions.headroom import api as headroom_api
+from subscriptions.plan_sign_in import api as sign_in_api
 from subscriptions.week_plan import api as week_plan_api
 
 urlpatterns = [
@@ -11,6 +12,17 @@ urlpatterns = [
     path("week-plan", week_plan_api.WeekPlanApi.as_view(), name="week-plan"),
     path("subscriptions", api.SubscriptionListApi.as_view(), name="subscription-list"),
     path("subscriptions/<int:pk>", api.SubscriptionDetailApi.as_view(), name="subscription-detail"),
+    # A plan signed in from the panel (subscriptions/plan_sign_in/).
+    path(
+        "subscriptions/sign-in",
+        sign_in_api.PlanSignInStartApi.as_view(),
+        name="subscription-sign-in",
+    ),
+    path(
+        "subscriptions/sign-in/<slug:flow>/code",
+        sign_in_api.PlanSignInCodeApi.as_view(),
+        name="subscription-sign-in-code",
+    ),
     path(
         "subscriptions/agents/<slug:name>",
         api.AgentAssignmentApi.as_view(),

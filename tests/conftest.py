@@ -128,6 +128,15 @@ def eager() -> Iterator[None]:
         yield
 
 
+def sign_in_urls(base_url: str) -> dict[str, str]:
+    """The settings that point a plan's sign-in from the panel at the simulator."""
+    return {
+        "TRINITY_CLAUDE_OAUTH_AUTHORIZE_URL": base_url + "/oauth/authorize",
+        "TRINITY_CLAUDE_OAUTH_TOKEN_URL": base_url + "/v1/oauth/token",
+        "TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL": base_url + "/oauth/authorize",
+    }
+
+
 @contextlib.contextmanager
 def platform_on(
     simulator: SimulatorProcess, tmp_path: Path, **extra: Any
@@ -146,6 +155,7 @@ def platform_on(
         TRINITY_CODEX_BASE_URL=simulator.base_url,
         TRINITY_CODEX_AUTH_URL=simulator.base_url,
         TRINITY_OPENAI_BASE_URL=simulator.base_url,
+        **sign_in_urls(simulator.base_url),
         VAR_DIR=tmp_path,
     ):
         try:

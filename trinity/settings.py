@@ -463,6 +463,8 @@ SPECTACULAR_SETTINGS = {
         "NotificationChannelKindEnum": "trinity.models.NotificationChannel.Kind",
         # A week plan entry's kind: a plan, or the key (a spill).
         "PlannedKindEnum": "routing.plan_ahead.week_plan.KINDS",
+        # Whom a plan is signed in with from the panel (claude, chatgpt).
+        "SignInProviderEnum": "subscriptions.plan_sign_in.providers.SIGN_IN_CHOICES",
     },
 }
 
@@ -625,11 +627,27 @@ TRINITY_OPENAI_BASE_URL = env.str(
 TRINITY_CODEX_AUTH_URL = env.str(
     "TRINITY_CODEX_AUTH_URL", default="https://auth.openai.com"
 ).rstrip("/")
+# Where an admin signs a plan in from the panel (``subscriptions/plan_sign_in/``): the
+# providers' authorize pages and token endpoints (Claude Code's and the Codex CLI's).
+# The ChatGPT token endpoint is TRINITY_CODEX_AUTH_URL's /oauth/token, where its
+# refresh goes too. `make run` and the tests point all of them at the simulator.
+TRINITY_CLAUDE_OAUTH_AUTHORIZE_URL = env.str(
+    "TRINITY_CLAUDE_OAUTH_AUTHORIZE_URL", default="https://claude.ai/oauth/authorize"
+)
+TRINITY_CLAUDE_OAUTH_TOKEN_URL = env.str(
+    "TRINITY_CLAUDE_OAUTH_TOKEN_URL", default="https://console.anthropic.com/v1/oauth/token"
+)
+TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL = env.str(
+    "TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL", default=TRINITY_CODEX_AUTH_URL + "/oauth/authorize"
+)
 for _name in (
     "TRINITY_ANTHROPIC_BASE_URL",
     "TRINITY_CODEX_BASE_URL",
     "TRINITY_OPENAI_BASE_URL",
     "TRINITY_CODEX_AUTH_URL",
+    "TRINITY_CLAUDE_OAUTH_AUTHORIZE_URL",
+    "TRINITY_CLAUDE_OAUTH_TOKEN_URL",
+    "TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL",
 ):
     if not globals()[_name].startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name} must be an http(s) URL")

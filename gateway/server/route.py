@@ -41,11 +41,12 @@ from routing.planner import (
     plan,
 )
 from routing.rung import Rung, RungKind
-from subscriptions.codex_refresh import codex_wire_rung
 from subscriptions.headroom.store import snapshots_read
 from subscriptions.leases import lease_acquire, lease_release
 from subscriptions.models import Subscription
 from subscriptions.plan_facts import with_settings
+from subscriptions.plan_refresh import REFRESH_AHEAD
+from subscriptions.plan_wire import plan_wire_rung
 from trinity import clock
 
 # Far more than a walk needs (its rung cap is the pool's size + 2).
@@ -250,15 +251,24 @@ def _parked(action: Park) -> Fail:
     return Fail(error_code="billing", detail=action.detail, resets_at=action.until)
 
 
+def _wire_form_due(rung: Rung, *, now: datetime) -> bool:
+    """Whether a plan's rung must be put in its wire form before it is sent: a Codex
+    plan's stored credential (once: its wire form carries the account), a signed-in
+    Claude plan's access token about to expire (a date compare while it holds)."""
+    if rung.provider != "anthropic":
+        return not rung.account_id
+    return rung.expires_at is not None and rung.expires_at - now <= REFRESH_AHEAD
+
+
 async def _send(router: Router, call: Call, request: Request, action: Send, ident: Ident) -> bool:
     """One attempt; False once an answer went to the client and the request is over
     save for its finish (a client error relayed as it was)."""
     rung = request.rung(action.rung)
     assert rung is not None  # noqa: S101 - route() answers a session with no credential
-    if rung.kind is RungKind.SUBSCRIPTION and rung.provider != "anthropic" and not rung.account_id:
+    if rung.kind is RungKind.SUBSCRIPTION and _wire_form_due(rung, now=clock.now()):
         # Its wire form (the current access token, refreshed when due), kept with the
         # session's evidence: its next requests send it without a database read.
-        rung = await router.pool(codex_wire_rung, rung, now=clock.now())
+        rung = await router.pool(plan_wire_rung, rung, now=clock.now())
         request.rungs[rung.key] = rung
         router.sessions.remember(ident, rung)
     if not await _lease(router, call, request, rung):

@@ -27,6 +27,7 @@ from django.db import connections, transaction
 
 from routing.headroom.probe_cadence import probe_due
 from routing.headroom.reading import Reading, ReadingStatus, reading_replaces, window_to_json
+from subscriptions.claude_refresh import claude_fresh_secret
 from subscriptions.codex_refresh import codex_fresh_secret
 from subscriptions.headroom import alerts, collectors
 from subscriptions.headroom.collectors.common import Collected, from_iso
@@ -189,6 +190,8 @@ def _read_one(subscription: Subscription, *, client: httpx.Client, now: datetime
         token = subscription.token
         if subscription.provider == Provider.OPENAI_CODEX:
             token = codex_fresh_secret(subscription, now=now, client=client)
+        else:  # a signed-in Claude plan's token is refreshed when due, as a turn's is
+            token = claude_fresh_secret(subscription, now=now, client=client) or token
         collected = collectors.read(
             provider=subscription.provider,
             token=token,
@@ -429,7 +432,9 @@ def _load(ids: Sequence[int]) -> list[Subscription]:
     found: list[Subscription] = []
     for chunk in _chunks(ids):
         found.extend(
-            Subscription.objects.filter(pk__in=chunk).only("pk", "name", "provider", "token")
+            Subscription.objects.filter(pk__in=chunk).only(
+                "pk", "name", "provider", "token", "token_expires_at"
+            )
         )
     return found
 

@@ -255,6 +255,19 @@ ROWS = [
         {"name": "name", "provider": "choice", "plan_type": "choice", "token": "text"},
     ),
     Row(
+        "post",
+        "/api/subscriptions/sign-in",
+        {"provider": "claude", "name": "plan-s", "plan_type": "max-5x"},
+        {"provider": "choice", "name": "name", "plan_type": "choice"},
+    ),
+    # An unknown flow: what is pasted is judged before the flow is looked up.
+    Row(
+        "post",
+        "/api/subscriptions/sign-in/{flow}/code",
+        {"pasted": "code#state"},
+        {"pasted": "text"},
+    ),
+    Row(
         "patch",
         "/api/subscriptions/{id}",
         {"paused": True},
@@ -422,6 +435,7 @@ def seeded(owner: Any, admin_user: Any) -> dict[str, Any]:
         "{id}": str(channel.pk),
         "{gateway_key}": str(gateway_key.pk),
         "{schedule}": "nightly",
+        "{flow}": "no-such-flow",
         "{subscription}": str(subscription.pk),
         "subscription_id": subscription.pk,
     }
@@ -436,7 +450,7 @@ def test_every_hostile_value_is_a_4xx_naming_the_field_and_writes_nothing(
 ) -> None:
     client = admin_client_api if row.client == "admin" else owner_client
     url = row.path.replace("{id}", seeded[row.id_of])
-    for placeholder in ("{name}", "{schedule}"):
+    for placeholder in ("{name}", "{schedule}", "{flow}"):
         url = url.replace(placeholder, seeded[placeholder])
     base = {k: seeded.get(k, v) if k == "subscription_id" else v for k, v in row.body.items()}
     failures = []

@@ -7,14 +7,11 @@ tokens) and PostgreSQL's row lock; the race is two forked processes.
 from __future__ import annotations
 
 import json
-import multiprocessing
-import multiprocessing.synchronize
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connections
 from django.test import override_settings
 
 from simulator.control import SimulatorControl
@@ -22,6 +19,7 @@ from simulator.process import SimulatorProcess
 from subscriptions.codex_refresh import Refresh, codex_credential_fresh
 from subscriptions.models import Subscription
 from subscriptions.services import subscription_register
+from tests.subscriptions.racing import race_refresh
 from tests.subscriptions.test_codex_credential import jwt
 from trinity.models import Notification
 from trinity_contract.codex import AUTH_CLAIMS
@@ -119,39 +117,13 @@ def test_an_unreachable_sign_in_service_changes_nothing() -> None:
     assert _stored(plan) == before
 
 
-def _race(
-    pk: int, barrier: multiprocessing.synchronize.Barrier, results: multiprocessing.Queue[object]
-) -> None:
-    """One process wanting the plan's credential now; its own database connection."""
-    try:
-        barrier.wait(timeout=30)
-        fresh = codex_credential_fresh(pk, now=datetime.now(UTC))
-        results.put((fresh.refresh.value, fresh.code, fresh.credential.access_token))
-    finally:
-        connections.close_all()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_two_processes_racing_to_refresh_spend_the_refresh_token_once(
     sim: SimulatorControl,
 ) -> None:
     plan, access = _plan(sim, expires_in=60)
-    # The refresh takes a while, so the second process reaches the lock while the first
-    # holds it (without the lock and the re-read inside it, both would refresh and the
-    # second would present a spent refresh token: refresh_token_reused).
-    sim.set_latency(300)
-    connections.close_all()  # each child opens its own connection
-    context = multiprocessing.get_context("fork")
-    barrier = context.Barrier(2)
-    results = context.Queue()
-    workers = [context.Process(target=_race, args=(plan.pk, barrier, results)) for _ in "ab"]
-    for worker in workers:
-        worker.start()
-    outcomes = [results.get(timeout=60) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=30)
-        assert worker.exitcode == 0
-    sim.set_latency(0)
+
+    outcomes = race_refresh(sim, codex_credential_fresh, plan.pk)
 
     assert sorted(refresh for refresh, _, _ in outcomes) == ["not_due", "refreshed"], outcomes
     assert {code for _, code, _ in outcomes} == {""}

@@ -57,6 +57,7 @@ def gateway(
         TRINITY_ANTHROPIC_BASE_URL=tap.url,
         TRINITY_CODEX_BASE_URL=tap.url,
         TRINITY_CODEX_AUTH_URL=simulator.base_url,
+        TRINITY_CLAUDE_OAUTH_TOKEN_URL=simulator.base_url + "/v1/oauth/token",
         TRINITY_OPENAI_BASE_URL=tap.url,
         TRINITY_METRICS_TOKEN=METRICS_TOKEN,
         TRINITY_GATEWAY_MAX_BODY_BYTES=str(MAX_BODY),

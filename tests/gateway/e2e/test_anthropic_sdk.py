@@ -6,6 +6,7 @@ simulator's request log, not from our own records."""
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime, timedelta
 
 import anthropic
 import pytest
@@ -13,9 +14,11 @@ from django.contrib.auth.models import User
 
 from gateway.models import GatewaySession, GatewayUsage
 from simulator.control import SimulatorControl
+from subscriptions.models import Subscription
 from tests.execution.support import register_plan
 from tests.gateway.e2e.support import Gateway, issue, wait_for
 from trinity import services as trinity_services
+from trinity.crypto import Secret
 from trinity.models import Notification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -140,3 +143,28 @@ def test_the_platform_key_serves_when_every_plan_refuses_and_is_billed(
     assert upstream(control)[-1] == ("platform-key", 200)
     row = wait_for(lambda: GatewayUsage.objects.filter(key__owner=person).first())
     assert row.served_by_kind == "api_key" and row.billed_usd == row.list_usd > 0
+
+
+def test_a_signed_in_plan_whose_token_is_expiring_is_refreshed_once_before_it_is_sent(
+    gw: Gateway, control: SimulatorControl, person: User
+) -> None:
+    plan, token = register_plan(control, "max-a")
+    refresh = "sk-ant-ort01-" + secrets.token_urlsafe(40)
+    # Its access token expires now at the provider; the platform's stored expiry says
+    # it is about to.
+    control.register(token, kind="oauth", refresh_token=refresh, expires_in=3600)
+    control.expire_access(token)
+    Subscription.objects.filter(pk=plan.pk).update(
+        refresh_token=Secret(refresh),
+        token_expires_at=datetime.now(UTC) + timedelta(minutes=2),
+    )
+    sdk = client(gw, issue(person))
+
+    ask(sdk, "say hi")
+    ask(sdk, "again")
+
+    assert upstream(control) == [("max-a", 200), ("max-a", 200)]
+    assert control.credential("max-a")["refreshes"] == 1
+    plan.refresh_from_db()
+    assert plan.token is not None and plan.token.reveal() != token
+    assert token.encode() not in bytes(gw.tap.upstream)

@@ -19,11 +19,14 @@ from rest_framework.test import APIClient
 from execution.models import Execution
 from execution.schedules.services import schedule_create
 from simulator.process import SimulatorProcess
+from subscriptions.plan_sign_in.flow import plan_sign_in_start
+from subscriptions.plan_sign_in.providers import SignInProvider
 from tests.agents.factories import AgentFactory, UserFactory
 from tests.conftest import platform_on
 from tests.gateway.factories import GatewayKeyFactory, gateway_key
 from tests.security.leaks import Canary, find_leaks
 from tests.subscriptions.factories import SubscriptionFactory
+from tests.subscriptions.test_plan_sign_in import shown_code
 from tests.trinity.audit.walk_table import (
     CANARY_HOOK,
     CANARY_HOOK_2,
@@ -75,6 +78,7 @@ def world(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[dict[str, Any
         channel = notification_channel_create(
             name="hook-a", kind="json", url=CANARY_HOOK, now=clock.now()
         )
+        flow, pasted = _signing_in(admin)
         key_secret = gateway_key()
         key = GatewayKeyFactory.create(owner=alpha, name="kept", secret=key_secret)
         canaries = [
@@ -100,8 +104,23 @@ def world(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[dict[str, Any
                 "turn": turn.pk,
                 "channel": channel.pk,
                 "gw_key": key.pk,
+                "flow": flow,
+                "pasted": pasted,
             },
         }
+
+
+def _signing_in(admin: User) -> tuple[str, str]:
+    """A plan sign-in the admin started, and the code#state the simulator's page shows
+    for it (what the admin pastes back)."""
+    started = plan_sign_in_start(
+        user_id=admin.pk,
+        provider=SignInProvider.CLAUDE,
+        name="plan-signed",
+        plan_type="max-5x",
+        now=clock.now(),
+    )
+    return started.flow, shown_code(started.authorize_url)
 
 
 def _session(user: User) -> APIClient:

@@ -47,6 +47,20 @@ ROWS: list[Row] = [
             "token": CANARY_PLAN_2,
         },
     ),
+    # A plan signed in from the panel: a flow started, then the world's own flow's code
+    # (signed in at the simulator's page) pasted back.
+    Row(
+        "post",
+        "/api/subscriptions/sign-in",
+        "subscription.sign_in_start",
+        body={"provider": "claude", "name": "plan-started", "plan_type": "max-5x"},
+    ),
+    Row(
+        "post",
+        "/api/subscriptions/sign-in/{flow}/code",
+        "subscription.sign_in",
+        body={"pasted": "{pasted}"},
+    ),
     Row(
         "post",
         "/api/agents",
