@@ -27,7 +27,7 @@ from django.conf import settings
 
 from subscriptions import claude_refresh, codex_refresh
 from subscriptions.models import Provider
-from subscriptions.plan_refresh import REFRESH_TIMEOUT, error_code
+from subscriptions.plan_refresh import REFRESH_TIMEOUT, error_code, payload_text
 from trinity.errors import DomainError, InvalidInput
 
 logger = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def device_redirect_uri() -> str:
     return settings.TRINITY_CODEX_AUTH_URL + DEVICE_REDIRECT_PATH
 
 
-def _interval(value: object) -> int:
+def poll_interval(value: object) -> int:
     # The provider sends the interval as a string or a number; a poll more often
     # than every second, or rarer than a minute, is not what it meant.
     try:
@@ -214,13 +214,12 @@ def device_code_request(client: httpx.Client | None = None) -> DeviceCode:
         logger.warning("device sign-in: user code request failed: %s", type(exc).__name__)
         payload = None
     if not isinstance(payload, dict):
+        payload = {}
+    device_auth_id = payload_text(payload, "device_auth_id")
+    user_code = payload_text(payload, "user_code")
+    if not (device_auth_id and user_code):
         raise ProviderUnavailable("The chatgpt sign-in service gave no device code; try again.")
-    device_auth_id, user_code = payload.get("device_auth_id"), payload.get("user_code")
-    if not (isinstance(device_auth_id, str) and device_auth_id):
-        raise ProviderUnavailable("The chatgpt sign-in service gave no device code; try again.")
-    if not (isinstance(user_code, str) and user_code):
-        raise ProviderUnavailable("The chatgpt sign-in service gave no device code; try again.")
-    return DeviceCode(device_auth_id, user_code, _interval(payload.get("interval")))
+    return DeviceCode(device_auth_id, user_code, poll_interval(payload.get("interval")))
 
 
 def device_code_poll(
@@ -245,8 +244,9 @@ def device_code_poll(
     except ValueError:
         payload = None
     if response.status_code == 200 and isinstance(payload, dict):
-        code, verifier = payload.get("authorization_code"), payload.get("code_verifier")
-        if isinstance(code, str) and code and isinstance(verifier, str) and verifier:
+        code = payload_text(payload, "authorization_code")
+        verifier = payload_text(payload, "code_verifier")
+        if code and verifier:
             return code, verifier
     reason = error_code(payload) or str(response.status_code)
     logger.warning("device sign-in: poll answered HTTP %s %s", response.status_code, reason)

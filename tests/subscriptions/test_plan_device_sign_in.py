@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from subscriptions.models import Subscription
+from subscriptions.plan_sign_in.providers import poll_interval
 from tests.agents.factories import UserFactory
 from tests.conftest import _client_for, sign_in_urls
 from trinity.audit.models import AuditEntry
@@ -157,3 +158,13 @@ def test_an_unknown_plan_type_or_flow_is_refused_before_the_provider_is_asked(
         format="json",
     ).json()
     assert poll(admin_client_api, pasted["flow"]).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("sent", "seconds"),
+    [("5", 5), (5, 5), (" 7 ", 7), ("0", 1), (1, 1), (60, 60), ("61", 60), ("soon", 5), (None, 5)],
+)
+def test_the_providers_poll_interval_reads_as_whole_seconds_within_a_minute(
+    sent: object, seconds: int
+) -> None:
+    assert poll_interval(sent) == seconds
