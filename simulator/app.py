@@ -18,6 +18,7 @@ from simulator.answering import Answering, Outcome, bearer_token
 from simulator.anthropic import OAUTH_REVOKED, RATE_LIMITED, add_anthropic_routes, anthropic_error
 from simulator.codex import add_openai_routes
 from simulator.control_api import add_control_api
+from simulator.device_auth import add_device_auth_routes
 from simulator.oauth import add_oauth_routes
 from simulator.state import Simulator
 
@@ -34,6 +35,7 @@ def create_app(sim: Simulator | None = None) -> FastAPI:
     add_anthropic_routes(app, answering)
     add_openai_routes(app, answering)
     add_oauth_routes(app, answering)
+    add_device_auth_routes(app, answering)
     add_control_api(app, answering)
     app.exception_handler(RequestValidationError)(invalid_body)
     # Last: it answers every path no route above took.

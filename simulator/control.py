@@ -89,6 +89,8 @@ class OAuthView(TypedDict):
     codes_issued: int
     codes_redeemed: int  # codes presented (each is spent by its first presentation)
     refreshes: int  # refresh tokens rotated, every credential's
+    device_auths: int  # device-code sign-ins asked for (simulator/device_auth.py)
+    device_auths_approved: int  # of them, approved on the device page
 
 
 class UpstreamErrorView(TypedDict):

@@ -291,6 +291,8 @@ def add_oauth_control(control: APIRouter, sim: Simulator) -> None:
             "codes_issued": len(sim.auth_codes),
             "codes_redeemed": sum(code.used for code in sim.auth_codes.values()),
             "refreshes": sum(cred.refreshes for cred in sim.credentials.values()),
+            "device_auths": len(sim.device_auths),
+            "device_auths_approved": sum(d.code is not None for d in sim.device_auths.values()),
         }
 
     @control.post("/oauth/revoke-refresh")

@@ -397,6 +397,21 @@ class AuthCode:
     used: bool = False
 
 
+@dataclass
+class DeviceAuth:
+    """A device-code sign-in (the Codex CLI's ``--device-auth``): a user code the person
+    types on the device page, pending until they approve it there; then an
+    authorization code and its PKCE verifier the polling client fetches and redeems
+    with ``redirect_uri``."""
+
+    user_code: str
+    redirect_uri: str
+    expires_at: float
+    code: str | None = None  # set on approval
+    verifier: str | None = None
+    denied: bool = False
+
+
 class RefreshRefused(Exception):
     """A refresh the sign-in service refuses; ``code`` is what the CLI classifies."""
 
@@ -431,6 +446,8 @@ class Simulator:
     refresh_grants: dict[str, RefreshGrant] = field(default_factory=dict)
     # The sign-in pages' authorization codes (simulator/oauth.py), by value.
     auth_codes: dict[str, AuthCode] = field(default_factory=dict)
+    # Device-code sign-ins (simulator/device_auth.py), by device_auth_id.
+    device_auths: dict[str, DeviceAuth] = field(default_factory=dict)
     sign_ins: int = 0
 
     def reset(self) -> None:
@@ -451,6 +468,7 @@ class Simulator:
         self.access_grants.clear()
         self.refresh_grants.clear()
         self.auth_codes.clear()
+        self.device_auths.clear()
         self.sign_ins = 0
 
     # credentials

@@ -51,6 +51,16 @@ register(
     "subscription-sign-in-code",
     Target("subscription", verb="sign_in", created=_created),
 )
+# ChatGPT's device-code sign-in: the start changes no row; a poll that finds the code
+# entered registers the plan, one still waiting (202) changed nothing and is not kept.
+register(
+    "subscription-sign-in-device",
+    Target("subscription", action="subscription.sign_in_device_start"),
+)
+register(
+    "subscription-sign-in-poll",
+    Target("subscription", verb="sign_in", created=_created, unrecorded_statuses=frozenset({202})),
+)
 for route in (
     "settings-auto-switch",
     "settings-api-key-fallback",

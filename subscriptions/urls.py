@@ -23,6 +23,17 @@ urlpatterns = [
         sign_in_api.PlanSignInCodeApi.as_view(),
         name="subscription-sign-in-code",
     ),
+    # ChatGPT's device-code sign-in: no code pasted, the panel polls.
+    path(
+        "subscriptions/sign-in/device",
+        sign_in_api.PlanDeviceSignInStartApi.as_view(),
+        name="subscription-sign-in-device",
+    ),
+    path(
+        "subscriptions/sign-in/<slug:flow>/poll",
+        sign_in_api.PlanDeviceSignInPollApi.as_view(),
+        name="subscription-sign-in-poll",
+    ),
     path(
         "subscriptions/agents/<slug:name>",
         api.AgentAssignmentApi.as_view(),

@@ -134,6 +134,7 @@ def sign_in_urls(base_url: str) -> dict[str, str]:
         "TRINITY_CLAUDE_OAUTH_AUTHORIZE_URL": base_url + "/oauth/authorize",
         "TRINITY_CLAUDE_OAUTH_TOKEN_URL": base_url + "/v1/oauth/token",
         "TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL": base_url + "/oauth/authorize",
+        "TRINITY_CHATGPT_DEVICE_URL": base_url + "/codex/device",
     }
 
 

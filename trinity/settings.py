@@ -640,6 +640,11 @@ TRINITY_CLAUDE_OAUTH_TOKEN_URL = env.str(
 TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL = env.str(
     "TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL", default=TRINITY_CODEX_AUTH_URL + "/oauth/authorize"
 )
+# The page where a person enters a ChatGPT device-code sign-in's user code (its
+# endpoints are TRINITY_CODEX_AUTH_URL's /api/accounts/deviceauth/*).
+TRINITY_CHATGPT_DEVICE_URL = env.str(
+    "TRINITY_CHATGPT_DEVICE_URL", default=TRINITY_CODEX_AUTH_URL + "/codex/device"
+)
 for _name in (
     "TRINITY_ANTHROPIC_BASE_URL",
     "TRINITY_CODEX_BASE_URL",
@@ -648,6 +653,7 @@ for _name in (
     "TRINITY_CLAUDE_OAUTH_AUTHORIZE_URL",
     "TRINITY_CLAUDE_OAUTH_TOKEN_URL",
     "TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL",
+    "TRINITY_CHATGPT_DEVICE_URL",
 ):
     if not globals()[_name].startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name} must be an http(s) URL")

@@ -74,17 +74,34 @@ def pasted_code(text: str) -> tuple[str, str]:
     return code.strip(), state.strip()
 
 
+def plan_type_check(provider: SignInProvider, plan_type: str) -> None:
+    """Raises InvalidInput (field ``plan_type``) for a plan type the billing catalog
+    does not know for ``provider``'s plans: said before the admin signs in."""
+    kind = CLIENTS[provider].provider
+    if billing.lookup(kind, plan_type) is None:
+        raise InvalidInput(
+            "Unknown plan type; choose one of: " + ", ".join(billing.plan_types(kind)),
+            field="plan_type",
+        )
+
+
+def pending_flow(key: str, user_id: int) -> dict[str, object]:
+    """The sign-in kept under cache ``key``, if it is ``user_id``'s. Raises NotFound
+    when it is another admin's, expired or finished."""
+    pending = cache.get(key)
+    if not isinstance(pending, dict) or pending.get("user") != user_id:
+        raise NotFound(
+            "No sign-in of yours waits under this id: it expired or was finished. Start again."
+        )
+    return pending
+
+
 def plan_sign_in_start(
     *, user_id: int, provider: SignInProvider, name: str, plan_type: str, now: datetime
 ) -> SignInStarted:
     """Start a sign-in of plan ``name`` for the admin ``user_id``. Raises InvalidInput
     for a plan type the billing catalog does not know (before the admin signs in)."""
-    client = CLIENTS[provider]
-    if billing.lookup(client.provider, plan_type) is None:
-        raise InvalidInput(
-            "Unknown plan type; choose one of: " + ", ".join(billing.plan_types(client.provider)),
-            field="plan_type",
-        )
+    plan_type_check(provider, plan_type)
     verifier, challenge = pkce_pair()
     state, flow = secrets.token_urlsafe(24), secrets.token_urlsafe(18)
     pending = {
@@ -116,34 +133,34 @@ def plan_sign_in_finish(
             field="pasted",
         )
     key = _CACHE_KEY.format(flow)
-    pending = cache.get(key)
-    if not isinstance(pending, dict) or pending.get("user") != user_id:
-        raise NotFound(
-            "No sign-in of yours waits under this id: it expired (after "
-            f"{FLOW_TTL_SECONDS // 60} minutes) or was finished. Start again."
-        )
+    pending = pending_flow(key, user_id)
     if not hmac.compare_digest(state.encode(), str(pending["state"]).encode()):
         raise InvalidInput(
             "This code belongs to another sign-in (its state does not match). Start again.",
             field="pasted",
         )
-    provider = SignInProvider(pending["provider"])
+    provider = SignInProvider(str(pending["provider"]))
     answer = code_redeem(
-        provider, code=code, verifier=pending["verifier"], state=pending["state"], client=client
+        provider,
+        code=code,
+        verifier=str(pending["verifier"]),
+        state=str(pending["state"]),
+        client=client,
     )
-    registered = _plan_store(
-        provider, answer, name=pending["name"], plan_type=pending["plan_type"], now=now
+    registered = plan_store(
+        provider, answer, name=str(pending["name"]), plan_type=str(pending["plan_type"]), now=now
     )
     cache.delete(key)
     return registered
 
 
 @transaction.atomic
-def _plan_store(
+def plan_store(
     provider: SignInProvider, answer: dict[str, object], *, name: str, plan_type: str, now: datetime
 ) -> tuple[Subscription, bool]:
     """Register (or, for an existing name, sign in again) the plan with the tokens the
-    provider answered."""
+    provider answered; both ways of signing in end here. Raises ProviderUnavailable
+    for tokens the platform cannot use (nothing is stored)."""
     client = CLIENTS[provider]
     try:
         if provider is SignInProvider.CLAUDE:

@@ -5,9 +5,13 @@ The flows are the CLIs' own: Claude Code's manual flow (its public client, the
 console's callback page that shows ``code#state``, a JSON token request with the
 verifier and state) and the Codex CLI's ChatGPT sign-in (its public client, the
 localhost callback the admin copies from the address bar, a form-encoded token
-request). The URLs are settings (``TRINITY_CLAUDE_OAUTH_*``,
-``TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL``, ``TRINITY_CODEX_AUTH_URL``); under
-``make run`` and in tests they are the simulator's.
+request). ChatGPT also offers the Codex CLI's device-code sign-in (``codex login
+--device-auth``): ``device_code_request`` asks for a user code, ``device_code_poll``
+asks whether the person entered it and signed in, and the code it then gives is
+redeemed by ``code_redeem`` with the device redirect URI. The URLs are settings
+(``TRINITY_CLAUDE_OAUTH_*``, ``TRINITY_CHATGPT_OAUTH_AUTHORIZE_URL``,
+``TRINITY_CHATGPT_DEVICE_URL``, ``TRINITY_CODEX_AUTH_URL``); under ``make run`` and
+in tests they are the simulator's.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from django.conf import settings
 
 from subscriptions import claude_refresh, codex_refresh
 from subscriptions.models import Provider
-from subscriptions.plan_refresh import REFRESH_TIMEOUT, error_code
+from subscriptions.plan_refresh import REFRESH_TIMEOUT, error_code, payload_text
 from trinity.errors import DomainError, InvalidInput
 
 logger = logging.getLogger(__name__)
@@ -44,6 +48,14 @@ class ProviderUnavailable(DomainError):
 
     status_code = 502
     code = "provider_unavailable"
+
+
+class SignInEnded(DomainError):
+    """A device-code sign-in that can no longer finish: it expired, the person
+    cancelled it at the provider, or the provider refused its code. Start again."""
+
+    status_code = 410
+    code = "sign_in_ended"
 
 
 @dataclass(frozen=True)
@@ -103,16 +115,18 @@ def code_redeem(
     code: str,
     verifier: str,
     state: str,
+    redirect_uri: str | None = None,
     client: httpx.Client | None = None,
 ) -> dict[str, Any]:
     """The token endpoint's answer for ``code`` (access, refresh and, for ChatGPT, id
-    tokens). Raises InvalidInput (field ``pasted``) when the provider refuses the code,
-    ProviderUnavailable when it cannot say."""
+    tokens), asked with the client's redirect URI unless ``redirect_uri`` says another
+    (a device code's). Raises InvalidInput (field ``pasted``) when the provider refuses
+    the code, ProviderUnavailable when it cannot say."""
     oauth = CLIENTS[key]
     body = {
         "grant_type": "authorization_code",
         "code": code,
-        "redirect_uri": oauth.redirect_uri,
+        "redirect_uri": redirect_uri or oauth.redirect_uri,
         "client_id": oauth.client_id,
         "code_verifier": verifier,
     }
@@ -153,4 +167,91 @@ def _answer(key: SignInProvider, response: httpx.Response) -> dict[str, Any]:
         )
     raise ProviderUnavailable(
         f"The {key} sign-in service answered HTTP {response.status_code}; try again."
+    )
+
+
+# ChatGPT's device-code sign-in
+
+DEVICE_USERCODE_PATH = "/api/accounts/deviceauth/usercode"
+DEVICE_POLL_PATH = "/api/accounts/deviceauth/token"
+DEVICE_REDIRECT_PATH = "/deviceauth/callback"
+DEFAULT_POLL_INTERVAL = 5
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """What the provider answers a device-code request: its id (kept on the server),
+    the user code the person types, and how often to ask."""
+
+    device_auth_id: str
+    user_code: str
+    interval: int
+
+
+def device_redirect_uri() -> str:
+    """The redirect URI a device code is redeemed with (the Codex CLI's)."""
+    return settings.TRINITY_CODEX_AUTH_URL + DEVICE_REDIRECT_PATH
+
+
+def poll_interval(value: object) -> int:
+    # The provider sends the interval as a string or a number; a poll more often
+    # than every second, or rarer than a minute, is not what it meant.
+    try:
+        seconds = int(str(value).strip())
+    except ValueError:
+        return DEFAULT_POLL_INTERVAL
+    return min(max(seconds, 1), 60)
+
+
+def device_code_request(client: httpx.Client | None = None) -> DeviceCode:
+    """A new device code for the Codex client. Raises ProviderUnavailable when the
+    provider does not answer one."""
+    url = settings.TRINITY_CODEX_AUTH_URL + DEVICE_USERCODE_PATH
+    try:
+        response = _post(url, client, json={"client_id": codex_refresh.CLIENT_ID})
+        payload = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError) as exc:
+        logger.warning("device sign-in: user code request failed: %s", type(exc).__name__)
+        payload = None
+    if not isinstance(payload, dict):
+        payload = {}
+    device_auth_id = payload_text(payload, "device_auth_id")
+    user_code = payload_text(payload, "user_code")
+    if not (device_auth_id and user_code):
+        raise ProviderUnavailable("The chatgpt sign-in service gave no device code; try again.")
+    return DeviceCode(device_auth_id, user_code, poll_interval(payload.get("interval")))
+
+
+def device_code_poll(
+    *, device_auth_id: str, user_code: str, client: httpx.Client | None = None
+) -> tuple[str, str] | None:
+    """``(authorization code, verifier)`` once the person signed in, None while they
+    have not (the provider's 403 or 404). Raises SignInEnded when the provider ended
+    the sign-in (another 4xx), ProviderUnavailable when it cannot say."""
+    url = settings.TRINITY_CODEX_AUTH_URL + DEVICE_POLL_PATH
+    body = {"device_auth_id": device_auth_id, "user_code": user_code}
+    try:
+        response = _post(url, client, json=body)
+    except httpx.HTTPError as exc:
+        logger.warning("device sign-in: poll unreachable: %s", type(exc).__name__)
+        raise ProviderUnavailable(
+            "The chatgpt sign-in service did not answer; try again."
+        ) from None
+    if response.status_code in (403, 404):
+        return None
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    if response.status_code == 200 and isinstance(payload, dict):
+        code = payload_text(payload, "authorization_code")
+        verifier = payload_text(payload, "code_verifier")
+        if code and verifier:
+            return code, verifier
+    reason = error_code(payload) or str(response.status_code)
+    logger.warning("device sign-in: poll answered HTTP %s %s", response.status_code, reason)
+    if 400 <= response.status_code < 500:
+        raise SignInEnded(f"The provider ended this sign-in ({reason}). Start again.")
+    raise ProviderUnavailable(
+        f"The chatgpt sign-in service answered HTTP {response.status_code}; try again."
     )

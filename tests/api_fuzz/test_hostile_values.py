@@ -260,6 +260,13 @@ ROWS = [
         {"provider": "claude", "name": "plan-s", "plan_type": "max-5x"},
         {"provider": "choice", "name": "name", "plan_type": "choice"},
     ),
+    # Judged before the provider is asked for a device code.
+    Row(
+        "post",
+        "/api/subscriptions/sign-in/device",
+        {"name": "plan-d", "plan_type": "pro"},
+        {"name": "name", "plan_type": "choice"},
+    ),
     # An unknown flow: what is pasted is judged before the flow is looked up.
     Row(
         "post",

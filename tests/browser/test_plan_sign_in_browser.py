@@ -1,6 +1,7 @@
 """A new admin registers a plan from the panel without a terminal: "Sign in with Claude"
 and "Sign in with ChatGPT" in Chromium against the simulator's sign-in pages, then a
-turn served on the new plan.
+turn served on the new plan; and ChatGPT's device code, typed on the simulator's
+device page, polled by the panel to its plan.
 
 Real processes: the live server, the simulator (its authorize page opens in a new
 tab, the code is copied from it as a person would), headless Chromium, and for the
@@ -9,6 +10,7 @@ turns a real agent server running the real Claude Code CLI, or the Codex CLI.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from rest_framework.test import APIClient
 
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
+from subscriptions.codex_credential import codex_credential_load
 from subscriptions.models import Subscription
 from tests.agents.factories import AgentFactory
 from tests.browser.conftest import Panel
@@ -115,3 +118,42 @@ def test_a_new_admin_signs_in_with_chatgpt_and_a_codex_turn_is_served_on_the_pla
     assert body["served_by_subscription"]["name"] == "gpt-signed"
     sent = [r for r in control.requests() if r["path"] == "/backend-api/codex/responses"]
     assert [(r["credential"], r["status"]) for r in sent] == [("chatgpt-sign-in-1", 200)]
+
+
+def test_a_new_admin_signs_in_to_chatgpt_with_a_device_code_and_the_plan_appears(
+    panel: Panel, control: SimulatorControl, admin_user: User
+) -> None:
+    panel.sign_in("admin", PASSWORD)
+    page = panel.page
+    page.get_by_role("button", name="Add subscription").click()
+    form = page.get_by_role("form", name="Add a subscription")
+    form.get_by_label("Name").fill("gpt-device")
+    form.get_by_label("Provider").select_option("openai-codex")
+    form.get_by_label("Plan").select_option("pro")
+    form.get_by_role("button", name="Sign in with a device code").click()
+    shown = form.get_by_label("Device code")
+    expect(shown).to_have_text(re.compile(r"^[A-Z0-9]{4}-[A-Z0-9]{4}$"))
+    user_code = shown.inner_text()
+    panel.screenshot("plan-device-code-shown")
+
+    # The person opens the device page from the panel's link and types the code there.
+    with panel.context.expect_page() as opened:
+        form.get_by_role("link", name="the ChatGPT device page").click()
+    device_page = opened.value
+    device_page.wait_for_load_state()
+    assert device_page.url == panel_simulator_url(panel) + "/codex/device"
+    device_page.get_by_label("Enter the code shown in the application").fill(user_code)
+    device_page.get_by_role("button", name="Continue").click()
+    expect(device_page.locator("#done")).to_contain_text("Signed in")
+    device_page.close()
+
+    # The panel's next poll (every 5 seconds, as the provider asked) finds it signed in.
+    expect(page.locator("tr[data-subscription='gpt-device']")).to_be_visible(timeout=15_000)
+    expect(shown).to_have_count(0)
+    plan = Subscription.objects.get(name="gpt-device")
+    assert plan.provider == "openai-codex" and plan.token is not None
+    credential = codex_credential_load(plan.token.reveal())
+    assert credential.refreshable
+    assert credential.account_id == control.credential("chatgpt-sign-in-1")["account_id"]
+    assert credential.access_token not in panel.received_text()
+    assert control.oauth()["device_auths_approved"] == 1

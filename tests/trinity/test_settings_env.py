@@ -67,6 +67,7 @@ def _manage_check(tmp_path: Path, **overrides: str) -> subprocess.CompletedProce
         ("TRINITY_ENCRYPTION_KEYS", "not-a-fernet-key"),
         ("TRINITY_RATE_LIMIT_WINDOW_SECONDS", "two hours"),
         ("LOG_LEVEL", "LOUD"),
+        ("TRINITY_CHATGPT_DEVICE_URL", "auth.openai.com/codex/device"),
     ],
 )
 def test_a_bad_value_fails_loudly_naming_the_variable(

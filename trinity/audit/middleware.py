@@ -81,6 +81,8 @@ def _recorded(response: HttpResponseBase, pending: Pending) -> bool:
         return True
     if pending.target is not None and pending.target.events_only:
         return False
+    if pending.target is not None and response.status_code in pending.target.unrecorded_statuses:
+        return False
     if pending.match is not None and pending.match.namespace == "admin":
         # Django admin redirects after a change it made; a form it shows again (200)
         # with its errors changed nothing.

@@ -38,6 +38,9 @@ class Target:
     # Recorded only when a sign-in signal names what happened (a sign-out without a
     # session changes nothing, and anyone could fill the log with them).
     events_only: bool = False
+    # Answers that changed nothing and come often: a poll still waiting (202) would
+    # fill the log with one entry every few seconds.
+    unrecorded_statuses: frozenset[int] = frozenset()
 
 
 _TARGETS: dict[str, Target] = {}

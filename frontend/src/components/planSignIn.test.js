@@ -100,4 +100,100 @@ describe("PlanSignIn", () => {
     expect(error).toMatch(/did not answer/);
     expect(wrapper.find("#t-sign-in-code").exists()).toBe(true);
   });
+
+  // The device-code sign-in: a short interval (the server says seconds) so the test
+  // waits milliseconds for each poll.
+  const SOON = new Date(Date.now() + 15 * 60 * 1000).toISOString();
+  const DEVICE = {
+    flow: "d-1",
+    user_code: "ABCD-EFGH",
+    verification_url: "http://127.0.0.1:8100/codex/device",
+    interval: 0.01,
+    expires_at: SOON,
+  };
+  const POLL = "POST /api/subscriptions/sign-in/d-1/poll";
+
+  async function until(check) {
+    for (let i = 0; i < 200 && !check(); i += 1) await new Promise((r) => setTimeout(r, 5));
+    expect(check()).toBe(true);
+  }
+
+  function mountDevice(routes, started = DEVICE) {
+    const mocked = mockFetch({ "POST /api/subscriptions/sign-in/device": json(201, started), ...routes });
+    wrapper = mount(PlanSignIn, { props: { idPrefix: "t", name: "gpt", provider: "openai-codex", planType: "pro" } });
+    return mocked;
+  }
+
+  const polls = (calls) => calls.filter((c) => c.url.endsWith("/poll")).length;
+
+  it("shows the device code and its page, polls while pending and shows the plan once signed in", async () => {
+    const saved = { id: 9, name: "gpt", provider: "openai-codex", token_fingerprint: "BBBB" };
+    let answered = 0;
+    const { calls } = mountDevice({
+      [POLL]: () => (++answered < 3 ? json(202, { status: "pending" }) : json(201, saved)),
+    });
+    await clickNamed(wrapper, "Sign in with a device code");
+    expect(calls[0].body).toEqual({ name: "gpt", plan_type: "pro" });
+    expect(wrapper.find("#t-device-code").text()).toBe("ABCD-EFGH");
+    const link = wrapper.find(`a[href="${DEVICE.verification_url}"]`);
+    expect(link.attributes("target")).toBe("_blank");
+    await until(() => wrapper.emitted("saved") !== undefined);
+    expect(wrapper.emitted("saved")[0][0]).toEqual(saved);
+    expect(polls(calls)).toBe(3);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(polls(calls)).toBe(3); // done: no more polls
+    expect(wrapper.find("#t-device-code").exists()).toBe(false);
+  });
+
+  it("only a ChatGPT plan offers a device code", async () => {
+    mockFetch({});
+    wrapper = mount(PlanSignIn, { props: { idPrefix: "t", name: "m", provider: "anthropic", planType: "pro" } });
+    expect(wrapper.findAll("button").map((b) => b.text())).not.toContain("Sign in with a device code");
+  });
+
+  it("stops polling when unmounted", async () => {
+    const { calls } = mountDevice({ [POLL]: json(202, { status: "pending" }) });
+    await clickNamed(wrapper, "Sign in with a device code");
+    await until(() => polls(calls) >= 2);
+    wrapper.unmount();
+    wrapper = null;
+    const seen = polls(calls);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(polls(calls)).toBeLessThanOrEqual(seen + 1); // at most the one in flight
+  });
+
+  it("stops on a sign-in the provider ended and offers the start again", async () => {
+    const detail = "The provider ended this sign-in (access_denied). Start again.";
+    const { calls } = mountDevice({ [POLL]: json(410, { detail, code: "sign_in_ended" }) });
+    await clickNamed(wrapper, "Sign in with a device code");
+    await until(() => wrapper.find("#t-sign-in-error").exists());
+    expect(wrapper.find("#t-sign-in-error").text()).toBe(detail);
+    expect(wrapper.findAll("button").map((b) => b.text())).toContain("Sign in with a device code");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(polls(calls)).toBe(1);
+  });
+
+  it("stops on a provider that does not answer and checks again on request", async () => {
+    let down = true;
+    const saved = { id: 9, name: "gpt" };
+    const { calls } = mountDevice({
+      [POLL]: () => (down ? json(502, { detail: "did not answer", code: "provider_unavailable" }) : json(201, saved)),
+    });
+    await clickNamed(wrapper, "Sign in with a device code");
+    await until(() => wrapper.find("#t-sign-in-error").exists());
+    await new Promise((r) => setTimeout(r, 50));
+    expect(polls(calls)).toBe(1);
+    expect(wrapper.find("#t-device-code").exists()).toBe(true);
+    down = false;
+    await clickNamed(wrapper, "Check again");
+    await until(() => wrapper.emitted("saved") !== undefined);
+  });
+
+  it("stops at the code's expiry without asking the server", async () => {
+    const { calls } = mountDevice({}, { ...DEVICE, expires_at: new Date(Date.now() - 1000).toISOString() });
+    await clickNamed(wrapper, "Sign in with a device code");
+    await until(() => wrapper.find("#t-sign-in-error").exists());
+    expect(wrapper.find("#t-sign-in-error").text()).toMatch(/expired/);
+    expect(polls(calls)).toBe(0);
+  });
 });

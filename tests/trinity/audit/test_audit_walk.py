@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.contrib.auth.models import User
 from knox.models import AuthToken
@@ -19,6 +20,7 @@ from rest_framework.test import APIClient
 from execution.models import Execution
 from execution.schedules.services import schedule_create
 from simulator.process import SimulatorProcess
+from subscriptions.plan_sign_in.device import plan_device_sign_in_start
 from subscriptions.plan_sign_in.flow import plan_sign_in_start
 from subscriptions.plan_sign_in.providers import SignInProvider
 from tests.agents.factories import AgentFactory, UserFactory
@@ -79,6 +81,7 @@ def world(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[dict[str, Any
             name="hook-a", kind="json", url=CANARY_HOOK, now=clock.now()
         )
         flow, pasted = _signing_in(admin)
+        device_flow = _device_signed_in(admin)
         key_secret = gateway_key()
         key = GatewayKeyFactory.create(owner=alpha, name="kept", secret=key_secret)
         canaries = [
@@ -106,6 +109,7 @@ def world(simulator: SimulatorProcess, tmp_path: Path) -> Iterator[dict[str, Any
                 "gw_key": key.pk,
                 "flow": flow,
                 "pasted": pasted,
+                "device_flow": device_flow,
             },
         }
 
@@ -121,6 +125,17 @@ def _signing_in(admin: User) -> tuple[str, str]:
         now=clock.now(),
     )
     return started.flow, shown_code(started.authorize_url)
+
+
+def _device_signed_in(admin: User) -> str:
+    """A device-code sign-in the admin started whose code was entered and approved at
+    the simulator's device page: its next poll registers the plan."""
+    started = plan_device_sign_in_start(
+        user_id=admin.pk, name="plan-device", plan_type="pro", now=clock.now()
+    )
+    form = {"user_code": started.user_code, "decision": "approve"}
+    assert httpx.post(started.verification_url, data=form, timeout=10).status_code == 200
+    return started.flow
 
 
 def _session(user: User) -> APIClient:

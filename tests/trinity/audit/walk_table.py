@@ -61,6 +61,20 @@ ROWS: list[Row] = [
         "subscription.sign_in",
         body={"pasted": "{pasted}"},
     ),
+    # ChatGPT's device-code sign-in: a flow started, then the world's own device flow
+    # (its code entered at the simulator's device page) polled to its plan.
+    Row(
+        "post",
+        "/api/subscriptions/sign-in/device",
+        "subscription.sign_in_device_start",
+        body={"name": "plan-device-started", "plan_type": "pro"},
+    ),
+    Row(
+        "post",
+        "/api/subscriptions/sign-in/{flow}/poll",
+        "subscription.sign_in",
+        url="/api/subscriptions/sign-in/{device_flow}/poll",
+    ),
     Row(
         "post",
         "/api/agents",
