@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.apps import apps
 
 from tests.trinity.test_settings_env import _boot
+from trinity_contract.redaction import redact
 
 GOOD = {
     "TRINITY_OIDC_DISCOVERY_URL": "https://id.example.test/realms/team",
@@ -44,3 +47,10 @@ def test_sso_with_passwords_off_and_a_loopback_provider_boots(tmp_path: Path) ->
     }
     booted = _boot(tmp_path, **overrides)
     assert booted.returncode == 0, booted.stderr
+
+
+def test_the_client_secret_is_redacted_from_everything_the_process_writes(settings: Any) -> None:
+    secret = "oidc-client-secret-canary-" + "7f3a9c"
+    settings.TRINITY_OIDC_CLIENT_SECRET = secret
+    apps.get_app_config("sso").ready()
+    assert secret not in redact(f"token endpoint refused client_secret={secret}")
