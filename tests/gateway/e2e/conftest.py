@@ -20,6 +20,8 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from gateway.models import GatewayUsage
+from gateway.server.recording import FLUSH_SECONDS
 from simulator.control import SimulatorControl
 from simulator.process import SimulatorProcess
 from tests.gateway.e2e.support import MAX_BODY, METRICS_TOKEN, Gateway, Tap
@@ -99,10 +101,40 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None
 
 
 @pytest.fixture
-def gw(gateway: Gateway, control: SimulatorControl) -> Gateway:
-    """The module's gateway, with the simulator reset for this test."""
+def gw(gateway: Gateway, control: SimulatorControl) -> Iterator[Gateway]:
+    """The module's gateway, with the simulator reset for this test; at its end, the
+    gateway's writes of this test are settled before the database is emptied."""
     gateway.tap.upstream.clear()
-    return gateway
+    yield gateway
+    settled(gateway)
+
+
+def settled(gateway: Gateway) -> None:
+    """Wait until the gateway serves nothing and its recorder has written what the
+    test's requests queued (a flush every ``FLUSH_SECONDS``). The test database is
+    emptied by one TRUNCATE of every table after each test; a usage COPY landing in
+    the middle of it deadlocks with it (the COPY's foreign-key check against the
+    TRUNCATE's locks), and the TRUNCATE loses."""
+    deadline = time.monotonic() + 10
+    while _open_requests(gateway) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a real process's gauge
+    rows = -1
+    while time.monotonic() < deadline:
+        now = GatewayUsage.objects.count()
+        if now == rows:
+            return
+        rows = now
+        time.sleep(FLUSH_SECONDS * 2)  # a flush period has passed: another look
+
+
+def _open_requests(gateway: Gateway) -> float:
+    scraped = httpx.get(
+        gateway.url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+    )
+    for line in scraped.text.splitlines():
+        if line.startswith("trinity_gateway_open_requests "):
+            return float(line.split()[-1])
+    return 0.0
 
 
 @pytest.fixture
