@@ -58,5 +58,11 @@ def target_for(route: str) -> Target | None:
     return _TARGETS.get(route)
 
 
+def object_types() -> frozenset[str]:
+    """The object types the apps' routes name (``agent``, ``subscription``…), plus
+    ``user``, which sign-ins name."""
+    return frozenset({"user", *(target.object_type for target in _TARGETS.values())})
+
+
 def registered_routes() -> frozenset[str]:
     return frozenset(_TARGETS)

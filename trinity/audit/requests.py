@@ -15,7 +15,7 @@ from django.urls import ResolverMatch
 from knox.models import AuthToken
 
 from trinity.audit.models import ActorKind, AuditEntry, Source
-from trinity.audit.registry import Target, target_for
+from trinity.audit.registry import Target, object_types, target_for
 from trinity.audit.rows import changes, row_state, secret_mark, secret_named
 from trinity.audit.services import Actor, Change, audit_record
 from trinity.authentication import client_address
@@ -50,8 +50,11 @@ def _admin_target(match: ResolverMatch) -> Target | None:
         model = apps.get_model(found["app"], found["model"])
     except LookupError:
         return None
+    # The API's name for the model where it has one, so one filter finds a row's
+    # changes from the panel and from admin alike; else the app-qualified name.
+    name = str(model._meta.model_name)
     return Target(
-        object_type=f"{model._meta.app_label}.{model._meta.model_name}",
+        object_type=name if name in object_types() else f"{model._meta.app_label}.{name}",
         verb=_ADMIN_VERBS[found["verb"]],
         candidates=lambda kwargs: model._default_manager.filter(pk=unquote(kwargs[key])),
     )

@@ -115,7 +115,7 @@ def test_an_admin_change_to_a_user_keeps_the_password_by_fingerprint(person: Use
     assert response.status_code == 302, response.content[:300]
     [entry] = _new_entries(before)
     assert (entry.action, entry.source, entry.object_id) == (
-        "auth.user.password_change",
+        "user.password_change",  # named as sign-ins name users, not ``auth.user``
         "admin",
         str(person.pk),
     )

@@ -32,7 +32,7 @@ class Command(BaseCommand):
             user = User.objects.create_superuser(username=username, password=password, email="")
             audit_command(
                 action="user.create",
-                object_type="auth.user",
+                object_type="user",
                 object_id=str(user.pk),
                 object_label=username,
                 changes={"username": [None, username], "is_superuser": [None, True]},
