@@ -7,7 +7,6 @@ tokens), PostgreSQL's row lock; the race is two forked processes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -17,12 +16,10 @@ from django.test import override_settings
 
 from routing.rung import Rung, RungKind
 from simulator.control import SimulatorControl
-from simulator.process import SimulatorProcess
 from subscriptions.claude_refresh import claude_credential_fresh, claude_wire_rung
 from subscriptions.models import Subscription
 from subscriptions.plan_refresh import Refresh
 from subscriptions.services import subscription_register
-from tests.conftest import sign_in_urls
 from tests.subscriptions.racing import race_refresh
 from trinity.crypto import Secret
 from trinity.models import Notification
@@ -30,13 +27,6 @@ from trinity.models import Notification
 LABEL = "claude-max-sim"
 ACCESS = "sk-ant-oat01-" + "a" * 80
 REFRESH = "sk-ant-ort01-" + "r" * 80
-
-
-@pytest.fixture
-def sim(simulator: SimulatorProcess) -> Iterator[SimulatorControl]:
-    simulator.control.reset()
-    with override_settings(**sign_in_urls(simulator.base_url)):
-        yield simulator.control
 
 
 def _plan(sim: SimulatorControl, *, expires_in: float) -> Subscription:

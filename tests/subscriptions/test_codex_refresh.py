@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 from django.test import override_settings
 
 from simulator.control import SimulatorControl
-from simulator.process import SimulatorProcess
 from subscriptions.codex_refresh import Refresh, codex_credential_fresh
 from subscriptions.models import Subscription
 from subscriptions.services import subscription_register
@@ -26,13 +24,6 @@ from trinity_contract.codex import AUTH_CLAIMS
 
 ACCOUNT = "acct-refresh"
 LABEL = "gpt-pro-sim"
-
-
-@pytest.fixture
-def sim(simulator: SimulatorProcess) -> Iterator[SimulatorControl]:
-    simulator.control.reset()
-    with override_settings(TRINITY_CODEX_AUTH_URL=simulator.base_url):
-        yield simulator.control
 
 
 def _plan(sim: SimulatorControl, *, expires_in: float) -> tuple[Subscription, str]:

@@ -5,7 +5,6 @@ tests/browser/test_plan_sign_in_browser.py)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,20 +19,11 @@ from simulator.process import SimulatorProcess
 from subscriptions.models import Subscription
 from subscriptions.plan_sign_in.providers import poll_interval
 from tests.agents.factories import UserFactory
-from tests.conftest import _client_for, sign_in_urls
+from tests.conftest import _client_for
 from trinity.audit.models import AuditEntry
 
 START = "/api/subscriptions/sign-in/device"
 DOWN = "http://127.0.0.1:9"
-
-
-@pytest.fixture
-def sim(simulator: SimulatorProcess) -> Iterator[SimulatorControl]:
-    simulator.control.reset()
-    with override_settings(
-        TRINITY_CODEX_AUTH_URL=simulator.base_url, **sign_in_urls(simulator.base_url)
-    ):
-        yield simulator.control
 
 
 def start(client: APIClient, **over: str) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,22 +16,12 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from simulator.control import SimulatorControl
-from simulator.process import SimulatorProcess
 from subscriptions.models import Subscription
 from subscriptions.plan_sign_in.flow import pasted_code
 from tests.agents.factories import UserFactory
-from tests.conftest import _client_for, sign_in_urls
+from tests.conftest import _client_for
 
 START = "/api/subscriptions/sign-in"
-
-
-@pytest.fixture
-def sim(simulator: SimulatorProcess) -> Iterator[SimulatorControl]:
-    simulator.control.reset()
-    with override_settings(
-        TRINITY_CODEX_AUTH_URL=simulator.base_url, **sign_in_urls(simulator.base_url)
-    ):
-        yield simulator.control
 
 
 def start(client: APIClient, provider: str = "claude", **over: str) -> Any:
