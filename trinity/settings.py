@@ -708,8 +708,8 @@ TRINITY_MAX_CONCURRENT_TURNS_PER_AGENT = _env_int(
 
 # Where agent servers run: "local" subprocesses (embedded default) or "docker".
 TRINITY_AGENT_BACKEND = env.str("TRINITY_AGENT_BACKEND", default="local")
-if TRINITY_AGENT_BACKEND not in {"local", "docker"}:
-    raise ImproperlyConfigured("TRINITY_AGENT_BACKEND must be 'local' or 'docker'")
+if TRINITY_AGENT_BACKEND not in {"local", "docker", "swarm"}:
+    raise ImproperlyConfigured("TRINITY_AGENT_BACKEND must be 'local', 'docker' or 'swarm'")
 TRINITY_AGENT_IMAGE = env.str("TRINITY_AGENT_IMAGE", default="trinity-agent:latest")
 # The docker runtime (agents/runtimes/docker.py). Agent containers run on this network
 # only, and the platform reaches their servers on it: by the container's name when the
@@ -732,6 +732,24 @@ TRINITY_AGENT_CPU_MILLICORES = _env_int(
     "TRINITY_AGENT_CPU_MILLICORES", 2000, minimum=100, maximum=256_000
 )
 TRINITY_AGENT_PIDS_LIMIT = _env_int("TRINITY_AGENT_PIDS_LIMIT", 512, minimum=16, maximum=1_000_000)
+# The swarm runtime (agents/runtimes/swarm.py; docs/flows/swarm-runtime.md): the
+# agents' overlay network (made by the stack, or by the runtime when it may), whether
+# it is encrypted when the runtime makes it, how the platform reaches a server (by the
+# service's name on that network, or at the port published on its task's node), the
+# constraints every agent's service carries and what each reserves for placement.
+TRINITY_SWARM_NETWORK = env.str("TRINITY_SWARM_NETWORK", default="trinity-agents").strip()
+if not TRINITY_SWARM_NETWORK:
+    raise ImproperlyConfigured("TRINITY_SWARM_NETWORK must name the agents' overlay network")
+TRINITY_SWARM_NETWORK_CREATE = _env_bool("TRINITY_SWARM_NETWORK_CREATE", True)
+TRINITY_SWARM_NETWORK_ENCRYPTED = _env_bool("TRINITY_SWARM_NETWORK_ENCRYPTED", True)
+TRINITY_SWARM_ENDPOINT = env.str("TRINITY_SWARM_ENDPOINT", default="name")
+if TRINITY_SWARM_ENDPOINT not in {"name", "published"}:
+    raise ImproperlyConfigured("TRINITY_SWARM_ENDPOINT must be 'name' or 'published'")
+TRINITY_SWARM_CONSTRAINTS = env.str("TRINITY_SWARM_CONSTRAINTS", default="")
+TRINITY_SWARM_MEMORY_RESERVATION = env.str("TRINITY_SWARM_MEMORY_RESERVATION", default="512m")
+TRINITY_SWARM_CPU_RESERVATION_MILLICORES = _env_int(
+    "TRINITY_SWARM_CPU_RESERVATION_MILLICORES", 250, minimum=0, maximum=256_000
+)
 # The local runtime's agent work areas (the CLI's working directories and HOMEs),
 # outside var/ and reachable by the agent's OS user. Unset: a directory under the
 # system temp dir named after this process's user and VAR_DIR (agents/runtimes/local.py).

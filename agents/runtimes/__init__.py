@@ -1,4 +1,5 @@
-"""Where agent servers run: local processes (embedded default) or docker containers."""
+"""Where agent servers run: local processes (embedded default), docker containers, or
+swarm services across a swarm's nodes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from agents.runtimes.base import AgentProcessRuntime, Spawned, SpawnSpec
 
 
 def get_runtime() -> AgentProcessRuntime:
+    if settings.TRINITY_AGENT_BACKEND == "swarm":
+        from agents.runtimes.swarm import SwarmRuntime
+
+        return SwarmRuntime()
     if settings.TRINITY_AGENT_BACKEND == "docker":
         from agents.runtimes.docker import DockerRuntime
 

@@ -21,6 +21,9 @@ class SpawnSpec:
     secret: Secret
     env: dict[str, str] = field(default_factory=dict)
     credentials: dict[str, Secret] = field(default_factory=dict, repr=False)
+    # Node labels the agent's server must run on (the swarm runtime's constraints;
+    # the local and docker runtimes have one host and ignore them).
+    placement: dict[str, str] = field(default_factory=dict)
 
     def environment(self) -> dict[str, str]:
         """The agent server's baseline environment, plaintext (goes to the process only)."""

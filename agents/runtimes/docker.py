@@ -131,6 +131,25 @@ def _raise_if_exited(container: Any, agent_name: str) -> None:
     )
 
 
+def wait_proven(client: AgentServerClient, agent_name: str, fail_fast: Callable[[], None]) -> None:
+    """Poll ``client.prove`` until it succeeds; raises RuntimeError naming the
+    endpoint on a wrong proof (at once), when ``fail_fast`` raises between polls (the
+    container or task ended first) or after STARTUP_TIMEOUT."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            client.prove(timeout=2.0)
+            return
+        except EndpointUnproven as exc:
+            raise RuntimeError(f"agent server for {agent_name!r}: {exc}") from None
+        except AgentServerUnavailable:
+            fail_fast()
+            time.sleep(0.5)  # the server binds a moment after the container starts
+    raise RuntimeError(
+        f"agent server for {agent_name!r} did not prove itself on {client.endpoint} in time"
+    )
+
+
 class DockerRuntime:
     name = "docker"
     contained = True  # one agent per container
@@ -162,10 +181,10 @@ class DockerRuntime:
         try:
             container.reload()
             endpoint = self._endpoint(container)
-            self._wait_proven(
+            wait_proven(
                 AgentServerClient(endpoint=endpoint, secret=spec.secret, handle=str(container.id)),
                 spec.name,
-                container,
+                lambda: _raise_if_exited(container, spec.name),
             )
         except BaseException:
             # Ours by construction (this start created it): nothing else may serve
@@ -277,27 +296,6 @@ class DockerRuntime:
         if (container.labels or {}).get(START_LABEL) == start_id:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
-
-    def _wait_proven(
-        self, client: AgentServerClient, agent_name: str, container: Any | None = None
-    ) -> None:
-        """Poll ``client.prove`` until it succeeds; raises RuntimeError naming the
-        endpoint on a wrong proof (at once), when the container exits first (at once,
-        with its last log line, redacted) or after STARTUP_TIMEOUT."""
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            try:
-                client.prove(timeout=2.0)
-                return
-            except EndpointUnproven as exc:
-                raise RuntimeError(f"agent container for {agent_name!r}: {exc}") from None
-            except AgentServerUnavailable:
-                if container is not None:
-                    _raise_if_exited(container, agent_name)
-                time.sleep(0.5)  # the server binds a moment after the container starts
-        raise RuntimeError(
-            f"agent container for {agent_name!r} did not prove itself on {client.endpoint} in time"
-        )
 
     def stop(self, *, name: str, handle: str) -> None:
         """Stop and remove the container ``handle`` names (its id: the one recorded

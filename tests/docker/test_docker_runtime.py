@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from agents.client import AgentServerClient
 from agents.runtimes.base import SpawnSpec, StartConflict
-from agents.runtimes.docker import LABEL, DockerRuntime
+from agents.runtimes.docker import LABEL, DockerRuntime, wait_proven
 from tests.containers import NETWORK, docker_settings
 from trinity.crypto import Secret
 
@@ -114,7 +114,7 @@ def test_a_server_that_cannot_prove_the_agents_secret_is_named_and_never_trusted
     endpoint = f"http://{address}:8080"
     client = AgentServerClient(endpoint=endpoint, secret=SPEC.secret, handle=impostor.id)
     with pytest.raises(RuntimeError, match=f"the endpoint {endpoint} did not prove"):
-        runtime._wait_proven(client, "rules", impostor)
+        wait_proven(client, "rules", lambda: None)
 
 
 def test_a_missing_container_is_not_alive_and_stopping_it_is_harmless(
