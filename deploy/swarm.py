@@ -41,10 +41,13 @@ from engine import EngineError, engine_version  # noqa: E402 - the sibling scrip
 
 STATE = ROOT / ".docker-swarm"
 RECORD = STATE / "state.json"
-BRIDGE = "trsw0"
+# Which of several swarms on one machine (0-9; one per checkout running the tests at
+# once): it names the bridge, the namespaces and veths, and picks the link's subnet.
+SWARM_ID = int(os.environ.get("TRINITY_SWARM_ID", "0") or 0) % 10
+BRIDGE = f"trsw{SWARM_ID}"
 # The nodes' link, and the pool the swarm takes its overlay subnets from: private
 # ranges no engine default uses (those are 172.17-31/16 and 192.168/16), apart.
-SUBNET = "10.213.77"
+SUBNET = f"10.213.{77 + SWARM_ID}"
 HOST_ADDRESS = f"{SUBNET}.1"
 ADDRESS_POOL = "10.214.0.0/16"
 FORWARD_RULE = ("FORWARD", "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT")
@@ -62,7 +65,7 @@ def _run(*command: str, check: bool = True, netns: str | None = None) -> str:
 
 
 def node_names(count: int) -> list[str]:
-    return [f"trsw-n{i}" for i in range(1, count + 1)]
+    return [f"{BRIDGE}-n{i}" for i in range(1, count + 1)]
 
 
 def node_dir(node: str) -> Path:
