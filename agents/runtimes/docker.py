@@ -36,9 +36,9 @@ from trinity_contract.redaction import redact
 logger = logging.getLogger(__name__)
 
 CONTAINER_PORT = 8080
-# The agent runtimes the agent image (deploy/Dockerfile.agent) carries: the Claude CLI
-# and the Messages API. The Codex CLI (404 MB) is not in it yet.
-IMAGE_RUNTIMES = frozenset({"claude-code", "anthropic-api"})
+# The agent runtimes the agent image (deploy/Dockerfile.agent) carries: the Claude CLI,
+# the Messages API and the Codex CLI (each CLI pinned and staged for the agent user).
+IMAGE_RUNTIMES = frozenset({"claude-code", "anthropic-api", "codex-cli"})
 STARTUP_TIMEOUT = 60.0
 LABEL = "trinity.agent"
 START_LABEL = "trinity.start"

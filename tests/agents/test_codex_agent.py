@@ -119,14 +119,17 @@ def test_a_runtime_change_that_would_strand_the_agents_plan_is_a_conflict(
     )
 
 
-def test_a_codex_agent_is_refused_by_the_docker_backend_before_any_container_exists() -> None:
+def test_the_docker_backend_takes_every_runtime_and_refuses_an_unknown_one_unstarted() -> None:
+    """The docker backend starts every runtime (a Codex agent's turn in its container:
+    tests/docker/test_codex_agent_container_e2e.py); anything else is refused before
+    any container exists."""
     from agents.runtimes.base import SpawnSpec
     from agents.runtimes.docker import IMAGE_RUNTIMES, DockerRuntime
 
     def no_engine() -> None:
         raise AssertionError("the engine was called")
 
-    spec = SpawnSpec(name="coder", runtime="codex-cli", model="", secret=Secret("s" * 32))
-    with pytest.raises(RuntimeError, match="no codex-cli runtime yet.*TRINITY_AGENT_BACKEND=local"):
+    assert set(Runtime.values) == IMAGE_RUNTIMES
+    spec = SpawnSpec(name="coder", runtime="nonesuch", model="", secret=Secret("s" * 32))
+    with pytest.raises(RuntimeError, match="no nonesuch runtime yet.*TRINITY_AGENT_BACKEND=local"):
         DockerRuntime(client_factory=no_engine).start(spec)
-    assert IMAGE_RUNTIMES == set(Runtime.values) - {Runtime.CODEX_CLI}
