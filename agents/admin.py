@@ -24,6 +24,8 @@ class AgentAdmin(admin.ModelAdmin[Agent]):
         # The admin's caps: the owner's own pair can only go below them.
         "admin_key_budget_daily_usd",
         "admin_key_budget_monthly_usd",
+        # Node labels for the swarm runtime; validated as the API validates them.
+        "placement",
         "endpoint",
         # What the runtime names its resources by (home, socket, container): fixed, so
         # renaming an agent or changing its owner here moves nothing.

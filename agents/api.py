@@ -30,6 +30,7 @@ from agents.week_plan_store import planned_json, planned_read, planned_read_many
 from routing.plan_ahead.week_plan import KINDS
 from trinity import clock
 from trinity.models import SystemSettings
+from trinity.node_labels import MAX_LABELS, NAME_PATTERN, VALUE_PATTERN, placement_problem
 from trinity.schema import CONFLICT
 from trinity.selectors import system_settings_get
 
@@ -43,6 +44,40 @@ USD_INPUT: dict[str, Any] = {
     "allow_null": True,
     "required": False,
 }
+
+
+# The placement as the schema describes it. OpenAPI 3.0 cannot say what a key looks like
+# (no ``propertyNames``): the description does, and the server checks both.
+PLACEMENT_HELP = (
+    "node label name -> value a node must carry for the agent's server to run there, "
+    f"at most {MAX_LABELS}; names match ^{NAME_PATTERN}$ (e.g. trinity.pool), values "
+    f"^{VALUE_PATTERN}$. The swarm runtime places the agent by the constraints "
+    "node.labels.<name>==<value>; the local and docker runtimes ignore it."
+)
+PLACEMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "maxProperties": MAX_LABELS,
+    "additionalProperties": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 63,
+        "pattern": f"^{VALUE_PATTERN}$",
+    },
+    "example": {"trinity.pool": "gpu-less"},
+}
+
+
+@extend_schema_field(PLACEMENT_SCHEMA)
+class PlacementField(serializers.JSONField):
+    """An agent's placement, checked whole by ``placement_problem``: no coercion (a
+    number is no value, a padded value is not trimmed), so what is stored is exactly
+    what was checked."""
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        problem = placement_problem(data)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return dict(data)
 
 
 class PlatformKeyOutput(serializers.Serializer[Any]):
@@ -100,6 +135,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
     effective_key_budget_monthly_usd = serializers.SerializerMethodField(
         help_text="the tightest of the owner's, the admin's and the fleet's monthly cap"
     )
+    placement = PlacementField(read_only=True, help_text=PLACEMENT_HELP)
     isolation = serializers.ChoiceField(
         choices=[*Isolation.choices, ("", "not reported yet")],
         read_only=True,
@@ -133,6 +169,7 @@ class AgentOutput(serializers.ModelSerializer[Agent]):
             "effective_key_budget_monthly_usd",
             "platform_key",
             "allowed_tools",
+            "placement",
             "endpoint",
             "process_state",
             "process_detail",
@@ -244,6 +281,10 @@ class AgentUpdateInput(serializers.Serializer[Any]):
         help_text="Claude Code CLI tools the agent's turns may run without approval "
         "(passed as --allowedTools; the agent restarts); empty: the CLI's default, which "
         "denies every tool that needs approval",
+    )
+
+    placement = PlacementField(
+        required=False, help_text=f"{PLACEMENT_HELP} Empty: anywhere. A change restarts it."
     )
 
     def validate_allowed_tools(self, value: list[str]) -> list[str]:

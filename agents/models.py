@@ -5,12 +5,14 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from routing.providers import ANTHROPIC, OPENAI
 from routing.rung import RungKind
 from trinity.crypto import EncryptedSecretField
 from trinity.models import RoutingPolicy as RoutingPolicy  # its home is trinity (settings)
+from trinity.node_labels import placement_problem
 
 
 class Runtime(models.TextChoices):
@@ -93,6 +95,14 @@ CLI_TOOLS = (
 )
 
 
+def validate_placement(value: object) -> None:
+    """Raises ValidationError with ``placement_problem``'s words when ``value`` is no
+    valid placement (``trinity/node_labels.py``)."""
+    problem = placement_problem(value)
+    if problem is not None:
+        raise ValidationError(problem)
+
+
 class ProcessState(models.TextChoices):
     STOPPED = "stopped", "Stopped"
     RUNNING = "running", "Running"
@@ -172,6 +182,10 @@ class Agent(models.Model):
     # CLI tools this agent's turns may run without approval (names from CLI_TOOLS);
     # empty: the CLI's default, which in print mode denies every tool needing approval.
     allowed_tools = models.JSONField(default=list, blank=True)
+    # Node label name -> value a node must carry for this agent's server to run there
+    # (``trinity/node_labels.py``): the swarm runtime's placement constraints
+    # ``node.labels.<name>==<value>``; the local and docker runtimes ignore it.
+    placement = models.JSONField(default=dict, blank=True, validators=[validate_placement])
     endpoint = models.CharField(max_length=200, blank=True, editable=False)
     # The running agent server: a pid (local) or container id (docker), the credential
     # mode it booted with, and whether it is up. Recorded so a restarted web process

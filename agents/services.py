@@ -31,7 +31,11 @@ UPDATABLE_FIELDS = (
     "admin_key_budget_daily_usd",
     "admin_key_budget_monthly_usd",
     "allowed_tools",
+    "placement",
 )
+# What the agent's server is started with: a change recreates a running agent (the
+# swarm runtime reschedules it under its new placement constraints).
+BOOT_FIELDS = frozenset({"runtime", "model", "allowed_tools", "placement"})
 # What the agent boots with depends on these: a change re-applies its credentials
 # (``subscription-only`` never boots on the platform key).
 CREDENTIAL_FIELDS = frozenset({"use_platform_api_key", "routing_policy"})
@@ -55,6 +59,7 @@ def agent_create(
     admin_key_budget_daily_usd: Decimal | None = None,
     admin_key_budget_monthly_usd: Decimal | None = None,
     allowed_tools: list[str] | None = None,
+    placement: dict[str, str] | None = None,
 ) -> Agent:
     """Create an agent owned by ``owner`` with a fresh agent-server secret.
 
@@ -78,6 +83,7 @@ def agent_create(
         admin_key_budget_daily_usd=admin_key_budget_daily_usd,
         admin_key_budget_monthly_usd=admin_key_budget_monthly_usd,
         allowed_tools=list(allowed_tools or []),
+        placement=dict(placement or {}),
     )
     # A budget left out stays the column's NULL: no cap.
     if key_budget_daily_usd is not None:
@@ -137,8 +143,9 @@ def _agent_cap_check(owner: User) -> None:
 def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
     """Apply ``changes`` (only ``UPDATABLE_FIELDS``; others are ignored) and save them.
 
-    A runtime, model or allowed-tools change restarts the agent once committed; a credential change
-    (its platform-key switch or its routing policy) re-applies what it boots with.
+    A change to what it boots with (``BOOT_FIELDS``: runtime, model, allowed tools,
+    placement) restarts the agent once committed; a credential change (its platform-key
+    switch or its routing policy) re-applies its credentials.
     """
     fields = [f for f in UPDATABLE_FIELDS if f in changes]
     if "runtime" in fields:
@@ -147,10 +154,9 @@ def agent_update(*, agent: Agent, changes: dict[str, Any]) -> Agent:
         setattr(agent, field, changes[field])
     if fields:
         agent.save(update_fields=[*fields, "updated_at"])
-    if ({"runtime", "model", "allowed_tools"} | CREDENTIAL_FIELDS) & set(fields):
+    if (BOOT_FIELDS | CREDENTIAL_FIELDS) & set(fields):
         agent_id = agent.pk
-        if {"runtime", "model", "allowed_tools"} & set(fields):
-            # The runtime, default model and allowed tools are fixed at boot.
+        if BOOT_FIELDS & set(fields):
             transaction.on_commit(lambda: agent_tasks.restart.delay(agent_id))
         else:
             transaction.on_commit(lambda: agent_tasks.apply_credentials.delay(agent_id))

@@ -1,8 +1,9 @@
 """The tables the panel reads from the Python side, as one JSON document.
 
-The panel labels the walk's codes, checks a pasted credential's shape in the browser
-and offers the billing catalog's plan types in its form; every table is Python's
-(``routing/walk_labels.py``, ``routing/credential_shapes.py``, ``routing/billing.py``
+The panel labels the walk's codes, checks a pasted credential's shape and an agent's
+placement labels in the browser and offers the billing catalog's plan types in its
+form; every table is Python's (``routing/walk_labels.py``,
+``routing/credential_shapes.py``, ``trinity/node_labels.py``, ``routing/billing.py``
 with ``routing/providers.py``'s labels, and the error codes' words here).
 ``manage.py panel_tables`` writes ``panel_tables()`` to ``TABLES_PATH``, committed, so
 ``npm run build`` and vitest need no Python; ``tests/trinity/test_panel_tables.py``
@@ -19,6 +20,7 @@ from routing import billing
 from routing import credential_shapes as shapes
 from routing.providers import PROVIDER_LABELS
 from routing.walk_labels import STOP_LABELS, WHY_LABELS
+from trinity import node_labels
 
 # Relative to the repository root (``settings.BASE_DIR``).
 TABLES_PATH: Final = Path("frontend") / "src" / "generated" / "tables.json"
@@ -97,6 +99,12 @@ def panel_tables() -> dict[str, Any]:
             "platform_key_min_length": shapes.PLATFORM_KEY_MIN_LENGTH,
             "jwt_prefix": shapes.JWT_PREFIX,
             "jwt_pattern": shapes.JWT_SHAPE.pattern,
+        },
+        "node_labels": {
+            "max_labels": node_labels.MAX_LABELS,
+            "name_pattern": node_labels.NAME_PATTERN,
+            "value_pattern": node_labels.VALUE_PATTERN,
+            "shown": node_labels.SHOWN,
         },
     }
 

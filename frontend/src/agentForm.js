@@ -3,6 +3,7 @@
 // and the subscription, which is assigned through PUT/DELETE
 // /api/subscriptions/agents/{name} (AgentAssignmentApi). The server validates it all
 // again; its field errors are shown beside these fields by name.
+import tables from "./generated/tables.json";
 
 /** agents/models.py Runtime, with the provider each one's turns spend (RUNTIME_PROVIDER). */
 export const RUNTIMES = [
@@ -13,6 +14,63 @@ export const RUNTIMES = [
 
 /** agents/models.py CLI_TOOLS: the Claude Code tools a turn may run without approval. */
 export const CLI_TOOLS = ["Bash", "Edit", "Glob", "Grep", "LS", "MultiEdit", "NotebookEdit", "Read", "Task", "TodoWrite", "WebFetch", "WebSearch", "Write"];
+
+// An agent's placement labels: the server's shapes (trinity/node_labels.py, written into
+// generated/tables.json by `manage.py panel_tables`), so the browser refuses exactly
+// what the server would. Messages name the label (cut short), never its value.
+const NODE_LABELS = tables.node_labels;
+export const MAX_PLACEMENT_LABELS = NODE_LABELS.max_labels;
+const LABEL_NAME = new RegExp(`^(?:${NODE_LABELS.name_pattern})$`);
+const LABEL_VALUE = new RegExp(`^(?:${NODE_LABELS.value_pattern})$`);
+const NAME_RULE = "1 to 63 lower-case letters, digits, '.', '-' or '_', starting and ending with a letter or digit";
+const VALUE_RULE = "1 to 63 letters, digits, '.', '-' or '_', starting and ending with a letter or digit";
+
+// A label name as a message quotes it: at most `shown` characters, anything but
+// printable ASCII escaped (a bidi override or a control character is shown as a code).
+function shownName(name) {
+  const cut = name.length > NODE_LABELS.shown ? name.slice(0, NODE_LABELS.shown) : name;
+  const quoted = JSON.stringify(cut).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return cut === name ? quoted : `${quoted}…`;
+}
+
+function labelProblem(name, value) {
+  if (!LABEL_NAME.test(name)) return `Label name ${shownName(name)}: ${NAME_RULE}.`;
+  if (!LABEL_VALUE.test(value)) return `Label ${shownName(name)}: the value is ${VALUE_RULE}.`;
+  return null;
+}
+
+/** An agent's placement as the form's text: one `name=value` line per label, by name. */
+export function placementText(placement) {
+  const labels = placement ?? {};
+  return Object.keys(labels)
+    .sort()
+    .map((name) => `${name}=${labels[name]}`)
+    .join("\n");
+}
+
+/**
+ * The form's placement text read as labels: {placement, problem}. Each non-blank line is
+ * `name=value` (split at its first "=", spaces around either part dropped); `problem` is
+ * the first thing the server would refuse, with `placement` null.
+ */
+export function parsePlacement(text) {
+  const placement = {};
+  const lines = (text ?? "").split(/\r?\n/);
+  for (const [index, raw] of lines.entries()) {
+    const line = raw.trim();
+    if (!line) continue;
+    const at = line.indexOf("=");
+    if (at < 0) return { placement: null, problem: `Line ${index + 1}: write name=value, e.g. trinity.pool=gpu-less.` };
+    const name = line.slice(0, at).trim();
+    const value = line.slice(at + 1).trim();
+    const problem = labelProblem(name, value) ?? (Object.hasOwn(placement, name) ? `Label ${shownName(name)} is given twice.` : null);
+    if (problem) return { placement: null, problem };
+    placement[name] = value;
+  }
+  const count = Object.keys(placement).length;
+  if (count > MAX_PLACEMENT_LABELS) return { placement: null, problem: `At most ${MAX_PLACEMENT_LABELS} labels (${count} given).` };
+  return { placement, problem: null };
+}
 
 // The subscription choice besides a plan's id: on create, "auto" lets the server give
 // the agent the best-ranked plan of its provider (auto_assign); "none" leaves it without.
@@ -29,6 +87,7 @@ export function agentForm(agent = null) {
     routing_policy: agent?.routing_policy ?? "", // "": the system default (create only)
     wait_policy: agent?.wait_policy ?? "wait",
     allowed_tools: [...(agent?.allowed_tools ?? [])],
+    placement: placementText(agent?.placement), // lines of name=value
     // Off: never bill the platform key (false); on: follow the system's fallback (null).
     use_platform_api_key: agent ? agent.use_platform_api_key !== false : true,
   };
@@ -45,6 +104,8 @@ export function agentFormProblems(form, creating) {
   const out = {};
   if (creating && !/^[-a-zA-Z0-9_]{1,100}$/.test(form.name)) out.name = "Letters, digits, - and _ only (1 to 100).";
   if (form.model.length > 100) out.model = "At most 100 characters.";
+  const { problem } = parsePlacement(form.placement);
+  if (problem) out.placement = problem;
   return out;
 }
 
@@ -60,6 +121,9 @@ export function createBody(form) {
     auto_assign: form.subscription === AUTO,
   };
   if (form.routing_policy) body.routing_policy = form.routing_policy;
+  // None given: the server's default (anywhere); the form was checked before sending.
+  const { placement } = parsePlacement(form.placement);
+  if (placement && Object.keys(placement).length) body.placement = placement;
   return body;
 }
 
@@ -73,6 +137,9 @@ export function changeBody(form, agent) {
   if (form.model.trim() !== before.model) body.model = form.model.trim();
   if (sorted(form.allowed_tools) !== sorted(before.allowed_tools)) body.allowed_tools = [...form.allowed_tools];
   if (form.use_platform_api_key !== before.use_platform_api_key) body.use_platform_api_key = form.use_platform_api_key ? null : false;
+  // Compared as sorted lines: reordering or re-spacing the labels is no change.
+  const { placement } = parsePlacement(form.placement);
+  if (placement && placementText(placement) !== before.placement) body.placement = placement;
   return body;
 }
 

@@ -119,6 +119,22 @@ FAMILY_LIST: list[tuple[str, Any]] = [
     ("a family twice", ["opus", "opus"]),
     ("SQL", ["' OR 1=1 --"]),
 ]
+PLACEMENT: list[tuple[str, Any]] = [
+    ("a string", "trinity.pool=gpu-less"),
+    ("a list", [["trinity.pool", "gpu-less"]]),
+    ("null", None),
+    ("nine labels", {f"l{i}": "v" for i in range(9)}),
+    ("a number value", {"trinity.pool": 1}),
+    ("an empty value", {"trinity.pool": ""}),
+    ("an empty name", {"": "gpu-less"}),
+    ("a second constraint", {"trinity.pool": "gpu,node.role==manager"}),
+    ("an operator in the name", {"trinity.pool==gpu": "x"}),
+    ("a newline", {"trinity.pool": "gpu\nnode.role==manager"}),
+    ("a NUL character", {"trinity.pool": "gpu\x00"}),
+    ("a NUL character in the name", {"pool\x00": "gpu"}),
+    ("a bidi override", {"trinity.pool": "evil\u202egnp"}),
+    ("1 MB", {"trinity.pool": MEGABYTE}),
+]
 KINDS = {
     "name": NAME,
     "text": TEXT,
@@ -135,6 +151,7 @@ KINDS = {
     "instant": INSTANT,
     "providers": PROVIDER_LIST,
     "families": FAMILY_LIST,
+    "placement": PLACEMENT,
 }
 
 
@@ -169,6 +186,7 @@ ROWS = [
             "admin_key_budget_daily_usd": "usd",
             "admin_key_budget_monthly_usd": "usd",
             "allowed_tools": "tools",
+            "placement": "placement",
         },
     ),
     Row(
@@ -187,6 +205,7 @@ ROWS = [
             "admin_key_budget_daily_usd": "usd",
             "admin_key_budget_monthly_usd": "usd",
             "allowed_tools": "tools",
+            "placement": "placement",
         },
     ),
     Row(
@@ -199,6 +218,7 @@ ROWS = [
             "routing_policy": "choice",
             "max_wait_seconds": "max_wait",
             "key_budget_daily_usd": "usd",
+            "placement": "placement",
         },
     ),
     Row(

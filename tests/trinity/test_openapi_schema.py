@@ -79,6 +79,7 @@ def test_schema_generation_emits_no_warning_or_error(capsys: pytest.CaptureFixtu
                 "key_budget_daily_usd",
                 "key_budget_monthly_usd",
                 "allowed_tools",
+                "placement",
                 "auto_assign",
             },
         ),
@@ -96,6 +97,7 @@ def test_schema_generation_emits_no_warning_or_error(capsys: pytest.CaptureFixtu
                 "key_budget_daily_usd",
                 "key_budget_monthly_usd",
                 "allowed_tools",
+                "placement",
             },
         ),
         (
@@ -190,6 +192,7 @@ def test_bodyless_actions_declare_no_request_body(
         ("put", "/api/settings/platform-api-key", "200", {"configured", "fingerprint"}),
         ("delete", "/api/settings/platform-api-key", "200", {"configured", "fingerprint"}),
         ("get", "/api/agents/{name}/health", "200", {"state", "alive"}),
+        ("get", "/api/agents/{name}", "200", {"name", "allowed_tools", "placement"}),
         ("post", "/api/agents/{name}/start", "503", {"name", "process_state", "process_detail"}),
         (
             "get",
@@ -226,3 +229,16 @@ def test_the_schema_endpoint_serves_it_to_a_signed_in_user(owner_client: APIClie
     response = owner_client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert response.status_code == 200
     assert "AgentTaskInput" in response.json()["components"]["schemas"]
+
+
+def test_the_placement_is_described_as_label_names_to_constrained_values(
+    schema: dict[str, Any],
+) -> None:
+    body = schema["paths"]["/api/agents"]["post"]["requestBody"]["content"]["application/json"]
+    placement = _resolve(schema, body["schema"])["properties"]["placement"]
+    assert placement["type"] == "object"
+    assert placement["maxProperties"] == 8
+    values = placement["additionalProperties"]
+    assert (values["type"], values["maxLength"]) == ("string", 63)
+    assert values["pattern"].startswith("^") and values["pattern"].endswith("$")
+    assert "node.labels.<name>==<value>" in placement["description"]

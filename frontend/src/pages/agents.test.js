@@ -192,6 +192,47 @@ describe("AgentsPage: each agent's actions", () => {
   });
 });
 
+describe("AgentsPage: placement labels", () => {
+  it("shows an agent's labels as lines and patches the new set", async () => {
+    const before = agent({ placement: { "trinity.pool": "gpu-less" } });
+    const after = { ...before, placement: { "trinity.pool": "gpu-less", zone: "eu-1" } };
+    const { calls } = await mountPage({ "GET /api/agents": json(200, [before]), "PATCH /api/agents/bot": json(200, after) });
+    await button("Edit", row("bot")).trigger("click");
+    const field = wrapper.find("#agent-operator-bot-placement");
+    expect(wrapper.find("label[for=agent-operator-bot-placement]").text()).toBe("Placement labels");
+    expect(field.element.value).toBe("trinity.pool=gpu-less");
+    await field.setValue("trinity.pool=gpu-less\nzone=eu-1");
+    await wrapper.find("[data-testid=agent-form]").trigger("submit");
+    await settle();
+    expect(calls.find((c) => c.method === "PATCH")).toMatchObject({ url: "/api/agents/bot?owner=operator", body: { placement: after.placement } });
+  });
+
+  it("says what is wrong with a label before sending anything", async () => {
+    const { calls } = await mountPage({ "GET /api/agents": json(200, []) });
+    await button("New agent").trigger("click");
+    await wrapper.find("#new-agent-name").setValue("bot");
+    await wrapper.find("#new-agent-placement").setValue("trinity.pool=gpu,node.role==manager");
+    await wrapper.find("[data-testid=agent-form]").trigger("submit");
+    await settle();
+    expect(wrapper.find("#new-agent-placement-error").text()).toMatch(/^Label "trinity.pool": the value is 1 to 63/);
+    expect(wrapper.find("#new-agent-placement").attributes("aria-invalid")).toBe("true");
+    expect(calls.some((c) => c.method === "POST")).toBe(false);
+  });
+
+  it("shows the server's refusal beside the field", async () => {
+    await mountPage({
+      "GET /api/agents": json(200, []),
+      "POST /api/agents": json(400, { placement: ["At most 8 labels (9 given)."] }),
+    });
+    await button("New agent").trigger("click");
+    await wrapper.find("#new-agent-name").setValue("bot");
+    await wrapper.find("#new-agent-placement").setValue("trinity.pool=gpu-less");
+    await wrapper.find("[data-testid=agent-form]").trigger("submit");
+    await settle();
+    expect(wrapper.find("#new-agent-placement-error").text()).toBe("At most 8 labels (9 given).");
+  });
+});
+
 describe("SchedulesPage focused on one agent", () => {
   it("shows only that agent's schedules and puts its name in the form", async () => {
     mockFetch({
