@@ -116,6 +116,7 @@ def spawn_spec(agent: Agent) -> tuple[str, SpawnSpec]:
             "TRINITY_AGENT_ALLOWED_TOOLS": ",".join(agent.allowed_tools),
         },
         credentials=_boot_credentials(rung),
+        placement=dict(agent.placement),
     )
     return auth_mode(rung), spec
 

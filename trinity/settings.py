@@ -737,6 +737,8 @@ TRINITY_AGENT_PIDS_LIMIT = _env_int("TRINITY_AGENT_PIDS_LIMIT", 512, minimum=16,
 # it is encrypted when the runtime makes it, how the platform reaches a server (by the
 # service's name on that network, or at the port published on its task's node), the
 # constraints every agent's service carries and what each reserves for placement.
+# The manager the runtime talks to (DOCKER_HOST when unset: the stack's docker proxy).
+TRINITY_SWARM_DOCKER_HOST = env.str("TRINITY_SWARM_DOCKER_HOST", default="").strip()
 TRINITY_SWARM_NETWORK = env.str("TRINITY_SWARM_NETWORK", default="trinity-agents").strip()
 if not TRINITY_SWARM_NETWORK:
     raise ImproperlyConfigured("TRINITY_SWARM_NETWORK must name the agents' overlay network")

@@ -54,6 +54,8 @@ NETWORK_LABEL = "trinity.network"
 def _default_client() -> Any:
     import docker
 
+    if settings.TRINITY_SWARM_DOCKER_HOST:
+        return docker.DockerClient(base_url=settings.TRINITY_SWARM_DOCKER_HOST)
     return docker.from_env()
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from django.conf import settings
 
 from agents.runtimes.base import SpawnSpec
+from trinity.node_labels import swarm_constraints
 
 CONTAINER_PORT = 8080
 LABEL = "trinity.agent"
@@ -81,7 +82,7 @@ def memory_bytes(text: str) -> int:
 def constraints(placement: dict[str, str]) -> list[str]:
     """The platform's constraints, then one per node label the agent asks for."""
     fixed = [c.strip() for c in settings.TRINITY_SWARM_CONSTRAINTS.split(",") if c.strip()]
-    return fixed + [f"node.labels.{key}=={value}" for key, value in sorted(placement.items())]
+    return fixed + swarm_constraints(placement)
 
 
 def endpoint_spec() -> dict[str, Any]:
