@@ -5,6 +5,11 @@ Prints exactly one flushed line, `agent server listening on unix://PATH` (or
 `http://HOST:PORT`), once the socket is listening, so a parent process can read where
 it listens (with LOG_FORMAT=json it is a JSON log line on stderr with that message).
 
+Before it reads its configuration it takes its environment from the file
+`TRINITY_AGENT_ENV_FILE` names, if any (`agent_server/envfile.py`); with
+`TRINITY_AGENT_EGRESS_GUARD=1` it installs the egress guard before anything else
+(`agent_server/egress.py`). Either failing stops it with exit 2 before it listens.
+
 With `--uds` (the local runtime) the server binds the Unix socket itself, in a
 directory that must be owned by this user and 0700, so no other local user can
 connect to it or bind it first; see `bind_unix_socket`.
@@ -27,6 +32,8 @@ import uvicorn
 
 from agent_server.app import create_app
 from agent_server.config import AgentConfig, ConfigError, load_config
+from agent_server.egress import EgressGuardError, egress_guard_install
+from agent_server.envfile import EnvFileError, env_file_apply
 from agent_server.isolation import IsolationError
 from trinity_contract.log_json import JsonFormatter
 from trinity_contract.log_lines import EscapingFilter
@@ -170,8 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
+        # The swarm runtime's secret, when there is one: its values are this
+        # process's environment from here on, so the config and the baseline the
+        # CLI's environment is layered from (create_app) both read them.
+        env_file_apply(os.environ)
         config = load_config()
-    except ConfigError as exc:
+        if config.egress_guard:
+            egress_guard_install(config.agent_user)
+    except (EnvFileError, ConfigError, EgressGuardError) as exc:
         print(f"agent server: refusing to start: {exc}", file=sys.stderr, flush=True)
         return 2
 
@@ -237,11 +250,12 @@ def _tcp_listener(host: str, port: int) -> socket.socket:
 def _announce(config: AgentConfig, where: str) -> None:
     """Log what serves, then the one banner line a parent process reads."""
     logging.getLogger("agent_server").info(
-        "runtime=%s model=%s home=%s cli=%s",
+        "runtime=%s model=%s home=%s cli=%s egress_guard=%s",
         config.runtime,
         config.model or "(runtime default)",
         config.home,
         config.claude_bin if config.runtime == "claude-code" else "-",
+        "on" if config.egress_guard else "off",
     )
     banner = f"agent server listening on {where}"
     if config.log_format == "json":

@@ -225,6 +225,7 @@ def _add_routes(app: FastAPI, server: _Server) -> None:
             proof=proof,
             isolation=server.confinement.isolation,
             isolation_missing=server.confinement.missing,
+            egress_guard=config.egress_guard,
         )
         return JSONResponse(body.model_dump(mode="json"))
 

@@ -89,6 +89,9 @@ class AgentConfig:
     # What the agent's sandboxed turns may use together (TRINITY_AGENT_MEMORY_LIMIT,
     # TRINITY_AGENT_CPU_MILLICORES, TRINITY_AGENT_PIDS_LIMIT); unset: no limit.
     limits: Limits = field(default_factory=Limits)
+    # TRINITY_AGENT_EGRESS_GUARD: install the egress guard at boot, or refuse to start
+    # (agent_server/egress.py; the server's main does it, before it listens).
+    egress_guard: bool = False
 
     @property
     def dotenv_path(self) -> Path:
@@ -148,9 +151,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
             "the shared secret its callers must present as `Authorization: Bearer ...`"
         )
     runtime, model = _runtime_and_model(env)
-    raw_guard = env.get("TRINITY_AGENT_BOOT_GUARD", "1").strip().lower()
-    if raw_guard not in _TRUE | _FALSE:
-        raise ConfigError(f"TRINITY_AGENT_BOOT_GUARD={raw_guard!r} is not a boolean (1/0)")
+    boot_guard = _boolean(env, "TRINITY_AGENT_BOOT_GUARD", "1")
     log_format = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
     if log_format not in LOG_FORMATS:
         raise ConfigError(f"LOG_FORMAT={log_format!r} is not 'plain' or 'json'")
@@ -161,7 +162,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         home=_home(env),
         timeout_max=_timeout_max(env),
         claude_bin=resolve_claude_bin(env),
-        boot_guard=raw_guard in _TRUE,
+        boot_guard=boot_guard,
         log_format=log_format,
         agent_name=env.get("TRINITY_AGENT_NAME", "").strip(),
         upstream=_upstream(env),
@@ -174,7 +175,15 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         allowed_tools=_allowed_tools(env),
         sandbox=_sandbox_mode(env),
         limits=_limits(env),
+        egress_guard=_boolean(env, "TRINITY_AGENT_EGRESS_GUARD", "0"),
     )
+
+
+def _boolean(env: Mapping[str, str], name: str, default: str) -> bool:
+    raw = env.get(name, default).strip().lower()
+    if raw not in _TRUE | _FALSE:
+        raise ConfigError(f"{name}={raw!r} is not a boolean (1/0)")
+    return raw in _TRUE
 
 
 def _runtime_and_model(env: Mapping[str, str]) -> tuple[RuntimeName, str | None]:

@@ -243,6 +243,10 @@ class HealthResponse(BaseModel):
     # nothing is missing.
     isolation: Isolation | None = None
     isolation_missing: list[str] = Field(default_factory=list)
+    # True: the agent user's packets reach only loopback and public addresses
+    # (agent_server/egress.py); the server does not serve when it was asked for and
+    # could not be installed.
+    egress_guard: bool = False
 
 
 # Canonical example payloads. Credential values here are obviously fake on purpose.
@@ -457,6 +461,7 @@ EXAMPLE_HEALTH_RESPONSE: Final[dict[str, Any]] = {
     "busy": 0,
     "isolation": "sandbox",
     "isolation_missing": [],
+    "egress_guard": False,
 }
 
 EXAMPLE_HEALTH_RESPONSE_WITH_PROOF: Final[dict[str, Any]] = {

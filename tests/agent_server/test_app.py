@@ -162,6 +162,7 @@ def test_health_needs_no_secret(client: TestClient) -> None:
         "isolation_missing": [
             "root: the agent server is not root, so the CLI runs as the server's own user"
         ],
+        "egress_guard": False,
     }
 
 

@@ -33,6 +33,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert config.model is None
     assert config.timeout_max is None
     assert config.boot_guard is True
+    assert config.egress_guard is False
     assert config.home == tmp_path.resolve()
     assert "s3cret" not in repr(config)
 
@@ -49,6 +50,7 @@ def test_defaults(tmp_path: Path) -> None:
         ({"TRINITY_AGENT_TIMEOUT_MAX": "ten"}, "TRINITY_AGENT_TIMEOUT_MAX"),
         ({"TRINITY_AGENT_TIMEOUT_MAX": "0"}, "TRINITY_AGENT_TIMEOUT_MAX"),
         ({"TRINITY_AGENT_BOOT_GUARD": "maybe"}, "TRINITY_AGENT_BOOT_GUARD"),
+        ({"TRINITY_AGENT_EGRESS_GUARD": "yes please"}, "TRINITY_AGENT_EGRESS_GUARD"),
         ({"TRINITY_AGENT_WORK_AREA": "relative/area"}, "TRINITY_AGENT_WORK_AREA"),
         ({"TRINITY_AGENT_CLI_CACHE": "relative/cache"}, "TRINITY_AGENT_CLI_CACHE"),
         ({"ANTHROPIC_BASE_URL": "ftp://example.invalid"}, "upstream base URL"),
@@ -94,6 +96,11 @@ def test_the_server_refuses_to_start_without_the_secret(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "TRINITY_AGENT_SECRET is not set" in done.stderr
     assert "listening" not in done.stdout
+
+
+def test_the_egress_guard_is_asked_for_by_its_own_variable(tmp_path: Path) -> None:
+    assert load_config(env_for(tmp_path, TRINITY_AGENT_EGRESS_GUARD="1")).egress_guard is True
+    assert load_config(env_for(tmp_path, TRINITY_AGENT_EGRESS_GUARD="0")).egress_guard is False
 
 
 def test_the_upstream_is_the_servers_own_setting_trinitys_first(tmp_path: Path) -> None:
