@@ -5,7 +5,8 @@
 
 Each node is its own ``dockerd`` in a network namespace of its own
 (``nsenter --net``: ``ip netns exec`` remounts /sys, which dockerd then refuses), with
-its own data root, exec root, socket and PID file under ``.docker-swarm/<node>/``.
+its own data root, exec root, socket and PID file under
+``.docker-swarm/swarm<id>/<node>/``.
 The namespaces hang off one host bridge by veth pairs, on a private /24 the host also
 has an address on: nodes reach each other (the swarm's control and VXLAN traffic) and
 the host (the tests' provider simulator), nothing else. Inside its namespace an engine
@@ -16,7 +17,7 @@ FORWARD policy to drop and bridged frames pass through it (br_netfilter), so
 
 Every container of a node is placed under the cgroup parent ``trinity-swarm-<node>``,
 so ``kill`` (a node's loss: its engine, containerd and every container, SIGKILL) and
-``down`` find them all. What ``up`` made is recorded in ``.docker-swarm/state.json``
+``down`` find them all. What ``up`` makes is recorded in its ``state.json``
 before it is made, so ``down`` after a failed ``up`` removes the half too.
 
 ``up`` prints one JSON object: the nodes (name, role, address, socket) and the host's
@@ -39,11 +40,12 @@ sys.path.insert(0, str(ROOT / "deploy"))
 
 from engine import EngineError, engine_version  # noqa: E402 - the sibling script
 
-STATE = ROOT / ".docker-swarm"
-RECORD = STATE / "state.json"
 # Which of several swarms on one machine (0-9; one per checkout running the tests at
-# once): it names the bridge, the namespaces and veths, and picks the link's subnet.
+# once): it names the bridge, the namespaces and veths, the state's directory, and
+# picks the link's subnet.
 SWARM_ID = int(os.environ.get("TRINITY_SWARM_ID", "0") or 0) % 10
+STATE = ROOT / ".docker-swarm" / f"swarm{SWARM_ID}"
+RECORD = STATE / "state.json"
 BRIDGE = f"trsw{SWARM_ID}"
 # The nodes' link, and the pool the swarm takes its overlay subnets from: private
 # ranges no engine default uses (those are 172.17-31/16 and 192.168/16), apart.
@@ -285,6 +287,8 @@ def swarm_down() -> str:
     _run("ip", "link", "del", BRIDGE, check=False)
     _unmount_under(STATE)
     subprocess.run(["rm", "-rf", str(STATE)], capture_output=True, check=False)  # noqa: S603,S607
+    with contextlib.suppress(OSError):
+        STATE.parent.rmdir()  # when no other swarm of this checkout is left
     return f"removed {len(nodes)} node(s)" if nodes else "nothing to remove"
 
 

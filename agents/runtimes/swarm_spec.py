@@ -9,9 +9,9 @@ a read-only root with the same writable places, memory, CPU and process limits),
   ``ENV_FILE``; the service's environment and labels carry no secret, so ``docker
   service inspect`` shows none (the server reads the file at boot,
   agent_server/envfile.py);
-- **the egress guard**: the server starts with NET_ADMIN, fences the agent's user off
-  every private address (Postgres, Redis, the platform, the other agents) and drops
-  NET_ADMIN and sets no-new-privileges before it serves (agent_server/egress_guard.py),
+- **the egress guard**: the server starts with NET_ADMIN and SETPCAP, fences the
+  agent's user off every private address (Postgres, Redis, the platform, the other
+  agents), drops both and sets no-new-privileges before it serves (agent_server/egress.py),
   which a swarm service of engine 20.10 cannot set itself;
 - **placement** by resources (a reservation the scheduler counts) and constraints:
   the platform's (TRINITY_SWARM_CONSTRAINTS) and the agent's own node labels;
@@ -40,10 +40,11 @@ ENV_SECRET_FILE = "trinity-agent-env"  # noqa: S105 - a file name
 ENV_FILE = f"/run/secrets/{ENV_SECRET_FILE}"
 WORK_AREA = "/srv/trinity-agent"
 SERVER_HOME = "/home/agent/work"
-# The docker runtime's capabilities (its module says what each is for), and NET_ADMIN,
-# which the server holds only until its egress guard is in place.
+# The docker runtime's capabilities (its module says what each is for), and the two the
+# server holds only until its egress guard is in place: NET_ADMIN for the rules,
+# SETPCAP to drop capabilities from its bounding set.
 CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID")
-GUARD_CAPABILITY = "NET_ADMIN"
+GUARD_CAPABILITIES = ("NET_ADMIN", "SETPCAP")
 MIB = 1024 * 1024
 # tmpfs sizes and modes of the docker runtime's TMPFS; a swarm tmpfs mount is always
 # noexec, nosuid and nodev (the engine's default for a mount of type tmpfs).
@@ -128,7 +129,7 @@ def container_spec(spec: SpawnSpec, secret: tuple[str, str], start_id: str) -> d
             }
         ],
         "CapabilityDrop": ["ALL"],
-        "CapabilityAdd": [*CAPABILITIES, GUARD_CAPABILITY],
+        "CapabilityAdd": [*CAPABILITIES, *GUARD_CAPABILITIES],
         "StopGracePeriod": STOP_GRACE_NS,
     }
 
