@@ -97,6 +97,7 @@ def build_runtime(
             default_model=config.model,
             run_as=config.agent_user,
             sandbox=confinement.sandbox,
+            contained=config.contained,
         )
     return ClaudeCodeRuntime(
         binary=binary,

@@ -92,6 +92,11 @@ class AgentConfig:
     # TRINITY_AGENT_EGRESS_GUARD: install the egress guard at boot, or refuse to start
     # (agent_server/egress.py; the server's main does it, before it listens).
     egress_guard: bool = False
+    # TRINITY_AGENT_CONTAINED (the agent image sets it): the server runs in a container
+    # of its own, which is the boundary of everything the CLI runs, as its sandbox is
+    # on a host; the Codex CLI's own command sandbox, which needs user namespaces the
+    # container's seccomp profile refuses, is then off (agent_server/runtimes/codex_home.py).
+    contained: bool = False
 
     @property
     def dotenv_path(self) -> Path:
@@ -176,6 +181,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         sandbox=_sandbox_mode(env),
         limits=_limits(env),
         egress_guard=_boolean(env, "TRINITY_AGENT_EGRESS_GUARD", "0"),
+        contained=_boolean(env, "TRINITY_AGENT_CONTAINED", "0"),
     )
 
 

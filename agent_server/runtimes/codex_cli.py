@@ -88,8 +88,10 @@ class CodexCliRuntime:
         default_model: str | None = None,
         run_as: AgentUser | None = None,
         sandbox: Sandbox | None = None,
+        contained: bool = False,
     ) -> None:
         self.binary = binary
+        self.contained = contained
         self.clock = clock
         self.default_model = default_model or DEFAULT_MODEL
         self.run_as = run_as
@@ -132,11 +134,17 @@ class CodexCliRuntime:
             finished, events, model=model, previous=thread, upstream=turn.upstream, now=self.clock()
         )
 
+    @property
+    def bounded(self) -> bool:
+        """Whether a boundary of the server's holds everything the CLI runs (its
+        sandbox, or its container), so the CLI's own command sandbox is off."""
+        return self._processes.sandbox is not None or self.contained
+
     def _home(self, turn: Turn, env: Mapping[str, str], model: str) -> Path:
         config = codex_config(
             forwarder_v1=env.get(CODEX_FORWARDER_URL, ""),
             model=model,
-            sandboxed=self._processes.sandbox is not None,
+            sandboxed=self.bounded,
         )
         try:
             return codex_home_prepare(turn.home, self.run_as, config)

@@ -44,12 +44,12 @@ def codex_config(*, forwarder_v1: str, model: str, sandboxed: bool = False) -> s
     """The config.toml of one spawn (TOML; strings written as JSON strings, which
     TOML reads alike).
 
-    `sandboxed`: the CLI runs in the agent server's sandbox (agent_server/sandbox.py),
-    which is the boundary for everything it runs, as it is for the Claude Code CLI's
-    tools; the CLI's own command sandbox is then off. Nested, it works only where its
-    helper links may be made (never under the system temp dir, where the default work
-    root is) and where the agent's user may create user namespaces; outside our
-    sandbox it stays on (its default, read-only).
+    `sandboxed`: the CLI runs in the agent server's sandbox (agent_server/sandbox.py)
+    or in the agent's own container, which is the boundary for everything it runs, as
+    it is for the Claude Code CLI's tools; the CLI's own command sandbox is then off.
+    Nested, it works only where its helper links may be made (never under the system
+    temp dir, where the default work root is) and where the agent's user may create
+    user namespaces; outside both it stays on (its default, read-only).
     """
     own_sandbox = ['sandbox_mode = "danger-full-access"'] if sandboxed else []
     return "\n".join(

@@ -206,3 +206,33 @@ def test_the_codex_binary_is_the_pinned_native_one_unless_named() -> None:
     assert found.endswith("/bin/codex") and "codex_cli/node_modules" in found
     version = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.strip() == "codex-cli 0.169.0"
+
+
+@pytest.mark.parametrize(("contained", "bounded"), [("1", True), ("0", False)])
+def test_in_its_container_the_codex_clis_own_command_sandbox_is_off(
+    tmp_path: Path, contained: str, bounded: bool
+) -> None:
+    """The agent image sets TRINITY_AGENT_CONTAINED: the container bounds what the
+    Codex CLI runs (its own sandbox cannot make its namespaces there). On a host with
+    no sandbox of the server's, the CLI keeps its own."""
+    from datetime import UTC, datetime
+
+    from agent_server.app import build_runtime
+    from agent_server.confinement import Confinement
+    from agent_server.runtimes.codex_cli import CodexCliRuntime
+
+    config = load_config(
+        env_for(tmp_path, TRINITY_AGENT_RUNTIME="codex-cli", TRINITY_AGENT_CONTAINED=contained)
+    )
+    runtime = build_runtime(
+        config,
+        lambda: datetime.now(UTC),
+        binary="codex",
+        confinement=Confinement(isolation="separate-user"),
+    )
+    assert isinstance(runtime, CodexCliRuntime) and runtime.bounded is bounded
+
+
+def test_the_agent_image_says_its_server_is_contained() -> None:
+    dockerfile = (Path(__file__).resolve().parents[2] / "deploy" / "Dockerfile.agent").read_text()
+    assert "TRINITY_AGENT_CONTAINED=1" in dockerfile
