@@ -1,6 +1,7 @@
 """``python -m docker_proxy`` (from deploy/): the proxy, configured from the environment.
 
-DOCKER_PROXY_IMAGE and DOCKER_PROXY_NETWORK (required), DOCKER_PROXY_LISTEN
+DOCKER_PROXY_IMAGE and DOCKER_PROXY_NETWORK (required: the agent image, and the agents'
+network, the overlay TRINITY_SWARM_NETWORK names on a swarm manager), DOCKER_PROXY_LISTEN
 (``0.0.0.0:2375``), DOCKER_PROXY_ENGINE (``/var/run/docker.sock``), DOCKER_PROXY_LABEL
 (``trinity.agent``), DOCKER_PROXY_NAME_PREFIX (``trinity-agent-``).
 """

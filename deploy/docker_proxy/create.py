@@ -15,16 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .fields import DROP, Reader, empty, exactly, one_of, positive_int, struct, subset, texts
-from .policy import (
-    AGENT_CAPABILITIES,
-    AGENT_TMPFS,
-    AGENT_WORK_AREA,
-    NO_NEW_PRIVILEGES,
-    Policy,
-    Refused,
-    shown,
-)
+from .agent import agent_labels
+from .fields import DROP, Reader, exactly, one_of, positive_int, struct, subset, texts
+from .mounts import agent_mounts
+from .policy import AGENT_CAPABILITIES, AGENT_TMPFS, NO_NEW_PRIVILEGES, Policy, Refused, shown
 
 # tmpfs options an agent's mount may carry; suid and dev are not among them, and
 # nosuid and nodev must be there (a later option overrides an earlier one).
@@ -43,20 +37,6 @@ _FALSE_FLAGS = (
 )
 
 
-def _labels(policy: Policy) -> Reader:
-    def read(value: Any, where: str) -> dict[str, str]:
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise Refused(f"{where} is not a map of strings")
-        if policy.label not in value:
-            raise Refused(f"an agent container carries the {policy.label!r} label")
-        for key in value:
-            if not key.startswith(policy.label_prefix):
-                raise Refused(f"{where}.{shown(key)} is not an agent container's label")
-        return dict(value)
-
-    return read
-
-
 def _tmpfs(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise Refused(f"{where} is not a map")
@@ -69,25 +49,6 @@ def _tmpfs(value: Any, where: str) -> dict[str, str]:
         if not _TMPFS_REQUIRED <= set(tokens):
             raise Refused(f"{where}.{target} must be nosuid and nodev")
     return dict(value)
-
-
-_WORK_AREA_MOUNT = struct(
-    {
-        "Type": exactly("volume"),
-        "Target": exactly(AGENT_WORK_AREA),
-        "Source": empty,
-        "ReadOnly": exactly(False),
-    },
-    required=("Type", "Target"),
-)
-
-
-def _mounts(value: Any, where: str) -> list[dict[str, Any]]:
-    """At most one mount: the work area's anonymous volume, with no source and no
-    volume, bind or tmpfs options (a local-driver option can bind any host path)."""
-    if not isinstance(value, list) or len(value) > 1:
-        raise Refused(f"{where} holds at most the agent's work area")
-    return [_WORK_AREA_MOUNT(mount, f"{where}[{i}]") for i, mount in enumerate(value)]
 
 
 def _networking(policy: Policy) -> Reader:
@@ -119,7 +80,7 @@ def _host_config(policy: Policy) -> Reader:
             "SecurityOpt": exactly([NO_NEW_PRIVILEGES]),
             "ReadonlyRootfs": exactly(True),
             "Tmpfs": _tmpfs,
-            "Mounts": _mounts,
+            "Mounts": agent_mounts(tmpfs=False),
         },
         required=(
             "NetworkMode",
@@ -139,7 +100,7 @@ def create_reader(policy: Policy) -> Reader:
         "Image": exactly(policy.image),
         "Cmd": texts,
         "Env": texts,
-        "Labels": _labels(policy),
+        "Labels": agent_labels(policy),
         "HostConfig": _host_config(policy),
         "NetworkingConfig": _networking(policy),
     }

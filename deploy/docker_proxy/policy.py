@@ -1,8 +1,11 @@
-"""What the proxy lets through: the agent container's shape, and how a refusal reads.
+"""What the proxy lets through: the agent's shape, and how a refusal reads.
 
-The shape is the one create call agents/runtimes/docker.py makes (its CAPABILITIES,
-SECURITY_OPT, TMPFS and WORK_AREA are these values, and
-tests/deploy/test_docker_proxy.py pins that the runtime's own create passes).
+The shape is the one container create agents/runtimes/docker.py makes (its
+CAPABILITIES, SECURITY_OPT, TMPFS and WORK_AREA are these values, and
+tests/deploy/test_docker_proxy.py pins that the runtime's own create passes) and the
+one service create agents/runtimes/swarm_spec.py makes (the same, plus the guard's
+capabilities, the secret's file and the server's port;
+tests/deploy/test_docker_proxy_service_body.py pins that its body passes).
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ NO_NEW_PRIVILEGES = "no-new-privileges:true"
 # volume (no source, no driver options) for the work area.
 AGENT_TMPFS = frozenset({"/tmp", "/home/agent/work"})  # noqa: S108 - paths in the container
 AGENT_WORK_AREA = "/srv/trinity-agent"
+# A swarm agent's server also holds NET_ADMIN (for its egress rules) and SETPCAP (to
+# drop capabilities from its bounding set) until its egress guard is in place, and
+# drops both before it serves; it reads its environment from one root-only secret
+# file, and listens on one port.
+GUARD_CAPABILITIES = frozenset({"NET_ADMIN", "SETPCAP"})
+AGENT_SECRET_FILE = "trinity-agent-env"  # noqa: S105 - a file name
+AGENT_PORT = 8080
 # The oldest API version the proxy forwards. Older versions are read differently by
 # the engine: below 1.24 a start's body is a host config (binds, privileges) applied
 # to the container, below 1.25 AutoRemove is ignored, and so on; the runtime's SDK
@@ -27,8 +37,9 @@ MAX_BODY = 1024 * 1024
 
 @dataclass(frozen=True)
 class Policy:
-    """The agent image, the agents' network, the label every agent container carries
-    and the prefix of their names."""
+    """The agent image, the agents' network (a bridge network's name for the docker
+    runtime, an overlay's for the swarm runtime), the label every agent container,
+    service and secret carries and the prefix of their names."""
 
     image: str
     network: str
@@ -37,15 +48,21 @@ class Policy:
 
     @property
     def label_prefix(self) -> str:
-        """The namespace of the labels an agent container may carry (``trinity.``)."""
+        """The namespace of the labels an agent's object may carry (``trinity.``)."""
         return self.label.rsplit(".", 1)[0] + "."
+
+    @property
+    def network_labels(self) -> dict[str, str]:
+        """The labels of the agents' overlay network when the swarm runtime makes it."""
+        return {f"{self.label_prefix}network": "agents"}
 
 
 class Refused(Exception):
     """A request the proxy does not forward: ``status`` is 400 for a request it cannot
     read as the engine would, 403 for one it reads and does not allow, 404 for a
-    container that is not an agent's. ``reason`` never quotes a value of the request
-    (a create's environment carries the agent's secret), only names, via ``shown``."""
+    container, service or secret that is not an agent's. ``reason`` never quotes a
+    value of the request (a create's environment and a secret's data carry the agent's
+    secret), only names, via ``shown``."""
 
     def __init__(self, reason: str, status: int = 403) -> None:
         super().__init__(reason)

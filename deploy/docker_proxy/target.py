@@ -8,7 +8,7 @@ spelling, a target is taken only in the plain form the SDK sends:
 - origin form (``/...``), the path of letters, digits and ``/._-`` only: no percent
   escape, no ``//``, ``.`` or ``..`` segment (the engine would decode or redirect it);
 - an optional version prefix ``/v<major>.<minor>``, at least MIN_API_VERSION;
-- one of the routes below, with the method it has;
+- one of the routes below (ROUTES), with the method it has;
 - a query of the names that route takes, each at most once, escapes well formed.
 
 ``Call.target`` is what is forwarded: the version, the path and a query rebuilt from
@@ -23,30 +23,60 @@ from urllib.parse import unquote_to_bytes, urlencode
 
 from .policy import MIN_API_VERSION, Refused, shown
 
-_REF = r"(?P<ref>[A-Za-z0-9][A-Za-z0-9_.-]{0,127})"
-# (method, path after the version, route name)
+# The object a path names: an id, a name or an id prefix, as the engine takes them.
+_REF_TEXT = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
+REF = re.compile(_REF_TEXT)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One engine call the proxy forwards: its name, method, path after the version
+    (``{ref}`` for the object it names) and the query names it takes (what the SDK
+    sends; queries.py reads the values)."""
+
+    name: str
+    method: str
+    path: str
+    query: frozenset[str] = frozenset()
+
+    def pattern(self) -> re.Pattern[str]:
+        head, _, tail = self.path.partition("{ref}")
+        ref = f"(?P<ref>{_REF_TEXT})" if "{ref}" in self.path else ""
+        return re.compile(re.escape(head) + ref + re.escape(tail))
+
+
+def _names(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
 ROUTES = (
-    ("GET", re.compile(r"/_ping"), "ping"),
-    ("HEAD", re.compile(r"/_ping"), "ping"),
-    ("GET", re.compile(r"/version"), "version"),
-    ("POST", re.compile(r"/containers/create"), "create"),
-    ("GET", re.compile(r"/containers/json"), "list"),
-    ("GET", re.compile(rf"/containers/{_REF}/json"), "inspect"),
-    ("POST", re.compile(rf"/containers/{_REF}/start"), "start"),
-    ("POST", re.compile(rf"/containers/{_REF}/stop"), "stop"),
-    ("DELETE", re.compile(rf"/containers/{_REF}"), "remove"),
+    Route("ping", "GET", "/_ping"),
+    Route("ping", "HEAD", "/_ping"),
+    Route("version", "GET", "/version"),
+    # the docker runtime's containers
+    Route("create", "POST", "/containers/create", _names("name")),
+    Route(
+        "list", "GET", "/containers/json", _names("all", "limit", "size", "trunc_cmd", "filters")
+    ),
+    Route("inspect", "GET", "/containers/{ref}/json", _names("size")),
+    Route("start", "POST", "/containers/{ref}/start"),
+    Route("stop", "POST", "/containers/{ref}/stop", _names("t")),
+    Route("remove", "DELETE", "/containers/{ref}", _names("v", "force", "link")),
+    # the swarm runtime's network, secrets, services, tasks and nodes
+    Route("network_list", "GET", "/networks", _names("filters")),
+    Route("network_create", "POST", "/networks/create"),
+    Route("secret_create", "POST", "/secrets/create"),
+    Route("secret_list", "GET", "/secrets", _names("filters")),
+    Route("secret_remove", "DELETE", "/secrets/{ref}"),
+    Route("service_create", "POST", "/services/create"),
+    Route("service_list", "GET", "/services", _names("filters")),
+    Route("service_inspect", "GET", "/services/{ref}"),
+    Route("service_remove", "DELETE", "/services/{ref}"),
+    Route("task_list", "GET", "/tasks", _names("filters")),
+    Route("node_inspect", "GET", "/nodes/{ref}"),
 )
-# The query names each route takes (what the SDK sends; queries.py reads the values).
-QUERY_NAMES = {
-    "ping": frozenset(),
-    "version": frozenset(),
-    "create": frozenset({"name"}),
-    "list": frozenset({"all", "limit", "size", "trunc_cmd", "filters"}),
-    "inspect": frozenset({"size"}),
-    "start": frozenset(),
-    "stop": frozenset({"t"}),
-    "remove": frozenset({"v", "force", "link"}),
-}
+_MATCHERS = tuple((route, route.pattern()) for route in ROUTES)
+_PATHS = {route.name: route.path for route in ROUTES}
 _PATH = re.compile(r"/[A-Za-z0-9._/-]*")
 _VERSIONED = re.compile(r"/v[0-9]")
 _VERSION = re.compile(r"/v(?P<major>[0-9]{1,3})\.(?P<minor>[0-9]{1,3})(?P<rest>/.*)")
@@ -56,8 +86,9 @@ _ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 @dataclass(frozen=True)
 class Call:
-    """One engine call: its route, the version prefix as sent (``""`` or ``/v1.41``),
-    the container the path names (when it names one) and the query's values."""
+    """One engine call: its route's name, the version prefix as sent (``""`` or
+    ``/v1.41``), the object the path names (when it names one) and the query's
+    values."""
 
     route: str
     version: str
@@ -65,19 +96,14 @@ class Call:
     query: dict[str, str] = field(default_factory=dict)
 
     def path(self) -> str:
-        if self.route in ("ping", "version"):
-            return "/_ping" if self.route == "ping" else "/version"
-        if self.route in ("create", "list"):
-            return "/containers/create" if self.route == "create" else "/containers/json"
-        suffix = {"inspect": "/json", "start": "/start", "stop": "/stop", "remove": ""}
-        return f"/containers/{self.ref}{suffix[self.route]}"
+        return _PATHS[self.route].replace("{ref}", self.ref or "")
 
     def target(self) -> str:
         query = f"?{urlencode(self.query)}" if self.query else ""
         return f"{self.version}{self.path()}{query}"
 
     def with_query(self, query: dict[str, str], *, ref: str | None = None) -> Call:
-        """The same call with ``query`` (and on container ``ref``, when given)."""
+        """The same call with ``query`` (and on object ``ref``, when given)."""
         return replace(self, query=query, ref=ref or self.ref)
 
 
@@ -131,9 +157,9 @@ def read_call(method: str, raw_target: str) -> Call:
     if not _PATH.fullmatch(path) or _BAD_SEGMENT.search(path) or "#" in raw_query:
         raise Refused(f"the request target {shown(raw_target)} is not in plain form", 400)
     version, rest = _version(path)
-    for route_method, pattern, route in ROUTES:
+    for route, pattern in _MATCHERS:
         match = pattern.fullmatch(rest)
-        if match is not None and method == route_method:
+        if match is not None and method == route.method:
             ref = match.groupdict().get("ref")
-            return Call(route, version, ref, read_query(raw_query, QUERY_NAMES[route]))
+            return Call(route.name, version, ref, read_query(raw_query, route.query))
     raise Refused("not an agent runtime call")
