@@ -168,14 +168,9 @@ def configure_logging(
     handler.addFilter(EscapingFilter())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent_server", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--uds", type=Path, help="listen on this Unix socket instead")
-    parser.add_argument("--log-level", default="info")
-    args = parser.parse_args(argv)
-
+def _boot() -> AgentConfig | None:
+    """The configuration, once the environment file is applied and the egress guard
+    is in place when asked for; None (said on stderr) when the server must not start."""
     try:
         # The swarm runtime's secret, when there is one: its values are this
         # process's environment from here on, so the config and the baseline the
@@ -186,8 +181,21 @@ def main(argv: list[str] | None = None) -> int:
             egress_guard_install(config.agent_user)
     except (EnvFileError, ConfigError, EgressGuardError) as exc:
         print(f"agent server: refusing to start: {exc}", file=sys.stderr, flush=True)
-        return 2
+        return None
+    return config
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent_server", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--uds", type=Path, help="listen on this Unix socket instead")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+
+    config = _boot()
+    if config is None:
+        return 2
     redactor = Redactor()
     configure_logging(redactor, args.log_level, config.log_format, agent=config.agent_name)
     try:

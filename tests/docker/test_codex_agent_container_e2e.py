@@ -6,6 +6,7 @@ the engine and from inside it."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
@@ -21,6 +22,9 @@ from subscriptions.models import Subscription
 from tests.agents.factories import AgentFactory
 from tests.execution.support import register_codex_plan, task
 from trinity.models import Notification
+
+# The agent's working directory in its work area.
+WORK_DIR = str(PurePosixPath(WORK_AREA, "work"))
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -133,7 +137,7 @@ def test_a_codex_agents_container_keeps_the_hardening_and_its_cli_runs_as_the_ag
     # writes.
     probe = (
         "for f in /opt/trinity/cli/x /opt/trinity/agent_server/x /etc/x /tmp/x "
-        f"{WORK_AREA}/work/x; do "
+        f"{WORK_DIR}/x; do "
         'if (echo hi > "$f") 2>/dev/null; then echo "$f written"; else echo "$f refused"; fi; '
         "done"
     )
@@ -142,7 +146,7 @@ def test_a_codex_agents_container_keeps_the_hardening_and_its_cli_runs_as_the_ag
         "/opt/trinity/agent_server/x refused",
         "/etc/x refused",
         "/tmp/x written",
-        f"{WORK_AREA}/work/x written",
+        f"{WORK_DIR}/x written",
     ]
     code, output = container.exec_run(["touch", "/opt/trinity/cli/x"])
     assert code != 0 and b"Read-only file system" in output, output
