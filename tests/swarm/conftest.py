@@ -153,6 +153,12 @@ def swarm_manager(swarm: Swarm, agent_image: str) -> Any:
 
 
 @pytest.fixture(scope="session")
+def swarm_socket(swarm: Swarm) -> str:
+    """The manager's Unix socket's path (a docker proxy in front of it speaks to it)."""
+    return swarm.nodes[0].socket.removeprefix("unix://")
+
+
+@pytest.fixture(scope="session")
 def swarm_network() -> str:
     return NETWORK
 

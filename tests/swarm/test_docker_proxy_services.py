@@ -44,13 +44,6 @@ OTHER_AGENT = f"pxo{os.getpid()}"
 STRAY = f"pxs{os.getpid()}"
 
 
-def manager_socket(client: Any) -> str:
-    """The Unix socket path of a docker SDK client (the proxy speaks to a socket)."""
-    path = getattr(getattr(client.api, "_custom_adapter", None), "socket_path", None)
-    assert path, "the swarm manager's client does not speak over a Unix socket"
-    return str(path)
-
-
 def swarm_settings(network: str, **changes: Any) -> dict[str, Any]:
     """The swarm runtime's settings: the stack's (the network made already), the
     platform off the swarm's networks, so it reaches a server on its node's port."""
@@ -115,12 +108,12 @@ def agents_network(swarm_manager: Any, swarm_network: str) -> str:
 
 
 @pytest.fixture
-def proxy_url(swarm_manager: Any, agents_network: str) -> Iterator[str]:
+def proxy_url(swarm_manager: Any, swarm_socket: str, agents_network: str) -> Iterator[str]:
     """The proxy in front of the manager's socket, for the agents' image and overlay;
     whatever it let the manager make for these tests' agents goes after."""
     policy = proxy.Policy(image=IMAGE, network=agents_network)
     try:
-        yield from serving(policy, manager_socket(swarm_manager))
+        yield from serving(policy, swarm_socket)
     finally:
         _clean(swarm_manager)
 
@@ -195,11 +188,11 @@ def fresh_network(swarm_manager: Any) -> Iterator[str]:
 
 @pytest.mark.parametrize("encrypted", [True, False])
 def test_the_runtime_makes_the_agents_network_through_the_proxy(
-    swarm_manager: Any, fresh_network: str, encrypted: bool
+    swarm_manager: Any, swarm_socket: str, fresh_network: str, encrypted: bool
 ) -> None:
     policy = proxy.Policy(image=IMAGE, network=fresh_network)
     changes = {"TRINITY_SWARM_NETWORK_CREATE": True, "TRINITY_SWARM_NETWORK_ENCRYPTED": encrypted}
-    for url in serving(policy, manager_socket(swarm_manager)):
+    for url in serving(policy, swarm_socket):
         client = docker.DockerClient(base_url=url, version="auto", timeout=60)
         with override_settings(**swarm_settings(fresh_network, **changes)):
             made = agents_overlay(client)

@@ -210,8 +210,8 @@ def test_the_runtime_asks_for_an_encrypted_overlay_unless_told_not_to(swarm: Swa
     with override_settings(TRINITY_SWARM_NETWORK=name, TRINITY_SWARM_NETWORK_ENCRYPTED=True):
         network_id = agents_overlay(swarm.manager)
     try:
-        attrs = swarm.manager.api.inspect_network(network_id)
-        assert attrs["Driver"] == "overlay" and "encrypted" in attrs["Options"]
+        attrs = swarm.manager.api.inspect_network(network_id, scope="swarm")
+        assert attrs["Driver"] == "overlay" and "encrypted" in attrs["Options"], attrs
         assert attrs["Labels"] == {"trinity.network": "agents"}
     finally:
         swarm.manager.api.remove_network(network_id)
