@@ -31,24 +31,23 @@ from typing import Any
 from django.conf import settings
 
 from agents.runtimes.base import SpawnSpec
+from agents.runtimes.docker import (
+    CAPABILITIES,
+    CONTAINER_PORT,
+    LABEL,
+    SERVER_HOME,
+    START_LABEL,
+    TMPFS,
+    WORK_AREA,
+)
 from trinity.node_labels import swarm_constraints
 
-CONTAINER_PORT = 8080
-LABEL = "trinity.agent"
-START_LABEL = "trinity.start"
 ENV_SECRET_FILE = "trinity-agent-env"  # noqa: S105 - a file name
 ENV_FILE = f"/run/secrets/{ENV_SECRET_FILE}"
-WORK_AREA = "/srv/trinity-agent"
-SERVER_HOME = "/home/agent/work"
-# The docker runtime's capabilities (its module says what each is for), and the two the
-# server holds only until its egress guard is in place: NET_ADMIN for the rules,
-# SETPCAP to drop capabilities from its bounding set.
-CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID")
+# The two capabilities the server holds only until its egress guard is in place:
+# NET_ADMIN for the rules, SETPCAP to drop capabilities from its bounding set. It
+# keeps the docker runtime's CAPABILITIES (that module says what each is for).
 GUARD_CAPABILITIES = ("NET_ADMIN", "SETPCAP")
-MIB = 1024 * 1024
-# tmpfs sizes and modes of the docker runtime's TMPFS; a swarm tmpfs mount is always
-# noexec, nosuid and nodev (the engine's default for a mount of type tmpfs).
-TMPFS = (("/tmp", 256 * MIB, 0o1777), (SERVER_HOME, 16 * MIB, 0o700))  # noqa: S108
 STOP_GRACE_NS = 10 * 1_000_000_000
 # Swarm names (services, secrets) are DNS labels: at most 63 characters.
 NAME_LIMIT = 63
@@ -71,9 +70,20 @@ def secret_name(key: str, start_id: str) -> str:
     return f"{service_name(key)[: NAME_LIMIT - len(start_id) - 1]}-{start_id}"
 
 
+def tmpfs_mounts() -> list[dict[str, Any]]:
+    """The docker runtime's TMPFS as swarm mounts (size and mode; a swarm tmpfs mount
+    is always noexec, nosuid and nodev, the engine's default for a mount of that type)."""
+    mounts = []
+    for target, options in TMPFS.items():
+        found = dict(o.split("=", 1) for o in options.split(",") if "=" in o)
+        mode = {"SizeBytes": memory_bytes(found["size"]), "Mode": int(found["mode"], 8)}
+        mounts.append({"Type": "tmpfs", "Target": target, "TmpfsOptions": mode})
+    return mounts
+
+
 def memory_bytes(text: str) -> int:
     """A docker-style size (``2g``, ``512m``, ``1024k``, bytes) in bytes."""
-    units = {"k": 1024, "m": MIB, "g": 1024 * MIB}
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
     value = text.strip().lower().removesuffix("b")
     if value and value[-1] in units:
         return int(float(value[:-1]) * units[value[-1]])
@@ -111,14 +121,7 @@ def container_spec(spec: SpawnSpec, secret: tuple[str, str], start_id: str) -> d
         "Labels": {LABEL: spec.name, START_LABEL: start_id},
         "ReadOnly": True,
         "Mounts": [
-            *(
-                {
-                    "Type": "tmpfs",
-                    "Target": target,
-                    "TmpfsOptions": {"SizeBytes": size, "Mode": mode},
-                }
-                for target, size, mode in TMPFS
-            ),
+            *tmpfs_mounts(),
             {"Type": "volume", "Target": WORK_AREA},
         ],
         "Secrets": [
