@@ -22,11 +22,10 @@ from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
 from tests.execution.support import messages_sent, register_plan, task, wait_until
+from tests.proc_status import cap_mask, proc_status
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-# Linux capability numbers (include/uapi/linux/capability.h) of CAPABILITIES.
-CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "KILL": 5, "SETGID": 6, "SETUID": 7}
 # A setuid-root copy of `id`, planted by root in the work area (a volume: mounted
 # without nosuid, so only no-new-privileges stands between it and euid 0).
 SETUID_ID = f"{WORK_AREA}/setuid-id"
@@ -37,15 +36,6 @@ WRITES = (
     'if (echo hi > "$f") 2>/dev/null; then echo "$f written"; else echo "$f refused"; fi; done'
 )
 READ_ONLY = "touch /usr/local/bin/x 2>&1"
-
-
-def _mask(names: tuple[str, ...]) -> str:
-    return format(sum(1 << CAP_NUMBERS[name] for name in names), "016x")
-
-
-def _status(text: str) -> dict[str, str]:
-    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
-    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def _agent_with_bash(owner: User, control: SimulatorControl) -> Agent:
@@ -85,10 +75,10 @@ def test_docker_inspect_shows_the_hardening_and_the_limits(
     container = engine.containers.get(agent.process_handle)
     code, output = container.exec_run(["cat", "/proc/1/status"])
     assert code == 0
-    status = _status(output.decode())
+    status = proc_status(output.decode())
     assert status["Seccomp"] == "2"
     assert status["NoNewPrivs"] == "1"
-    assert status["CapBnd"] == status["CapEff"] == _mask(CAPABILITIES)
+    assert status["CapBnd"] == status["CapEff"] == cap_mask(CAPABILITIES)
 
 
 def test_a_turn_serves_and_its_tools_find_a_read_only_root_and_no_way_to_privilege(
@@ -108,10 +98,10 @@ def test_a_turn_serves_and_its_tools_find_a_read_only_root_and_no_way_to_privile
     results = {(r["input"] or {}).get("command"): r["content"] for r in script["results"]}
     assert set(results) == set(commands), results
     # The tools run as the agent user, with no capability, no-new-privileges, seccomp.
-    status = _status(results[STATUS])
+    status = proc_status(results[STATUS])
     assert "0" not in status["Uid"].split(), status
     assert (status["CapPrm"], status["CapEff"]) == ("0" * 16, "0" * 16), status
-    assert status["CapBnd"] == _mask(CAPABILITIES), status
+    assert status["CapBnd"] == cap_mask(CAPABILITIES), status
     assert (status["NoNewPrivs"], status["Seccomp"]) == ("1", "2"), status
     # A setuid-root binary runs as the caller: no euid 0.
     assert results[SETUID_ID].startswith("uid=") and "euid=" not in results[SETUID_ID]

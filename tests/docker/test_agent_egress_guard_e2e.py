@@ -28,22 +28,13 @@ from docker.types import Mount
 from agents.client import AgentServerClient, AgentServerUnavailable
 from agents.runtimes.docker import CAPABILITIES, SERVER_HOME, TMPFS, WORK_AREA
 from tests.containers import NETWORK
+from tests.proc_status import cap_mask, proc_status
 from trinity.crypto import Secret
 
 pytestmark = [pytest.mark.e2e]
 
 ENV_FILE = "/run/secrets/trinity-agent-env"
 GUARD_CAPABILITIES = (*CAPABILITIES, "NET_ADMIN", "SETPCAP")
-# Linux capability numbers (include/uapi/linux/capability.h).
-CAP_NUMBERS = {
-    "CHOWN": 0,
-    "DAC_OVERRIDE": 1,
-    "KILL": 5,
-    "SETGID": 6,
-    "SETUID": 7,
-    "SETPCAP": 8,
-    "NET_ADMIN": 12,
-}
 PORT = 8080
 PEER_PORT = 8000
 BOOT_SECONDS = 60.0
@@ -59,15 +50,6 @@ except OSError as exc:
     print(f"failed: {exc}")
 """
 RESOLVE = "import socket, sys; print(socket.gethostbyname(sys.argv[1]))"
-
-
-def _mask(names: tuple[str, ...]) -> str:
-    return format(sum(1 << CAP_NUMBERS[name] for name in names), "016x")
-
-
-def _status(text: str) -> dict[str, str]:
-    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
-    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def _address(container: Any) -> str:
@@ -225,8 +207,8 @@ def test_the_server_keeps_neither_net_admin_nor_setpcap_and_sets_no_new_privs(
     _proven(container, secret)
     code, output = container.exec_run(["cat", "/proc/1/status"])
     assert code == 0, output
-    status = _status(output.decode())
-    assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == _mask(CAPABILITIES)
+    status = proc_status(output.decode())
+    assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == cap_mask(CAPABILITIES)
     assert (status["CapInh"], status["CapAmb"]) == ("0" * 16, "0" * 16), status
     # No engine option set it (a swarm service has none): the server did.
     assert status["NoNewPrivs"] == "1", status

@@ -21,6 +21,7 @@ from subscriptions import services as subscription_services
 from subscriptions.models import Subscription
 from tests.agents.factories import AgentFactory
 from tests.execution.support import register_codex_plan, task
+from tests.proc_status import cap_mask, proc_status
 from trinity.models import Notification
 
 # The agent's working directory in its work area.
@@ -32,8 +33,6 @@ PLAN_PATH = "/backend-api/codex/responses"
 MODEL = "gpt-5.5-codex"
 # Where the image staged the CLIs for the agent user (deploy/Dockerfile.agent).
 CLI_CACHE = "/opt/trinity/cli"
-# Linux capability numbers (include/uapi/linux/capability.h) of CAPABILITIES.
-CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "KILL": 5, "SETGID": 6, "SETUID": 7}
 
 
 def codex_agent(owner: User, plan: Subscription) -> Agent:
@@ -153,7 +152,7 @@ def test_a_codex_agents_container_keeps_the_hardening_and_its_cli_runs_as_the_ag
     # The agent server (PID 1) holds the five capabilities and nothing more, under
     # no-new-privileges and the engine's seccomp filter.
     lines = run(container, "cat /proc/1/status").splitlines()
-    status = {key: value.strip() for key, value in (line.split(":", 1) for line in lines)}
-    five = format(sum(1 << CAP_NUMBERS[name] for name in CAPABILITIES), "016x")
+    status = proc_status("\n".join(lines))
+    five = cap_mask(CAPABILITIES)
     assert status["CapEff"] == status["CapBnd"] == five, status
     assert (status["NoNewPrivs"], status["Seccomp"]) == ("1", "2"), status
