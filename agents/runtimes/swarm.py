@@ -140,7 +140,9 @@ class SwarmRuntime:
         import docker.errors
 
         name = body["Name"]
-        state = "gone"
+        # What a holder this start cannot inspect is: through the docker proxy, a
+        # service that is not an agent's reads as missing.
+        state = "not an agent's"
         for attempt in range(2):
             try:
                 return str(_post_service(client, body)["ID"])
