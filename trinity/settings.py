@@ -54,6 +54,24 @@ def _env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
     return value
 
 
+def env_secret(name: str) -> str | None:
+    """The secret ``name`` from the environment, or from the file ``<name>_FILE`` names
+    (a swarm or compose secret, /run/secrets/...), stripped of surrounding whitespace;
+    None when neither is set. Raises ImproperlyConfigured naming the variable when both
+    are set (which one wins would be a guess) or the file cannot be read; never with
+    the value."""
+    path = os.environ.get(f"{name}_FILE", "")
+    if not path:
+        return os.environ.get(name)
+    if name in os.environ:
+        raise ImproperlyConfigured(f"{name} and {name}_FILE are both set; set one of them")
+    try:
+        return Path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ImproperlyConfigured(f"{name}_FILE={path}: cannot read it ({reason})") from None
+
+
 VAR_DIR = Path(env.str("TRINITY_VAR_DIR", default=str(BASE_DIR / "var")))
 # What the platform's processes create is theirs alone, whoever creates it: the beat
 # schedule, the filesystem broker's queues, agent homes and logs, not only the files this
@@ -70,8 +88,9 @@ DEBUG = _env_bool("DEBUG", False)
 # must be a real key unless DEBUG is on: the example env file's placeholder, an empty
 # value (a compose file's "SECRET_KEY=") or a short one signs sessions anyone can forge.
 PLACEHOLDER_SECRET_KEYS = frozenset({"change-me-to-a-long-random-string"})
-if "SECRET_KEY" in os.environ:
-    SECRET_KEY = os.environ["SECRET_KEY"].strip()
+_secret_key = env_secret("SECRET_KEY")
+if _secret_key is not None:
+    SECRET_KEY = _secret_key.strip()
     if not DEBUG and (
         SECRET_KEY in PLACEHOLDER_SECRET_KEYS or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5
     ):
@@ -89,7 +108,7 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 
 def _encryption_keys() -> list[str]:
-    raw = env.str("TRINITY_ENCRYPTION_KEYS", default="")
+    raw = env_secret("TRINITY_ENCRYPTION_KEYS") or ""
     keys = [k.strip() for k in raw.split(",") if k.strip()] if raw else []
     if not keys:
         keys = [read_or_create(VAR_DIR / "encryption.key", lambda: Fernet.generate_key().decode())]
@@ -160,7 +179,7 @@ TEMPLATES = [
     },
 ]
 
-_database_url = env.str("DATABASE_URL", default="")
+_database_url = env_secret("DATABASE_URL") or ""
 if _database_url and _database_url.split(":", 1)[0] not in environ.Env.DB_SCHEMES:
     raise ImproperlyConfigured(
         f"DATABASE_URL has unsupported scheme {_database_url.split(':', 1)[0]!r} "
@@ -168,7 +187,7 @@ if _database_url and _database_url.split(":", 1)[0] not in environ.Env.DB_SCHEME
     )
 try:
     DATABASES = {
-        "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'trinity.sqlite3'}")
+        "default": env.db_url_config(_database_url or f"sqlite:///{VAR_DIR / 'trinity.sqlite3'}")
     }
 except (environ.ImproperlyConfigured, ValueError, KeyError) as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a usable database URL: {exc}") from None
@@ -231,7 +250,7 @@ if TRINITY_DB_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.pos
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env.str("REDIS_URL", default="")
+REDIS_URL = env_secret("REDIS_URL") or ""
 if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(
         "REDIS_URL must start with redis://, rediss:// or unix:// "
@@ -537,8 +556,9 @@ LOGGING = {
 # anything (agents and every local user share it). Set, it must be a real one: an
 # empty value (a compose file's "TRINITY_METRICS_TOKEN=") or a short one stops startup.
 METRICS_TOKEN_MIN_LENGTH = 16
-if "TRINITY_METRICS_TOKEN" in os.environ:
-    TRINITY_METRICS_TOKEN = os.environ["TRINITY_METRICS_TOKEN"].strip()
+_metrics_token = env_secret("TRINITY_METRICS_TOKEN")
+if _metrics_token is not None:
+    TRINITY_METRICS_TOKEN = _metrics_token.strip()
     if len(TRINITY_METRICS_TOKEN) < METRICS_TOKEN_MIN_LENGTH or any(
         not c.isprintable() or c.isspace() for c in TRINITY_METRICS_TOKEN
     ):

@@ -19,12 +19,22 @@ SETUP = (
     "print(settings.DATABASES['default']['ENGINE'])"
 )
 
+# What settings read through env_secret: from the variable, or from a file its _FILE names.
+SECRET_NAMES = (
+    "SECRET_KEY",
+    "TRINITY_ENCRYPTION_KEYS",
+    "TRINITY_METRICS_TOKEN",
+    "DATABASE_URL",
+    "REDIS_URL",
+)
+
 
 def _env(tmp_path: Path, **overrides: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "REDIS_URL", "TRINITY_ENCRYPTION_KEYS", "SECRET_KEY", "DEBUG"}
+        if k.removesuffix("_FILE") not in SECRET_NAMES
+        and k != "DEBUG"
         and not k.startswith(("TRINITY_HTTPS", "TRINITY_TRUSTED_PROXIES"))
     }
     env.update({"DJANGO_SETTINGS_MODULE": "trinity.settings", "TRINITY_VAR_DIR": str(tmp_path)})
@@ -294,3 +304,71 @@ def test_a_web_process_behind_tls_without_trusted_proxies_warns_at_startup(
     )
     assert result.returncode == 0, result.stderr
     assert ("TRINITY_TRUSTED_PROXIES is unset" in result.stderr) == warned, result.stderr
+
+
+SECRETS_PROBE = (
+    "import json; "
+    + SETUP
+    + (
+        "; print(json.dumps([settings.SECRET_KEY, settings.TRINITY_ENCRYPTION_KEYS, "
+        "settings.TRINITY_METRICS_TOKEN, settings.DATABASES['default']['PASSWORD'], "
+        "settings.REDIS_URL]))"
+    )
+)
+
+
+def test_each_secret_is_read_from_the_file_its_file_variable_names(tmp_path: Path) -> None:
+    """What a swarm secret looks like: a file under /run/secrets, often with a newline."""
+    values = {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "TRINITY_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        "TRINITY_METRICS_TOKEN": secrets.token_urlsafe(24),
+        "DATABASE_URL": "postgres://trinity:pg-from-file@postgres:5432/trinity",
+        "REDIS_URL": "redis://:redis-from-file@redis:6379/0",
+    }
+    assert set(values) == set(SECRET_NAMES)
+    files: dict[str, str] = {}
+    for name, value in values.items():
+        (tmp_path / name).write_text(value + "\n")
+        files[f"{name}_FILE"] = str(tmp_path / name)
+    result = _run(tmp_path, SECRETS_PROBE, **files)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [
+        values["SECRET_KEY"],
+        [values["TRINITY_ENCRYPTION_KEYS"]],
+        values["TRINITY_METRICS_TOKEN"],
+        "pg-from-file",
+        values["REDIS_URL"],
+    ]
+    # Read, not generated: var/ holds none of them.
+    assert not {"secret_key", "encryption.key", "metrics_token"} & {
+        p.name for p in tmp_path.iterdir()
+    }
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_a_secret_set_both_ways_stops_startup_naming_both_and_echoing_neither(
+    tmp_path: Path, name: str
+) -> None:
+    value = "postgres://u:in-the-environment@h/db" if name == "DATABASE_URL" else "in-the-env-xyz"
+    (tmp_path / "secret").write_text("in-the-file-xyz")
+    result = _boot(tmp_path, **{name: value, f"{name}_FILE": str(tmp_path / "secret")})
+    assert result.returncode != 0
+    assert f"{name} and {name}_FILE are both set" in result.stderr
+    assert "in-the-env" not in result.stderr and "in-the-file" not in result.stderr
+
+
+def test_a_secret_file_that_cannot_be_read_stops_startup_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-secret"
+    result = _boot(tmp_path, SECRET_KEY_FILE=str(missing))
+    assert result.returncode != 0
+    assert f"SECRET_KEY_FILE={missing}: cannot read it" in result.stderr
+
+
+def test_a_weak_secret_key_from_a_file_is_refused_like_one_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "key").write_text("change-me-to-a-long-random-string\n")
+    result = _manage_check(tmp_path, SECRET_KEY_FILE=str(tmp_path / "key"))
+    assert result.returncode != 0
+    assert "SECRET_KEY is the example's placeholder" in result.stderr
