@@ -2,6 +2,7 @@
 
     python deploy/swarm.py up [NODES]   # 3 by default: one manager, the rest workers
     python deploy/swarm.py down         # removes everything ``up`` made, even half-made
+    python deploy/swarm.py kill NODE    # a node's loss; ``revive NODE`` brings it back
 
 Each node is its own ``dockerd`` in a network namespace of its own
 (``nsenter --net``: ``ip netns exec`` remounts /sys, which dockerd then refuses), with
@@ -233,11 +234,23 @@ def _pids_in(node: str) -> list[int]:
 
 
 def kill_node(node: str) -> None:
-    """The node's loss: its link cut, then every process of it killed at once."""
+    """The node's loss: its link cut, then every process of it killed at once; returns
+    once none is left (a killed process lingers until its parent reaps it)."""
     _run("ip", "link", "set", f"{node}-h", "down", check=False)
-    for pid in _pids_in(node):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while (pids := _pids_in(node)) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def revive_node(node: str) -> None:
+    """A lost node back: its link up and its engine started on its old state, so it
+    rejoins the swarm as the node it was (its containers are gone)."""
+    _run("ip", "link", "set", f"{node}-h", "up")
+    _start_engine(node)
+    _wait_engine(node)
 
 
 def _stop_engine(node: str) -> None:
@@ -304,10 +317,14 @@ def main(argv: list[str]) -> int:
         if args[:1] == ["kill"] and len(args) == 2:
             kill_node(args[1])
             return 0
+        if args[:1] == ["revive"] and len(args) == 2:
+            revive_node(args[1])
+            return 0
     except EngineError as exc:
         print(f"swarm: {exc}", file=sys.stderr)
         return 1
-    print("usage: python deploy/swarm.py up [NODES] | down | kill NODE", file=sys.stderr)
+    usage = "up [NODES] | down | kill NODE | revive NODE"
+    print(f"usage: python deploy/swarm.py {usage}", file=sys.stderr)
     return 2
 
 

@@ -13,6 +13,7 @@ import secrets
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any
 
 import django_stubs_ext
 import environ
@@ -186,7 +187,7 @@ if _database_url and _database_url.split(":", 1)[0] not in environ.Env.DB_SCHEME
         "(use postgres://... or sqlite:///...)"
     )
 try:
-    DATABASES = {
+    DATABASES: dict[str, dict[str, Any]] = {
         "default": env.db_url_config(_database_url or f"sqlite:///{VAR_DIR / 'trinity.sqlite3'}")
     }
 except (environ.ImproperlyConfigured, ValueError, KeyError) as exc:
@@ -262,7 +263,7 @@ if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
 # markers rely on across processes, and get_many is one query. `make run` creates its
 # table. Django's backend, storing JSON where Django stores a pickle
 # (trinity/cache_json.py).
-DATABASE_CACHE = {
+DATABASE_CACHE: dict[str, Any] = {
     "BACKEND": "trinity.cache_json.JsonDatabaseCache",
     "LOCATION": "trinity_cache",
     "KEY_PREFIX": "trinity",
@@ -271,7 +272,7 @@ DATABASE_CACHE = {
     "OPTIONS": {"MAX_ENTRIES": 100_000},
 }
 if REDIS_URL:
-    CACHES = {
+    CACHES: dict[str, dict[str, Any]] = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",
             "LOCATION": REDIS_URL,

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.execution.support import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "TRINITY_SWARM_ID": "9"}
 PREFIX = "trsw9"
@@ -33,6 +35,11 @@ def harness(*args: str) -> subprocess.CompletedProcess[str]:
 
 def run(*command: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=False).stdout  # noqa: S603
+
+
+def statuses(manager: str) -> list[str]:
+    """The swarm's nodes' states as its manager sees them, sorted."""
+    return sorted(run("docker", "-H", manager, "node", "ls", "--format", "{{.Status}}").split())
 
 
 def left_over() -> dict[str, Any]:
@@ -72,11 +79,18 @@ def test_a_swarm_with_a_killed_node_is_removed_whole() -> None:
         made = harness("up", "2")
         assert made.returncode == 0, made.stderr
         nodes = json.loads(made.stdout)["nodes"]
-        listed = run("docker", "-H", nodes[0]["socket"], "node", "ls", "--format", "{{.Status}}")
-        assert listed.split() == ["Ready", "Ready"]
+        assert statuses(nodes[0]["socket"]) == ["Ready", "Ready"]
 
         assert harness("kill", nodes[1]["name"]).returncode == 0
         assert run("ip", "netns", "pids", nodes[1]["name"]).split() == []
+        wait_until(
+            lambda: statuses(nodes[0]["socket"]) == ["Down", "Ready"], seconds=60, what="down"
+        )
+
+        assert harness("revive", nodes[1]["name"]).returncode == 0
+        wait_until(
+            lambda: statuses(nodes[0]["socket"]) == ["Ready", "Ready"], seconds=60, what="back"
+        )
     finally:
         assert harness("down").returncode == 0
     assert left_over() == NOTHING

@@ -99,7 +99,7 @@ class Swarm:
         self.loaded.add(tag)
 
 
-def _harness(*args: str) -> subprocess.CompletedProcess[str]:
+def harness(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 - the project's own script
         [sys.executable, str(REPO / "deploy" / "swarm.py"), *args],
         capture_output=True,
@@ -116,7 +116,7 @@ def swarm(engine: Any) -> Iterator[Swarm]:
 
     if os.geteuid() != 0:
         pytest.skip("a swarm of namespaced engines needs root")
-    made = _harness("up", "3")
+    made = harness("up", "3")
     try:
         if made.returncode != 0:
             pytest.fail(f"deploy/swarm.py up failed: {made.stderr.strip()}")
@@ -142,7 +142,7 @@ def swarm(engine: Any) -> Iterator[Swarm]:
             )
         yield Swarm(nodes=nodes, host_address=described["host_address"], main_engine=engine)
     finally:
-        _harness("down")
+        harness("down")
 
 
 @pytest.fixture(scope="session")

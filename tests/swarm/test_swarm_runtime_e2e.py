@@ -4,15 +4,13 @@ inside it, the provider simulator as the upstream. Which credential served is re
 from the simulator's request log, where each agent runs from the manager, and what a
 task's container holds from its node's engine.
 
-The node-loss test kills a worker node for good, so it comes last in this file and
-no swarm test after it may need three nodes.
+The node-loss test kills a worker node and brings it back at the end (the harness's
+``revive``), so the tests after it, in any order, find three nodes again.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from typing import Any
 
@@ -31,7 +29,7 @@ from agents.runtimes.swarm_tasks import newest_task
 from simulator.control import SimulatorControl
 from tests.execution.support import agent_on, messages_sent, register_plan, task, wait_until
 from tests.proc_status import cap_mask, proc_status
-from tests.swarm.conftest import POOL_LABEL, REPO, Node, Swarm
+from tests.swarm.conftest import POOL_LABEL, Node, Swarm, harness
 from trinity.crypto import Secret
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -234,20 +232,19 @@ def test_a_lost_worker_nodes_agents_are_served_on_the_remaining_nodes(
     victim = next(node for node in where.values() if node.role == "worker")
     lost = [name for name, node in where.items() if node.name == victim.name]
 
-    killed = subprocess.run(  # noqa: S603 - the project's own harness
-        [sys.executable, str(REPO / "deploy" / "swarm.py"), "kill", victim.name],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert killed.returncode == 0, killed.stderr
-    wait_until(lambda: _node_state(swarm, victim) == "down", seconds=60, what="node down")
+    try:
+        assert harness("kill", victim.name).returncode == 0
+        wait_until(lambda: _node_state(swarm, victim) == "down", seconds=60, what="node down")
 
-    swarm_control.clear_requests()
-    for agent in agents:
-        body = task(owner_client, agent=agent.name)
-        assert body["http_status"] == 200, body
-    assert messages_sent(swarm_control) == [("plan-a", 200)] * 3
-    for name in lost:
-        node, _ = placed(swarm, Agent.objects.get(name=name))
-        assert node.name != victim.name
+        swarm_control.clear_requests()
+        for agent in agents:
+            body = task(owner_client, agent=agent.name)
+            assert body["http_status"] == 200, body
+        assert messages_sent(swarm_control) == [("plan-a", 200)] * 3
+        for name in lost:
+            node, _ = placed(swarm, Agent.objects.get(name=name))
+            assert node.name != victim.name
+    finally:
+        revived = harness("revive", victim.name)
+        assert revived.returncode == 0, revived.stderr
+        wait_until(lambda: _node_state(swarm, victim) == "ready", seconds=60, what="node back")
