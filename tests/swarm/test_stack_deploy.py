@@ -187,7 +187,10 @@ class Stack:
         found = [s["Spec"]["Name"] for s in manager.api.services(filters=selector)]
         found += [n["Name"] for n in manager.api.networks(filters=selector)]
         for node in self.swarm.nodes:
-            found += [c.name for c in node.client.containers.list(all=True, filters=selector)]
+            # One listing call: the high-level list inspects each container after, and
+            # one the node removes meanwhile would fail it.
+            listed = node.client.api.containers(all=True, filters=selector)
+            found += [c["Names"][0].lstrip("/") for c in listed]
         return found
 
 
