@@ -32,7 +32,7 @@ from cryptography.fernet import Fernet
 
 from simulator.process import SimulatorProcess
 from tests.containers import build_image
-from tests.subscriptions.factories import plan_token
+from tests.deployed import gateway_message, turn_over_rest, wait_ready
 
 pytestmark = [pytest.mark.e2e]
 
@@ -128,21 +128,6 @@ def agents_network(engine: Any) -> Iterator[Any]:
     network.remove()
 
 
-def _wait_ready(client: httpx.Client, stack: Stack) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    last = "no answer"
-    while time.monotonic() < deadline:
-        try:
-            response = client.get("/readyz")
-            if response.status_code == 200:
-                return
-            last = f"{response.status_code} {response.text[:200]}"
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(2)  # polling the composed stack's web container
-    pytest.fail(f"/readyz did not answer 200 in {READY_TIMEOUT} s: {last}\n{stack.logs()}")
-
-
 def test_the_composed_stack_migrates_and_serves_a_real_turn_over_rest(
     engine: Any,
     agents_network: Any,
@@ -201,16 +186,7 @@ def _serve_through_the_gateway(stack: Stack, simulator: SimulatorProcess, addres
     deadline = time.monotonic() + READY_TIMEOUT
     while True:
         try:
-            answer = httpx.post(
-                f"http://{address}:8200/v1/messages",
-                headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
-                json={
-                    "model": "claude-sonnet-5-5",
-                    "max_tokens": 16,
-                    "messages": [{"role": "user", "content": "hi"}],
-                },
-                timeout=60,
-            )
+            answer = gateway_message(f"http://{address}:8200", key)
             break
         except httpx.TransportError:
             if time.monotonic() > deadline:
@@ -230,7 +206,7 @@ def _serve_a_turn(stack: Stack, simulator: SimulatorProcess, engine: Any, addres
         headers={"X-Forwarded-Proto": "https", "Host": "localhost"},
         timeout=180,
     )
-    _wait_ready(client, stack)
+    wait_ready(client, seconds=READY_TIMEOUT, describe=stack.logs)
     password = secrets.token_urlsafe(16)
     stack.run(
         "exec", "-T", "-e", f"DJANGO_SUPERUSER_PASSWORD={password}", "web",
@@ -240,24 +216,9 @@ def _serve_a_turn(stack: Stack, simulator: SimulatorProcess, engine: Any, addres
     token = stack.run("exec", "-T", "web", "python", "manage.py", "api_token", "admin").strip()
     client.headers["Authorization"] = f"Token {token.splitlines()[-1]}"
 
-    plan = plan_token()
-    simulator.control.register(plan, kind="oauth", label="plan-deploy")
-    response = client.post(
-        "/api/subscriptions",
-        json={
-            "name": "plan-deploy",
-            "token": plan,
-            "provider": "anthropic",
-            "plan_type": "max-20x",
-        },
+    turn_over_rest(
+        client, simulator.control, plan="plan-deploy", agent="deploy-bot", describe=stack.logs
     )
-    assert response.status_code in (200, 201), response.text
-    response = client.post("/api/agents", json={"name": "deploy-bot"})
-    assert response.status_code == 201, response.text
-
-    response = client.post("/api/agents/deploy-bot/task", json={"message": "say hi"})
-    assert response.status_code == 200, f"{response.text}\n{stack.logs()}"
-    assert response.json()["served_by_subscription"]["name"] == "plan-deploy"
     served = [
         (r["credential"], r["status"])
         for r in simulator.control.requests()

@@ -33,7 +33,7 @@ from cryptography.fernet import Fernet
 
 from simulator.process import SimulatorProcess
 from tests.containers import build_image
-from tests.subscriptions.factories import plan_token
+from tests.deployed import gateway_message, turn_over_rest, wait_ready
 from tests.swarm.conftest import REPO, Node, Swarm
 
 pytestmark = [pytest.mark.e2e]
@@ -264,21 +264,6 @@ def stack(
         _remove_everything(ready)
 
 
-def _wait_ready(client: httpx.Client, stack: Stack) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    last = "no answer"
-    while time.monotonic() < deadline:
-        try:
-            response = client.get("/readyz")
-            if response.status_code == 200:
-                return
-            last = f"{response.status_code} {response.text[:200]}"
-        except httpx.HTTPError as exc:
-            last = repr(exc)
-        time.sleep(2)  # polling the stack's web task
-    pytest.fail(f"/readyz did not answer 200 in {READY_TIMEOUT} s: {last}\n{stack.state()}")
-
-
 def _running(stack: Stack) -> dict[str, int]:
     """Running tasks per service of the stack, and migrate's completed ones."""
     manager = stack.swarm.manager
@@ -315,20 +300,8 @@ def _serve_a_turn(
         environment={"DJANGO_SUPERUSER_PASSWORD": secrets.token_urlsafe(16)},
     )  # fmt: skip
     client.headers["Authorization"] = f"Token {stack.manage('api_token', 'admin')}"
-    plan = plan_token()
-    simulator.control.register(plan, kind="oauth", label="plan-stack")
-    response = client.post(
-        "/api/subscriptions",
-        json={"name": "plan-stack", "token": plan, "provider": "anthropic", "plan_type": "max-20x"},
-    )
-    assert response.status_code in (200, 201), response.text
-    response = client.post("/api/agents", json={"name": AGENT})
-    assert response.status_code == 201, response.text
-
     simulator.control.clear_requests()
-    response = client.post(f"/api/agents/{AGENT}/task", json={"message": "say hi"})
-    assert response.status_code == 200, f"{response.text}\n{stack.state()}"
-    assert response.json()["served_by_subscription"]["name"] == "plan-stack"
+    turn_over_rest(client, simulator.control, plan="plan-stack", agent=AGENT, describe=stack.state)
     served = [
         (r["credential"], r["status"])
         for r in simulator.control.requests()
@@ -349,16 +322,7 @@ def _serve_through_the_gateway(stack: Stack, swarm: Swarm, simulator: SimulatorP
     """A person's request through the stack's gateway, on the plan the turn used."""
     key = stack.manage("gateway_key", "create", "--owner", "admin", "--name", "stack")
     simulator.control.clear_requests()
-    answer = httpx.post(
-        f"http://{swarm.nodes[0].address}:{GATEWAY_PORT}/v1/messages",
-        headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
-        json={
-            "model": "claude-sonnet-5-5",
-            "max_tokens": 16,
-            "messages": [{"role": "user", "content": "hi"}],
-        },
-        timeout=60,
-    )
+    answer = gateway_message(f"http://{swarm.nodes[0].address}:{GATEWAY_PORT}", key)
     assert answer.status_code == 200, f"{answer.text}\n{stack.state()}"
     assert [(r["credential"], r["status"]) for r in simulator.control.requests()] == [
         ("plan-stack", 200)
@@ -384,7 +348,7 @@ def test_the_stack_deploys_serves_a_real_turn_and_goes_without_a_trace(
         headers={"X-Forwarded-Proto": "https", "Host": "localhost"},
         timeout=180,
     )
-    _wait_ready(client, stack)
+    wait_ready(client, seconds=READY_TIMEOUT, describe=stack.state)
     _wait_converged(stack)
 
     _serve_a_turn(stack, swarm, swarm_simulator, client)
