@@ -64,19 +64,25 @@ def test_an_invalid_tool_list_is_a_400_naming_the_field_and_changes_nothing(
     assert Agent.objects.get(name="bot").allowed_tools == ["Read"]
 
 
-def test_changing_allowed_tools_restarts_the_agent_once_committed(
+@pytest.mark.parametrize(
+    "change", [{"allowed_tools": ["Read"]}, {"placement": {"trinity.pool": "gpu-less"}}]
+)
+def test_changing_what_the_server_boots_with_restarts_the_agent_once_committed(
     owner_client: APIClient,
     owner: Any,
     monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
+    change: dict[str, Any],
 ) -> None:
+    """The CLI's tools and the node labels it must run on are fixed when its server
+    starts: a change restarts it (agents/services.py BOOT_FIELDS)."""
     from agents import tasks
 
     agent = AgentFactory.create(name="bot", owner=owner)
     restarted: list[int] = []
     monkeypatch.setattr(tasks.restart, "delay", restarted.append)
     with django_capture_on_commit_callbacks(execute=True):
-        response = owner_client.patch(f"{URL}/bot", {"allowed_tools": ["Read"]}, format="json")
+        response = owner_client.patch(f"{URL}/bot", change, format="json")
     assert response.status_code == 200, response.content
     assert restarted == [agent.pk]
 

@@ -195,23 +195,6 @@ def test_another_operators_create_of_the_name_places_only_their_own_agent(
     assert owner_client.get(f"{URL}/bot").json()["placement"] == GPU_LESS
 
 
-def test_changing_placement_restarts_the_agent_once_committed(
-    owner_client: APIClient,
-    owner: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    django_capture_on_commit_callbacks: Any,
-) -> None:
-    from agents import tasks
-
-    agent = AgentFactory.create(name="bot", owner=owner)
-    restarted: list[int] = []
-    monkeypatch.setattr(tasks.restart, "delay", restarted.append)
-    with django_capture_on_commit_callbacks(execute=True):
-        response = owner_client.patch(f"{URL}/bot", {"placement": GPU_LESS}, format="json")
-    assert response.status_code == 200, response.content
-    assert restarted == [agent.pk]
-
-
 def test_an_update_shows_the_placement_in_the_audit_diff(
     owner_client: APIClient, owner: Any
 ) -> None:
