@@ -32,14 +32,13 @@ from django.conf import settings
 
 from agents.client import AgentServerClient
 from agents.runtimes.base import Spawned, SpawnSpec, StartConflict
-from agents.runtimes.docker import IMAGE_RUNTIMES, STARTUP_TIMEOUT, wait_proven
+from agents.runtimes.docker import IMAGE_RUNTIMES, NETWORK_LABEL, STARTUP_TIMEOUT, wait_proven
 from agents.runtimes.swarm_spec import (
     CONTAINER_PORT,
     LABEL,
     START_LABEL,
     secret_name,
     service_body,
-    service_name,
 )
 from agents.runtimes.swarm_tasks import ServiceState, service_state
 from trinity_contract.redaction import redact
@@ -47,8 +46,6 @@ from trinity_contract.redaction import redact
 logger = logging.getLogger(__name__)
 
 CONFLICT = 409
-NOT_FOUND = 404
-NETWORK_LABEL = "trinity.network"
 
 
 def _default_client() -> Any:
@@ -253,4 +250,4 @@ def _remove_secret(client: Any, secret_id: str) -> None:
         client.api.remove_secret(secret_id)
 
 
-__all__ = ["SwarmRuntime", "agents_overlay", "service_name"]
+__all__ = ["SwarmRuntime", "agents_overlay"]

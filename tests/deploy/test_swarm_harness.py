@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.execution.support import wait_until
+from tests.swarm.conftest import harness as swarm_harness
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "TRINITY_SWARM_ID": "9"}
 PREFIX = "trsw9"
 STATE = REPO / ".docker-swarm" / "swarm9"
 
@@ -24,13 +23,7 @@ pytestmark = pytest.mark.e2e
 
 
 def harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - the project's own script
-        [sys.executable, str(REPO / "deploy" / "swarm.py"), *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-    )
+    return swarm_harness(*args, swarm_id="9")
 
 
 def run(*command: str) -> str:

@@ -99,11 +99,14 @@ class Swarm:
         self.loaded.add(tag)
 
 
-def harness(*args: str) -> subprocess.CompletedProcess[str]:
+def harness(*args: str, swarm_id: str | None = None) -> subprocess.CompletedProcess[str]:
+    """deploy/swarm.py with ``args``, on this run's swarm or on swarm ``swarm_id``."""
+    env = {**os.environ, "TRINITY_SWARM_ID": swarm_id} if swarm_id else None
     return subprocess.run(  # noqa: S603 - the project's own script
         [sys.executable, str(REPO / "deploy" / "swarm.py"), *args],
         capture_output=True,
         text=True,
+        env=env,
         check=False,
     )
 
