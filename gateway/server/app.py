@@ -79,8 +79,9 @@ class GatewayApp:
         )
         self.router: Router | None = None
         self.max_body: int = settings.TRINITY_GATEWAY_MAX_BODY_BYTES
-        # key id -> the tasks serving its open requests (a revocation cancels them)
-        self.open: dict[int, set[asyncio.Task[Any]]] = {}
+        # key id -> the tasks serving its open requests and their calls (a revocation
+        # or the owner's deactivation cancels them, saying why)
+        self.open: dict[int, dict[asyncio.Future[Any], Call]] = {}
         self.background = Background(
             keys=self.keys,
             streams=self.streams,
@@ -111,8 +112,9 @@ class GatewayApp:
             await self.router.client.close()
         self.executor.shutdown(wait=False)
 
-    def _end_streams(self, key_id: int) -> None:
-        for task in self.open.pop(key_id, set()):
+    def _end_streams(self, key_id: int, why: str) -> None:
+        for task, call in self.open.pop(key_id, {}).items():
+            call.ended_why = why
             task.cancel()
 
     # --- ASGI ---------------------------------------------------------------------
@@ -165,7 +167,7 @@ class GatewayApp:
         call, key = admitted
         metrics.OPEN.inc()
         work = asyncio.ensure_future(self._serve(call, key.name))
-        self.open.setdefault(call.key_id, set()).add(work)
+        self.open.setdefault(call.key_id, {})[work] = call
         try:
             await asyncio.shield(work)
         except asyncio.CancelledError:
@@ -174,7 +176,7 @@ class GatewayApp:
                 raise
             await self._revoked(call)
         finally:
-            self.open.get(call.key_id, set()).discard(work)
+            self.open.get(call.key_id, {}).pop(work, None)
             self.streams.remove(call.request_id)
             metrics.OPEN.dec()
             try:
@@ -194,7 +196,7 @@ class GatewayApp:
     async def _revoked(self, call: Call) -> None:
         if not call.started_response:
             with contextlib.suppress(Exception):
-                await answer_error(call.send, call.provider, 401, "this gateway key was revoked")
+                await answer_error(call.send, call.provider, 401, call.ended_why)
             call.status = 401
 
     def _after(self, call: Call, key: Any, started: float) -> None:

@@ -29,7 +29,7 @@ class Background:
         streams: StreamBook,
         redis: Any | None,
         pool: Callable[..., Awaitable[Any]],
-        on_revoked: Callable[[int], None],
+        on_revoked: Callable[[int, str], None],
     ) -> None:
         self.keys, self.streams, self.redis = keys, streams, redis
         self.pool, self.on_revoked = pool, on_revoked

@@ -22,6 +22,7 @@ from gateway.catalog import ANTHROPIC, BILLED
 from gateway.server.client import Unreachable, UpstreamClient, chunks
 from gateway.server.codex_plan import CollectFailed, collected, plan_body
 from gateway.server.inbound import Inbound
+from gateway.server.keybook import REVOKED
 from gateway.server.shapes import answer_error, sse_error
 from gateway.server.upstream import Refusal, Upstreams, classify, request_headers
 from routing.planner import Outcome
@@ -71,6 +72,8 @@ class Call:
     readings: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     # The plans this request holds a concurrency lease on (given back after it).
     leases: list[int] = field(default_factory=list)
+    # Why the key's refusal ended this request in flight (revoked, owner deactivated).
+    ended_why: str = REVOKED
 
 
 def price_provider(provider: str) -> str:
@@ -257,7 +260,7 @@ async def _client_leaves(receive: Any) -> None:
 
 
 async def _end_revoked(call: Call, response: ClientResponse) -> None:
-    message = "this gateway key was revoked"
+    message = call.ended_why
     streamed = "text/event-stream" in response.headers.get("content-type", "")
     with contextlib.suppress(Exception):
         body = sse_error(call.provider, 401, message) if streamed else b""

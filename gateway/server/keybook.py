@@ -29,6 +29,9 @@ UNKNOWN_SECONDS: Final = 5.0
 POLL_OVERLAP: Final = timedelta(seconds=10)
 # Unknown digests remembered at most (a flood of random keys cannot grow memory).
 MAX_UNKNOWN: Final = 10_000
+# Why a key is refused, as its client reads it (also on a stream the refusal ended).
+REVOKED: Final = "this gateway key was revoked"
+OWNER_INACTIVE: Final = "this gateway key's owner is deactivated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +51,9 @@ class KeyPolicy:
     def refusal(self, now: datetime) -> str:
         """Why the key is refused now ("" when it is live)."""
         if self.revoked:
-            return "this gateway key was revoked"
+            return REVOKED
         if not self.owner_active:
-            return "this gateway key's owner is deactivated"
+            return OWNER_INACTIVE
         if self.expires_at is not None and self.expires_at <= now:
             return "this gateway key has expired"
         return ""
@@ -143,20 +146,21 @@ class KeyBook:
         self,
         changed: list[tuple[str, KeyPolicy]],
         newest: datetime | None,
-        on_revoked: Callable[[int], None],
+        on_revoked: Callable[[int, str], None],
     ) -> None:
-        """Take a poll's changes; each key that is refused now has its streams ended."""
+        """Take a poll's changes; each key that is refused now has its streams ended
+        (``on_revoked`` is told the key and why)."""
         for digest, policy in changed:
             before = self.known.get(digest)
             if before is not None or digest in self.unknown:
                 self.known[digest] = policy
                 self.unknown.pop(digest, None)
             if policy.revoked or not policy.owner_active:
-                on_revoked(policy.key_id)
+                on_revoked(policy.key_id, REVOKED if policy.revoked else OWNER_INACTIVE)
         self.since = newest
 
     def apply_owner_inactive(
-        self, key_ids: frozenset[int], on_revoked: Callable[[int], None]
+        self, key_ids: frozenset[int], on_revoked: Callable[[int, str], None]
     ) -> None:
         """Refuse the known keys in ``key_ids`` (their owner is deactivated), ending
         their streams, and admit again those whose owner is active again."""
@@ -166,4 +170,4 @@ class KeyBook:
                 continue
             self.known[digest] = replace(policy, owner_active=active)
             if not active:
-                on_revoked(policy.key_id)
+                on_revoked(policy.key_id, OWNER_INACTIVE)

@@ -1,11 +1,12 @@
-"""A stream the client leaves, and a stream whose key is revoked, through the real
-gateway: the upstream stream is closed at once (the simulator counts it cut), and the
-usage it had is recorded."""
+"""A stream the client leaves, and a stream whose key is revoked or whose owner is
+deactivated, through the real gateway: the upstream stream is closed at once (the
+simulator counts it cut), and the usage it had is recorded."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from django.contrib.auth.models import User
 
 from gateway.keys import gateway_key_revoke
 from gateway.models import GatewayKey, GatewayUsage
+from gateway.server.keybook import OWNER_INACTIVE, REVOKED
 from simulator.control import SimulatorControl
 from tests.execution.support import register_plan
 from tests.gateway.e2e.support import METRICS_TOKEN, Gateway, issue, wait_for
@@ -66,8 +68,22 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_and_its_usage_is_ke
     assert row.input_tokens > 0  # message_start's usage was relayed, so it counts
 
 
-def test_revoking_a_key_ends_its_open_stream_with_an_error_the_client_reads(
-    gw: Gateway, control: SimulatorControl, person: User
+def revoke(person: User) -> None:
+    gateway_key_revoke(key=GatewayKey.objects.get(owner=person), now=clock.now())
+
+
+def deactivate(person: User) -> None:
+    # As the admin does it: the key's own row does not change.
+    User.objects.filter(pk=person.pk).update(is_active=False)
+
+
+@pytest.mark.parametrize(("end", "why"), [(revoke, REVOKED), (deactivate, OWNER_INACTIVE)])
+def test_a_refused_key_ends_its_open_stream_with_an_error_the_client_reads(
+    gw: Gateway,
+    control: SimulatorControl,
+    person: User,
+    end: Callable[[User], None],
+    why: str,
 ) -> None:
     register_plan(control, "max-a")
     control.set_stream_pause(700)
@@ -77,12 +93,13 @@ def test_revoking_a_key_ends_its_open_stream_with_an_error_the_client_reads(
         chunks = answer.iter_raw()
         assert b"message_start" in next(chunks)
         revoked_at = time.monotonic()
-        gateway_key_revoke(key=GatewayKey.objects.get(owner=person), now=clock.now())
+        end(person)
         rest = b"".join(chunks)
 
     # Cut within a poll (a second) and a pause, long before the answer's end (~5 s).
     assert time.monotonic() - revoked_at < 3.5
     assert b"event: error" in rest and b"authentication_error" in rest
+    assert why.encode() in rest  # the client is told which refusal ended it
     assert b"message_stop" not in rest
     assert wait_for(lambda: control.streams_cut() == 1 or None)
     refused = httpx.post(
