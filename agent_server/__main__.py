@@ -35,6 +35,7 @@ from agent_server.config import AgentConfig, ConfigError, load_config
 from agent_server.egress import EgressGuardError, egress_guard_install
 from agent_server.envfile import EnvFileError, env_file_apply
 from agent_server.isolation import IsolationError
+from trinity_contract.egress import egress_allow_text
 from trinity_contract.log_json import JsonFormatter
 from trinity_contract.log_lines import EscapingFilter
 from trinity_contract.redaction import Redactor, install_log_redaction
@@ -178,7 +179,7 @@ def _boot() -> AgentConfig | None:
         env_file_apply(os.environ)
         config = load_config()
         if config.egress_guard:
-            egress_guard_install(config.agent_user)
+            egress_guard_install(config.agent_user, config.egress_allow)
     except (EnvFileError, ConfigError, EgressGuardError) as exc:
         print(f"agent server: refusing to start: {exc}", file=sys.stderr, flush=True)
         return None
@@ -255,6 +256,13 @@ def _tcp_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _guard_text(config: AgentConfig) -> str:
+    if not config.egress_guard:
+        return "off"
+    allowed = egress_allow_text(config.egress_allow)
+    return f"on (allowing {allowed})" if allowed else "on"
+
+
 def _announce(config: AgentConfig, where: str) -> None:
     """Log what serves, then the one banner line a parent process reads."""
     logging.getLogger("agent_server").info(
@@ -263,7 +271,7 @@ def _announce(config: AgentConfig, where: str) -> None:
         config.model or "(runtime default)",
         config.home,
         config.claude_bin if config.runtime == "claude-code" else "-",
-        "on" if config.egress_guard else "off",
+        _guard_text(config),
     )
     banner = f"agent server listening on {where}"
     if config.log_format == "json":

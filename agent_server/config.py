@@ -18,6 +18,8 @@ from agent_server.isolation import (
     IsolationError,
     resolve_agent_user,
 )
+from trinity_contract.egress import VARIABLE as EGRESS_ALLOW
+from trinity_contract.egress import EgressAllowance, egress_allow_parse
 
 RuntimeName = Literal["claude-code", "anthropic-api", "codex-cli"]
 RUNTIMES: Final = ("claude-code", "anthropic-api", "codex-cli")
@@ -92,6 +94,9 @@ class AgentConfig:
     # TRINITY_AGENT_EGRESS_GUARD: install the egress guard at boot, or refuse to start
     # (agent_server/egress.py; the server's main does it, before it listens).
     egress_guard: bool = False
+    # TRINITY_AGENT_EGRESS_ALLOW: private IPv4 destinations the guard lets the agent
+    # user reach (trinity_contract/egress.py); only with the guard.
+    egress_allow: tuple[EgressAllowance, ...] = ()
     # TRINITY_AGENT_CONTAINED (the agent image sets it): the server runs in a container
     # of its own, which is the boundary of everything the CLI runs, as its sandbox is
     # on a host; the Codex CLI's own command sandbox, which needs user namespaces the
@@ -157,6 +162,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         )
     runtime, model = _runtime_and_model(env)
     boot_guard = _boolean(env, "TRINITY_AGENT_BOOT_GUARD", "1")
+    egress_guard = _boolean(env, "TRINITY_AGENT_EGRESS_GUARD", "0")
     log_format = env.get("LOG_FORMAT", "plain").strip().lower() or "plain"
     if log_format not in LOG_FORMATS:
         raise ConfigError(f"LOG_FORMAT={log_format!r} is not 'plain' or 'json'")
@@ -180,9 +186,20 @@ def load_config(environ: Mapping[str, str] | None = None) -> AgentConfig:
         allowed_tools=_allowed_tools(env),
         sandbox=_sandbox_mode(env),
         limits=_limits(env),
-        egress_guard=_boolean(env, "TRINITY_AGENT_EGRESS_GUARD", "0"),
+        egress_guard=egress_guard,
+        egress_allow=_egress_allow(env, egress_guard),
         contained=_boolean(env, "TRINITY_AGENT_CONTAINED", "0"),
     )
+
+
+def _egress_allow(env: Mapping[str, str], guard: bool) -> tuple[EgressAllowance, ...]:
+    try:
+        allowed = egress_allow_parse(env.get(EGRESS_ALLOW, ""))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if allowed and not guard:
+        raise ConfigError(f"{EGRESS_ALLOW} is set without TRINITY_AGENT_EGRESS_GUARD=1")
+    return allowed
 
 
 def _boolean(env: Mapping[str, str], name: str, default: str) -> bool:

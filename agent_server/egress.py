@@ -1,9 +1,10 @@
 """The egress guard: the agent user reaches loopback and public addresses, nothing private.
 
-Asked for with `TRINITY_AGENT_EGRESS_GUARD=1` (the swarm runtime sets it, and gives
-the container NET_ADMIN and SETPCAP for it). On a swarm's overlay network every
-service the platform runs (Postgres, Redis, the web app) and every other agent has a
-private address; the container is the only wall between them and the agent's code.
+Asked for with `TRINITY_AGENT_EGRESS_GUARD=1` (the docker and swarm runtimes set it,
+and give the container NET_ADMIN and SETPCAP for it). On the agents' bridge network
+every other agent's server has a private address, and on a swarm's overlay network
+every service the platform runs (Postgres, Redis, the web app) too; the container is
+the only wall between them and the agent's code.
 At boot, as root, before anything is served, the server:
 
 1. installs packet filter rules in the container's own network namespace, one
@@ -12,8 +13,10 @@ At boot, as root, before anything is served, the server:
    forwarder, the engine's DNS at 127.0.0.11, the container's own addresses) and to
    public IPv4 addresses, and are refused (REJECT: the connect fails at once) for
    every private, shared, link-local, multicast or reserved IPv4 range
-   (``REFUSED_IPV4``) and for all IPv6 but loopback. Root's packets (the forwarder
-   going to the provider) are not touched;
+   (``REFUSED_IPV4``) and for all IPv6 but loopback. Before the refusals, the
+   private IPv4 destinations the operator allows (`TRINITY_AGENT_EGRESS_ALLOW`,
+   trinity_contract/egress.py: a git server, a package mirror) pass. Root's packets
+   (the forwarder going to the provider) are not touched;
 2. gives up for good the capabilities that took: NET_ADMIN and SETPCAP leave its
    bounding set (`prctl(PR_CAPBSET_DROP)`, which needs SETPCAP, hence the second
    capability) and its effective, permitted and inheritable sets (`capset`);
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Final
 
 from agent_server.isolation import AgentUser
+from trinity_contract.egress import EgressAllowance
 
 CHAIN: Final = "TRINITY-AGENT-EGRESS"
 # Every range that is not a public unicast address: private (RFC 1918), shared/CGNAT
@@ -83,9 +87,12 @@ class EgressGuard:
     ipv6: bool
 
 
-def egress_guard_install(user: AgentUser | None) -> EgressGuard:
-    """Install the guard for `user` and drop the privilege it took; see the module
-    docstring. Raises EgressGuardError naming the step that failed."""
+def egress_guard_install(
+    user: AgentUser | None, allowed: tuple[EgressAllowance, ...] = ()
+) -> EgressGuard:
+    """Install the guard for `user`, letting through the operator's `allowed` private
+    destinations, and drop the privilege it took; see the module docstring. Raises
+    EgressGuardError naming the step that failed."""
     if user is None or os.geteuid() != 0:
         raise EgressGuardError(
             "agent user", "the server is not root, so there is no agent user to guard"
@@ -95,7 +102,12 @@ def egress_guard_install(user: AgentUser | None) -> EgressGuard:
         raise EgressGuardError(
             "single thread", f"{threads} threads: capabilities would be dropped in one only"
         )
-    ipv4 = "\n".join(f"-A {CHAIN} -d {cidr} -j REJECT" for cidr in REFUSED_IPV4)
+    ipv4 = "\n".join(
+        [
+            *(allowance.rule(CHAIN) for allowance in allowed),
+            *(f"-A {CHAIN} -d {cidr} -j REJECT" for cidr in REFUSED_IPV4),
+        ]
+    )
     _rules_install("iptables", user.uid, ipv4)
     # Docker's overlay networks hand out IPv6 only when asked; where the kernel has
     # IPv6 at all, the agent user gets none of it but loopback (fail closed).

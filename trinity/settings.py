@@ -21,6 +21,7 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from trinity.local_secrets import create_private_file, ensure_private_var_dir, read_or_create
+from trinity_contract.egress import egress_allow_parse, egress_allow_text
 
 # Lets ModelAdmin[Model] and friends be subscripted at runtime (types for mypy).
 django_stubs_ext.monkeypatch()
@@ -753,6 +754,16 @@ TRINITY_AGENT_CPU_MILLICORES = _env_int(
     "TRINITY_AGENT_CPU_MILLICORES", 2000, minimum=100, maximum=256_000
 )
 TRINITY_AGENT_PIDS_LIMIT = _env_int("TRINITY_AGENT_PIDS_LIMIT", 512, minimum=16, maximum=1_000_000)
+# The private IPv4 destinations the egress guard of a container agent (docker and swarm
+# runtimes) still lets its CLI and tools reach, in the canonical text each server gets:
+# comma-separated addresses or networks, each with an optional TCP port
+# (trinity_contract/egress.py; docs/flows/egress-guard.md). Empty: none.
+try:
+    TRINITY_AGENT_EGRESS_ALLOW = egress_allow_text(
+        egress_allow_parse(env.str("TRINITY_AGENT_EGRESS_ALLOW", default=""))
+    )
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 # The swarm runtime (agents/runtimes/swarm.py; docs/flows/swarm-runtime.md): the
 # agents' overlay network (made by the stack, or by the runtime when it may), whether
 # it is encrypted when the runtime makes it, how the platform reaches a server (by the

@@ -51,6 +51,11 @@ def test_defaults(tmp_path: Path) -> None:
         ({"TRINITY_AGENT_TIMEOUT_MAX": "0"}, "TRINITY_AGENT_TIMEOUT_MAX"),
         ({"TRINITY_AGENT_BOOT_GUARD": "maybe"}, "TRINITY_AGENT_BOOT_GUARD"),
         ({"TRINITY_AGENT_EGRESS_GUARD": "yes please"}, "TRINITY_AGENT_EGRESS_GUARD"),
+        ({"TRINITY_AGENT_EGRESS_ALLOW": "10.0.0.0/8"}, "without TRINITY_AGENT_EGRESS_GUARD"),
+        (
+            {"TRINITY_AGENT_EGRESS_GUARD": "1", "TRINITY_AGENT_EGRESS_ALLOW": "10.0.0.1/8"},
+            "TRINITY_AGENT_EGRESS_ALLOW: '10.0.0.1/8'",
+        ),
         ({"TRINITY_AGENT_WORK_AREA": "relative/area"}, "TRINITY_AGENT_WORK_AREA"),
         ({"TRINITY_AGENT_CLI_CACHE": "relative/cache"}, "TRINITY_AGENT_CLI_CACHE"),
         ({"ANTHROPIC_BASE_URL": "ftp://example.invalid"}, "upstream base URL"),
@@ -101,6 +106,10 @@ def test_the_server_refuses_to_start_without_the_secret(tmp_path: Path) -> None:
 def test_the_egress_guard_is_asked_for_by_its_own_variable(tmp_path: Path) -> None:
     assert load_config(env_for(tmp_path, TRINITY_AGENT_EGRESS_GUARD="1")).egress_guard is True
     assert load_config(env_for(tmp_path, TRINITY_AGENT_EGRESS_GUARD="0")).egress_guard is False
+    allowed = load_config(
+        env_for(tmp_path, TRINITY_AGENT_EGRESS_GUARD="1", TRINITY_AGENT_EGRESS_ALLOW="10.2.0.5:443")
+    ).egress_allow
+    assert [str(allowance) for allowance in allowed] == ["10.2.0.5/32:443"]
 
 
 def test_the_upstream_is_the_servers_own_setting_trinitys_first(tmp_path: Path) -> None:

@@ -78,6 +78,7 @@ def _manage_check(tmp_path: Path, **overrides: str) -> subprocess.CompletedProce
         ("TRINITY_RATE_LIMIT_WINDOW_SECONDS", "two hours"),
         ("LOG_LEVEL", "LOUD"),
         ("TRINITY_CHATGPT_DEVICE_URL", "auth.openai.com/codex/device"),
+        ("TRINITY_AGENT_EGRESS_ALLOW", "git.internal:22"),
     ],
 )
 def test_a_bad_value_fails_loudly_naming_the_variable(
