@@ -60,6 +60,12 @@ NETWORK_LABEL = "trinity.network"
 # setuid binary from giving any back. No seccomp option: the engine's default profile.
 CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID")
 SECURITY_OPT = "no-new-privileges:true"
+# The egress guard (agent_server/egress.py, docs/flows/egress-guard.md): the server
+# starts with two more capabilities, NET_ADMIN for iptables rules in the container's
+# own network namespace that refuse the agent user every private address (the other
+# agents on this network, the host's bridge address) and SETPCAP to drop both from
+# its bounding set, which it does, with the rules checked, before it serves.
+GUARD_CAPABILITIES = ("NET_ADMIN", "SETPCAP")
 # The root file system is read-only; these are the writable places. The work area (the
 # CLI's working directory and HOMEs, the image's TRINITY_AGENT_WORK_AREA) is an
 # anonymous volume, on disk, removed with the container; the server's own directory
@@ -70,6 +76,15 @@ TMPFS = {
     "/tmp": "rw,exec,nosuid,nodev,size=256m,mode=1777",  # noqa: S108 - the container's own
     SERVER_HOME: "rw,noexec,nosuid,nodev,size=16m,mode=0700",
 }
+
+
+def guard_env() -> dict[str, str]:
+    """The server's variables that ask for the egress guard, with the private
+    destinations the operator allows through it (TRINITY_AGENT_EGRESS_ALLOW)."""
+    env = {"TRINITY_AGENT_EGRESS_GUARD": "1"}
+    if settings.TRINITY_AGENT_EGRESS_ALLOW:
+        env["TRINITY_AGENT_EGRESS_ALLOW"] = settings.TRINITY_AGENT_EGRESS_ALLOW
+    return env
 
 
 def _default_client() -> Any:
@@ -201,7 +216,8 @@ class DockerRuntime:
         """``containers.run``'s arguments: the image, the baseline environment, the
         labels that make the container this start's, the restart policy, the limits
         from settings (memory, CPU, processes) and the hardening (capabilities,
-        no-new-privileges, a read-only root with the writable places above)."""
+        no-new-privileges, a read-only root with the writable places above, the
+        egress guard)."""
         from docker.types import Mount
 
         return {
@@ -216,7 +232,11 @@ class DockerRuntime:
                 "--port",
                 str(CONTAINER_PORT),
             ],
-            "environment": {**spec.environment(), "TRINITY_AGENT_HOME": SERVER_HOME},
+            "environment": {
+                **spec.environment(),
+                "TRINITY_AGENT_HOME": SERVER_HOME,
+                **guard_env(),
+            },
             "detach": True,
             "labels": {LABEL: spec.name, START_LABEL: start_id},
             # The platform revives a dead server (the module docstring says why).
@@ -226,7 +246,7 @@ class DockerRuntime:
             "nano_cpus": settings.TRINITY_AGENT_CPU_MILLICORES * 1_000_000,
             "pids_limit": settings.TRINITY_AGENT_PIDS_LIMIT,
             "cap_drop": ["ALL"],
-            "cap_add": list(CAPABILITIES),
+            "cap_add": [*CAPABILITIES, *GUARD_CAPABILITIES],
             "security_opt": [SECURITY_OPT],
             "read_only": True,
             "tmpfs": dict(TMPFS),

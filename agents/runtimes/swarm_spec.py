@@ -12,7 +12,8 @@ a read-only root with the same writable places, memory, CPU and process limits),
 - **the egress guard**: the server starts with NET_ADMIN and SETPCAP, fences the
   agent's user off every private address (Postgres, Redis, the platform, the other
   agents), drops both and sets no-new-privileges before it serves (agent_server/egress.py),
-  which a swarm service of engine 20.10 cannot set itself;
+  which a swarm service of engine 20.10 cannot set itself (the docker runtime runs
+  the same guard);
 - **placement** by resources (a reservation the scheduler counts) and constraints:
   the platform's (TRINITY_SWARM_CONSTRAINTS) and the agent's own node labels;
 - **restart policy none**: a dead server stays down and the platform revives it on the
@@ -34,20 +35,18 @@ from agents.runtimes.base import SpawnSpec
 from agents.runtimes.docker import (
     CAPABILITIES,
     CONTAINER_PORT,
+    GUARD_CAPABILITIES,
     LABEL,
     SERVER_HOME,
     START_LABEL,
     TMPFS,
     WORK_AREA,
+    guard_env,
 )
 from trinity.node_labels import swarm_constraints
 
 ENV_SECRET_FILE = "trinity-agent-env"  # noqa: S105 - a file name
 ENV_FILE = f"/run/secrets/{ENV_SECRET_FILE}"
-# The two capabilities the server holds only until its egress guard is in place:
-# NET_ADMIN for the rules, SETPCAP to drop capabilities from its bounding set. It
-# keeps the docker runtime's CAPABILITIES (that module says what each is for).
-GUARD_CAPABILITIES = ("NET_ADMIN", "SETPCAP")
 STOP_GRACE_NS = 10 * 1_000_000_000
 # Swarm names (services, secrets) are DNS labels: at most 63 characters.
 NAME_LIMIT = 63
@@ -116,7 +115,7 @@ def container_spec(spec: SpawnSpec, secret: tuple[str, str], start_id: str) -> d
         "Env": [
             f"TRINITY_AGENT_ENV_FILE={ENV_FILE}",
             f"TRINITY_AGENT_HOME={SERVER_HOME}",
-            "TRINITY_AGENT_EGRESS_GUARD=1",
+            *(f"{name}={value}" for name, value in guard_env().items()),
         ],
         "Labels": {LABEL: spec.name, START_LABEL: start_id},
         "ReadOnly": True,

@@ -5,7 +5,8 @@ exact fields agents/runtimes/docker.py sends through the docker SDK and returns 
 body to forward, built from what it read, in canonical case. Anything else is refused:
 a field the runtime does not send (Binds, Privileged, Devices, PidMode, Volumes,
 PortBindings, User...), a value it would not send, or a missing hardening: every
-agent container drops every capability but AGENT_CAPABILITIES, sets no-new-privileges
+agent container drops every capability but AGENT_CAPABILITIES and the egress guard's
+GUARD_CAPABILITIES (which its server drops before it serves), sets no-new-privileges
 and a read-only root, and has memory, CPU and process limits. No security option but
 no-new-privileges passes, so the engine's default seccomp profile applies.
 """
@@ -18,7 +19,15 @@ from typing import Any
 from .agent import agent_labels
 from .fields import DROP, Reader, exactly, one_of, positive_int, struct, subset, texts
 from .mounts import agent_mounts
-from .policy import AGENT_CAPABILITIES, AGENT_TMPFS, NO_NEW_PRIVILEGES, Policy, Refused, shown
+from .policy import (
+    AGENT_CAPABILITIES,
+    AGENT_TMPFS,
+    GUARD_CAPABILITIES,
+    NO_NEW_PRIVILEGES,
+    Policy,
+    Refused,
+    shown,
+)
 
 # tmpfs options an agent's mount may carry; suid and dev are not among them, and
 # nosuid and nodev must be there (a later option overrides an earlier one).
@@ -76,7 +85,7 @@ def _host_config(policy: Policy) -> Reader:
             "NanoCpus": positive_int,
             "PidsLimit": positive_int,
             "CapDrop": exactly(["ALL"]),
-            "CapAdd": subset(AGENT_CAPABILITIES),
+            "CapAdd": subset(AGENT_CAPABILITIES | GUARD_CAPABILITIES),
             "SecurityOpt": exactly([NO_NEW_PRIVILEGES]),
             "ReadonlyRootfs": exactly(True),
             "Tmpfs": _tmpfs,

@@ -1,11 +1,11 @@
 """What the proxy lets through: the agent's shape, and how a refusal reads.
 
 The shape is the one container create agents/runtimes/docker.py makes (its
-CAPABILITIES, SECURITY_OPT, TMPFS and WORK_AREA are these values, and
-tests/deploy/test_docker_proxy.py pins that the runtime's own create passes) and the
-one service create agents/runtimes/swarm_spec.py makes (the same, plus the guard's
-capabilities, the secret's file and the server's port;
-tests/deploy/test_docker_proxy_service_body.py pins that its body passes).
+CAPABILITIES, GUARD_CAPABILITIES, SECURITY_OPT, TMPFS and WORK_AREA are these values,
+and tests/deploy/test_docker_proxy.py pins that the runtime's own create passes) and
+the one service create agents/runtimes/swarm_spec.py makes (the same, plus the
+secret's file and the server's port; tests/deploy/test_docker_proxy_service_body.py
+pins that its body passes).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ NO_NEW_PRIVILEGES = "no-new-privileges:true"
 # volume (no source, no driver options) for the work area.
 AGENT_TMPFS = frozenset({"/tmp", "/home/agent/work"})  # noqa: S108 - paths in the container
 AGENT_WORK_AREA = "/srv/trinity-agent"
-# A swarm agent's server also holds NET_ADMIN (for its egress rules) and SETPCAP (to
-# drop capabilities from its bounding set) until its egress guard is in place, and
-# drops both before it serves; it reads its environment from one root-only secret
-# file, and listens on one port.
+# An agent's server (container or swarm service) also holds NET_ADMIN (for its egress
+# rules) and SETPCAP (to drop capabilities from its bounding set) until its egress
+# guard is in place, and drops both before it serves. A swarm agent reads its
+# environment from one root-only secret file, and listens on one port.
 GUARD_CAPABILITIES = frozenset({"NET_ADMIN", "SETPCAP"})
 AGENT_SECRET_FILE = "trinity-agent-env"  # noqa: S105 - a file name
 AGENT_PORT = 8080

@@ -21,7 +21,7 @@ import docker.errors
 import pytest
 from django.test import override_settings
 
-from agents.runtimes.docker import CAPABILITIES, WORK_AREA, DockerRuntime
+from agents.runtimes.docker import CAPABILITIES, GUARD_CAPABILITIES, WORK_AREA, DockerRuntime
 from tests.containers import NETWORK, docker_settings
 from tests.deploy.conftest import (
     IMAGE,
@@ -56,7 +56,8 @@ def test_the_agent_runtime_starts_inspects_stops_and_discards_through_the_proxy(
 
     assert alive is True
     # What the engine made of the create the proxy rebuilt: the runtime's hardening.
-    assert (host["CapDrop"], sorted(host["CapAdd"])) == (["ALL"], sorted(CAPABILITIES))
+    added = sorted([*CAPABILITIES, *GUARD_CAPABILITIES])
+    assert (host["CapDrop"], sorted(host["CapAdd"])) == (["ALL"], added)
     assert (host["ReadonlyRootfs"], host["SecurityOpt"]) == (True, ["no-new-privileges:true"])
     assert stopped == []
     assert named(engine) == []

@@ -17,10 +17,11 @@ from rest_framework.test import APIClient
 
 from agents import lifecycle
 from agents.models import Agent
-from agents.runtimes.docker import CAPABILITIES, SECURITY_OPT, TMPFS, WORK_AREA
+from agents.runtimes.docker import CAPABILITIES, WORK_AREA
 from simulator.control import SimulatorControl
 from subscriptions import services as subscription_services
 from tests.agents.factories import AgentFactory
+from tests.docker.hardening import assert_hardened
 from tests.execution.support import messages_sent, register_plan, task, wait_until
 from tests.proc_status import cap_mask, proc_status
 
@@ -56,29 +57,8 @@ def test_docker_inspect_shows_the_hardening_and_the_limits(
     docker_control: SimulatorControl, engine: Any, owner: User
 ) -> None:
     agent = lifecycle.agent_start(agent=_agent_with_bash(owner, docker_control))
-    attrs = engine.api.inspect_container(agent.process_handle)
-    host = attrs["HostConfig"]
-    assert host["SecurityOpt"] == [SECURITY_OPT]  # no seccomp=unconfined, no apparmor option
-    assert host["CapDrop"] == ["ALL"]
-    assert sorted(host["CapAdd"]) == sorted(CAPABILITIES)
-    assert host["ReadonlyRootfs"] is True
-    assert host["Privileged"] is False
+    host = assert_hardened(engine, agent.process_handle)["HostConfig"]
     assert (host["Memory"], host["PidsLimit"], host["NanoCpus"]) == (1024**3, 256, 1_500_000_000)
-    assert host["Binds"] in (None, [])
-    assert host["Tmpfs"] == TMPFS
-    [volume] = attrs["Mounts"]
-    assert (volume["Type"], volume["Destination"], volume["RW"]) == ("volume", WORK_AREA, True)
-    assert volume["Driver"] == "local" and not host["Mounts"][0].get("VolumeOptions")
-
-    # The kernel's view of the agent server (PID 1, root): the engine's default seccomp
-    # filter (mode 2), no-new-privileges, and exactly the capabilities it was given.
-    container = engine.containers.get(agent.process_handle)
-    code, output = container.exec_run(["cat", "/proc/1/status"])
-    assert code == 0
-    status = proc_status(output.decode())
-    assert status["Seccomp"] == "2"
-    assert status["NoNewPrivs"] == "1"
-    assert status["CapBnd"] == status["CapEff"] == cap_mask(CAPABILITIES)
 
 
 def test_a_turn_serves_and_its_tools_find_a_read_only_root_and_no_way_to_privilege(

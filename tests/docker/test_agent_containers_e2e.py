@@ -23,6 +23,7 @@ from simulator.control import SimulatorControl
 from subscriptions.models import RateLimitEvent
 from tests.containers import NETWORK
 from tests.execution.support import agent_on, messages_sent, register_plan, task, wait_until
+from tests.reach import REFUSED, reach
 from trinity.models import Notification
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -192,21 +193,6 @@ def test_the_containers_limits_come_from_settings_and_show_in_docker_inspect(
     assert host["RestartPolicy"]["Name"] == "no"
 
 
-PROBE = """
-import socket, sys
-for host, port in [tuple(x.rsplit(":", 1)) for x in sys.argv[1:]]:
-    s = socket.socket()
-    s.settimeout(3)
-    try:
-        s.connect((host, int(port)))
-        print(host, port, "open")
-    except OSError as exc:
-        print(host, port, "closed", type(exc).__name__)
-    finally:
-        s.close()
-"""
-
-
 def test_the_platform_reaches_the_server_only_on_the_agents_network_and_the_agent_reaches_no_store(
     docker_control: SimulatorControl, engine: Any, owner: User, container_simulator: Any
 ) -> None:
@@ -222,17 +208,19 @@ def test_the_platform_reaches_the_server_only_on_the_agents_network_and_the_agen
     assert network.attrs["Labels"] == {"trinity.network": "agents"}
 
     # From inside, as the agent's own user (what the CLI's tools run as): Postgres and
-    # Redis are not reachable at any address the container can name, while the one
-    # service the host offers the network (the upstream) is, so the probe can tell.
+    # Redis are not reachable at any address the container can name, nor, by the egress
+    # guard, the host's one service on the network (the upstream, which the CLI reaches
+    # through its server's forwarder on loopback) or another agent's server.
+    other = lifecycle.agent_start(agent=agent_on(owner, a, name="other"))
     gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
-    upstream_port = container_simulator.base_url.rsplit(":", 1)[1]
-    targets = [f"{gateway}:5432", f"{gateway}:6379", "127.0.0.1:5432", "127.0.0.1:6379"]
-    code, output = engine.containers.get(agent.process_handle).exec_run(
-        ["python3", "-c", PROBE, *targets, f"{gateway}:{upstream_port}"], user="trinity-agent"
-    )
-    lines = output.decode().split("\n")
-    assert code == 0, lines
-    assert [line.split()[2] for line in lines if line] == ["closed"] * 4 + ["open"], lines
+    upstream = f"{gateway}:{container_simulator.base_url.rsplit(':', 1)[1]}"
+    server = other.endpoint.removeprefix("http://")
+    stores = [f"{gateway}:5432", f"{gateway}:6379", "127.0.0.1:5432", "127.0.0.1:6379"]
+    container = engine.containers.get(agent.process_handle)
+    assert reach(container, "trinity-agent", [*stores, upstream, server]) == [REFUSED] * 6
+    # Root in the same container (the server and its forwarder) reaches both, so the
+    # probe can tell, and the guard is what closes them.
+    assert reach(container, "root", [upstream, server]) == ["open", "open"]
 
 
 READ = """

@@ -1,8 +1,8 @@
 """The agent image's server takes its environment from a secret file and guards egress.
 
 What a swarm service of an agent is, on the real engine with the agent image: the
-capabilities the swarm runtime gives (the Docker runtime's, plus NET_ADMIN and
-SETPCAP for the guard), a read-only root, no `no-new-privileges` option (a swarm
+capabilities both container runtimes give (CAPABILITIES, plus NET_ADMIN and SETPCAP
+for the guard), a read-only root, no `no-new-privileges` option (a swarm
 service cannot ask for it), the environment in a root-only file mounted where swarm
 mounts secrets and only its path in the container's environment. The peers are real:
 another container on the same network and a listener on the network's gateway (the
@@ -26,29 +26,25 @@ import pytest
 from docker.types import Mount
 
 from agents.client import AgentServerClient, AgentServerUnavailable
-from agents.runtimes.docker import CAPABILITIES, SERVER_HOME, TMPFS, WORK_AREA
+from agents.runtimes.docker import (
+    CAPABILITIES,
+    GUARD_CAPABILITIES,
+    SERVER_HOME,
+    TMPFS,
+    WORK_AREA,
+)
 from tests.containers import NETWORK
 from tests.proc_status import cap_mask, proc_status
+from tests.reach import REFUSED, reach
 from trinity.crypto import Secret
 
 pytestmark = [pytest.mark.e2e]
 
 ENV_FILE = "/run/secrets/trinity-agent-env"
-GUARD_CAPABILITIES = (*CAPABILITIES, "NET_ADMIN", "SETPCAP")
+GUARDED = (*CAPABILITIES, *GUARD_CAPABILITIES)
 PORT = 8080
 PEER_PORT = 8000
 BOOT_SECONDS = 60.0
-# Connects to argv[1]:argv[2] once; says how it went, with no traceback to parse.
-PROBE = """
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
-    print("connected")
-except ConnectionRefusedError:
-    print("refused")
-except OSError as exc:
-    print(f"failed: {exc}")
-"""
 RESOLVE = "import socket, sys; print(socket.gethostbyname(sys.argv[1]))"
 
 
@@ -70,7 +66,9 @@ def _env_file(directory: Path, secret: str) -> Path:
     return path
 
 
-def _run_agent(engine: Any, image: str, env_file: Path, capabilities: tuple[str, ...]) -> Any:
+def _run_agent(
+    engine: Any, image: str, env_file: Path, capabilities: tuple[str, ...], allow: str = ""
+) -> Any:
     return engine.containers.run(
         image=image,
         name=f"trinity-guard-test-{secrets.token_hex(4)}",
@@ -78,6 +76,7 @@ def _run_agent(engine: Any, image: str, env_file: Path, capabilities: tuple[str,
             "TRINITY_AGENT_ENV_FILE": ENV_FILE,
             "TRINITY_AGENT_EGRESS_GUARD": "1",
             "TRINITY_AGENT_HOME": SERVER_HOME,
+            **({"TRINITY_AGENT_EGRESS_ALLOW": allow} if allow else {}),
         },
         detach=True,
         network=NETWORK,
@@ -158,17 +157,11 @@ def guarded(
 ) -> Iterator[tuple[Any, str]]:
     """The agent's container with the guard asked for; (container, its secret)."""
     secret = f"guard-test-secret-{secrets.token_hex(16)}"
-    container = _run_agent(engine, agent_image, _env_file(tmp_path, secret), GUARD_CAPABILITIES)
+    container = _run_agent(engine, agent_image, _env_file(tmp_path, secret), GUARDED)
     try:
         yield container, secret
     finally:
         container.remove(force=True, v=True)
-
-
-def _probe(container: Any, user: str, host: str, port: int) -> str:
-    code, output = container.exec_run(["python", "-c", PROBE, host, str(port)], user=user)
-    assert code == 0, output
-    return str(output.decode().strip())
 
 
 def test_the_agent_user_reaches_loopback_and_no_private_address_while_root_does(
@@ -182,13 +175,13 @@ def test_the_agent_user_reaches_loopback_and_no_private_address_while_root_does(
     assert f"TRINITY_AGENT_ENV_FILE={ENV_FILE}" in env
     assert not [item for item in env if secret in item or item.startswith("TRINITY_AGENT_SEC")]
 
-    targets = {"peer": (_address(peer), PEER_PORT), "gateway": (gateway, gateway_listener)}
-    for what, (host, port) in targets.items():
-        assert _probe(container, "root", host, port) == "connected", what
-        assert _probe(container, "trinity-agent", host, port) == "refused", what
+    # The peer and the host's listener on the gateway: refused at once (REJECT).
+    targets = [f"{_address(peer)}:{PEER_PORT}", f"{gateway}:{gateway_listener}"]
+    assert reach(container, "root", targets) == ["open", "open"]
+    assert reach(container, "trinity-agent", targets) == [REFUSED, REFUSED]
     # Loopback stays open to the agent user (the server, its forwarder), and so does
     # the engine's DNS at 127.0.0.11: it resolves the peer it may not reach.
-    assert _probe(container, "trinity-agent", "127.0.0.1", PORT) == "connected"
+    assert reach(container, "trinity-agent", [f"127.0.0.1:{PORT}"]) == ["open"]
     code, output = container.exec_run(["python", "-c", RESOLVE, peer.name], user="trinity-agent")
     assert (code, output.decode().strip()) == (0, _address(peer)), output
     # IPv6 (the kernel has it, the network hands out none): nothing but loopback.
@@ -198,6 +191,29 @@ def test_the_agent_user_reaches_loopback_and_no_private_address_while_root_does(
         "-A TRINITY-AGENT-EGRESS -j REJECT --reject-with icmp6-port-unreachable",
         "",
     ], output
+
+
+def test_the_operators_allowance_opens_exactly_its_address_and_port(
+    engine: Any, agent_image: str, peer: Any, gateway: str, gateway_listener: int, tmp_path: Path
+) -> None:
+    """A private service the agents' tools need (here the peer's port) is let through
+    by TRINITY_AGENT_EGRESS_ALLOW; an allowance of another port of the gateway leaves
+    the gateway's listener refused."""
+    secret = f"guard-test-secret-{secrets.token_hex(16)}"
+    server = f"{_address(peer)}:{PEER_PORT}"
+    allow = f"{server},{gateway}:{gateway_listener + 1 if gateway_listener < 65535 else 1}"
+    container = _run_agent(engine, agent_image, _env_file(tmp_path, secret), GUARDED, allow)
+    try:
+        _proven(container, secret)
+        listener = f"{gateway}:{gateway_listener}"
+        assert reach(container, "trinity-agent", [server, listener]) == ["open", REFUSED]
+        assert reach(container, "root", [listener]) == ["open"]
+        assert (
+            f"egress_guard=on (allowing {_address(peer)}/32:{PEER_PORT},"
+            in container.logs(stderr=True).decode()
+        )
+    finally:
+        container.remove(force=True, v=True)
 
 
 def test_the_server_keeps_neither_net_admin_nor_setpcap_and_sets_no_new_privs(
@@ -226,7 +242,7 @@ def test_a_guard_that_cannot_be_installed_stops_the_container_naming_the_step(
     engine: Any, agent_image: str, gateway: str, tmp_path: Path, missing: str, step: str
 ) -> None:
     secret = f"guard-test-secret-{secrets.token_hex(16)}"
-    capabilities = tuple(name for name in GUARD_CAPABILITIES if name != missing)
+    capabilities = tuple(name for name in GUARDED if name != missing)
     container = _run_agent(engine, agent_image, _env_file(tmp_path, secret), capabilities)
     try:
         exit_code = container.wait(timeout=BOOT_SECONDS)["StatusCode"]

@@ -27,10 +27,9 @@ import pytest
 from django.test import override_settings
 
 from agents.runtimes.base import SpawnSpec
+from agents.runtimes.docker import CAPABILITIES, GUARD_CAPABILITIES
 from agents.runtimes.swarm import SwarmRuntime, _post_service, agents_overlay
 from agents.runtimes.swarm_spec import (
-    CAPABILITIES,
-    GUARD_CAPABILITIES,
     LABEL,
     secret_name,
     service_body,

@@ -29,6 +29,7 @@ from agents.runtimes.swarm_tasks import newest_task
 from simulator.control import SimulatorControl
 from tests.execution.support import agent_on, messages_sent, register_plan, task, wait_until
 from tests.proc_status import cap_mask, proc_status
+from tests.reach import REFUSED, reach
 from tests.swarm.conftest import POOL_LABEL, Node, Swarm, harness
 from trinity.crypto import Secret
 
@@ -156,29 +157,6 @@ def test_deleting_the_agent_removes_its_service_and_its_secret(
     assert labelled(swarm, services[0]["Spec"]["Labels"][LABEL]) == ([], [])
 
 
-PROBE = """
-import socket, sys
-for target in sys.argv[1:]:
-    host, port = target.rsplit(":", 1)
-    s = socket.socket()
-    s.settimeout(3)
-    try:
-        s.connect((host, int(port)))
-        print(target, "open")
-    except OSError as exc:
-        print(target, "closed", type(exc).__name__)
-    finally:
-        s.close()
-"""
-
-
-def _probe(container: Any, user: str, targets: list[str]) -> list[str]:
-    code, output = container.exec_run(["python3", "-c", PROBE, *targets], user=user)
-    lines = output.decode().splitlines()
-    assert code == 0, lines
-    return [line.split()[1] for line in lines]
-
-
 def test_from_inside_an_agent_task_the_stores_and_the_other_agents_are_unreachable(
     swarm_control: SimulatorControl, swarm: Swarm, owner: User
 ) -> None:
@@ -194,10 +172,10 @@ def test_from_inside_an_agent_task_the_stores_and_the_other_agents_are_unreachab
     # As the agent's user (what the CLI's tools run as): the other agent, on the
     # overlay and at its published port, the stores and the host are all closed.
     targets = [f"{overlay}:8080", published, f"{host}:5432", f"{host}:6379"]
-    assert _probe(container, "trinity-agent", targets) == ["closed"] * 4
+    assert reach(container, "trinity-agent", targets) == [REFUSED] * 4
     # Root in the same container (the server, whose forwarder reaches the upstream)
     # reaches the other agent: the probe can tell, and the guard is what closes it.
-    assert _probe(container, "root", [f"{overlay}:8080"]) == ["open"]
+    assert reach(container, "root", [f"{overlay}:8080"]) == ["open"]
 
 
 def test_the_runtime_asks_for_an_encrypted_overlay_unless_told_not_to(swarm: Swarm) -> None:
