@@ -160,22 +160,27 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 
 class CodexReply:
-    """One assistant message computed from a Responses request body."""
+    """One answer computed from a Responses request body: the echoing assistant
+    message, or the output items of the armed red-team script (``scripted``)."""
 
-    def __init__(self, body: dict[str, Any], model: str) -> None:
+    def __init__(
+        self, body: dict[str, Any], model: str, scripted: list[dict[str, Any]] | None = None
+    ) -> None:
         echo = " ".join(last_user_text(body).split())[:ECHO_CHARS]
         self.text = REPLY_PREFIX + echo if echo else REPLY_PREFIX.rstrip(": ") + "."
         self.model = model
-        self.input_tokens = tokens_for(prompt_text(body))
-        self.output_tokens = tokens_for(self.text)
         self.id = "resp_sim_" + secrets.token_hex(12)
-        self.item = {
-            "type": "message",
-            "role": "assistant",
-            "id": "msg_sim_" + secrets.token_hex(12),
-            "status": "completed",
-            "content": [{"type": "output_text", "text": self.text, "annotations": []}],
-        }
+        self.items = scripted or [
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": "msg_sim_" + secrets.token_hex(12),
+                "status": "completed",
+                "content": [{"type": "output_text", "text": self.text, "annotations": []}],
+            }
+        ]
+        self.input_tokens = tokens_for(prompt_text(body))
+        self.output_tokens = tokens_for("\n".join(_item_text(item) for item in self.items))
 
     @property
     def total_tokens(self) -> int:
@@ -188,7 +193,7 @@ class CodexReply:
             "object": "response",
             "status": "completed",
             "model": self.model,
-            "output": [self.item],
+            "output": self.items,
             "usage": {
                 "input_tokens": self.input_tokens,
                 "input_tokens_details": {"cached_tokens": 0},
@@ -201,8 +206,9 @@ class CodexReply:
     def sse_events(self) -> Iterator[tuple[str, dict[str, Any]]]:
         created = {"id": self.id, "object": "response", "status": "in_progress"}
         yield "response.created", {"type": "response.created", "response": created}
-        done = {"type": "response.output_item.done", "output_index": 0, "item": self.item}
-        yield "response.output_item.done", done
+        for index, item in enumerate(self.items):
+            done = {"type": "response.output_item.done", "output_index": index, "item": item}
+            yield "response.output_item.done", done
         yield "response.completed", {"type": "response.completed", "response": self.response()}
 
     def streamed(self, sim: Simulator, headers: dict[str, str]) -> StreamingResponse:
@@ -211,6 +217,15 @@ class CodexReply:
         return StreamingResponse(
             paced(sim, frames), media_type="text/event-stream", headers=headers
         )
+
+
+def codex_reply(sim: Simulator, body: dict[str, Any], model: str) -> CodexReply:
+    """The armed red-team script's answer when ``body`` triggers it, else the echo.
+    Asked only once the request passed every check: a refused request ran no tools."""
+    script = sim.red_team
+    if script is None or not script.matches_responses(body):
+        return CodexReply(body, model)
+    return CodexReply(body, model, scripted=script.answer_responses(body))
 
 
 def parse_body(raw: bytes, outcome: Outcome) -> dict[str, Any] | None:
@@ -328,7 +343,7 @@ def serve_chatgpt(sim: Simulator, raw: bytes, request: Request, outcome: Outcome
     decision = sim.check_quota(cred, model)
     if not decision.allowed:
         return usage_limit(cred, decision.windows, now)
-    reply = CodexReply(body, model)
+    reply = codex_reply(sim, body, model)
     sim.spend(cred, model, reply.total_tokens)
     return reply.streamed(sim, rate_limit_headers(cred, now))
 
@@ -367,7 +382,7 @@ def serve_platform(sim: Simulator, raw: bytes, request: Request, outcome: Outcom
         return openai_error(
             429, "insufficient_quota", INSUFFICIENT_QUOTA, error_type="insufficient_quota"
         )
-    reply = CodexReply(body, model)
+    reply = codex_reply(sim, body, model)
     # Billed as its usage reports: no cached input in the simulator's answers.
     usage = TokenUsage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
     sim.bill(cred, provider=OPENAI, model=model, usage=usage)

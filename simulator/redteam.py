@@ -1,4 +1,6 @@
-"""A scripted tool-using model: the red-team test's hostile model.
+"""A scripted tool-using model: the red-team test's hostile model, for the Claude Code
+CLI (the Messages API, below) and the Codex CLI (the Responses API: ``exec_command``
+function calls, then the quoting message, ``answer_responses``).
 
 A test arms one ``ToolScript`` through ``POST /_control/red-team``: a trigger (a
 string the turn's prompt carries), the file paths to ``Read`` and the shell commands
@@ -25,6 +27,7 @@ import base64
 import json
 import re
 import secrets
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +45,19 @@ class ToolCall:
     input: dict[str, Any]
 
     def block(self) -> dict[str, Any]:
+        """The Messages API's tool_use block."""
         return {"type": "tool_use", "id": self.id, "name": self.name, "input": self.input}
+
+    def function_call(self) -> dict[str, Any]:
+        """The Responses API's function_call output item."""
+        return {
+            "type": "function_call",
+            "id": "fc_" + self.id,
+            "call_id": self.id,
+            "name": self.name,
+            "arguments": json.dumps(self.input),
+            "status": "completed",
+        }
 
 
 @dataclass
@@ -72,28 +87,69 @@ class ToolScript:
         results = _tool_results(body)
         mine = [r for r in results if str(r.get("tool_use_id", "")).startswith(TOOL_ID_PREFIX)]
         if not mine:
-            calls = [
-                *(ToolCall(_tool_id(), "Read", {"file_path": path}) for path in self.reads),
-                *(
-                    ToolCall(_tool_id(), "Bash", {"command": cmd, "description": "inspect"})
-                    for cmd in self.commands
-                ),
-            ]
-            self.calls.update({call.id: call for call in calls})
+            bash = {"description": "inspect"}
+            calls = self._called(
+                [
+                    *(("Read", {"file_path": path}) for path in self.reads),
+                    *(("Bash", {"command": cmd, **bash}) for cmd in self.commands),
+                ]
+            )
             if calls:
                 return [call.block() for call in calls], "tool_use"
         for result in mine:
-            call = self.calls.get(str(result.get("tool_use_id")))
-            self.results.append(
-                {
-                    "tool": call.name if call else None,
-                    "input": call.input if call else None,
-                    "is_error": bool(result.get("is_error")),
-                    "content": _text(result.get("content")),
-                }
+            self._record(
+                str(result.get("tool_use_id")),
+                _text(result.get("content")),
+                is_error=bool(result.get("is_error")),
             )
         self.answers += 1
         return [{"type": "text", "text": self.quote()}], "end_turn"
+
+    def matches_responses(self, body: dict[str, Any]) -> bool:
+        """Whether a Responses request (the Codex CLI's) belongs to this script."""
+        return any(
+            isinstance(item, dict)
+            and item.get("role") == "user"
+            and self.trigger in _text(item.get("content"))
+            for item in body.get("input") or []
+        )
+
+    def answer_responses(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Codex CLI's answer to ``body``: its output items. Without results for
+        this script's calls, one ``exec_command`` call per command (a read is a
+        ``cat``: Codex reads files with its shell); with them, the quoting message."""
+        outputs = [
+            item
+            for item in body.get("input") or []
+            if isinstance(item, dict)
+            and item.get("type") == "function_call_output"
+            and str(item.get("call_id", "")).startswith(TOOL_ID_PREFIX)
+        ]
+        if not outputs:
+            commands = [*(f"cat -- {shlex.quote(path)}" for path in self.reads), *self.commands]
+            calls = self._called([("exec_command", {"cmd": cmd}) for cmd in commands])
+            if calls:
+                return [call.function_call() for call in calls]
+        for output in outputs:
+            self._record(str(output.get("call_id")), _text(output.get("output")))
+        self.answers += 1
+        return [_output_message(self.quote())]
+
+    def _called(self, calls: list[tuple[str, dict[str, Any]]]) -> list[ToolCall]:
+        made = [ToolCall(_tool_id(), name, arguments) for name, arguments in calls]
+        self.calls.update({call.id: call for call in made})
+        return made
+
+    def _record(self, call_id: str, content: str, *, is_error: bool = False) -> None:
+        call = self.calls.get(call_id)
+        self.results.append(
+            {
+                "tool": call.name if call else None,
+                "input": call.input if call else None,
+                "is_error": is_error,
+                "content": content,
+            }
+        )
 
     def quote(self) -> str:
         """The final answer: every recorded result, plainly and in two evasions."""
@@ -122,18 +178,32 @@ def _tool_id() -> str:
     return TOOL_ID_PREFIX + secrets.token_hex(8)
 
 
+# The text blocks of the Messages API and the Responses API's input and output items.
+_TEXT_TYPES = frozenset({"text", "input_text", "output_text"})
+
+
 def _text(content: Any) -> str:
-    """A message's or a tool result's content as text: a string, or its text blocks
-    joined (a user message's tool results and images are no text)."""
+    """A message's, a tool result's or a function call output's content as text: a
+    string, or its text blocks joined (tool results and images are no text)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         return "\n".join(
             str(b.get("text", ""))
             for b in content
-            if isinstance(b, dict) and b.get("type") == "text"
+            if isinstance(b, dict) and b.get("type") in _TEXT_TYPES
         )
     return ""
+
+
+def _output_message(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": "msg_redteam_" + secrets.token_hex(8),
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
 def _tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ the engine and from inside it."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -22,6 +23,8 @@ from subscriptions.models import Subscription
 from tests.agents.factories import AgentFactory
 from tests.docker.hardening import assert_hardened
 from tests.execution.support import register_codex_plan, task
+from tests.proc_status import proc_status
+from tests.reach import PROBE, REFUSED
 from trinity.models import Notification
 
 # The agent's working directory in its work area.
@@ -33,6 +36,7 @@ PLAN_PATH = "/backend-api/codex/responses"
 MODEL = "gpt-5.5-codex"
 # Where the image staged the CLIs for the agent user (deploy/Dockerfile.agent).
 CLI_CACHE = "/opt/trinity/cli"
+TRIGGER = "codex-container-probe-3b9d"
 
 
 def codex_agent(owner: User, plan: Subscription) -> Agent:
@@ -143,3 +147,40 @@ def test_a_codex_agents_container_keeps_the_hardening_and_its_cli_runs_as_the_ag
     ]
     code, output = container.exec_run(["touch", "/opt/trinity/cli/x"])
     assert code != 0 and b"Read-only file system" in output, output
+
+
+def test_the_codex_clis_commands_run_in_the_container_as_the_agent_user_under_its_bounds(
+    docker_control: SimulatorControl,
+    container_simulator: Any,
+    gateway: str,
+    owner: User,
+    owner_client: APIClient,
+) -> None:
+    """The simulator's scripted model has the real Codex CLI run shell commands
+    (exec_command) in the container. The CLI's own sandbox is off there (it needs user
+    namespaces the engine's seccomp profile refuses), so the container is their bound:
+    they run as the agent user with no capability under no-new-privileges, find the root
+    read-only, and the egress guard refuses them the host's upstream on the bridge."""
+    plan, _ = register_codex_plan(docker_control, "gpt-a")
+    codex_agent(owner, plan)
+    upstream = f"{gateway}:{container_simulator.base_url.rsplit(':', 1)[1]}"
+    commands = [
+        "id -un",
+        "grep -E '^(CapEff|NoNewPrivs):' /proc/self/status",
+        "touch /opt/trinity/cli/x 2>&1 || true",
+        f"python3 -c {shlex.quote(PROBE)} {upstream}",
+    ]
+    docker_control.arm_red_team(trigger=TRIGGER, reads=[], commands=commands)
+
+    body = task(owner_client, agent="coder", message=f"{TRIGGER}: look around")
+
+    assert body["http_status"] == 200, body
+    script = docker_control.red_team()
+    results = {(r["input"] or {}).get("cmd"): r["content"] for r in script["results"]}
+    assert set(results) == set(commands), results
+    assert "trinity-agent" in results[commands[0]]
+    status = proc_status(results[commands[1]])
+    assert (status["CapEff"], status["NoNewPrivs"]) == ("0" * 16, "1"), status
+    assert "Read-only file system" in results[commands[2]]
+    assert REFUSED in results[commands[3]]
+    assert turns_sent(docker_control) == [("codex", "gpt-a", 200)] * 2

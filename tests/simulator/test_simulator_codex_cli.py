@@ -30,6 +30,7 @@ USER = "user-1"
 EMAIL = "codex-cli@example.invalid"
 REFRESH = "rt-codex-cli-initial-0000"
 REPLY = "Simulated reply: say hi"
+TRIGGER = "codex-red-team-probe-7a2f"
 CODEX_PACKAGE = PACKAGE_DIR / "codex_cli"
 
 
@@ -123,12 +124,14 @@ class CodexRun:
 
 
 class RunCodex(Protocol):
-    def __call__(self, *, mode: str) -> CodexRun: ...
+    def __call__(
+        self, *, mode: str, prompt: str = "say hi", sandbox: str | None = None
+    ) -> CodexRun: ...
 
 
 @pytest.fixture
 def run_codex(sim: SimulatorProcess, tmp_path: Path, codex: str, proxy_trap: ProxyTrap) -> RunCodex:
-    def run(*, mode: str) -> CodexRun:
+    def run(*, mode: str, prompt: str = "say hi", sandbox: str | None = None) -> CodexRun:
         home = tmp_path / "codex-home"
         home.mkdir(exist_ok=True)
         env = {
@@ -147,7 +150,14 @@ def run_codex(sim: SimulatorProcess, tmp_path: Path, codex: str, proxy_trap: Pro
             (home / "auth.json").write_text(json.dumps(auth_json()))
         started = time.monotonic()
         done = subprocess.run(
-            [codex, "exec", "--json", "--skip-git-repo-check", "say hi"],
+            [
+                codex,
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                *(["--sandbox", sandbox] if sandbox else []),
+                prompt,
+            ],
             env=env,
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
@@ -315,3 +325,31 @@ def test_an_expired_access_token_is_refreshed_once_and_the_turn_served(
     assert stored["refresh_token"] != REFRESH
     assert stored["access_token"] != ACCESS
     assert run.seconds < 10
+
+
+def test_the_red_team_scripts_commands_run_in_the_cli_and_its_answer_quotes_them(
+    control: SimulatorControl, run_codex: RunCodex, tmp_path: Path
+) -> None:
+    """The scripted tool-using model speaks the Responses API too: ``exec_command``
+    calls the real CLI runs (its own sandbox off, as the agent server runs it where
+    something else bounds it), then a final answer quoting what they returned."""
+    control.register(KEY, kind="openai_key", label="platform", credit_usd=10)
+    secret_file = tmp_path / "planted.txt"
+    secret_file.write_text("planted-by-the-test")
+    control.arm_red_team(
+        trigger=TRIGGER, reads=[str(secret_file)], commands=["echo ran-$((6 * 7))"]
+    )
+
+    run = run_codex(mode="api_key", prompt=f"{TRIGGER}: look around", sandbox="danger-full-access")
+
+    assert run.exit_code == 0, run.events
+    script = control.red_team()
+    results = [(r["tool"], (r["input"] or {}).get("cmd"), r["content"]) for r in script["results"]]
+    assert [(tool, cmd) for tool, cmd, _ in results] == [
+        ("exec_command", f"cat -- {secret_file}"),
+        ("exec_command", "echo ran-$((6 * 7))"),
+    ]
+    assert "planted-by-the-test" in results[0][2] and "ran-42" in results[1][2], results
+    answers = [m["item"]["text"] for m in run.of_type("item.completed") if "text" in m["item"]]
+    assert answers and "ran-42" in answers[-1]
+    assert turns(control, "/v1/responses") == [("platform", 200), ("platform", 200)]
