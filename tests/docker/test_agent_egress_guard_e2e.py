@@ -12,6 +12,7 @@ the kernel's word on the server is its /proc/1/status.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -66,10 +67,19 @@ def _env_file(directory: Path, secret: str) -> Path:
     return path
 
 
-def _run_agent(
-    engine: Any, image: str, env_file: Path, capabilities: tuple[str, ...], allow: str = ""
-) -> Any:
-    return engine.containers.run(
+@contextlib.contextmanager
+def _agent(
+    engine: Any,
+    image: str,
+    directory: Path,
+    capabilities: tuple[str, ...] = GUARDED,
+    allow: str = "",
+) -> Iterator[tuple[Any, str]]:
+    """The agent's container with the guard asked for, its secret in a root-only file
+    under ``directory``; (container, its secret). Removed afterwards."""
+    secret = f"guard-test-secret-{secrets.token_hex(16)}"
+    env_file = _env_file(directory, secret)
+    container = engine.containers.run(
         image=image,
         name=f"trinity-guard-test-{secrets.token_hex(4)}",
         environment={
@@ -89,6 +99,10 @@ def _run_agent(
             Mount(target=ENV_FILE, source=str(env_file), type="bind", read_only=True),
         ],
     )
+    try:
+        yield container, secret
+    finally:
+        container.remove(force=True, v=True)
 
 
 def _proven(container: Any, secret: str) -> dict[str, Any]:
@@ -156,12 +170,8 @@ def guarded(
     engine: Any, agent_image: str, gateway: str, tmp_path: Path
 ) -> Iterator[tuple[Any, str]]:
     """The agent's container with the guard asked for; (container, its secret)."""
-    secret = f"guard-test-secret-{secrets.token_hex(16)}"
-    container = _run_agent(engine, agent_image, _env_file(tmp_path, secret), GUARDED)
-    try:
-        yield container, secret
-    finally:
-        container.remove(force=True, v=True)
+    with _agent(engine, agent_image, tmp_path) as made:
+        yield made
 
 
 def test_the_agent_user_reaches_loopback_and_no_private_address_while_root_does(
@@ -199,11 +209,9 @@ def test_the_operators_allowance_opens_exactly_its_address_and_port(
     """A private service the agents' tools need (here the peer's port) is let through
     by TRINITY_AGENT_EGRESS_ALLOW; an allowance of another port of the gateway leaves
     the gateway's listener refused."""
-    secret = f"guard-test-secret-{secrets.token_hex(16)}"
     server = f"{_address(peer)}:{PEER_PORT}"
     allow = f"{server},{gateway}:{gateway_listener + 1 if gateway_listener < 65535 else 1}"
-    container = _run_agent(engine, agent_image, _env_file(tmp_path, secret), GUARDED, allow)
-    try:
+    with _agent(engine, agent_image, tmp_path, allow=allow) as (container, secret):
         _proven(container, secret)
         listener = f"{gateway}:{gateway_listener}"
         assert reach(container, "trinity-agent", [server, listener]) == ["open", REFUSED]
@@ -212,8 +220,6 @@ def test_the_operators_allowance_opens_exactly_its_address_and_port(
             f"egress_guard=on (allowing {_address(peer)}/32:{PEER_PORT},"
             in container.logs(stderr=True).decode()
         )
-    finally:
-        container.remove(force=True, v=True)
 
 
 def test_the_server_keeps_neither_net_admin_nor_setpcap_and_sets_no_new_privs(
@@ -241,14 +247,10 @@ def test_the_server_keeps_neither_net_admin_nor_setpcap_and_sets_no_new_privs(
 def test_a_guard_that_cannot_be_installed_stops_the_container_naming_the_step(
     engine: Any, agent_image: str, gateway: str, tmp_path: Path, missing: str, step: str
 ) -> None:
-    secret = f"guard-test-secret-{secrets.token_hex(16)}"
     capabilities = tuple(name for name in GUARDED if name != missing)
-    container = _run_agent(engine, agent_image, _env_file(tmp_path, secret), capabilities)
-    try:
+    with _agent(engine, agent_image, tmp_path, capabilities) as (container, secret):
         exit_code = container.wait(timeout=BOOT_SECONDS)["StatusCode"]
         logs = container.logs().decode()
-    finally:
-        container.remove(force=True, v=True)
     assert exit_code == 2, logs
     assert f"agent server: refusing to start: {step}" in logs, logs
     assert "listening" not in logs and secret not in logs
